@@ -1,0 +1,46 @@
+# Optimisation, link-time optimisation and sanitizer flags, in one place, so
+# that backend() can report them.
+
+include(CheckIPOSupported)
+
+# Release builds: -O3 (CMake's Release default) plus LTO where the toolchain has it.
+set(PUFF_LTO OFF)
+if(CMAKE_BUILD_TYPE STREQUAL "Release" AND NOT PUFF_SANITIZE)
+  check_ipo_supported(RESULT _puff_ipo_ok OUTPUT _puff_ipo_msg LANGUAGES CXX)
+  if(_puff_ipo_ok)
+    set(PUFF_LTO ON)
+  endif()
+endif()
+
+set(PUFF_SANITIZER_FLAGS "")
+if(PUFF_SANITIZE)
+  if(MSVC)
+    message(FATAL_ERROR "PUFF_SANITIZE=ON needs GCC or Clang")
+  endif()
+  # bounds: array-index checks; no-recover: a UBSan report fails the test run.
+  set(PUFF_SANITIZER_FLAGS
+      -fsanitize=address,undefined -fsanitize=bounds -fno-sanitize-recover=undefined
+      -fno-omit-frame-pointer)
+endif()
+
+# Applies the project's flags to a target compiled from C++ sources.
+function(puff_configure_cxx_target target)
+  if(NOT MSVC)
+    target_compile_options(${target} PRIVATE -Wall -Wextra)
+  endif()
+  if(PUFF_SANITIZE)
+    target_compile_options(${target} PRIVATE $<$<COMPILE_LANGUAGE:CXX>:${PUFF_SANITIZER_FLAGS}>)
+    target_link_options(${target} PRIVATE ${PUFF_SANITIZER_FLAGS})
+  endif()
+  if(PUFF_LTO)
+    set_property(TARGET ${target} PROPERTY INTERPROCEDURAL_OPTIMIZATION ON)
+  endif()
+endfunction()
+
+# Reported by backend(): the flags the core's C++ sources were compiled with.
+string(TOUPPER "${CMAKE_BUILD_TYPE}" _puff_bt)
+string(JOIN " " PUFF_REPORTED_CXX_FLAGS ${CMAKE_CXX_FLAGS} ${CMAKE_CXX_FLAGS_${_puff_bt}} ${PUFF_SANITIZER_FLAGS})
+if(PUFF_LTO)
+  string(APPEND PUFF_REPORTED_CXX_FLAGS " (LTO)")
+endif()
+string(STRIP "${PUFF_REPORTED_CXX_FLAGS}" PUFF_REPORTED_CXX_FLAGS)

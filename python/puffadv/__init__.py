@@ -1,0 +1,9 @@
+"""puffadv: fast, correct advantage kernels (PufferLib's puff advantage, GAE,
+V-trace) for CPU, CUDA and HIP, taking any DLPack array."""
+from ._api import compute_puff_advantage
+from ._core import build_info as _build_info
+from ._report import backend, cmake_dir
+
+__version__ = _build_info()["version"]
+
+__all__ = ["compute_puff_advantage", "backend", "cmake_dir", "__version__"]

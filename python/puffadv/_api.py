@@ -1,0 +1,36 @@
+"""The public functions of puffadv."""
+from __future__ import annotations
+
+from . import _core, _frameworks
+
+
+def compute_puff_advantage(values, rewards, dones, importance, advantages=None,
+                           gamma=0.99, gae_lambda=0.95, rho_clip=1.0, c_clip=1.0, *,
+                           stream=None):
+    """PufferLib's puff advantage: GAE(gamma, lambda) with V-trace clipped importance weights.
+
+    All arrays are ``[rows, horizon]`` (any strides) of one framework, dtype and
+    device: NumPy, PyTorch, CuPy, JAX or any DLPack producer, float32 or float64.
+    For every row, backwards from ``t = horizon - 2``::
+
+        nnt   = 1 - dones[t+1]
+        delta = min(importance[t], rho_clip) * (rewards[t+1] + gamma * values[t+1] * nnt - values[t])
+        A     = delta + gamma * gae_lambda * min(importance[t], c_clip) * A * nnt
+
+    and ``advantages[:, -1] = 0``. ``rewards[:, 0]`` and ``dones[:, 0]`` are never read.
+
+    Returns the advantages in the caller's framework and on its device. If
+    ``advantages`` is given it is written in place and returned. The GIL is
+    released while computing; GPU work runs on the framework's current stream
+    (or ``stream``, a handle or stream object) and never blocks the host.
+    """
+    named = {"values": values, "rewards": rewards, "dones": dones, "importance": importance}
+    if advantages is not None:
+        named["advantages"] = advantages
+    framework = _frameworks.require_arrays(named)
+    params = [_frameworks.real_parameter(p, n) for p, n in
+              ((gamma, "gamma"), (gae_lambda, "gae_lambda"), (rho_clip, "rho_clip"), (c_clip, "c_clip"))]
+    out = advantages if advantages is not None else _frameworks.empty_like(framework, values)
+    inputs = [_frameworks.for_import(framework, x) for x in (values, rewards, dones, importance)]
+    _core.puff_advantage(*inputs, out, *params, _frameworks.current_stream(framework, values, stream))
+    return _frameworks.finish(framework, values, out) if advantages is None else out

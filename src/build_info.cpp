@@ -1,0 +1,61 @@
+// What this build contains (fixed at compile time) and what is usable now.
+#include <cstdlib>
+#include <string>
+#include <thread>
+
+#include "gpu_backend.hpp"
+
+namespace puffadv {
+
+build_info get_build_info() {
+    build_info info;
+    info.version = PUFFADV_VERSION;
+    info.has_cuda = PUFFADV_HAS_CUDA != 0;
+    info.has_hip = PUFFADV_HAS_HIP != 0;
+    info.gpu_architectures = PUFF_GPU_ARCHITECTURES;
+    info.build_type = PUFF_BUILD_TYPE;
+    info.compiler = PUFF_CXX_COMPILER;
+    info.cxx_flags = PUFF_CXX_FLAGS;
+    info.openmp = PUFF_OPENMP != 0;
+    info.sanitizers = PUFF_SANITIZE != 0;
+    return info;
+}
+
+gpu_status query_gpu(device_type type) {
+    switch (type) {
+        case device_type::cuda:
+#if PUFFADV_HAS_CUDA
+            return detail::cuda_status();
+#else
+            break;
+#endif
+        case device_type::rocm:
+#if PUFFADV_HAS_HIP
+            return detail::hip_status();
+#else
+            break;
+#endif
+        case device_type::cpu: {
+            gpu_status cpu;
+            cpu.compiled = true;
+            cpu.device_count = 1;
+            return cpu;
+        }
+    }
+    gpu_status missing;
+    missing.error = std::string("this build has no ") + device_type_name(type) + " backend";
+    return missing;
+}
+
+int cpu_thread_count() {
+    // Read on every call: a trainer may change it between calls.
+    if (const char* env = std::getenv("PUFFADV_NUM_THREADS")) {
+        char* end = nullptr;
+        const long n = std::strtol(env, &end, 10);
+        if (end != env && *end == '\0' && n >= 1) return n > 1024 ? 1024 : static_cast<int>(n);
+    }
+    const unsigned hw = std::thread::hardware_concurrency();
+    return hw == 0 ? 1 : static_cast<int>(hw);
+}
+
+}  // namespace puffadv

@@ -1,0 +1,23 @@
+// Private interface between dispatch.cpp and the GPU backends. Each backend
+// (advantage_cuda.cu, advantage_hip.cpp) implements these for its runtime;
+// arguments arrive already checked by find_puff_problem.
+#pragma once
+
+#include <puffadv/puffadv.hpp>
+
+namespace puffadv::detail {
+
+#if PUFFADV_HAS_CUDA
+void puff_advantage_cuda(const puff_arrays& arrays, const puff_params& params, gpu_stream stream);
+gpu_status cuda_status();
+#endif
+
+#if PUFFADV_HAS_HIP
+void puff_advantage_hip(const puff_arrays& arrays, const puff_params& params, gpu_stream stream);
+gpu_status hip_status();
+#endif
+
+/// CPU implementation (advantage_cpu.cpp): any strides, float32 or float64.
+void puff_advantage_cpu(const puff_arrays& arrays, const puff_params& params);
+
+}  // namespace puffadv::detail
