@@ -1,7 +1,7 @@
 """The public functions of puffadv."""
 from __future__ import annotations
 
-from . import _core, _frameworks
+from . import _core, _dispatch, _frameworks
 
 
 def compute_puff_advantage(values, rewards, dones, importance, advantages=None,
@@ -31,6 +31,6 @@ def compute_puff_advantage(values, rewards, dones, importance, advantages=None,
     params = [_frameworks.real_parameter(p, n) for p, n in
               ((gamma, "gamma"), (gae_lambda, "gae_lambda"), (rho_clip, "rho_clip"), (c_clip, "c_clip"))]
     out = advantages if advantages is not None else _frameworks.empty_like(framework, values)
-    inputs = [_frameworks.for_import(framework, x) for x in (values, rewards, dones, importance)]
-    _core.puff_advantage(*inputs, out, *params, _frameworks.current_stream(framework, values, stream))
+    _dispatch.call_core(_core.puff_advantage, framework, (values, rewards, dones, importance),
+                        (out,), params, stream)
     return _frameworks.finish(framework, values, out) if advantages is None else out

@@ -1,0 +1,19 @@
+"""The one place where a Python call reaches the compiled core.
+
+Every public function funnels through call_core(), so behaviour that applies
+to all of them (device placement, a CPU fallback for GPU arrays that this
+build cannot compute on) is written once.
+"""
+from __future__ import annotations
+
+from . import _frameworks
+
+
+def call_core(kernel, framework: str, inputs, outputs, scalars, stream=None):
+    """Runs `kernel(*inputs, *outputs, *scalars, stream_handle)`.
+
+    `inputs` are read, `outputs` written in place; all are arrays of `framework`.
+    """
+    inputs = [_frameworks.for_import(framework, x) for x in inputs]
+    handle = _frameworks.current_stream(framework, inputs[0], stream)
+    kernel(*inputs, *outputs, *scalars, handle)
