@@ -74,7 +74,7 @@ bool byte_extent(const matrix& m, byte_range& out) {
 }
 
 bool has_self_overlap(const matrix& m) {
-    if (m.rows <= 1 && m.cols <= 1) return false;
+    if (m.rows == 0 || m.cols == 0 || (m.rows == 1 && m.cols == 1)) return false;
     if (m.rows <= 1) return m.col_stride == 0;
     if (m.cols <= 1) return m.row_stride == 0;
     std::int64_t small = std::llabs(m.row_stride), small_n = m.rows;
