@@ -1,0 +1,113 @@
+"""The torch operator library (lib/libpuffadv_torch.so): whether it was built,
+which torch it was built against, and loading it with a message a user can act
+on. Imports torch only in load(), so backend() stays cheap."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+REBUILD = "pip install --no-build-isolation ."  # run in puffadv's source folder
+
+_load_error: str | None = None  # why the last load() failed
+_loaded = False
+
+
+def build_facts():
+    """The generated _torch_build module, or None when the library was not built."""
+    try:
+        from . import _torch_build
+    except ImportError:
+        return None
+    return _torch_build
+
+
+def library_path() -> Path | None:
+    facts = build_facts()
+    return None if facts is None else Path(__file__).resolve().parent / "lib" / facts.LIBRARY
+
+
+def installed_torch() -> str | None:
+    """The torch version this process uses (or would import), without importing it."""
+    if "torch" in sys.modules:
+        return str(sys.modules["torch"].__version__)
+    try:
+        from importlib.metadata import version
+        return version("torch")
+    except Exception:
+        return None
+
+
+def _release(version: str) -> tuple:
+    """'2.11.0+cu130' -> (2, 11): libtorch's C++ ABI changes between minor releases."""
+    return tuple(version.split("+")[0].split(".")[:2])
+
+
+def mismatch(built: str, running: str) -> str | None:
+    """The message for a library built against another torch release, or None."""
+    if _release(built) == _release(running):
+        return None
+    return (f"puffadv's torch operator library was built against torch {built}, but this "
+            f"process uses torch {running}; rebuild puffadv against this torch with: {REBUILD}")
+
+
+def not_built_message() -> str:
+    return ("puffadv was built without its torch operator library: torch was not importable "
+            "by the Python that built it (`pip install .` builds in an isolated environment "
+            f"without torch). Rebuild it in this environment with: {REBUILD}")
+
+
+def load(torch) -> None:
+    """torch.ops.load_library on the op library, or an ImportError that says what to do."""
+    global _load_error, _loaded
+    if _loaded:
+        return
+    facts = build_facts()
+    problem = not_built_message() if facts is None else mismatch(facts.TORCH_VERSION,
+                                                                 torch.__version__)
+    if problem is None:
+        try:
+            torch.ops.load_library(str(library_path()))
+        except OSError as e:  # e.g. an undefined symbol from a torch with another ABI
+            problem = (f"puffadv's torch operator library {library_path()} (built against torch "
+                       f"{facts.TORCH_VERSION}) does not load into torch {torch.__version__}: "
+                       f"{str(e).splitlines()[0]}. Rebuild puffadv against this torch with: {REBUILD}")
+    _load_error = problem
+    if problem is not None:
+        raise ImportError(problem)
+    _loaded = True
+
+
+def status() -> dict:
+    """For backend(): built, built against which torch, loaded, and fallbacks so far."""
+    facts = build_facts()
+    report = {
+        "built": facts is not None,
+        "built_against": facts.TORCH_VERSION if facts else None,
+        "library": str(library_path()) if facts else None,
+        "torch_installed": installed_torch(),
+        "loaded": _loaded,
+        "error": _load_error,
+        "cpu_fallbacks": None,
+    }
+    if facts is None:
+        report["error"] = not_built_message()
+    elif report["error"] is None and report["torch_installed"]:
+        report["error"] = mismatch(facts.TORCH_VERSION, report["torch_installed"])
+    if _loaded:
+        torch = sys.modules["torch"]
+        report["cpu_fallbacks"] = int(torch.ops.puffadv._cpu_fallback_count())
+    return report
+
+
+def describe(report: dict) -> str:
+    """One line for backend()'s printout."""
+    if not report["built"]:
+        return "not built (needs torch at build time: " + REBUILD + ")"
+    line = f"built against torch {report['built_against']}"
+    if report["loaded"]:
+        line += f"; loaded (torch.ops.puffadv), CPU fallbacks so far: {report['cpu_fallbacks']}"
+    elif report["error"]:
+        line += f"; NOT loadable: {report['error']}"
+    else:
+        line += "; not loaded (import puffadv.torch)"
+    return line

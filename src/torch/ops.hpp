@@ -1,0 +1,28 @@
+// Shared by the two torch operator sources: torch tensors to the core's
+// matrix views, and the core's argument problems to torch's error types.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <puffadv/puffadv.hpp>
+
+namespace puffadv::torch_ops {
+
+/// The five tensors of a puff-advantage call as core views. Only facts the
+/// core cannot see (a dtype outside its enum, a negative view) are checked here.
+puff_arrays to_arrays(const at::Tensor& values, const at::Tensor& rewards, const at::Tensor& dones,
+                      const at::Tensor& importance, const at::Tensor& advantages);
+
+/// find_puff_problem's verdict as TORCH_CHECK_TYPE (TypeError) or TORCH_CHECK_VALUE (ValueError).
+void check(const puff_arrays& arrays, const puff_params& params);
+
+/// compute_puff_advantage on checked arrays; a GPU runtime failure becomes a torch error.
+void run(const puff_arrays& arrays, const puff_params& params, gpu_stream stream);
+
+/// The functional op's output: a fresh row-major tensor like values.
+at::Tensor empty_output(const at::Tensor& values);
+
+/// Counts calls that copied GPU tensors to the host (ops_cuda.cpp); read by backend().
+void note_cpu_fallback();
+
+}  // namespace puffadv::torch_ops
