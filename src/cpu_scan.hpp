@@ -1,0 +1,107 @@
+// SIMD building blocks for the CPU backends: a reverse scan of affine maps
+// inside one vector register.
+//
+// The advantage recurrence A_t = delta_t + k_t * A_{t+1} composes associatively:
+// (d_i, k_i) o (d_j, k_j) = (d_i + k_i d_j, k_i k_j). A vector holding the maps
+// of W consecutive steps is scanned in log2(W) shift-and-combine steps, after
+// which lane i maps A_{t+W} (the carry from the later block) straight to A_{t+i}.
+// Rows then cost one dependent multiply-add per W steps instead of per step.
+//
+// GCC/Clang vector extensions keep this portable: the baseline build uses SSE2
+// and the target_clones in the kernels add an AVX2 version picked at load time.
+#pragma once
+
+#include <cstddef>
+#include <utility>
+
+// The vectors never cross a non-inlined call boundary, so the ABI note GCC
+// gives for 32-byte vectors in an SSE2 build does not apply.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wpsabi"
+#endif
+
+namespace puffadv::detail::simd {
+
+/// 32-byte vectors: 8 floats or 4 doubles. Spelled out per type because GCC
+/// drops vector_size on a typedef that depends on a template parameter.
+template <typename T>
+struct lanes;
+template <>
+struct lanes<float> {
+    static constexpr int width = 8;
+    typedef float vec __attribute__((vector_size(32)));
+    typedef float unaligned __attribute__((vector_size(32), aligned(alignof(float)), may_alias));
+};
+template <>
+struct lanes<double> {
+    static constexpr int width = 4;
+    typedef double vec __attribute__((vector_size(32)));
+    typedef double unaligned __attribute__((vector_size(32), aligned(alignof(double)), may_alias));
+};
+template <typename T>
+using vec = typename lanes<T>::vec;
+
+template <typename T>
+inline vec<T> load(const T* p) {
+    return *reinterpret_cast<const typename lanes<T>::unaligned*>(p);
+}
+
+template <typename T>
+inline void store(T* p, vec<T> v) {
+    *reinterpret_cast<typename lanes<T>::unaligned*>(p) = v;
+}
+
+template <typename T>
+inline vec<T> splat(T x) {
+    return vec<T>{} + x;
+}
+
+/// Lane i takes lane i + S of `a`; lanes past the end take `fill`'s.
+template <int S, typename V, std::size_t... I>
+inline V shift_down(V a, V fill, std::index_sequence<I...>) {
+    constexpr int W = sizeof...(I);
+    return __builtin_shufflevector(a, fill, (static_cast<int>(I) + S < W ? static_cast<int>(I) + S
+                                                                       : W + static_cast<int>(I))...);
+}
+
+/// Every lane takes lane 0.
+template <typename V, std::size_t... I>
+inline V broadcast_first(V a, std::index_sequence<I...>) {
+    return __builtin_shufflevector(a, a, static_cast<int>(I * 0)...);
+}
+
+template <typename T>
+inline vec<T> broadcast_first(vec<T> a) {
+    return broadcast_first(a, std::make_index_sequence<lanes<T>::width>{});
+}
+
+template <int S, typename T>
+inline void combine_with_later(vec<T>& d, vec<T>& k) {
+    constexpr auto W = lanes<T>::width;
+    if constexpr (S < W) {
+        const vec<T> d_later = shift_down<S>(d, vec<T>{}, std::make_index_sequence<W>{});
+        const vec<T> k_later = shift_down<S>(k, splat<T>(1), std::make_index_sequence<W>{});
+        d = d + k * d_later;
+        k = k * k_later;
+        combine_with_later<2 * S, T>(d, k);
+    }
+}
+
+/// In place: lane i becomes the composition of the maps of lanes i .. W-1.
+template <typename T>
+inline void reverse_scan(vec<T>& d, vec<T>& k) {
+    combine_with_later<1, T>(d, k);
+}
+
+/// x < limit ? x : limit, per lane: a NaN x gives the limit, like fmin.
+template <typename T>
+inline vec<T> clip(vec<T> x, vec<T> limit) {
+    return x < limit ? x : limit;
+}
+
+}  // namespace puffadv::detail::simd
+
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
