@@ -11,6 +11,10 @@
 
 #include <puffadv/puffadv.hpp>
 
+#if PUFF_HAS_JAX
+#include "jax/register.hpp"
+#endif
+
 namespace nb = nanobind;
 using namespace puffadv;
 
@@ -155,4 +159,7 @@ NB_MODULE(_core, m) {
     m.def("build_info", &build_info_dict, "What this build of the core contains.");
     m.def("gpu_status", &gpu_status_dict, nb::arg("kind"), "What a GPU backend sees right now.");
     m.def("cpu_thread_count", &cpu_thread_count, "Threads a CPU call uses now.");
+#if PUFF_HAS_JAX
+    puffadv::jax::register_jax_targets(m);  // XLA FFI handler capsules
+#endif
 }

@@ -1,0 +1,314 @@
+"""puffadv.jax: the XLA FFI handlers under jit and vmap, on every JAX device this
+machine has (CPU here; CPU and CUDA on the GPU machine). Compared with the float64
+reference, with a lax.scan implementation of SPEC section 1 written here, and with
+rlax's truncated GAE where the conventions meet (importance = 1)."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+import reference
+
+jax = pytest.importorskip("jax", reason="jax is not installed: the JAX handlers are untested")
+import jax.numpy as jnp  # noqa: E402
+
+import puffadv  # noqa: E402
+import puffadv.jax as pjax  # noqa: E402  (an ImportError here means a build without handlers)
+
+try:
+    import rlax
+    RLAX_MISSING = None
+except Exception as error:  # rlax pulls in distrax/tfp; any import failure is a skip reason
+    rlax = None
+    RLAX_MISSING = f"rlax is not importable ({type(error).__name__}: {error})"
+
+PARAMS = [dict(gamma=0.99, gae_lambda=0.95, rho_clip=1.0, c_clip=1.0),
+          dict(gamma=0.97, gae_lambda=0.9, rho_clip=5.0, c_clip=0.0),  # shipped configs
+          dict(gamma=0.9, gae_lambda=0.8, rho_clip=1.5, c_clip=0.7)]
+SHAPES = [(1, 1), (3, 1), (5, 2), (7, 33), (64, 128), (2, 1000)]
+
+
+def _x64():
+    """Context manager enabling float64 (its home moved between jax releases)."""
+    if hasattr(jax, "enable_x64"):
+        return jax.enable_x64(True)
+    from jax.experimental import enable_x64
+    return enable_x64()
+
+
+def _platforms():
+    platforms = ["cpu"]
+    try:
+        if jax.devices("gpu"):
+            platforms.append("gpu")  # CUDA or ROCm
+    except RuntimeError:  # no GPU backend in this jaxlib
+        pass
+    return platforms
+
+
+@pytest.fixture(params=_platforms())
+def device(request):
+    return jax.devices(request.param)[0]
+
+
+def put(device, arrays):
+    return [jax.device_put(a, device) for a in arrays]
+
+
+def scan_puff_advantage(values, rewards, dones, importance, gamma, gae_lambda, rho_clip, c_clip):
+    """SPEC section 1 with jax.lax.scan over time: the way JAX RL code writes it."""
+    nnt = 1.0 - dones[:, 1:]
+    rho = jnp.minimum(importance[:, :-1], rho_clip)
+    c = jnp.minimum(importance[:, :-1], c_clip)
+    delta = rho * (rewards[:, 1:] + gamma * values[:, 1:] * nnt - values[:, :-1])
+    decay = gamma * gae_lambda * c * nnt
+
+    def step(a, xs):
+        d, k = xs
+        a = d + k * a
+        return a, a
+
+    _, out = jax.lax.scan(step, jnp.zeros(values.shape[0], values.dtype), (delta.T, decay.T),
+                          reverse=True)
+    return jnp.concatenate([out.T, jnp.zeros((values.shape[0], 1), values.dtype)], axis=1)
+
+
+def test_handlers_registered_for_this_build():
+    names = {(name, platform) for name, platform, _ in puffadv._core.jax_ffi_targets()}
+    assert ("puffadv_puff_advantage_f32", "cpu") in names
+    assert ("puffadv_puff_advantage_f64", "cpu") in names
+    if puffadv._core.build_info()["cuda"]:
+        assert ("puffadv_puff_advantage_f32", "CUDA") in names  # XLA's spelling, case-sensitive
+    build = puffadv._core.jax_ffi_build()
+    assert tuple(build["api_version"]) <= pjax._running_ffi_api()
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+@pytest.mark.parametrize("params", PARAMS)
+def test_jit_matches_reference_and_lax_scan(device, rng, shape, params):
+    inputs = reference.random_puff_inputs(rng, *shape)
+    args = put(device, inputs)
+    out = jax.jit(lambda *a: pjax.compute_puff_advantage(*a, **params))(*args)
+    assert out.dtype == jnp.float32 and out.shape == shape and out.devices() == {device}
+    ref = reference.puff_advantage(*inputs, **params)
+    assert reference.relative_error(out, ref) <= 1e-5
+    assert np.all(np.asarray(out)[:, -1] == 0)
+    scanned = jax.jit(lambda *a: scan_puff_advantage(*a, **params))(*args)
+    assert reference.relative_error(out, scanned) <= 1e-5
+
+
+@pytest.mark.parametrize("params", PARAMS)
+def test_float64_under_x64(device, rng, params):
+    inputs = reference.random_puff_inputs(rng, 33, 70, dtype=np.float64)
+    with _x64():
+        out = jax.jit(lambda *a: pjax.compute_puff_advantage(*a, **params))(*put(device, inputs))
+        assert out.dtype == jnp.float64
+        # float64 attributes: 1e-12 fails if gamma had been rounded to float32.
+        assert reference.relative_error(out, reference.puff_advantage(*inputs, **params)) <= 1e-12
+
+
+def test_eager_call_and_numpy_inputs(rng):
+    inputs = reference.random_puff_inputs(rng, 9, 17)
+    out = pjax.compute_puff_advantage(*inputs, gamma=0.95, gae_lambda=0.9)
+    assert isinstance(out, jax.Array)
+    ref = reference.puff_advantage(*inputs, gamma=0.95, gae_lambda=0.9)
+    assert reference.relative_error(out, ref) <= 1e-5
+
+
+def test_result_feeds_other_ops_inside_jit(device, rng):
+    inputs = reference.random_puff_inputs(rng, 16, 40)
+
+    @jax.jit
+    def returns_and_normalised(v, r, d, i):
+        a = pjax.compute_puff_advantage(v, r, d, i)
+        return a + v, (a - a.mean()) / (a.std() + 1e-8)
+
+    returns, normalised = returns_and_normalised(*put(device, inputs))
+    ref = reference.puff_advantage(*inputs)
+    assert reference.relative_error(returns, ref + inputs[0]) <= 1e-5
+    assert reference.relative_error(normalised, (ref - ref.mean()) / (ref.std() + 1e-8)) <= 1e-4
+
+
+def test_fresh_inputs_each_call(device, rng):
+    """One compiled function, new buffers every call: nothing stale is replayed."""
+    f = jax.jit(pjax.compute_puff_advantage)
+    for _ in range(3):
+        inputs = reference.random_puff_inputs(rng, 32, 64)
+        out = f(*put(device, inputs))
+        assert reference.relative_error(out, reference.puff_advantage(*inputs)) <= 1e-5
+
+
+def test_empty_arrays(device):
+    for shape in [(0, 5), (4, 0)]:
+        zeros = np.zeros(shape, np.float32)
+        out = jax.jit(pjax.compute_puff_advantage)(*put(device, [zeros] * 4))
+        assert out.shape == shape
+
+
+# ----------------------------------------------------------------- vmap
+
+
+def test_vmap_over_batch_axis(device, rng):
+    batch = [reference.random_puff_inputs(rng, 6, 21) for _ in range(4)]
+    stacked = [np.stack(parts) for parts in zip(*batch)]  # [4, 6, 21] each
+    out = jax.jit(jax.vmap(lambda *a: pjax.compute_puff_advantage(*a, gamma=0.9)))(
+        *put(device, stacked))
+    assert out.shape == (4, 6, 21)
+    for b, inputs in enumerate(batch):
+        ref = reference.puff_advantage(*inputs, gamma=0.9)
+        assert reference.relative_error(out[b], ref) <= 1e-5
+
+
+def test_vmap_with_unbatched_argument_and_other_axis(device, rng):
+    v, r, d, i = reference.random_puff_inputs(rng, 3 * 5, 12)
+    v3 = v.reshape(3, 5, 12)
+    # batch axis 1 of a [5, 3, 12] array; dones shared by every batch element
+    v_axis1 = np.ascontiguousarray(v3.transpose(1, 0, 2))
+    d_shared = d[:5]
+    r3, i3 = r.reshape(3, 5, 12), i.reshape(3, 5, 12)
+    f = jax.vmap(pjax.compute_puff_advantage, in_axes=(1, 0, None, 0))
+    out = jax.jit(f)(*put(device, [v_axis1, r3, d_shared, i3]))
+    for b in range(3):
+        ref = reference.puff_advantage(v3[b], r3[b], d_shared, i3[b])
+        assert reference.relative_error(out[b], ref) <= 1e-5
+
+
+def test_nested_vmap(device, rng):
+    inputs = reference.random_puff_inputs(rng, 2 * 3 * 4, 9)
+    shaped = [x.reshape(2, 3, 4, 9) for x in inputs]
+    out = jax.jit(jax.vmap(jax.vmap(pjax.compute_puff_advantage)))(*put(device, shaped))
+    ref = reference.puff_advantage(*inputs).reshape(2, 3, 4, 9)
+    assert reference.relative_error(out, ref) <= 1e-5
+
+
+# ----------------------------------------------------------------- rlax
+
+
+@pytest.mark.skipif(rlax is None, reason=RLAX_MISSING or "")
+@pytest.mark.parametrize("gamma,lam", [(0.99, 0.95), (0.9, 1.0), (1.0, 0.0)])
+def test_matches_rlax_truncated_gae(device, rng, gamma, lam):
+    """importance = 1, clips >= 1: puff advantage is GAE. rlax indexes the step
+    after t: r_t = rewards[t+1], discount_t = gamma * (1 - dones[t+1])."""
+    v, r, d, _ = reference.random_puff_inputs(rng, 12, 50)
+    ones = np.ones_like(v)
+    out = pjax.compute_puff_advantage(*put(device, [v, r, d, ones]), gamma=gamma, gae_lambda=lam,
+                                      rho_clip=1.0, c_clip=1.0)
+    gae = jax.vmap(rlax.truncated_generalized_advantage_estimation, in_axes=(0, 0, None, 0))
+    expected = gae(r[:, 1:], gamma * (1.0 - d[:, 1:]), lam, v)
+    assert reference.relative_error(np.asarray(out)[:, :-1], expected) <= 1e-5
+    assert np.all(np.asarray(out)[:, -1] == 0)
+
+
+# ----------------------------------------------------------------- autodiff
+
+
+def test_grad_is_a_clear_error():
+    inputs = [jnp.asarray(x) for x in reference.random_puff_inputs(np.random.default_rng(), 4, 8)]
+
+    def loss(v):
+        return pjax.compute_puff_advantage(v, *inputs[1:]).sum()
+
+    with pytest.raises(ValueError, match="no derivative.*stop_gradient"):
+        jax.grad(loss)(inputs[0])
+
+
+def test_grad_through_stopped_inputs_is_zero():
+    v, r, d, i = [jnp.asarray(x) for x in reference.random_puff_inputs(np.random.default_rng(), 4, 8)]
+
+    def loss(v):
+        a = pjax.compute_puff_advantage(jax.lax.stop_gradient(v), r, d, i)
+        return (a * v).sum()  # the usual use: advantages weigh a differentiated term
+
+    grad = jax.grad(loss)(v)
+    assert np.allclose(grad, pjax.compute_puff_advantage(v, r, d, i))
+
+
+# ----------------------------------------------------------------- bad input
+
+
+def _numpy_error(args, kwargs):
+    with pytest.raises((TypeError, ValueError)) as info:
+        puffadv.compute_puff_advantage(*args, **kwargs)
+    return info
+
+
+def _bad_cases():
+    ok = np.ones((4, 8), np.float32)
+    return {
+        "3-D values": ([ok[None], ok, ok, ok], {}),
+        "1-D importance": ([ok, ok, ok, ok[0]], {}),
+        "shape mismatch": ([ok, ok[:, :7], ok, ok], {}),
+        "int dones": ([ok, ok, ok.astype(np.int32), ok], {}),
+        "float16 values": ([ok.astype(np.float16)] * 4, {}),
+        "mixed dtype": ([ok, ok.astype(np.float16), ok, ok], {}),
+        "gamma > 1": ([ok] * 4, {"gamma": 1.5}),
+        "nan lambda": ([ok] * 4, {"gae_lambda": float("nan")}),
+        "negative rho_clip": ([ok] * 4, {"rho_clip": -0.5}),
+        "inf c_clip": ([ok] * 4, {"c_clip": float("inf")}),
+        "string gamma": ([ok] * 4, {"gamma": "0.9"}),
+    }
+
+
+@pytest.mark.parametrize("case", list(_bad_cases()))
+def test_bad_input_matches_core_message(case):
+    """Raised before lowering, with the type and message the NumPy path raises."""
+    args, kwargs = _bad_cases()[case]
+    expected = _numpy_error(args, kwargs)
+    with pytest.raises(expected.type) as got:
+        jax.jit(lambda *a: pjax.compute_puff_advantage(*a, **kwargs))(*[jnp.asarray(a) for a in args])
+    assert str(got.value) == str(expected.value)
+
+
+def test_traced_parameter_is_a_type_error():
+    ok = jnp.ones((4, 8), jnp.float32)
+    with pytest.raises(TypeError, match="gamma must be a concrete number.*static_argnames"):
+        jax.jit(lambda g: pjax.compute_puff_advantage(ok, ok, ok, ok, gamma=g))(0.9)
+
+
+def test_non_array_is_a_type_error():
+    ok = jnp.ones((4, 8), jnp.float32)
+    with pytest.raises(TypeError, match="rewards must be an array"):
+        pjax.compute_puff_advantage(ok, [[1.0] * 8] * 4, ok, ok)
+
+
+def test_refuses_an_older_jaxlib(monkeypatch):
+    built = puffadv._core.jax_ffi_build()["api_version"]
+    monkeypatch.setattr(pjax, "_registered", False)
+    monkeypatch.setattr(pjax, "_running_ffi_api", lambda: (built[0], built[1] - 1))
+    with pytest.raises(RuntimeError, match=r"compiled against XLA FFI API \d+\.\d+ .*cannot load"):
+        pjax.compute_puff_advantage(*[jnp.ones((2, 3))] * 4)
+
+
+# ----------------------------------------------------------------- GPU only
+
+
+@pytest.mark.skipif(jax.default_backend() != "gpu", reason="needs a CUDA device for XLA command buffers")
+def test_cuda_command_buffer_replay():
+    """XLA records the handler into a CUDA graph (kCmdBufferCompatible) and replays it;
+    fresh inputs each call must give fresh, correct results."""
+    script = textwrap.dedent("""
+        import numpy as np, jax, jax.numpy as jnp, sys
+        sys.path.insert(0, %r)
+        import reference, puffadv.jax as pjax
+        @jax.jit
+        def f(v, r, d, i):
+            a = pjax.compute_puff_advantage(v * 1.0, r + 0.0, d * 1.0, i * 1.0)
+            return a * 2.0 + 1.0
+        rng = np.random.default_rng()
+        for _ in range(5):
+            inputs = reference.random_puff_inputs(rng, 256, 64)
+            out = f(*[jnp.asarray(x) for x in inputs])
+            err = reference.relative_error((np.asarray(out) - 1.0) / 2.0, reference.puff_advantage(*inputs))
+            assert err <= 1e-5, err
+        print("ok")
+    """) % os.path.dirname(reference.__file__)
+    env = dict(os.environ, XLA_FLAGS=(os.environ.get("XLA_FLAGS", "") +
+               " --xla_gpu_enable_command_buffer=FUSION,CUSTOM_CALL --xla_gpu_graph_min_graph_size=1"))
+    result = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True,
+                            timeout=300)
+    assert result.returncode == 0 and "ok" in result.stdout, result.stderr[-3000:]
