@@ -91,6 +91,11 @@ argument_problem check_array_layout(const matrix& m, const char* name, const mat
         s << name << " must be a 2-D [rows, horizon] array, got a " << m.ndim << "-D array";
         return {argument_problem::value, s.str()};
     }
+    // A negative extent would pass every later check and index before the data.
+    if (m.rows < 0 || m.cols < 0) {
+        return {argument_problem::value,
+                std::string(name) + " has a negative shape " + describe_shape(m)};
+    }
     if (m.data == nullptr && m.rows > 0 && m.cols > 0) {
         return {argument_problem::value, std::string(name) + " has no data (null pointer)"};
     }
