@@ -9,6 +9,7 @@
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
+#include <puffadv/fallback.hpp>
 #include <puffadv/puffadv.hpp>
 
 #if PUFF_HAS_JAX
@@ -151,6 +152,9 @@ NB_MODULE(_core, m) {
             PyErr_SetString(PyExc_RuntimeError, e.what());
         }
     });
+    // Its own class, so that puffadv._dispatch can catch exactly this case (all
+    // argument checks passed, no GPU backend or device) and compute on the CPU.
+    nb::exception<backend_unavailable>(m, "BackendUnavailableError", PyExc_RuntimeError);
 
     m.def("puff_advantage", &puff_advantage, nb::arg("values"), nb::arg("rewards"), nb::arg("dones"),
           nb::arg("importance"), nb::arg("advantages"), nb::arg("gamma"), nb::arg("gae_lambda"),
@@ -159,6 +163,21 @@ NB_MODULE(_core, m) {
     m.def("build_info", &build_info_dict, "What this build of the core contains.");
     m.def("gpu_status", &gpu_status_dict, nb::arg("kind"), "What a GPU backend sees right now.");
     m.def("cpu_thread_count", &cpu_thread_count, "Threads a CPU call uses now.");
+    // The CPU fallback policy (include/puffadv/fallback.hpp), used by puffadv._fallback.
+    m.def("fallback_mode", [] {
+        return current_fallback_mode() == fallback_mode::error ? "error" : "warn";
+    });
+    m.def("fallback_warning_message", &fallback_warning_message, nb::arg("reason"), nb::arg("bytes"));
+    m.def("fallback_error_message", &fallback_error_message, nb::arg("reason"));
+    m.def("record_fallback", &record_fallback, nb::arg("bytes"), nb::arg("reason"));
+    m.def("fallback_stats", [] {
+        const fallback_stats s = get_fallback_stats();
+        nb::dict d;
+        d["calls"] = s.calls;
+        d["bytes"] = s.bytes;
+        d["last_reason"] = s.last_reason;
+        return d;
+    });
 #if PUFF_HAS_JAX
     puffadv::jax::register_jax_targets(m);  // XLA FFI handler capsules
 #endif

@@ -8,9 +8,19 @@ namespace puffadv {
 namespace {
 
 [[noreturn]] void throw_backend_missing(const device& d, const char* option) {
-    throw type_error("values is on " + detail::describe_device(d) +
-                     " but this build of puffadv has no " + device_type_name(d.type) +
-                     " backend; rebuild with: pip install . -C cmake.define." + option + "=ON");
+    throw backend_unavailable("values is on " + detail::describe_device(d) +
+                              " but this build of puffadv has no " + device_type_name(d.type) +
+                              " backend; rebuild with: pip install . -C cmake.define." + option +
+                              "=ON");
+}
+
+const gpu_status& status_once(device_type type) {
+    if (type == device_type::cuda) {
+        static const gpu_status cuda = query_gpu(device_type::cuda);
+        return cuda;
+    }
+    static const gpu_status hip = query_gpu(device_type::rocm);
+    return hip;
 }
 
 template <typename T>
@@ -36,6 +46,24 @@ puff_arrays host_arrays(const T* values, const T* rewards, const T* dones, const
 
 }  // namespace
 
+namespace detail {
+
+void require_gpu_backend(const device& d) {
+    if (d.type == device_type::cpu) return;
+    const bool cuda = d.type == device_type::cuda;
+    if (cuda ? !PUFFADV_HAS_CUDA : !PUFFADV_HAS_HIP)
+        throw_backend_missing(d, cuda ? "PUFF_CUDA" : "PUFF_HIP");
+    // Queried once per process: a launch without a device (no GPU, or a driver
+    // older than the toolkit) would fail; the caller can compute on the CPU instead.
+    const gpu_status& now = status_once(d.type);
+    if (now.device_count > 0) return;
+    throw backend_unavailable("values is on " + describe_device(d) + " but puffadv's " +
+                              device_type_name(d.type) + " backend finds no usable device: " +
+                              (now.error.empty() ? std::string("none found") : now.error));
+}
+
+}  // namespace detail
+
 void compute_puff_advantage(const puff_arrays& arrays, const puff_params& params, gpu_stream stream) {
     check_puff_arguments(arrays, params);
     if (arrays.values.rows == 0 || arrays.values.cols == 0) return;  // nothing to launch
@@ -44,6 +72,7 @@ void compute_puff_advantage(const puff_arrays& arrays, const puff_params& params
             detail::puff_advantage_cpu(arrays, params);
             return;
         case device_type::cuda:
+            detail::require_gpu_backend(arrays.values.device);
 #if PUFFADV_HAS_CUDA
             detail::puff_advantage_cuda(arrays, params, stream);
             return;
@@ -51,6 +80,7 @@ void compute_puff_advantage(const puff_arrays& arrays, const puff_params& params
             throw_backend_missing(arrays.values.device, "PUFF_CUDA");
 #endif
         case device_type::rocm:
+            detail::require_gpu_backend(arrays.values.device);
 #if PUFFADV_HAS_HIP
             detail::puff_advantage_hip(arrays, params, stream);
             return;

@@ -17,6 +17,11 @@ void puff_advantage_hip(const puff_arrays& arrays, const puff_params& params, gp
 gpu_status hip_status();
 #endif
 
+/// Throws backend_unavailable unless this build has a backend for `d` (a GPU
+/// device) and it sees a device. Every GPU entry point calls it after its checks,
+/// so that the Python layer (and the torch ops) can fall back to the CPU.
+void require_gpu_backend(const device& d);
+
 /// CPU implementation (advantage_cpu.cpp): any strides, float32 or float64.
 void puff_advantage_cpu(const puff_arrays& arrays, const puff_params& params);
 

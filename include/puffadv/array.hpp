@@ -60,4 +60,13 @@ public:
     using std::runtime_error::runtime_error;
 };
 
+/// Valid GPU arrays that this build cannot compute on: no backend compiled for
+/// their device, or the backend sees no usable device. Thrown only after every
+/// argument check passed, so a binding may catch it and compute on the CPU.
+/// Python: puffadv.BackendUnavailableError (a RuntimeError).
+class backend_unavailable : public std::runtime_error {
+public:
+    using std::runtime_error::runtime_error;
+};
+
 }  // namespace puffadv

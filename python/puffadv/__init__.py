@@ -2,8 +2,10 @@
 V-trace) for CPU, CUDA and HIP, taking any DLPack array."""
 from ._api import compute_puff_advantage
 from ._core import build_info as _build_info
+from ._fallback import BackendUnavailableError, set_fallback
 from ._report import backend, cmake_dir
 
 __version__ = _build_info()["version"]
 
-__all__ = ["compute_puff_advantage", "backend", "cmake_dir", "__version__"]
+__all__ = ["compute_puff_advantage", "backend", "cmake_dir", "__version__",
+           "set_fallback", "BackendUnavailableError"]

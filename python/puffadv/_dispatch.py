@@ -6,14 +6,22 @@ build cannot compute on) is written once.
 """
 from __future__ import annotations
 
-from . import _frameworks
+from . import _fallback, _frameworks
 
 
 def call_core(kernel, framework: str, inputs, outputs, scalars, stream=None):
     """Runs `kernel(*inputs, *outputs, *scalars, stream_handle)`.
 
     `inputs` are read, `outputs` written in place; all are arrays of `framework`.
+    GPU arrays that this build cannot compute on go through the CPU fallback.
     """
     inputs = [_frameworks.for_import(framework, x) for x in inputs]
     handle = _frameworks.current_stream(framework, inputs[0], stream)
-    kernel(*inputs, *outputs, *scalars, handle)
+    try:
+        kernel(*inputs, *outputs, *scalars, handle)
+    except _fallback.BackendUnavailableError as missing:
+        # Raised only after every argument check passed on the caller's own arrays.
+        reason = str(missing)
+    else:
+        return
+    _fallback.run_on_host(kernel, framework, inputs, outputs, scalars, reason, stream)

@@ -5,7 +5,7 @@ import os
 import sys
 from pathlib import Path
 
-from . import _core
+from . import _core, _fallback
 
 
 def _version_string(encoded: int) -> str:
@@ -37,6 +37,10 @@ class BackendReport(dict):
             lines.append(f"  {kind + ' devices':<18}: {devices}")
         lines.append(f"  C++ flags         : {self['cxx_flags'] or '(none)'}"
                      f"{' + ASan/UBSan' if self['sanitizers'] else ''}")
+        fb = self["fallback"]
+        used = (f"used {fb['calls']} time(s), {fb['bytes']} bytes copied; last: {fb['last_reason']}"
+                if fb["happened"] else "not used")
+        lines.append(f"  CPU fallback      : {fb['setting']} (PUFFADV_FALLBACK); {used}")
         lines.append(f"  CMake package     : {self['cmake_dir']}")
         lines.append(f"  Python            : {sys.version.split()[0]}")
         return "\n".join(lines)
@@ -57,4 +61,5 @@ def backend() -> BackendReport:
     report["usable"] = ["cpu"] + [k for k in ("cuda", "hip") if report[k]["device_count"] > 0]
     report["cpu_threads"] = _core.cpu_thread_count()
     report["cmake_dir"] = cmake_dir()
+    report["fallback"] = _fallback.report()  # setting, and whether a fallback happened
     return report
