@@ -171,7 +171,9 @@ def test_strided_inputs_match_contiguous_copies(rng, dtype, layout):
     puffadv.compute_puff_advantage(*views, out, **PARAMS)
     contiguous = [np.ascontiguousarray(v) for v in views]
     expected = puffadv.compute_puff_advantage(*contiguous, **PARAMS)
-    np.testing.assert_allclose(out, expected, rtol=1e-6, atol=1e-6)
+    # Different layouts take different kernels, so they agree to rounding, not bitwise.
+    tol = 1e-5 if dtype == np.float32 else 1e-12
+    np.testing.assert_allclose(out, expected, rtol=tol, atol=tol)
     assert relative_error(out, reference.puff_advantage(*contiguous, **PARAMS)) <= TOLERANCE[np.dtype(dtype)]
 
 
