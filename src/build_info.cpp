@@ -3,6 +3,10 @@
 #include <string>
 #include <thread>
 
+#if defined(__linux__)
+#include <sched.h>
+#endif
+
 #include "gpu_backend.hpp"
 
 namespace puffadv {
@@ -54,6 +58,12 @@ int cpu_thread_count() {
         const long n = std::strtol(env, &end, 10);
         if (end != env && *end == '\0' && n >= 1) return n > 1024 ? 1024 : static_cast<int>(n);
     }
+#if defined(__linux__)
+    // The cores this process may run on (taskset, cgroups, containers), not the machine's.
+    cpu_set_t allowed;
+    if (sched_getaffinity(0, sizeof allowed, &allowed) == 0 && CPU_COUNT(&allowed) > 0)
+        return CPU_COUNT(&allowed);
+#endif
     const unsigned hw = std::thread::hardware_concurrency();
     return hw == 0 ? 1 : static_cast<int>(hw);
 }
