@@ -6,6 +6,7 @@ import sys
 from pathlib import Path
 
 from . import _core, _fallback
+from . import _torch_status
 
 
 def _version_string(encoded: int) -> str:
@@ -41,6 +42,7 @@ class BackendReport(dict):
         used = (f"used {fb['calls']} time(s), {fb['bytes']} bytes copied; last: {fb['last_reason']}"
                 if fb["happened"] else "not used")
         lines.append(f"  CPU fallback      : {fb['setting']} (PUFFADV_FALLBACK); {used}")
+        lines.append(f"  torch operators   : {_torch_status.describe(self['torch_ops'])}")
         lines.append(f"  CMake package     : {self['cmake_dir']}")
         lines.append(f"  Python            : {sys.version.split()[0]}")
         return "\n".join(lines)
@@ -61,5 +63,6 @@ def backend() -> BackendReport:
     report["usable"] = ["cpu"] + [k for k in ("cuda", "hip") if report[k]["device_count"] > 0]
     report["cpu_threads"] = _core.cpu_thread_count()
     report["cmake_dir"] = cmake_dir()
+    report["torch_ops"] = _torch_status.status()  # built, against which torch, loaded
     report["fallback"] = _fallback.report()  # setting, and whether a fallback happened
     return report

@@ -78,7 +78,7 @@ def load(torch) -> None:
 
 
 def status() -> dict:
-    """For backend(): built, built against which torch, loaded, and fallbacks so far."""
+    """For backend(): built, built against which torch, loaded."""
     facts = build_facts()
     report = {
         "built": facts is not None,
@@ -87,15 +87,11 @@ def status() -> dict:
         "torch_installed": installed_torch(),
         "loaded": _loaded,
         "error": _load_error,
-        "cpu_fallbacks": None,
     }
     if facts is None:
         report["error"] = not_built_message()
     elif report["error"] is None and report["torch_installed"]:
         report["error"] = mismatch(facts.TORCH_VERSION, report["torch_installed"])
-    if _loaded:
-        torch = sys.modules["torch"]
-        report["cpu_fallbacks"] = int(torch.ops.puffadv._cpu_fallback_count())
     return report
 
 
@@ -105,7 +101,7 @@ def describe(report: dict) -> str:
         return "not built (needs torch at build time: " + REBUILD + ")"
     line = f"built against torch {report['built_against']}"
     if report["loaded"]:
-        line += f"; loaded (torch.ops.puffadv), CPU fallbacks so far: {report['cpu_fallbacks']}"
+        line += "; loaded (torch.ops.puffadv)"
     elif report["error"]:
         line += f"; NOT loadable: {report['error']}"
     else:

@@ -7,7 +7,7 @@ kernels, so both operators work under torch.compile(fullgraph=True):
   advantages, gamma, lambda, rho_clip, c_clip) -> ()`` writes ``advantages`` in
   place; it has PufferLib's schema, so PufferLib code switches by namespace.
 - ``torch.ops.puffadv.puff_advantage(values, rewards, dones, importance, gamma,
-  lambda, rho_clip, c_clip) -> Tensor`` returns a new row-major tensor.
+  gae_lambda, rho_clip, c_clip) -> Tensor`` returns a new row-major tensor.
 
 CPU and CUDA (HIP under ROCm torch) tensors; on a GPU the work is queued on
 torch's current stream with no host synchronisation, so it can be captured in a
@@ -34,7 +34,7 @@ def _compute_puff_advantage_fake(values, rewards, dones, importance, advantages,
 
 
 @torch.library.register_fake("puffadv::puff_advantage")
-def _puff_advantage_fake(values, rewards, dones, importance, gamma, lambda_, rho_clip, c_clip):
+def _puff_advantage_fake(values, rewards, dones, importance, gamma, gae_lambda, rho_clip, c_clip):
     return torch.empty(values.shape, dtype=values.dtype, device=values.device)
 
 

@@ -3,7 +3,6 @@
 // find_puff_problem, so messages match the Python API's word for word.
 #include "ops.hpp"
 
-#include <atomic>
 #include <string>
 
 #include <ATen/ops/empty.h>
@@ -11,8 +10,6 @@
 
 namespace puffadv::torch_ops {
 namespace {
-
-std::atomic<std::int64_t> cpu_fallbacks{0};
 
 dtype to_dtype(const at::Tensor& t, const char* name) {
     switch (t.scalar_type()) {
@@ -81,6 +78,10 @@ void check(const puff_arrays& arrays, const puff_params& params) {
 void run(const puff_arrays& arrays, const puff_params& params, gpu_stream stream) {
     try {
         compute_puff_advantage(arrays, params, stream);
+    } catch (const type_error& e) {  // a combination the core has no kernel for on this device
+        TORCH_CHECK_TYPE(false, e.what());
+    } catch (const value_error& e) {
+        TORCH_CHECK_VALUE(false, e.what());
     } catch (const gpu_error& e) {
         TORCH_CHECK(false, "puffadv: ", e.what());
     }
@@ -89,8 +90,6 @@ void run(const puff_arrays& arrays, const puff_params& params, gpu_stream stream
 at::Tensor empty_output(const at::Tensor& values) {
     return at::empty(values.sizes(), values.options().memory_format(at::MemoryFormat::Contiguous));
 }
-
-void note_cpu_fallback() { ++cpu_fallbacks; }
 
 namespace {
 
@@ -125,12 +124,9 @@ TORCH_LIBRARY(puffadv, m) {
           "float rho_clip, float c_clip) -> ()");
     // Functional form: nothing mutated, so torch.compile and CUDA graphs need no special care.
     m.def("puff_advantage(Tensor values, Tensor rewards, Tensor dones, Tensor importance, "
-          "float gamma, float lambda, float rho_clip, float c_clip) -> Tensor");
-    // Facts for backend(): the torch this library was compiled against, and
-    // how many calls took the GPU -> host fallback.
+          "float gamma, float gae_lambda, float rho_clip, float c_clip) -> Tensor");
+    // For backend(): the torch this library was compiled against.
     m.def("_built_with_torch() -> str", [] { return std::string(PUFF_TORCH_BUILT_WITH); });
-    m.def("_cpu_fallback_count() -> int",
-          [] { return puffadv::torch_ops::cpu_fallbacks.load(); });
     // torch's current stream as this library sees it (CUDA key, ops_cuda.cpp): for the stream test.
     m.def("_current_stream_handle(Tensor like) -> int");
 }

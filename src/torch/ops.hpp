@@ -16,13 +16,11 @@ puff_arrays to_arrays(const at::Tensor& values, const at::Tensor& rewards, const
 /// find_puff_problem's verdict as TORCH_CHECK_TYPE (TypeError) or TORCH_CHECK_VALUE (ValueError).
 void check(const puff_arrays& arrays, const puff_params& params);
 
-/// compute_puff_advantage on checked arrays; a GPU runtime failure becomes a torch error.
+/// compute_puff_advantage on checked arrays; its errors become torch's, except
+/// backend_unavailable, which the CUDA key catches for the host fallback.
 void run(const puff_arrays& arrays, const puff_params& params, gpu_stream stream);
 
 /// The functional op's output: a fresh row-major tensor like values.
 at::Tensor empty_output(const at::Tensor& values);
-
-/// Counts calls that copied GPU tensors to the host (ops_cuda.cpp); read by backend().
-void note_cpu_fallback();
 
 }  // namespace puffadv::torch_ops

@@ -1,0 +1,330 @@
+"""torch.ops.puffadv: PufferLib's schema, the functional op, opcheck,
+torch.compile, bad input, PufferLib alias, and on a GPU machine CUDA graphs,
+streams and a second device. All against the float64 reference, poisoned outputs."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import warnings
+
+import numpy as np
+import pytest
+
+import reference
+
+torch = pytest.importorskip("torch")
+import puffadv  # noqa: E402
+import puffadv.torch  # noqa: E402,F401  (a failure to load is a test failure, not a skip)
+from puffadv import _torch_status  # noqa: E402
+
+ops = torch.ops.puffadv
+PUFFERLIB_SCHEMA = (
+    "compute_puff_advantage(Tensor(a!) values, Tensor(b!) rewards, Tensor(c!) dones, "
+    "Tensor(d!) importance, Tensor(e!) advantages, float gamma, float lambda, "
+    "float rho_clip, float c_clip) -> ()")
+# gamma, lambda, rho_clip, c_clip: ratios in [0, 3) so both clips bite.
+PARAMS = (0.99, 0.95, 1.5, 1.0)
+
+HAS_CUDA = torch.cuda.is_available()
+DEVICES = ["cpu"] + (["cuda"] if HAS_CUDA else [])
+# The core computes CUDA tensors itself only with a CUDA backend and a device;
+# otherwise the op's CUDA key takes the (uncapturable) host fallback.
+CORE_CUDA = puffadv.backend()["cuda"]["device_count"] > 0
+needs_cuda = pytest.mark.skipif(not HAS_CUDA, reason="no CUDA device")
+needs_core_cuda = pytest.mark.skipif(not (HAS_CUDA and CORE_CUDA),
+                                     reason="needs a CUDA device and puffadv's CUDA backend")
+
+
+def sample_inputs(device, seed=0):
+    """(label, [values, rewards, dones, importance]) cases every test shares."""
+    rng = np.random.default_rng(seed)
+
+    def put(arrays, view=lambda t: t):
+        return [view(torch.from_numpy(np.ascontiguousarray(a)).to(device)) for a in arrays]
+
+    for rows, horizon, dtype in ((33, 67, np.float32), (17, 129, np.float64),
+                                 (5, 1, np.float32), (0, 8, np.float32), (300, 2, np.float32)):
+        yield f"{rows}x{horizon}-{np.dtype(dtype).name}", put(
+            reference.random_puff_inputs(rng, rows, horizon, dtype))
+    # Time-major storage seen as [rows, H], and a strided slice of a larger buffer.
+    yield "transposed", put([a.T for a in reference.random_puff_inputs(rng, 24, 40)],
+                            lambda t: t.T)
+    yield "sliced", put(reference.random_puff_inputs(rng, 40, 24), lambda t: t[::2, 3:19])
+
+
+def expected(inputs):
+    return reference.puff_advantage(*(t.cpu().numpy() for t in inputs), *PARAMS)
+
+
+def check_result(out, inputs):
+    host = out.cpu().numpy()
+    assert np.isfinite(host).all(), "an element was left unwritten (NaN poison survived)"
+    tolerance = reference.TOLERANCE[np.dtype(host.dtype)]
+    assert reference.relative_error(host, expected(inputs)) <= tolerance
+
+
+def poisoned_like(t):
+    return torch.full(t.shape, float("nan"), dtype=t.dtype, device=t.device)
+
+
+def test_schema_is_pufferlibs_character_for_character():
+    assert str(ops.compute_puff_advantage.default._schema) == "puffadv::" + PUFFERLIB_SCHEMA
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_inplace_op_matches_reference(device):
+    for label, inputs in sample_inputs(device):
+        out = poisoned_like(inputs[0])
+        assert ops.compute_puff_advantage(*inputs, out, *PARAMS) is None, label
+        check_result(out, inputs)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_inplace_op_writes_a_strided_output(device):
+    _, inputs = next(sample_inputs(device))
+    buffer = torch.full((inputs[0].shape[1], inputs[0].shape[0] * 2), float("nan"), device=device)
+    out = buffer.T[::2]  # transposed and row-strided
+    ops.compute_puff_advantage(*inputs, out, *PARAMS)
+    check_result(out, inputs)
+    assert torch.isnan(buffer.T[1::2]).all(), "wrote outside the output view"
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_functional_op_matches_reference(device):
+    for label, inputs in sample_inputs(device):
+        out = ops.puff_advantage(*inputs, *PARAMS)
+        assert out.is_contiguous() and out.dtype == inputs[0].dtype, label
+        assert out.device == inputs[0].device, label
+        check_result(out, inputs)
+
+
+# PufferLib's schema names a parameter `lambda`, a Python keyword. torch's
+# tracing passes a mutable op's arguments by name (auto_functionalized, FX
+# codegen), which `lambda=` cannot be: test_schema and test_aot_dispatch_dynamic
+# fail on that name alone, for PufferLib's own operator too. The functional op
+# (gae_lambda) is the one to use under torch.compile and gets every check.
+INPLACE_OPCHECKS = ("test_faketensor", "test_autograd_registration")
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_opcheck(device):
+    for label, inputs in sample_inputs(device):
+        torch.library.opcheck(ops.puff_advantage, (*inputs, *PARAMS))
+        torch.library.opcheck(ops.compute_puff_advantage,
+                              (*inputs, poisoned_like(inputs[0]), *PARAMS),
+                              test_utils=INPLACE_OPCHECKS)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_compile_fullgraph_matches_eager(device):
+    def advantages_and_returns(v, r, d, i):
+        advantages = ops.puff_advantage(v, r, d, i, *PARAMS)
+        return advantages, advantages + v
+
+    compiled = torch.compile(advantages_and_returns, fullgraph=True)
+    for label, inputs in sample_inputs(device):
+        if label not in ("33x67-float32", "17x129-float64", "transposed"):
+            continue  # each new dtype or layout is a recompilation: seconds on a 2-core CI
+        eager = advantages_and_returns(*inputs)
+        traced = compiled(*inputs)
+        check_result(traced[0], inputs)
+        for a, b in zip(traced, eager):
+            torch.testing.assert_close(a, b, rtol=0, atol=0, msg=label)
+
+
+def _bad_calls(device):
+    """(label, arrays, params): each is refused by the core's find_puff_problem."""
+    rng = np.random.default_rng(1)
+    v, r, d, i = (torch.from_numpy(a).to(device) for a in reference.random_puff_inputs(rng, 6, 9))
+    out = poisoned_like(v)
+    yield "shape", (v, r[:5], d, i, out), PARAMS
+    yield "3-D", (v[None], r, d, i, out), PARAMS
+    yield "1-D", (v, r, d[0], i, out), PARAMS
+    yield "int dtype", (v, r, d.long(), i, out), PARAMS
+    yield "float16", (v.half(), r, d, i, out), PARAMS
+    yield "mixed float", (v, r.double(), d, i, out), PARAMS
+    yield "output dtype", (v, r, d, i, out.double()), PARAMS
+    yield "output aliases input", (v, r, d, i, v), PARAMS
+    yield "output overlaps itself", (v, r, d, i, out[:1].expand(6, 9)), PARAMS
+    yield "gamma", (v, r, d, i, out), (1.5, 0.95, 1.0, 1.0)
+    yield "lambda", (v, r, d, i, out), (0.99, -0.1, 1.0, 1.0)
+    yield "rho_clip", (v, r, d, i, out), (0.99, 0.95, float("nan"), 1.0)
+    yield "c_clip", (v, r, d, i, out), (0.99, 0.95, 1.0, -1.0)
+    if device != "cpu":
+        yield "mixed devices", (v, r.cpu(), d, i, out), PARAMS
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_bad_input_gets_the_cores_error(device):
+    """Same exception type and message as puffadv.compute_puff_advantage: one check, in the core."""
+    for label, arrays, params in _bad_calls(device):
+        with pytest.raises((TypeError, ValueError)) as api:
+            puffadv.compute_puff_advantage(*arrays, *params)
+        with pytest.raises(api.type) as op:
+            ops.compute_puff_advantage(*arrays, *params)
+        assert str(op.value) == str(api.value), label
+        if label in ("shape", "int dtype", "float16", "gamma", "lambda"):
+            with pytest.raises(api.type) as functional:
+                ops.puff_advantage(*arrays[:4], *params)
+            assert str(functional.value) == str(api.value), label
+
+
+def test_pufferlib_alias_runs_pufferlib_calls():
+    import puffadv.pufferlib_compat as compat
+    op = torch.ops.pufferlib.compute_puff_advantage
+    assert str(op.default._schema) == "pufferlib::" + PUFFERLIB_SCHEMA
+    assert compat.registered_here
+    for device in DEVICES:
+        _, inputs = next(sample_inputs(device))
+        out = poisoned_like(inputs[0])
+        op(*inputs, out, *PARAMS)  # positional, as PufferLib's trainer calls it
+        check_result(out, inputs)
+
+
+def test_pufferlib_alias_leaves_pufferlibs_own_operator_alone():
+    script = (
+        "import torch\n"
+        "lib = torch.library.Library('pufferlib', 'DEF')\n"
+        f"lib.define({PUFFERLIB_SCHEMA!r})\n"
+        "def fake_kernel(*a):\n    a[4].fill_(7.0)\n"
+        "lib.impl('compute_puff_advantage', fake_kernel, 'CPU')\n"
+        "import puffadv.pufferlib_compat as c\n"
+        "x = torch.zeros(2, 3)\n"
+        "torch.ops.pufferlib.compute_puff_advantage(x, x, x, x, x, 0.9, 0.9, 1.0, 1.0)\n"
+        "print(c.registered_here, float(x[0, 0]))\n")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)))
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["False", "7.0"]
+
+
+def test_backend_reports_the_op_library():
+    report = puffadv.backend()["torch_ops"]
+    assert report["built"] and report["loaded"], report
+    assert report["built_against"] == ops._built_with_torch()
+    assert report["error"] is None
+    assert f"built against torch {report['built_against']}" in str(puffadv.backend())
+
+
+def test_torch_mismatch_is_named_with_the_rebuild_command():
+    message = _torch_status.mismatch("2.11.0+cu130", "2.13.0+cpu")
+    assert "2.11.0+cu130" in message and "2.13.0+cpu" in message
+    assert "pip install --no-build-isolation ." in message
+    assert _torch_status.mismatch("2.11.0+cu130", "2.11.1+cpu") is None  # one ABI per minor release
+
+
+def test_unloadable_library_gives_an_actionable_import_error(tmp_path, monkeypatch):
+    broken = tmp_path / "libpuffadv_torch.so"
+    broken.write_bytes(b"not a shared library")
+    monkeypatch.setattr(_torch_status, "_loaded", False)
+    monkeypatch.setattr(_torch_status, "library_path", lambda: broken)
+    with pytest.raises(ImportError, match="pip install --no-build-isolation") as error:
+        _torch_status.load(torch)
+    assert "does not load into torch" in str(error.value) and error.value.__cause__ is None
+
+
+def test_missing_library_says_how_to_build_it(monkeypatch):
+    monkeypatch.setattr(_torch_status, "_loaded", False)
+    monkeypatch.setattr(_torch_status, "build_facts", lambda: None)
+    with pytest.raises(ImportError, match="--no-build-isolation"):
+        _torch_status.load(torch)
+
+
+# ---- GPU machine ---------------------------------------------------------------
+
+@needs_cuda
+def test_stream_handle_is_torchs_current_stream():
+    x = torch.zeros(1, device="cuda")
+    assert ops._current_stream_handle(x) == torch.cuda.current_stream().cuda_stream
+    side = torch.cuda.Stream()
+    with torch.cuda.stream(side):
+        assert ops._current_stream_handle(x) == side.cuda_stream
+    assert side.cuda_stream != torch.cuda.current_stream().cuda_stream
+
+
+@needs_cuda
+def test_side_stream_work_is_ordered_without_a_sync():
+    """Inputs written on a side stream behind a long sleep: a kernel on any other
+    stream would read the NaN poison still there."""
+    _, inputs = next(sample_inputs("cuda"))
+    targets = [torch.full_like(t, float("nan")) for t in inputs]
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        torch.cuda._sleep(100_000_000)  # ~50 ms of GPU time
+        for target, source in zip(targets, inputs):
+            target.copy_(source)
+        out = poisoned_like(targets[0])
+        ops.compute_puff_advantage(*targets, out, *PARAMS)
+        functional = ops.puff_advantage(*targets, *PARAMS)
+    side.synchronize()
+    check_result(out, inputs)
+    check_result(functional, inputs)
+
+
+@needs_core_cuda
+def test_cuda_graph_capture_and_replay():
+    _, inputs = next(sample_inputs("cuda"))
+    static = [t.clone() for t in inputs]
+    out = poisoned_like(static[0])
+    side = torch.cuda.Stream()  # warm-up off the capture stream, as torch asks
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        ops.compute_puff_advantage(*static, out, *PARAMS)
+        ops.puff_advantage(*static, *PARAMS)
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        ops.compute_puff_advantage(*static, out, *PARAMS)
+        functional = ops.puff_advantage(*static, *PARAMS)
+    for seed in (5, 6):
+        _, fresh = next(sample_inputs("cuda", seed))
+        for s, f in zip(static, fresh):
+            s.copy_(f)
+        out.fill_(float("nan"))
+        graph.replay()
+        torch.cuda.synchronize()
+        check_result(out, fresh)
+        check_result(functional, fresh)
+
+
+@pytest.mark.skipif(not HAS_CUDA or torch.cuda.device_count() < 2, reason="needs two CUDA devices")
+def test_second_device_under_default_current_device():
+    assert torch.cuda.current_device() == 0
+    _, inputs = next(sample_inputs("cuda:1"))
+    out = poisoned_like(inputs[0])
+    ops.compute_puff_advantage(*inputs, out, *PARAMS)
+    functional = ops.puff_advantage(*inputs, *PARAMS)
+    assert functional.device == torch.device("cuda:1")
+    torch.cuda.synchronize(1)
+    check_result(out, inputs)
+    check_result(functional, inputs)
+    x = torch.zeros(1, device="cuda:1")
+    assert ops._current_stream_handle(x) == torch.cuda.current_stream(1).cuda_stream
+
+
+@pytest.mark.skipif(not HAS_CUDA or CORE_CUDA,
+                    reason="needs a CUDA torch with a CPU-only puffadv (scripts/gpu/30-torch.sh)")
+def test_cuda_tensors_without_cuda_backend_fall_back_visibly(monkeypatch):
+    """The core's fallback policy, shared with puffadv.compute_puff_advantage:
+    one warning per process, one count, PUFFADV_FALLBACK=error refuses."""
+    monkeypatch.delenv("PUFFADV_FALLBACK", raising=False)
+    _, inputs = next(sample_inputs("cuda"))
+    before = puffadv.backend()["fallback"]["calls"]
+    out = poisoned_like(inputs[0])
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        ops.compute_puff_advantage(*inputs, out, *PARAMS)
+        functional = ops.puff_advantage(*inputs, *PARAMS)
+    check_result(out, inputs)
+    check_result(functional, inputs)
+    assert out.device.type == "cuda" and functional.device.type == "cuda"
+    messages = [str(w.message) for w in caught if "computed on the CPU instead" in str(w.message)]
+    assert len(messages) == (1 if before == 0 else 0), messages  # once per process
+    if messages:
+        assert "pip install . -C cmake.define.PUFF_CUDA=ON" in messages[0]
+    assert puffadv.backend()["fallback"]["calls"] == before + 2
+    monkeypatch.setenv("PUFFADV_FALLBACK", "error")
+    with pytest.raises(RuntimeError, match="PUFFADV_FALLBACK=error"):
+        ops.compute_puff_advantage(*inputs, poisoned_like(inputs[0]), *PARAMS)
