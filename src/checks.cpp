@@ -99,6 +99,16 @@ argument_problem check_array_layout(const matrix& m, const char* name, const mat
     if (m.data == nullptr && m.rows > 0 && m.cols > 0) {
         return {argument_problem::value, std::string(name) + " has no data (null pointer)"};
     }
+    // A misaligned element is undefined behaviour on the CPU and a fault on a GPU
+    // (a view at an odd byte offset of a uint8 buffer gets this far).
+    const auto element = static_cast<std::uintptr_t>(dtype_size(m.type));
+    if (m.rows > 0 && m.cols > 0 && element > 1 &&
+        reinterpret_cast<std::uintptr_t>(m.data) % element != 0) {
+        std::ostringstream s;
+        s << name << " is not aligned to its " << element << "-byte " << dtype_name(m.type)
+          << " elements (data at " << m.data << "); pass an aligned copy";
+        return {argument_problem::value, s.str()};
+    }
     if (&m != &ref && (m.rows != ref.rows || m.cols != ref.cols)) {
         std::ostringstream s;
         s << name << " has shape " << describe_shape(m) << " but " << ref_name << " has shape "

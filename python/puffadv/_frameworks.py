@@ -74,7 +74,7 @@ def for_import(framework: str, x):
 
 def empty_like(framework: str, x, name: str = "values"):
     """A fresh row-major output with x's shape, dtype and device, in x's framework."""
-    shape = tuple(x.shape)
+    shape = tuple(getattr(x, "shape", ()))  # a bare DLPack producer may have no .shape
     if framework == "numpy":
         return np.empty(shape, dtype=x.dtype)
     if framework == "torch":
@@ -91,7 +91,8 @@ def empty_like(framework: str, x, name: str = "values"):
         # A fresh buffer nobody else references; written once through DLPack.
         return jnp.zeros(shape, dtype=x.dtype, device=x.device) + 0
     if dlpack_device(x)[0] in (_DLPACK_CPU, _DLPACK_CUDA_HOST):
-        return np.empty(shape, dtype=np.from_dlpack(x).dtype)
+        host = np.from_dlpack(x)
+        return np.empty(host.shape, dtype=host.dtype)
     raise TypeError(
         f"{name} is a {describe(x)} on a GPU; puffadv cannot allocate an output for it: "
         f"pass advantages= explicitly")
@@ -129,10 +130,19 @@ def current_stream(framework: str, x, stream) -> int:
 
 def real_parameter(value, name: str) -> float:
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        try:  # 0-d arrays and tensors
-            if getattr(value, "ndim", None) == 0 or getattr(value, "shape", None) == ():
-                return float(value)
+        # 0-d numeric arrays and tensors; a 0-d string or bool array is no more a number than a str.
+        numeric = getattr(getattr(value, "dtype", None), "kind", "f") in "iuf"
+        try:
+            if numeric and (getattr(value, "ndim", None) == 0 or getattr(value, "shape", None) == ()):
+                return _to_float(value, name)
         except (TypeError, ValueError):
             pass
         raise TypeError(f"{name} must be a real number, got {describe(value)}")
-    return float(value)
+    return _to_float(value, name)
+
+
+def _to_float(value, name: str) -> float:
+    try:
+        return float(value)
+    except OverflowError:  # an int beyond float range: out of range, like inf
+        raise ValueError(f"{name} must be finite, got an integer too large for a float") from None

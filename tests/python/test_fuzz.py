@@ -1,0 +1,440 @@
+"""Hypothesis fuzzing of the public Python API (issue 7).
+
+Each example builds a whole call: every array gets its own dtype, framework and
+memory layout (contiguous, column-major, stepped, negative, zero and huge
+strides, self-overlapping, misaligned, read-only), some arguments are not arrays
+at all, outputs may alias inputs, and the scalars range over good values, bad
+values and non-numbers. The one rule checked: the call returns the float64
+reference's answer (tests/python/reference.py), writing nothing outside the
+output, or raises TypeError/ValueError, the class the faults in the call imply,
+with a message naming the argument at fault. Never a crash, never another
+exception, never a silently wrong number.
+
+PUFFADV_FUZZ_EXAMPLES (default 300) and PUFFADV_FUZZ_DEADLINE_MS (default 2000)
+tune the run; PUFFADV_FUZZ_REPORT=path writes a JSON tally of cases by kind
+and outcome, the numbers in docs/reliability.md.
+"""
+from __future__ import annotations
+
+import atexit
+import collections
+import fractions
+import json
+import os
+from datetime import timedelta
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
+from numpy.lib.stride_tricks import as_strided
+
+import puffadv
+import reference
+from reference import relative_error
+
+try:
+    import torch
+except ImportError:  # the fuzz runs NumPy-only without torch
+    torch = None
+
+EXAMPLES = int(os.environ.get("PUFFADV_FUZZ_EXAMPLES", "300"))
+DEADLINE = timedelta(milliseconds=int(os.environ.get("PUFFADV_FUZZ_DEADLINE_MS", "2000")))
+FUZZ = settings(max_examples=EXAMPLES, deadline=DEADLINE,
+                suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+
+ARRAY_NAMES = ("values", "rewards", "dones", "importance")
+PARAM_NAMES = ("gamma", "gae_lambda", "rho_clip", "c_clip")
+TOLERANCE = {np.dtype(np.float32): 1e-5, np.dtype(np.float64): 1e-12}
+HUGE = 1 << 18  # elements: a row or time stride far beyond the array's own extent
+
+# --- tally for docs/reliability.md ---------------------------------------------
+
+TALLY: collections.Counter = collections.Counter()
+
+
+def _write_tally():
+    path = os.environ.get("PUFFADV_FUZZ_REPORT")
+    if path and TALLY:
+        with open(path, "w") as f:
+            json.dump(dict(sorted(TALLY.items())), f, indent=1)
+
+
+atexit.register(_write_tally)
+
+
+def tally(function, faults, outcome):
+    kinds = sorted({kind for _, kind, _ in faults})
+    kind = "valid call" if not kinds else kinds[0] if len(kinds) == 1 else "several faults at once"
+    TALLY[f"{function} | {kind} | {outcome}"] += 1
+    TALLY[f"{function} | all cases | {outcome}"] += 1
+
+
+# --- memory layouts ------------------------------------------------------------
+
+# (kind, row stride, col stride) in elements; signs and offsets are drawn separately.
+def stride_options(rows, cols):
+    options = [("row-major", cols, 1), ("row-major-padded", cols + 3, 1),
+               ("col-major", 1, rows), ("col-major-padded", 1, rows + 2),
+               ("stepped", 2 * cols + 1, 2), ("time-major-stepped", 3, 3 * rows + 1),
+               ("zero-row-stride", 0, 1), ("zero-col-stride", cols, 0), ("zero-strides", 0, 0),
+               ("interleaved", 1, 2)]  # distinct only when rows <= 2: overlapping elements
+    if rows <= 4:
+        options.append(("huge-row-stride", HUGE + 7, 1))
+    if cols <= 8:
+        options.append(("huge-col-stride", 1, HUGE + 5))
+    return options
+
+
+SHARED_ELEMENTS = ("zero-row-stride", "zero-col-stride", "zero-strides", "interleaved")
+
+
+@st.composite
+def layouts(draw, rows, cols, output=False, fault=None):
+    """A layout. Inputs may share elements and be read-only; a valid output may not.
+    fault: 'misaligned', 'read-only' or 'shared' makes the layout itself the fault."""
+    options = stride_options(rows, cols)
+    if output and fault != "shared":
+        options = [o for o in options if o[0] not in SHARED_ELEMENTS]
+    elif fault == "shared":
+        options = [o for o in options if o[0] in SHARED_ELEMENTS]
+    kind, rs, cs = draw(st.sampled_from(options))
+    if draw(st.booleans()):
+        rs, kind = -rs, kind + "/neg-rows"
+    if draw(st.booleans()):
+        cs, kind = -cs, kind + "/neg-cols"
+    misaligned = draw(st.sampled_from([1, 2, 3, 4])) if fault == "misaligned" else 0  # bytes
+    read_only = fault == "read-only" or (not output and draw(st.sampled_from([False] * 5 + [True])))
+    return dict(kind=kind, rs=rs, cs=cs, misaligned=misaligned, read_only=read_only)
+
+
+def element_offsets(rows, cols, rs, cs):
+    r, c = np.meshgrid(np.arange(rows), np.arange(cols), indexing="ij")
+    return (r * rs + c * cs).ravel()
+
+
+def carve(rows, cols, dtype, layout, fill):
+    """A [rows, cols] numpy view with `layout` into a fresh buffer filled with `fill`.
+    Returns (view, base, offset) where base is the 1-D buffer the view lives in."""
+    rs, cs = layout["rs"], layout["cs"]
+    itemsize = np.dtype(dtype).itemsize
+    lo = min(0, (rows - 1) * rs) + min(0, (cols - 1) * cs) if rows and cols else 0
+    hi = max(0, (rows - 1) * rs) + max(0, (cols - 1) * cs) if rows and cols else 0
+    n = hi - lo + 3  # a spare element at each end catches writes just outside
+    skew = layout["misaligned"] % itemsize if itemsize > 1 else 0
+    raw = np.empty(n * itemsize + itemsize, np.uint8)
+    base = raw[skew: skew + n * itemsize].view(dtype)
+    base[...] = fill
+    offset = 1 - lo
+    view = as_strided(base[offset:], shape=(rows, cols), strides=(rs * itemsize, cs * itemsize))
+    if layout["read_only"]:
+        view.flags.writeable = False
+    return view, base, offset
+
+
+def to_torch(view, base, offset, layout):
+    """The same memory as a torch tensor, where torch can express it (no negative
+    strides, no misalignment, no read-only flag); None otherwise."""
+    if torch is None or layout["rs"] < 0 or layout["cs"] < 0 or layout["misaligned"] % base.itemsize:
+        return None
+    if layout["read_only"] or base.dtype not in (np.float32, np.float64, np.int64, np.uint8):
+        return None
+    return torch.from_numpy(base).as_strided(view.shape, (layout["rs"], layout["cs"]), offset)
+
+
+# --- scalars -------------------------------------------------------------------
+
+GOOD_UNIT = [0.0, 1.0, 0.5, 0.9, 0.99, 0.95, 1, 0, np.float32(0.9), np.float64(0.8),
+             fractions.Fraction(1, 3)]
+GOOD_CLIP = [0.0, 0.5, 1.0, 2.0, 5.0, 1e30, 3, np.float32(1.5)]
+NOT_FINITE = [float("nan"), float("inf"), float("-inf")]
+NOT_NUMBERS = [None, "0.9", True, 1j, [0.9], b"1", np.array([0.9]), np.array("0.9"), object()]
+
+
+@st.composite
+def parameters(draw, bad=()):
+    """(name -> value, faults): the scalars named in `bad` out of range, non-finite or
+    not numbers; the others good."""
+    params, faults = {}, []
+    for name in PARAM_NAMES:
+        unit = name in ("gamma", "gae_lambda")
+        choice = draw(st.sampled_from(["range", "nonfinite", "huge-int", "type"])) if name in bad else "good"
+        if choice == "good":
+            value = draw(st.sampled_from(GOOD_UNIT if unit else GOOD_CLIP + GOOD_UNIT))
+            if draw(st.sampled_from([False, False, True])):  # and some 0-d arrays
+                value = np.array(float(value))
+        elif choice == "range":
+            value = draw(st.sampled_from([-0.1, -1e-30, 1.0000001, 2.0] if unit else [-0.5, -1e-30, -3]))
+            faults.append((name, "parameter out of range", ValueError))
+        elif choice == "nonfinite":
+            value = draw(st.sampled_from(NOT_FINITE))
+            faults.append((name, "parameter not finite", ValueError))
+        elif choice == "huge-int":
+            value = 10 ** 400
+            faults.append((name, "parameter int beyond float", ValueError))
+        else:
+            value = NOT_NUMBERS[draw(st.integers(0, len(NOT_NUMBERS) - 1))]
+            faults.append((name, "parameter not a real number", TypeError))
+        params[name] = value
+    return params, faults
+
+
+# --- a whole call --------------------------------------------------------------
+
+FLOATS = [np.float32, np.float64]
+OTHER_DTYPES = [np.float16, np.int32, np.int64, np.uint8, np.bool_, np.complex64]
+NOT_ARRAYS = [None, 1.0, "values", [[1.0, 2.0]], (1, 2), {"a": 1}]
+
+
+def random_data(rng, name, shape, dtype, scale):
+    if name == "dones":
+        data = (rng.random(shape) < 0.25).astype(np.float64)
+        if rng.random() < 0.2:
+            data = rng.random(shape)  # fractional "dones" are just numbers to the formula
+    elif name == "importance":
+        data = rng.uniform(0.0, 3.0, shape)
+        data[rng.random(shape) < 0.1] = 1.0
+    else:
+        data = rng.standard_normal(shape) * scale
+    if np.dtype(dtype).kind == "b":
+        return data > 0.5
+    return data.astype(dtype)
+
+
+ARRAY_FAULTS = ["dtype", "shape", "ndim", "not-array", "framework"]
+INPUT_LAYOUT_FAULTS = ["misaligned"]
+OUTPUT_LAYOUT_FAULTS = ["misaligned", "read-only", "shared", "alias"]
+
+
+@st.composite
+def calls(draw):
+    """One call: half are valid, the rest carry one fault (mostly) or several."""
+    rows = draw(st.sampled_from([0, 1, 2, 3, 5, 8, 9, 17]))
+    cols = draw(st.sampled_from([0, 1, 2, 3, 4, 7, 16, 33]))
+    dtype = draw(st.sampled_from(FLOATS))
+    framework = draw(st.sampled_from(["numpy"] * 3 + (["torch"] if torch is not None else [])))
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    scale = draw(st.sampled_from([1.0, 1e-3, 1e3]))
+    give_output = draw(st.sampled_from([True, True, False]))
+    names = ARRAY_NAMES + (("advantages",) if give_output else ())
+
+    slots = [(n, "array") for n in names] + [(n, "layout") for n in names] + [(n, "param") for n in PARAM_NAMES]
+    slots += [("advantages", "layout")] * 4 if give_output else []  # the output has the most ways to be wrong
+    n_faults = draw(st.sampled_from([0] * 6 + [1] * 4 + [2, 3]))
+    targets = set(draw(st.lists(st.sampled_from(slots), min_size=n_faults, max_size=n_faults)))
+
+    faults = []  # (argument, kind, exception class)
+    arrays, keep = {}, {}
+    for name in names:
+        is_output = name == "advantages"
+        fault = draw(st.sampled_from(ARRAY_FAULTS)) if (name, "array") in targets else None
+        layout_fault = None
+        if (name, "layout") in targets:
+            layout_fault = draw(st.sampled_from(OUTPUT_LAYOUT_FAULTS if is_output else INPUT_LAYOUT_FAULTS))
+        a_dtype, a_rows, a_cols, ndim = dtype, rows, cols, 2
+        if fault == "dtype":
+            a_dtype = draw(st.sampled_from(OTHER_DTYPES + [d for d in FLOATS if d != dtype]))
+            faults.append((name, "dtype mismatch" if a_dtype in FLOATS else "dtype not float32/64", TypeError))
+        elif fault == "shape":
+            a_rows, a_cols = draw(st.sampled_from([(rows + 1, cols), (rows, cols + 1), (rows + 2, cols + 3)]))
+            faults.append((name, "shape mismatch", ValueError))
+        elif fault == "ndim":
+            ndim = draw(st.sampled_from([0, 1, 3]))
+            faults.append((name, f"{ndim}-D array", ValueError))
+        elif fault == "not-array":
+            # advantages=None is no fault: it asks puffadv to allocate the output
+            arrays[name] = draw(st.sampled_from(NOT_ARRAYS[1:] if is_output else NOT_ARRAYS))
+            faults.append((name, "not an array", TypeError))
+            continue
+
+        alias = layout_fault == "alias"
+        layout = draw(layouts(a_rows, a_cols, output=is_output, fault=None if alias else layout_fault))
+        fill = np.nan if is_output and np.dtype(a_dtype).kind in "fc" else 0
+        view, base, offset = carve(a_rows, a_cols, a_dtype, layout, fill)
+        if not is_output:  # write through a writable twin: the view itself may be read-only
+            twin = as_strided(base[offset:], shape=view.shape, strides=view.strides)
+            twin[...] = random_data(rng, name, view.shape, a_dtype, scale)
+        if ndim != 2:
+            dense = np.ascontiguousarray(view)
+            view = {0: np.array(1.5, a_dtype), 1: dense.ravel(), 3: dense[None]}[ndim]
+            base, offset, layout = None, 0, dict(layout, kind=f"{ndim}-D")
+
+        obj = view
+        use_torch = framework == "torch"
+        if fault == "framework":
+            if torch is None:
+                arrays[name] = view.tolist()
+                faults.append((name, "not an array", TypeError))
+                continue
+            use_torch = not use_torch
+            faults.append((name, "mixed frameworks", TypeError))
+        if use_torch:
+            obj = to_torch(view, base, offset, layout) if base is not None else None
+            grad = not is_output and view.dtype in FLOATS and draw(st.sampled_from([False] * 5 + [True]))
+            if obj is None or grad:  # a layout torch cannot express, or autograd: a fresh copy
+                obj = torch.from_numpy(np.array(view))
+                base, offset, layout = None, 0, dict(layout, kind="torch-copy")
+                if grad:
+                    obj.requires_grad_()
+        arrays[name] = obj
+        keep[name] = (view, base, offset, layout)
+
+        if layout_fault == "read-only" and base is not None:  # a read-only output, even when empty
+            faults.append((name, "read-only output", ValueError))
+        if base is None or not view.size or fault == "shape":
+            continue
+        if layout_fault == "misaligned" and layout["misaligned"] % np.dtype(a_dtype).itemsize:
+            faults.append((name, "misaligned data", ValueError))
+        if layout_fault == "shared":
+            offsets = element_offsets(a_rows, a_cols, layout["rs"], layout["cs"])
+            if len(np.unique(offsets)) != len(offsets):
+                faults.append((name, "output with overlapping elements", ValueError))
+        if alias:  # the output is one of the inputs, or a view of the same memory
+            victims = [n for n in ARRAY_NAMES if n in keep and keep[n][1] is not None
+                       and keep[n][0].shape == view.shape and keep[n][1].dtype == base.dtype
+                       and keep[n][0].size and not keep[n][3]["read_only"]
+                       and type(arrays[n]) is type(obj)]
+            if victims:
+                victim = draw(st.sampled_from(victims))
+                keep[name] = keep[victim]
+                arrays[name] = arrays[victim]
+                if keep[victim][3]["misaligned"] % base.itemsize:
+                    faults.append((name, "misaligned data", ValueError))
+                faults.append((name, "output aliases an input", ValueError))
+
+    # An output over distinct elements whose memory range meets an input's: the core
+    # compares ranges, so a ValueError here is allowed, not required.
+    maybe = []
+    out = keep.get("advantages")
+    if out is not None and out[1] is not None and out[0].size:
+        r, c = out[0].shape
+        (s_stride, s_count), (b_stride, _) = sorted([(abs(out[3]["rs"]), r), (abs(out[3]["cs"]), c)])
+        if s_stride and b_stride < s_stride * (s_count - 1) + 1:
+            maybe.append("advantages-interleaved")
+
+    params, param_faults = draw(parameters(bad=[n for n, k in targets if k == "param"]))
+    faults += param_faults
+    return dict(rows=rows, cols=cols, dtype=dtype, framework=framework, arrays=arrays, keep=keep,
+                params=params, faults=faults, maybe=maybe, give_output=give_output)
+
+
+def as_numpy(x):
+    if torch is not None and isinstance(x, torch.Tensor):
+        return x.detach().numpy()
+    return np.asarray(x)
+
+
+def check_success(case, result):
+    arrays, keep = case["arrays"], case["keep"]
+    inputs = [np.asarray(as_numpy(arrays[n]), dtype=np.float64) for n in ARRAY_NAMES]
+    params = {k: float(v) for k, v in case["params"].items()}
+    if case["give_output"]:
+        assert result is arrays["advantages"]
+    else:
+        assert type(result) is type(arrays["values"])
+    out = as_numpy(result)
+    assert out.shape == (case["rows"], case["cols"])
+    assert out.dtype == case["dtype"]
+    ref = reference.puff_advantage(*inputs, **params)
+    assert np.isfinite(out).all(), "finite inputs gave a non-finite output"
+    assert relative_error(out, ref) <= TOLERANCE[np.dtype(case["dtype"])]
+    if case["cols"]:
+        assert (out[:, -1] == 0).all()
+    if case["give_output"] and keep["advantages"][1] is not None:
+        view, base, offset, layout = keep["advantages"]
+        untouched = base.copy()
+        as_strided(untouched[offset:], shape=view.shape, strides=view.strides)[...] = np.nan
+        assert np.isnan(untouched).all(), "a write landed outside the output view"
+
+
+@FUZZ
+@given(calls())
+def test_fuzz_compute_puff_advantage(case):
+    arrays = case["arrays"]
+    before = {n: np.array(as_numpy(arrays[n])) for n in ARRAY_NAMES
+              if n in case["keep"] and n not in ("advantages",)}
+    classes = {cls for _, _, cls in case["faults"]}
+    try:
+        result = puffadv.compute_puff_advantage(**arrays, **case["params"])
+    except (TypeError, ValueError) as error:
+        if not classes:
+            soft = case["maybe"] and isinstance(error, ValueError) and "advantages" in str(error)
+            assert soft, f"a valid call raised {type(error).__name__}: {error}"
+            tally("compute_puff_advantage", [("advantages", "interleaved output (conservative check)", ValueError)],
+                  "ValueError")
+            return
+        assert type(error) in classes, f"raised {type(error).__name__} for faults {case['faults']}: {error}"
+        culprits = {name for name, _, cls in case["faults"] if cls is type(error)}
+        assert any(name in str(error) for name in culprits), f"message names none of {culprits}: {error}"
+        tally("compute_puff_advantage", case["faults"], type(error).__name__)
+        return
+    assert not classes, f"no error for faults {case['faults']}"
+    check_success(case, result)
+    for name, copy in before.items():  # inputs are read, never written
+        np.testing.assert_array_equal(as_numpy(arrays[name]), copy)
+    tally("compute_puff_advantage", [], "right answer")
+    for name, (view, base, _, layout) in case["keep"].items():  # what the right answers covered
+        TALLY[f"layout of a valid call's array | {layout['kind']}"] += 1
+    TALLY[f"valid call | {case['framework']} {np.dtype(case['dtype']).name}"] += 1
+
+
+# --- regressions found while fuzzing (each one a plain test) ---------------------
+
+def _good(rows=4, cols=6, dtype=np.float32, seed=0):
+    return reference.random_puff_inputs(np.random.default_rng(seed), rows, cols, dtype)
+
+
+@pytest.mark.parametrize("argument", ["values", "importance", "advantages"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_misaligned_array_is_a_value_error(argument, dtype):
+    # Found 2026-11-30: a float view at an odd byte offset of a uint8 buffer reached
+    # the kernel (UBSan: load of misaligned address); on a GPU it would fault.
+    arrays = dict(zip(ARRAY_NAMES, _good(dtype=dtype)))
+    raw = np.zeros(4 * 6 * np.dtype(dtype).itemsize + 1, np.uint8)
+    skewed = raw[1:].view(dtype).reshape(4, 6)
+    if argument != "advantages":
+        skewed[...] = arrays[argument]
+    arrays[argument] = skewed
+    with pytest.raises(ValueError, match=f"{argument} is not aligned"):
+        puffadv.compute_puff_advantage(**arrays)
+
+
+@pytest.mark.parametrize("shape", [(0, 5), (3, 0), (0, 0)])
+def test_empty_output_given_explicitly(shape):
+    # Found 2026-11-30 (fixed the same day in 4976dcc): numpy 2 gives empty arrays
+    # zero strides, and the empty output was called self-overlapping.
+    arrays = [np.zeros(shape, np.float32) for _ in range(4)]
+    out = np.zeros(shape, np.float32)
+    assert puffadv.compute_puff_advantage(*arrays, out) is out
+
+
+@pytest.mark.parametrize("name", PARAM_NAMES)
+def test_integer_beyond_float_range_is_a_value_error(name):
+    # Found 2026-11-30: gamma=10**400 raised OverflowError from float().
+    with pytest.raises(ValueError, match=name):
+        puffadv.compute_puff_advantage(*_good(), **{name: 10 ** 400})
+
+
+@pytest.mark.parametrize("value", [np.array("0.9"), np.array(True)])
+def test_zero_d_string_or_bool_array_is_not_a_number(value):
+    # Found 2026-11-30: np.array("0.9") was accepted as 0.9 while "0.9" is a TypeError.
+    with pytest.raises(TypeError, match="gamma"):
+        puffadv.compute_puff_advantage(*_good(), gamma=value)
+
+
+def test_bare_dlpack_producer_without_shape():
+    # Found 2026-11-30: an object with only __dlpack__/__dlpack_device__ and no
+    # .shape raised AttributeError when puffadv allocated the output.
+    inputs = _good()
+
+    class Producer:
+        def __init__(self, a):
+            self.a = a
+
+        def __dlpack__(self, **kwargs):
+            return self.a.__dlpack__(**kwargs)
+
+        def __dlpack_device__(self):
+            return self.a.__dlpack_device__()
+
+    out = puffadv.compute_puff_advantage(*[Producer(a) for a in inputs])
+    assert relative_error(np.asarray(out), reference.puff_advantage(*inputs)) <= 1e-5
