@@ -43,6 +43,12 @@ class BackendReport(dict):
                 if fb["happened"] else "not used")
         lines.append(f"  CPU fallback      : {fb['setting']} (PUFFADV_FALLBACK); {used}")
         lines.append(f"  torch operators   : {_torch_status.describe(self['torch_ops'])}")
+        jax = self["jax_handlers"]
+        lines.append("  JAX handlers      : not compiled (no jax at build time, or PUFF_JAX=OFF)"
+                     if jax is None else
+                     f"  JAX handlers      : {', '.join(jax['platforms'])}; XLA FFI API "
+                     f"{jax['api_version'][0]}.{jax['api_version'][1]} (headers of jaxlib "
+                     f"{jax['jaxlib_version']}; a jaxlib with an older FFI API refuses them)")
         lines.append(f"  CMake package     : {self['cmake_dir']}")
         lines.append(f"  Python            : {sys.version.split()[0]}")
         return "\n".join(lines)
@@ -51,6 +57,15 @@ class BackendReport(dict):
 def cmake_dir() -> str:
     """Folder holding puffadvConfig.cmake: put it on CMAKE_PREFIX_PATH (or pass it as puffadv_DIR)."""
     return str(Path(__file__).resolve().parent / "lib" / "cmake" / "puffadv")
+
+
+def _jax_handlers():
+    """XLA FFI handlers in this build (puffadv.jax), or None; reading them needs no jax."""
+    if not hasattr(_core, "jax_ffi_build"):
+        return None
+    info = dict(_core.jax_ffi_build())
+    info["platforms"] = list(dict.fromkeys(platform for _, platform, _ in _core.jax_ffi_targets()))
+    return info
 
 
 def backend() -> BackendReport:
@@ -65,4 +80,5 @@ def backend() -> BackendReport:
     report["cmake_dir"] = cmake_dir()
     report["torch_ops"] = _torch_status.status()  # built, against which torch, loaded
     report["fallback"] = _fallback.report()  # setting, and whether a fallback happened
+    report["jax_handlers"] = _jax_handlers()
     return report

@@ -88,6 +88,13 @@ def test_handlers_registered_for_this_build():
     assert tuple(build["api_version"]) <= pjax._running_ffi_api()
 
 
+def test_backend_report_names_the_handlers():
+    report = puffadv.backend()
+    assert report["jax_handlers"]["api_version"] == puffadv._core.jax_ffi_build()["api_version"]
+    assert "cpu" in report["jax_handlers"]["platforms"]
+    assert "JAX handlers      : cpu" in str(report)
+
+
 @pytest.mark.parametrize("shape", SHAPES)
 @pytest.mark.parametrize("params", PARAMS)
 def test_jit_matches_reference_and_lax_scan(device, rng, shape, params):
