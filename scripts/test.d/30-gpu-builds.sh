@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# CI has no GPU, but both GPU backends must compile: builds the CUDA backend
+# (nvcc, the wheel's default architectures) and the HIP backend (Debian's hipcc
+# packages: clang 15, gfx90a), each into its own folder, and runs the host-side
+# tests against each build: the puff tests on CPU arrays, test_gpu.py (backend()
+# must say "compiled, no device") and the self-check. A missing compiler skips
+# its build with a notice. When 10-python.sh's build already has CUDA (nvcc was
+# found: PUFF_CUDA=AUTO), that build is the CUDA check; the HIP build then costs
+# about 1 minute on 2 cores, a separate CUDA build (5 architectures) about 2.5.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+
+build_and_test() {  # name, pip -C options...
+  local name="$1"; shift
+  local site="build/ci-$name-site"
+  rm -rf "$site"
+  echo "--- building the $name backend"
+  python -m pip install -q --no-build-isolation --no-deps --target "$site" \
+    -C build-dir="build/ci-$name" -C cmake.define.PUFF_TORCH=OFF -C cmake.define.PUFF_JAX=OFF "$@" .
+  echo "--- host-side tests of the $name build"
+  (cd build && PYTHONPATH="$PWD/../$site" python -m puffadv)
+  PYTHONPATH="$PWD/$site" python -m pytest -q -p no:cacheprovider \
+    tests/python/test_puff.py tests/python/test_gpu.py
+  PYTHONPATH="$PWD/$site" python - "$name" <<'PY'
+import sys, puffadv
+kind = {"cuda": "cuda", "hip": "hip"}[sys.argv[1]]
+report = puffadv.backend()
+assert report[kind]["compiled"], f"{kind} backend missing from the build"
+if report[kind]["device_count"] == 0:
+    assert "no device" in str(report), str(report)
+print(f"backend(): {kind} compiled, {report[kind]['device_count']} device(s); "
+      f"architectures {report['gpu_architectures']}")
+PY
+}
+
+if python -c 'import puffadv, sys; sys.exit(0 if puffadv.backend()["cuda"]["compiled"] else 1)' 2>/dev/null; then
+  # 10-python.sh's build (PUFF_CUDA=AUTO) found nvcc: its suite already ran on it.
+  echo "--- the installed build (10-python.sh) has the CUDA backend; its suite ran there"
+  python -m pytest -q -p no:cacheprovider tests/python/test_gpu.py
+elif command -v nvcc >/dev/null 2>&1; then
+  build_and_test cuda -C cmake.define.PUFF_CUDA=ON -C cmake.define.PUFF_HIP=OFF
+else
+  echo "NOTICE: nvcc not found; the CUDA backend was not compiled"
+fi
+
+if command -v clang++-15 >/dev/null 2>&1 && [ -d /usr/lib/x86_64-linux-gnu/amdgcn/bitcode ]; then
+  HIP_PLATFORM=amd build_and_test hip -C cmake.define.PUFF_HIP=ON -C cmake.define.PUFF_CUDA=OFF
+else
+  echo "NOTICE: Debian's hipcc packages (clang++-15, ROCm device libraries) not found; the HIP backend was not compiled"
+fi

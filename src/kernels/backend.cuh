@@ -1,0 +1,155 @@
+// The host half of a GPU backend, written once in CUDA spelling and compiled
+// by advantage_cuda.cu (nvcc) and advantage_hip.cpp (clang, LANGUAGE HIP).
+// Arguments arrive checked by find_puff_problem; this file only launches.
+#pragma once
+
+#include <initializer_list>
+#include <string>
+
+#include "../gpu_backend.hpp"
+#include "launch.cuh"
+#include "puff_steps.cuh"
+
+namespace puffadv::gpu {
+inline namespace PUFF_GPU_ABI {
+
+[[noreturn]] inline void throw_gpu_error(cudaError_t error, const char* statement, const char* file,
+                                         int line, int device) {
+    throw gpu_error(std::string("puffadv: ") + PUFF_RUNTIME_NAME + " error on device " +
+                    std::to_string(device) + ": " + cudaGetErrorString(error) + " (in " + statement +
+                    " at " + file + ":" + std::to_string(line) + ")");
+}
+
+/// The one checking macro: a failing runtime call throws gpu_error with its string.
+#define PUFF_GPU_CHECK(statement, device)                                                     \
+    do {                                                                                      \
+        const cudaError_t puff_error_ = (statement);                                          \
+        if (puff_error_ != cudaSuccess)                                                       \
+            ::puffadv::gpu::throw_gpu_error(puff_error_, #statement, __FILE__, __LINE__, device); \
+    } while (0)
+
+/// Makes `device` current for a scope and restores the caller's device after.
+class device_guard {
+public:
+    explicit device_guard(int device) : device_(device) {
+        PUFF_GPU_CHECK(cudaGetDevice(&previous_), device);
+        if (previous_ != device_) PUFF_GPU_CHECK(cudaSetDevice(device_), device);
+    }
+    ~device_guard() {
+        if (previous_ != device_) (void)cudaSetDevice(previous_);
+    }
+    device_guard(const device_guard&) = delete;
+    device_guard& operator=(const device_guard&) = delete;
+
+private:
+    int device_, previous_ = -1;
+};
+
+template <typename T>
+strided_view<T> view_of(const matrix& m) {
+    return {static_cast<T*>(m.data), m.row_stride, m.col_stride};
+}
+
+/// 16-byte loads of four steps are valid for this array: time-contiguous,
+/// aligned, and every row start (row_stride multiple of 4) aligned too.
+inline bool vectorizable(const matrix& m) {
+    const auto address = reinterpret_cast<std::uintptr_t>(m.data);
+    return m.col_stride == 1 && address % 16 == 0 && (m.rows <= 1 || m.row_stride % 4 == 0) &&
+           m.cols % 4 == 0;
+}
+
+template <typename T>
+void run_puff(const puff_arrays& a, const puff_params& params, cudaStream_t stream) {
+    const int device = a.values.device.index;
+    device_guard guard(device);
+    int sm_count = 0;
+    PUFF_GPU_CHECK(cudaDeviceGetAttribute(&sm_count, cudaDevAttrMultiProcessorCount, device), device);
+
+    const puff_producer<T> producer{view_of<const T>(a.values), view_of<const T>(a.rewards),
+                                    view_of<const T>(a.dones), view_of<const T>(a.importance),
+                                    T(params.gamma), T(params.gamma) * T(params.gae_lambda),
+                                    T(params.rho_clip), T(params.c_clip)};
+    const store_advantage<T> epilogue{view_of<T>(a.advantages)};
+    const matrix* all[] = {&a.values, &a.rewards, &a.dones, &a.importance, &a.advantages};
+    bool contiguous = true, vectorized = true;
+    for (const matrix* m : all) {
+        contiguous = contiguous && m->time_contiguous();
+        vectorized = vectorized && vectorizable(*m);
+    }
+    const std::int64_t rows = a.values.rows, horizon = a.values.cols;
+    const row_scan_plan plan = plan_row_scan<scan_policy>(rows, horizon, contiguous, sm_count);
+    PUFF_GPU_CHECK((launch_row_scan<scan_policy>(plan, producer, epilogue, view_of<T>(a.advantages), rows,
+                                                 horizon, vectorized, stream)),
+                   device);
+}
+
+inline void puff_advantage(const puff_arrays& arrays, const puff_params& params, gpu_stream stream) {
+    const auto s = static_cast<cudaStream_t>(stream);
+    if (arrays.values.type == dtype::float64)
+        run_puff<double>(arrays, params, s);
+    else
+        run_puff<float>(arrays, params, s);
+}
+
+/// A [rows, horizon] row-major view of device memory on the current device.
+template <typename T>
+puff_arrays device_arrays(device_type type, const T* values, const T* rewards, const T* dones,
+                          const T* importance, T* advantages, std::int64_t rows, std::int64_t horizon) {
+    int current = 0;
+    PUFF_GPU_CHECK(cudaGetDevice(&current), -1);
+    auto view = [&](const T* p, bool writable) {
+        matrix m;
+        m.data = const_cast<T*>(p);
+        m.type = sizeof(T) == 4 ? dtype::float32 : dtype::float64;
+        m.rows = rows;
+        m.cols = horizon;
+        m.row_stride = horizon;
+        m.col_stride = 1;
+        m.device = {type, current};
+        m.writable = writable;
+        return m;
+    };
+    return {view(values, false), view(rewards, false), view(dones, false), view(importance, false),
+            view(advantages, true)};
+}
+
+/// Devices, versions, and why none is usable when none is.
+inline gpu_status status() {
+    gpu_status s;
+    s.compiled = true;
+    (void)cudaRuntimeGetVersion(&s.runtime_version);
+    (void)cudaDriverGetVersion(&s.driver_version);
+#if defined(PUFF_HIP)  // HIP: major * 10^7 + minor * 10^5 + patch; report as CUDA does (1000 major + 10 minor)
+    for (int* v : {&s.runtime_version, &s.driver_version})
+        *v = *v / 10000000 * 1000 + *v / 100000 % 100 * 10;
+#endif
+    int count = 0;
+    const cudaError_t error = cudaGetDeviceCount(&count);
+    if (error != cudaSuccess) {
+        s.error = cudaGetErrorString(error);
+        (void)cudaGetLastError();  // not sticky: leave no error behind for the caller
+        return s;
+    }
+    if (count == 0) s.error = "no device found";
+    for (int i = 0; i < count; ++i) {
+        cudaDeviceProp prop{};
+        if (cudaGetDeviceProperties(&prop, i) != cudaSuccess) {
+            (void)cudaGetLastError();
+            s.device_names.push_back("device " + std::to_string(i) + " (properties unreadable)");
+            continue;
+        }
+#if defined(PUFF_HIP)
+        const std::string arch = prop.gcnArchName;
+#else
+        const std::string arch = "sm_" + std::to_string(prop.major) + std::to_string(prop.minor);
+#endif
+        s.device_names.push_back(std::string(prop.name) + " (" + arch + ", " +
+                                 std::to_string(prop.multiProcessorCount) + " SMs, warp " +
+                                 std::to_string(prop.warpSize) + ")");
+    }
+    s.device_count = count;
+    return s;
+}
+
+}  // namespace PUFF_GPU_ABI
+}  // namespace puffadv::gpu

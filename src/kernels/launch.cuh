@@ -1,0 +1,118 @@
+// Host side of the row scans: picks a layout (whole rows, split rows, strided),
+// sizes the grid and launches on the caller's stream. Never synchronises and
+// never allocates; returns the runtime's error instead of throwing (the backend
+// files turn it into puffadv::gpu_error).
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+
+#include "scan_rows.cuh"
+
+namespace puffadv::gpu {
+inline namespace PUFF_GPU_ABI {  // CUDA and HIP builds may share one library
+
+/// How one call is laid out over blocks; plain data so that tests and the
+/// benchmark can print it.
+struct row_scan_plan {
+    enum layout_t { whole_rows, split_rows, strided } layout = whole_rows;
+    std::int64_t rows_per_block = 1;  ///< whole_rows
+    std::int64_t segment_length = 0;  ///< split_rows: steps per segment (a multiple of the round)
+    std::int64_t segments = 0;        ///< split_rows: segments per row
+    std::int64_t blocks = 0;
+};
+
+template <typename Policy>
+row_scan_plan plan_row_scan(std::int64_t rows, std::int64_t horizon, bool time_contiguous, int sm_count) {
+    row_scan_plan plan;
+    constexpr std::int64_t round = Policy::round;
+    if (!time_contiguous) {
+        plan.layout = row_scan_plan::strided;
+        plan.blocks = (rows + Policy::strided_threads - 1) / Policy::strided_threads;
+        return plan;
+    }
+    const std::int64_t capacity = std::int64_t(std::max(sm_count, 1)) * Policy::blocks_per_sm;
+    const std::int64_t rounds_per_row = (horizon + round - 1) / round;
+    constexpr std::int64_t max_span = std::int64_t(1) << 30;  // block spans are 32-bit
+    if ((rounds_per_row <= Policy::max_rounds_whole_row || rows >= capacity) && horizon <= max_span) {
+        plan.layout = row_scan_plan::whole_rows;
+        if (horizon < round) {
+            // Pack rows so that the rounds are nearly full: the fewest rounds
+            // (most blocks) that use >= 7/8 of their lanes, else the fullest.
+            std::int64_t best = 1, best_fill = -1;
+            for (std::int64_t r = 1; r <= Policy::max_rounds_whole_row; ++r) {
+                const std::int64_t n = r * round / horizon;
+                const std::int64_t fill = n * horizon * 1000 / (((n * horizon + round - 1) / round) * round);
+                if (fill > best_fill) best = n, best_fill = fill;
+                if (fill >= 875) break;
+            }
+            plan.rows_per_block = best;
+        }
+        plan.blocks = (rows + plan.rows_per_block - 1) / plan.rows_per_block;
+        return plan;
+    }
+    plan.layout = row_scan_plan::split_rows;
+    const std::int64_t wanted = (capacity + rows - 1) / rows;  // segments per row to fill the GPU
+    std::int64_t length = (horizon + wanted - 1) / wanted;
+    length = std::min((length + round - 1) / round * round, max_span);
+    plan.segment_length = length;
+    plan.segments = (horizon + length - 1) / length;
+    plan.blocks = rows * plan.segments;
+    return plan;
+}
+
+/// Launches the scan of `producer`'s maps into `epilogue` as `plan` says.
+/// `scratch` is a T-typed [rows, horizon] output the call overwrites anyway
+/// (split rows keep two numbers per segment in it between launches).
+/// `vectorized`: every array is time-contiguous, 16-byte aligned, with row
+/// strides and horizon multiples of 4 (the host checks; see vectorizable()).
+template <typename Policy, typename Producer, typename Epilogue>
+cudaError_t launch_row_scan(const row_scan_plan& plan, const Producer& producer, const Epilogue& epilogue,
+                            strided_view<typename Producer::value_type> scratch, std::int64_t rows,
+                            std::int64_t horizon, bool vectorized, cudaStream_t stream) {
+    using T = typename Producer::value_type;
+    constexpr unsigned threads = Policy::threads;
+    if (plan.blocks <= 0) return cudaSuccess;  // nothing to launch
+    if (plan.blocks > 0x7fffffff) return cudaErrorInvalidConfiguration;
+    const unsigned blocks = static_cast<unsigned>(plan.blocks);
+    switch (plan.layout) {
+        case row_scan_plan::strided:
+            scan_strided_rows_kernel<Policy><<<blocks, Policy::strided_threads, 0, stream>>>(
+                producer, epilogue, rows, horizon);
+            return cudaGetLastError();
+        case row_scan_plan::whole_rows:
+            if (vectorized)
+                scan_whole_rows_kernel<Policy, true><<<blocks, threads, 0, stream>>>(
+                    producer, epilogue, rows, horizon, plan.rows_per_block);
+            else
+                scan_whole_rows_kernel<Policy, false><<<blocks, threads, 0, stream>>>(
+                    producer, epilogue, rows, horizon, plan.rows_per_block);
+            return cudaGetLastError();
+        case row_scan_plan::split_rows: {
+            const std::int64_t len = plan.segment_length, segs = plan.segments;
+            if (vectorized)
+                reduce_segments_kernel<Policy, true><<<blocks, threads, 0, stream>>>(producer, scratch,
+                                                                                     horizon, len, segs);
+            else
+                reduce_segments_kernel<Policy, false><<<blocks, threads, 0, stream>>>(producer, scratch,
+                                                                                      horizon, len, segs);
+            if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
+            // A warp per row; sized for the widest warp, narrower ones leave blocks idle.
+            constexpr std::int64_t rows_per_block = Policy::threads / widest_warp_size;
+            const unsigned carry_blocks = static_cast<unsigned>((rows + rows_per_block - 1) / rows_per_block);
+            carry_segments_kernel<Policy, T><<<carry_blocks, threads, 0, stream>>>(scratch, rows, len, segs);
+            if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
+            if (vectorized)
+                scan_segments_kernel<Policy, true><<<blocks, threads, 0, stream>>>(producer, epilogue, scratch,
+                                                                                   horizon, len, segs);
+            else
+                scan_segments_kernel<Policy, false><<<blocks, threads, 0, stream>>>(producer, epilogue, scratch,
+                                                                                    horizon, len, segs);
+            return cudaGetLastError();
+        }
+    }
+    return cudaSuccess;
+}
+
+}  // namespace PUFF_GPU_ABI
+}  // namespace puffadv::gpu

@@ -1,0 +1,266 @@
+// Time-parallel backward recurrences over the rows of a [rows, horizon] problem.
+//
+// Every time step becomes an affine map (a Producer makes it from loaded data,
+// see puff_steps.cuh); a block scans a span of steps backwards in rounds of
+// policy::round steps: each thread composes `items` consecutive maps, a warp
+// scan and a block combine give each thread the map of everything to its
+// right, the carry (A after the round) is applied, and an Epilogue stores A.
+//
+// Layouts (chosen by the host in launch.cuh):
+//   whole rows  - a block owns rows_per_block consecutive rows; row ends are
+//                 maps with k = 0, so packed short rows need no segment logic;
+//   split rows  - few long rows: each row is cut into segments, one block each,
+//                 in three launches: reduce_segments (each segment's composed
+//                 map), carry_segments (a warp per row scans those maps), then
+//                 scan_segments (each segment from its carry). The two small
+//                 results live in the output itself (`scratch`): no workspace,
+//                 no allocation, safe in CUDA graph capture;
+//   strided     - views whose time steps are not adjacent (time-major data):
+//                 one thread per row, which is the coalesced order there.
+#pragma once
+
+#include "affine_scan.cuh"
+#include "views.cuh"
+
+namespace puffadv::gpu {
+inline namespace PUFF_GPU_ABI {  // CUDA and HIP builds may share one library
+
+/// Tuning knobs, kept apart from the kernel bodies.
+struct scan_policy {
+    static constexpr int threads = 256;  ///< per block; a multiple of every warp width
+    static constexpr int items = 4;      ///< consecutive steps per thread: one float4 per array
+    static constexpr int round = threads * items;
+    /// Whole-row blocks scan at most this many rounds one after another, unless
+    /// there are enough rows to fill the GPU anyway; longer rows are split.
+    static constexpr int max_rounds_whole_row = 4;
+    static constexpr int blocks_per_sm = 8;  ///< resident blocks assumed when splitting rows
+    /// Occupancy asked of the compiler (__launch_bounds__) for the vectorised
+    /// float32 kernels: 8 blocks of 256 threads (32 registers) keep enough loads
+    /// in flight and make the last wave of a whole-row grid small. Others: 4.
+    static constexpr int min_blocks_per_sm_fast = 8;
+    static constexpr int min_blocks_per_sm = 4;
+    static constexpr int strided_threads = 128;
+};
+
+/// The steps one block scans: local step e < length is at row `row + e / wrap`,
+/// time `t + e % wrap` (wrap = horizon for whole rows, > length for a segment).
+struct block_span {
+    std::int64_t row, t;
+    std::uint32_t length, wrap;
+};
+
+template <typename T, int warps>
+struct scan_shared {
+    affine<T> warp_total[2][warps];  // double-buffered: one barrier per round
+};
+
+/// Scans `span` backwards. Store: writes every A through `epilogue`, starting
+/// from A = carry.d after the span, and returns A at the span's first step in
+/// .d. !Store: returns the composed map of the whole span (carry = identity).
+template <typename Policy, bool Vec, bool Store, typename Producer, typename Epilogue>
+__device__ __forceinline__ affine<typename Producer::value_type> scan_span(
+    const Producer& producer, const Epilogue& epilogue, const block_span span,
+    const std::int64_t horizon, affine<typename Producer::value_type> carry,
+    scan_shared<typename Producer::value_type, Policy::threads / physical_warp_size>& shared) {
+    using T = typename Producer::value_type;
+    using step = typename Producer::step;
+    constexpr int warp = physical_warp_size;
+    constexpr int warps = Policy::threads / warp;
+    constexpr int items = Policy::items;
+    static_assert(items == 4, "load4/store4 move four steps");
+    static_assert(Policy::threads % warp == 0, "whole warps per block");
+
+    const int lane = threadIdx.x % warp;
+    const int warp_id = threadIdx.x / warp;
+    const int rounds = static_cast<int>((span.length + Policy::round - 1) / Policy::round);
+    int buffer = 0;
+
+    for (int r = rounds - 1; r >= 0; --r) {
+        const std::uint32_t first = static_cast<std::uint32_t>(r) * Policy::round + threadIdx.x * items;
+        std::int64_t row[items], t[items];
+        bool valid[items];
+        row[0] = span.row + first / span.wrap;
+        t[0] = span.t + first % span.wrap;
+#pragma unroll
+        for (int j = 1; j < items; ++j) {
+            row[j] = row[j - 1];
+            t[j] = t[j - 1] + 1;
+            // Only scalar groups can wrap to the next row (whole-row spans).
+            if constexpr (!Vec) {
+                if (t[j] == horizon) t[j] = 0, ++row[j];
+            }
+        }
+#pragma unroll
+        for (int j = 0; j < items; ++j) valid[j] = first + j < span.length;
+
+        step s[items] = {};
+        if constexpr (Vec) {  // host checked: groups of four never straddle rows, 16-byte aligned
+            if (valid[0]) producer.load4(row[0], t[0], s);
+        } else {
+#pragma unroll
+            for (int j = 0; j < items; ++j)
+                if (valid[j]) s[j] = producer.load(row[j], t[j]);
+        }
+        // Step t+1 of the last item: the next lane's first item, or a load at a warp's top.
+        step after = shfl_down_struct<warp>(s[0], 1);
+        const bool last_step = t[items - 1] == horizon - 1;
+        if (lane == warp - 1 && valid[items - 1] && !last_step)
+            after = producer.load(row[items - 1], t[items - 1] + 1);
+
+        affine<T> m[items];
+#pragma unroll
+        for (int j = 0; j < items; ++j) {
+            const step& next = j + 1 < items ? s[j + 1] : after;
+            m[j] = valid[j] ? producer.map(s[j], next, t[j] == horizon - 1) : identity_map<T>();
+        }
+        affine<T> mine = m[items - 1];
+#pragma unroll
+        for (int j = items - 2; j >= 0; --j) mine = compose(m[j], mine);
+
+        const affine<T> inclusive = warp_reverse_scan<warp>(mine, lane);
+        const affine<T> exclusive = warp_exclusive_from_inclusive<warp>(inclusive, lane);
+        if (lane == 0) shared.warp_total[buffer][warp_id] = inclusive;
+        __syncthreads();
+
+        if constexpr (Store) {
+            T a = carry.d, entering_warp = T(0);
+#pragma unroll
+            for (int w = warps - 1; w >= 0; --w) {
+                if (w == warp_id) entering_warp = a;
+                a = apply(shared.warp_total[buffer][w], a);
+            }
+            carry.d = a;  // A at the round's first step: the next round's carry
+            T out[items];
+            T x = apply(exclusive, entering_warp);
+#pragma unroll
+            for (int j = items - 1; j >= 0; --j) out[j] = x = apply(m[j], x);
+            if constexpr (Vec) {
+                if (valid[0]) epilogue.store4(row[0], t[0], out, s);
+            } else {
+#pragma unroll
+                for (int j = 0; j < items; ++j)
+                    if (valid[j]) epilogue.store(row[j], t[j], out[j], s[j]);
+            }
+        } else {
+#pragma unroll
+            for (int w = warps - 1; w >= 0; --w) carry = compose(shared.warp_total[buffer][w], carry);
+        }
+        buffer ^= 1;
+    }
+    return carry;
+}
+
+/// Whole rows: block b owns rows [b * rows_per_block, ...).
+template <typename Policy, bool Vec, typename Producer, typename Epilogue>
+__global__ void __launch_bounds__(Policy::threads,
+                                  Vec && sizeof(typename Producer::value_type) == 4
+                                      ? Policy::min_blocks_per_sm_fast : Policy::min_blocks_per_sm)
+scan_whole_rows_kernel(Producer producer, Epilogue epilogue, std::int64_t rows, std::int64_t horizon,
+                       std::int64_t rows_per_block) {
+    using T = typename Producer::value_type;
+    __shared__ scan_shared<T, Policy::threads / physical_warp_size> shared;
+    const std::int64_t first_row = static_cast<std::int64_t>(blockIdx.x) * rows_per_block;
+    const std::int64_t count = rows - first_row < rows_per_block ? rows - first_row : rows_per_block;
+    const block_span span{first_row, 0, static_cast<std::uint32_t>(count * horizon),
+                          static_cast<std::uint32_t>(horizon)};
+    scan_span<Policy, Vec, true>(producer, epilogue, span, horizon, affine<T>{T(0), T(0)}, shared);
+}
+
+/// The span of segment `blockIdx.x % segments` of row `blockIdx.x / segments`.
+__device__ __forceinline__ block_span segment_span(std::int64_t horizon, std::int64_t segment_length,
+                                                   std::int64_t segments, std::int64_t& segment) {
+    const std::int64_t row = blockIdx.x / segments;
+    segment = blockIdx.x % segments;
+    const std::int64_t t = segment * segment_length;
+    const std::int64_t length = horizon - t < segment_length ? horizon - t : segment_length;
+    return {row, t, static_cast<std::uint32_t>(length), 0xffffffffu};
+}
+
+/// Split rows, pass 1: the composed map of each segment but the first, into
+/// scratch[row, t0] (d) and scratch[row, t0 + 1] (k; the last segment's k is 0).
+template <typename Policy, bool Vec, typename Producer>
+__global__ void __launch_bounds__(Policy::threads,
+                                  Vec && sizeof(typename Producer::value_type) == 4
+                                      ? Policy::min_blocks_per_sm_fast : Policy::min_blocks_per_sm)
+reduce_segments_kernel(Producer producer, strided_view<typename Producer::value_type> scratch,
+                       std::int64_t horizon, std::int64_t segment_length, std::int64_t segments) {
+    using T = typename Producer::value_type;
+    __shared__ scan_shared<T, Policy::threads / physical_warp_size> shared;
+    std::int64_t segment;
+    const block_span span = segment_span(horizon, segment_length, segments, segment);
+    if (segment == 0) return;  // nothing reads the first segment's map
+    struct no_store {} none;
+    const affine<T> total = scan_span<Policy, Vec, false>(producer, none, span, horizon,
+                                                          identity_map<T>(), shared);
+    if (threadIdx.x == 0) {
+        *scratch.at(span.row, span.t) = total.d;
+        if (segment + 1 < segments) *scratch.at(span.row, span.t + 1) = total.k;
+    }
+}
+
+/// Split rows, pass 2: a logical warp per row scans the segment maps from the
+/// right and leaves in scratch[row, t0(s)] the A entering segment s from its
+/// right (for every segment but the last, whose carry is 0).
+template <typename Policy, typename T>
+__global__ void __launch_bounds__(Policy::threads)
+carry_segments_kernel(strided_view<T> scratch, std::int64_t rows, std::int64_t segment_length,
+                      std::int64_t segments) {
+    constexpr int warp = physical_warp_size;
+    const int lane = threadIdx.x % warp;
+    const std::int64_t row = static_cast<std::int64_t>(blockIdx.x) * (Policy::threads / warp) + threadIdx.x / warp;
+    if (row >= rows) return;  // whole warps leave together
+    T carry = T(0);  // A entering the current chunk from its right
+    for (std::int64_t first = (segments - 1) / warp * warp; first >= 0; first -= warp) {
+        const std::int64_t s = first + lane;
+        affine<T> m = identity_map<T>();
+        if (s > 0 && s < segments) {
+            T* slot = scratch.at(row, s * segment_length);
+            m = {s + 1 < segments ? slot[scratch.col_stride] : T(0), slot[0]};
+        }
+        const affine<T> inclusive = warp_reverse_scan<warp>(m, lane);
+        const T entering = apply(inclusive, carry);          // A at segment s's first step
+        T from_right = shfl_down<warp>(entering, 1);         // A at segment s+1's first step
+        if (lane == warp - 1) from_right = carry;
+        if (s + 1 < segments) *scratch.at(row, s * segment_length) = from_right;
+        carry = shfl<warp>(entering, 0);  // A entering the chunk to the left
+    }
+}
+
+/// Split rows, pass 3: each segment scanned from its carry (0 for a row's last).
+template <typename Policy, bool Vec, typename Producer, typename Epilogue>
+__global__ void __launch_bounds__(Policy::threads,
+                                  Vec && sizeof(typename Producer::value_type) == 4
+                                      ? Policy::min_blocks_per_sm_fast : Policy::min_blocks_per_sm)
+scan_segments_kernel(Producer producer, Epilogue epilogue,
+                     strided_view<typename Producer::value_type> scratch, std::int64_t horizon,
+                     std::int64_t segment_length, std::int64_t segments) {
+    using T = typename Producer::value_type;
+    __shared__ scan_shared<T, Policy::threads / physical_warp_size> shared;
+    std::int64_t segment;
+    const block_span span = segment_span(horizon, segment_length, segments, segment);
+    // Read before the first barrier; this block's own store to the slot comes after it.
+    const T carry = segment + 1 < segments ? *scratch.at(span.row, span.t) : T(0);
+    scan_span<Policy, Vec, true>(producer, epilogue, span, horizon, affine<T>{T(0), carry}, shared);
+}
+
+/// Any strides: one thread per row walks back in time. Time-major data viewed
+/// as [rows, horizon] has adjacent rows, so a warp's loads are coalesced.
+template <typename Policy, typename Producer, typename Epilogue>
+__global__ void __launch_bounds__(Policy::strided_threads)
+scan_strided_rows_kernel(Producer producer, Epilogue epilogue, std::int64_t rows, std::int64_t horizon) {
+    using T = typename Producer::value_type;
+    using step = typename Producer::step;
+    const std::int64_t row = static_cast<std::int64_t>(blockIdx.x) * Policy::strided_threads + threadIdx.x;
+    if (row >= rows) return;
+    step next{};
+    T a = T(0);
+    for (std::int64_t t = horizon - 1; t >= 0; --t) {
+        const step cur = producer.load(row, t);
+        a = apply(producer.map(cur, next, t == horizon - 1), a);
+        epilogue.store(row, t, a, cur);
+        next = cur;
+    }
+}
+
+}  // namespace PUFF_GPU_ABI
+}  // namespace puffadv::gpu
