@@ -5,6 +5,7 @@
 
 #include <string>
 
+#include <ATen/core/LegacyTypeDispatch.h>
 #include <ATen/ops/empty.h>
 #include <torch/library.h>
 
@@ -112,6 +113,30 @@ at::Tensor puff_advantage_cpu(const at::Tensor& values, const at::Tensor& reward
     return out;
 }
 
+// Advantages are training targets, never differentiated: both ops run below
+// autograd (as under torch.no_grad), so no graph is recorded even when values
+// requires grad, and no backward can silently return a wrong gradient.
+void puff_advantage_inplace_no_grad(const at::Tensor& values, const at::Tensor& rewards,
+                                    const at::Tensor& dones, const at::Tensor& importance,
+                                    const at::Tensor& advantages, double gamma, double lambda,
+                                    double rho_clip, double c_clip) {
+    static const auto op = c10::Dispatcher::singleton()
+                               .findSchemaOrThrow("puffadv::compute_puff_advantage", "")
+                               .typed<decltype(puff_advantage_inplace_cpu)>();
+    const at::AutoDispatchBelowAutograd below_autograd;
+    op.call(values, rewards, dones, importance, advantages, gamma, lambda, rho_clip, c_clip);
+}
+
+at::Tensor puff_advantage_no_grad(const at::Tensor& values, const at::Tensor& rewards,
+                                  const at::Tensor& dones, const at::Tensor& importance,
+                                  double gamma, double lambda, double rho_clip, double c_clip) {
+    static const auto op = c10::Dispatcher::singleton()
+                               .findSchemaOrThrow("puffadv::puff_advantage", "")
+                               .typed<decltype(puff_advantage_cpu)>();
+    const at::AutoDispatchBelowAutograd below_autograd;
+    return op.call(values, rewards, dones, importance, gamma, lambda, rho_clip, c_clip);
+}
+
 }  // namespace
 }  // namespace puffadv::torch_ops
 
@@ -134,4 +159,9 @@ TORCH_LIBRARY(puffadv, m) {
 TORCH_LIBRARY_IMPL(puffadv, CPU, m) {
     m.impl("compute_puff_advantage", &puffadv::torch_ops::puff_advantage_inplace_cpu);
     m.impl("puff_advantage", &puffadv::torch_ops::puff_advantage_cpu);
+}
+
+TORCH_LIBRARY_IMPL(puffadv, Autograd, m) {
+    m.impl("compute_puff_advantage", &puffadv::torch_ops::puff_advantage_inplace_no_grad);
+    m.impl("puff_advantage", &puffadv::torch_ops::puff_advantage_no_grad);
 }

@@ -133,6 +133,21 @@ def test_compile_fullgraph_matches_eager(device):
             torch.testing.assert_close(a, b, rtol=0, atol=0, msg=label)
 
 
+@pytest.mark.parametrize("device", DEVICES)
+def test_inputs_requiring_grad_give_targets_without_a_graph(device):
+    _, inputs = next(sample_inputs(device))
+    tracked = [inputs[0].clone().requires_grad_(), *inputs[1:]]
+    functional = ops.puff_advantage(*tracked, *PARAMS)
+    assert not functional.requires_grad and functional.grad_fn is None
+    check_result(functional, inputs)
+    out = poisoned_like(inputs[0])
+    ops.compute_puff_advantage(*tracked, out, *PARAMS)
+    assert not out.requires_grad
+    check_result(out, inputs)
+    torch.library.opcheck(ops.puff_advantage, (*tracked, *PARAMS),
+                          test_utils=("test_autograd_registration", "test_faketensor"))
+
+
 def _bad_calls(device):
     """(label, arrays, params): each is refused by the core's find_puff_problem."""
     rng = np.random.default_rng(1)
