@@ -12,6 +12,16 @@ if(CMAKE_BUILD_TYPE STREQUAL "Release" AND NOT PUFF_SANITIZE)
   endif()
 endif()
 
+# Debug: -O0 stated explicitly. CMake's Debug default is only -g, so a CXXFLAGS
+# from the environment (conda exports -O2) would otherwise optimise a debug build.
+set(PUFF_DEBUG_FLAGS "")
+if(CMAKE_BUILD_TYPE STREQUAL "Debug" AND NOT MSVC)
+  set(PUFF_DEBUG_FLAGS -O0)
+  if(NOT CMAKE_CXX_FLAGS_DEBUG MATCHES "(^| )-g")
+    list(APPEND PUFF_DEBUG_FLAGS -g)
+  endif()
+endif()
+
 set(PUFF_SANITIZER_FLAGS "")
 if(PUFF_SANITIZE)
   if(MSVC)
@@ -28,6 +38,9 @@ function(puff_configure_cxx_target target)
   if(NOT MSVC)
     target_compile_options(${target} PRIVATE -Wall -Wextra)
   endif()
+  if(PUFF_DEBUG_FLAGS)
+    target_compile_options(${target} PRIVATE $<$<COMPILE_LANGUAGE:CXX>:${PUFF_DEBUG_FLAGS}>)
+  endif()
   if(PUFF_SANITIZE)
     target_compile_options(${target} PRIVATE $<$<COMPILE_LANGUAGE:CXX>:${PUFF_SANITIZER_FLAGS}>)
     target_link_options(${target} PRIVATE ${PUFF_SANITIZER_FLAGS})
@@ -39,7 +52,8 @@ endfunction()
 
 # Reported by backend(): the flags the core's C++ sources were compiled with.
 string(TOUPPER "${CMAKE_BUILD_TYPE}" _puff_bt)
-string(JOIN " " PUFF_REPORTED_CXX_FLAGS ${CMAKE_CXX_FLAGS} ${CMAKE_CXX_FLAGS_${_puff_bt}} ${PUFF_SANITIZER_FLAGS})
+string(JOIN " " PUFF_REPORTED_CXX_FLAGS ${CMAKE_CXX_FLAGS} ${CMAKE_CXX_FLAGS_${_puff_bt}} ${PUFF_DEBUG_FLAGS}
+       ${PUFF_SANITIZER_FLAGS})
 if(PUFF_LTO)
   string(APPEND PUFF_REPORTED_CXX_FLAGS " (LTO)")
 endif()

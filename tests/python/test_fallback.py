@@ -130,7 +130,9 @@ def test_warning_once_per_process_names_cost_and_fix():
                 puffadv.compute_puff_advantage(*a)  # CALL
         for w in caught:
             print(w.category.__name__, w.filename, w.lineno, "|", w.message)
-        print("calls", puffadv.backend()["fallback"]["calls"])
+        stats = puffadv.backend()["fallback"]
+        print("expected |", puffadv._core.fallback_warning_message(stats["last_reason"], 20000))
+        print("calls", stats["calls"])
     """)
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
     env.pop("PUFFADV_FALLBACK", None)
@@ -139,12 +141,14 @@ def test_warning_once_per_process_names_cost_and_fix():
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
     assert lines[-1] == "calls 3"
-    warned = lines[:-1]
+    expected = lines[-2].split(" | ", 1)[1]
+    warned = lines[:-2]
     assert len(warned) == 1, proc.stdout
     category, filename, lineno, rest = warned[0].split(" ", 3)
     assert category == "RuntimeWarning" and filename == "<string>"
     assert script.splitlines()[int(lineno) - 1].strip().endswith("# CALL")
     message = rest.lstrip("| ")
+    assert message == expected  # the core's wording, shared with the torch ops
     assert message.startswith("puffadv computed on the CPU instead: " + expected_reason(DLPACK_CUDA))
     assert "two host round trips, 20.0 KB in this call" in message  # 5 x 100 x 10 x 4 bytes
     assert "PUFFADV_FALLBACK=error" in message
