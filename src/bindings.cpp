@@ -12,6 +12,8 @@
 #include <puffadv/fallback.hpp>
 #include <puffadv/puffadv.hpp>
 
+#include "bindings_conventions.hpp"
+
 #if PUFF_HAS_JAX
 #include "jax/register.hpp"
 #endif
@@ -163,6 +165,7 @@ NB_MODULE(_core, m) {
     m.def("build_info", &build_info_dict, "What this build of the core contains.");
     m.def("gpu_status", &gpu_status_dict, nb::arg("kind"), "What a GPU backend sees right now.");
     m.def("cpu_thread_count", &cpu_thread_count, "Threads a CPU call uses now.");
+    puffadv::register_conventions(m);  // GAE, TD(lambda), V-trace, fused puff outputs
     // The CPU fallback policy (include/puffadv/fallback.hpp), used by puffadv._fallback.
     m.def("fallback_mode", [] {
         return current_fallback_mode() == fallback_mode::error ? "error" : "warn";

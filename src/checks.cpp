@@ -2,6 +2,7 @@
 // module, the torch operators, the XLA FFI handlers and the C++ entry points
 // all call find_puff_problem, so their messages are identical.
 #include "checks.hpp"
+#include "conventions_detail.hpp"  // dtype rules and fused outputs, shared with the conventions
 
 #include <cmath>
 #include <sstream>
@@ -183,20 +184,20 @@ argument_problem find_puff_problem(const puff_arrays& a, const puff_params& p) {
     for (auto [m, name] : all)
         if (auto problem = check_array_layout(*m, name, a.values, "values")) return problem;
 
+    // Floats: one dtype (float32, float64, bfloat16, float16); dones may also be
+    // bool/uint8; the output float32 for reduced-precision inputs (conventions_checks.cpp).
     const dtype t = a.values.type;
-    if (t != dtype::float32 && t != dtype::float64) {
-        return {argument_problem::type,
-                std::string("values must be float32 or float64, got ") + dtype_name(t)};
-    }
-    for (auto [m, name] : all) {
-        if (m->type != t) {
-            return {argument_problem::type, std::string(name) + " has dtype " + dtype_name(m->type) +
-                                                " but values has " + dtype_name(t) +
-                                                "; all arrays must share one dtype"};
-        }
-    }
+    for (auto [m, name] : {inputs[0], inputs[1], inputs[3]})
+        if (auto problem = check_float_input(*m, name, a.values, "values", "all arrays must share one dtype"))
+            return problem;
+    if (auto problem = check_flag_input(a.dones, "dones", t)) return problem;
+    if (auto problem = check_float_output(a.advantages, "advantages", t)) return problem;
     if (auto problem = check_output(a.advantages, "advantages",
                                     {inputs[0], inputs[1], inputs[2], inputs[3]}))
+        return problem;
+    if (auto problem = check_fused_outputs(a.fused, a.values, "values", t,
+                                           {inputs[0], inputs[1], inputs[2], inputs[3]},
+                                           {{&a.advantages, "advantages"}}))
         return problem;
 
     if (auto problem = check_unit_interval(p.gamma, "gamma")) return problem;

@@ -3,6 +3,7 @@
 
 #include "checks.hpp"
 #include "gpu_backend.hpp"
+#include "conventions_detail.hpp"  // the general kernel of the puff advantage
 
 namespace puffadv {
 namespace {
@@ -66,6 +67,14 @@ void require_gpu_backend(const device& d) {
 
 void compute_puff_advantage(const puff_arrays& arrays, const puff_params& params, gpu_stream stream) {
     check_puff_arguments(arrays, params);
+    if (detail::puff_needs_general_kernel(arrays)) {  // fused outputs, bf16/fp16, byte dones
+        if (arrays.values.device.type != device_type::cpu)
+            throw type_error("values is on " + detail::describe_device(arrays.values.device) +
+                             ": fused outputs, reduced-precision floats and bool/uint8 dones have "
+                             "no GPU kernel in this build; pass host arrays");
+        if (arrays.values.rows > 0) detail::puff_advantage_general_cpu(arrays, params);
+        return;
+    }
     if (arrays.values.rows == 0 || arrays.values.cols == 0) return;  // nothing to launch
     switch (arrays.values.device.type) {
         case device_type::cpu:

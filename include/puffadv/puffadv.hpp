@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -23,9 +24,23 @@ struct puff_params {
     double c_clip = 1.0;
 };
 
-/// The five arrays of one call; all [rows, horizon] on one device.
+/// Optional outputs computed in the same pass as the advantages, costing no
+/// second read of the inputs. An absent one is not computed. The sums are
+/// 1-D [rows] arrays (ndim 1, rows = length, row_stride = element stride),
+/// float32 or float64, accumulated in float64 whatever their dtype.
+struct fused_outputs {
+    std::optional<matrix> returns;      ///< [rows, horizon]: advantages + values (value targets)
+    std::optional<matrix> abs_sums;     ///< [rows]: sum over t of |A| (prioritised replay)
+    std::optional<matrix> sums;         ///< [rows]: sum over t of A (normalisation)
+    std::optional<matrix> square_sums;  ///< [rows]: sum over t of A^2 (normalisation)
+    bool any() const noexcept { return returns || abs_sums || sums || square_sums; }
+};
+
+/// The five arrays of one call; all [rows, horizon] on one device. `fused` is
+/// optional and last, so `puff_arrays{v, r, d, i, a}` still means "no extras".
 struct puff_arrays {
     matrix values, rewards, dones, importance, advantages;
+    fused_outputs fused{};
 };
 
 /// What is wrong with a call, if anything. `type` problems become TypeError in

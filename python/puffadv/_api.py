@@ -1,12 +1,12 @@
 """The public functions of puffadv."""
 from __future__ import annotations
 
-from . import _core, _dispatch, _frameworks
+from . import _conventions, _core, _dispatch, _frameworks
 
 
 def compute_puff_advantage(values, rewards, dones, importance, advantages=None,
                            gamma=0.99, gae_lambda=0.95, rho_clip=1.0, c_clip=1.0, *,
-                           stream=None):
+                           stream=None, returns=None, abs_sums=None, sums=None, square_sums=None):
     """PufferLib's puff advantage: GAE(gamma, lambda) with V-trace clipped importance weights.
 
     All arrays are ``[rows, horizon]`` (any strides) of one framework, dtype and
@@ -23,6 +23,14 @@ def compute_puff_advantage(values, rewards, dones, importance, advantages=None,
     ``advantages`` is given it is written in place and returned. The GIL is
     released while computing; GPU work runs on the framework's current stream
     (or ``stream``, a handle or stream object) and never blocks the host.
+
+    bfloat16/float16 inputs are computed in float32 and give a float32 output
+    (or write into a given ``advantages`` of their own dtype); ``dones`` may be
+    bool or uint8. Fused outputs, computed in the same pass (each True to
+    allocate or an array to write into): ``returns`` (advantages + values) and
+    the ``[rows]`` sums over time of the advantages ``abs_sums`` (sum |A|, for
+    prioritised replay), ``sums`` and ``square_sums`` (for normalisation). When
+    any is requested the result is a ``puffadv.Estimate`` instead of an array.
     """
     named = {"values": values, "rewards": rewards, "dones": dones, "importance": importance}
     if advantages is not None:
@@ -30,7 +38,13 @@ def compute_puff_advantage(values, rewards, dones, importance, advantages=None,
     framework = _frameworks.require_arrays(named)
     params = [_frameworks.real_parameter(p, n) for p, n in
               ((gamma, "gamma"), (gae_lambda, "gae_lambda"), (rho_clip, "rho_clip"), (c_clip, "c_clip"))]
-    out = advantages if advantages is not None else _frameworks.empty_like(framework, values)
+    out = advantages if advantages is not None else _conventions.output_like(framework, values)
+    fused = {"returns": returns, "abs_sums": abs_sums, "sums": sums, "square_sums": square_sums}
+    if any(spec is not None and spec is not False for spec in fused.values()):
+        extra = _conventions.puff_fused(framework, values, rewards, dones, importance, out, fused,
+                                        params, stream)
+        result = _frameworks.finish(framework, values, out) if advantages is None else out
+        return _conventions.Estimate(result, *extra)
     _dispatch.call_core(_core.puff_advantage, framework, (values, rewards, dones, importance),
                         (out,), params, stream)
     return _frameworks.finish(framework, values, out) if advantages is None else out

@@ -55,3 +55,96 @@ def random_puff_inputs(rng, rows, horizon, dtype=np.float32, done_rate=0.1):
             rng.standard_normal((rows, horizon)).astype(dtype),
             (rng.random((rows, horizon)) < done_rate).astype(dtype),
             rng.uniform(0.0, 3.0, (rows, horizon)).astype(dtype))
+
+
+# ---- standard conventions (SPEC section 6) ----
+
+def standard_estimate(kind, rewards, values, terminated, truncated=None, last_value=None,
+                      bootstrap_values=None, importance=None, gamma=0.99, lam=0.95, rho_clip=1.0,
+                      c_clip=1.0, rho_pg_clip=1.0):
+    """GAE / TD(lambda) / V-trace on batch-major [B, T] arrays, in float64, one
+    step at a time. Returns (advantages, returns): A and A + V for 'gae' and
+    'td_lambda'; the IMPALA pg advantages and vs = V + A for 'vtrace'."""
+    r, v = (np.asarray(a, dtype=np.float64) for a in (rewards, values))
+    term = np.asarray(terminated).astype(bool)
+    trunc = np.zeros_like(term) if truncated is None else np.asarray(truncated).astype(bool)
+    boot = None if bootstrap_values is None else np.asarray(bootstrap_values, dtype=np.float64)
+    ratio = None if importance is None else np.asarray(importance, dtype=np.float64)
+    rows, horizon = r.shape
+    adv = np.zeros((rows, horizon))
+    pg = np.zeros((rows, horizon))
+    for b in range(rows):
+        next_value = np.zeros(horizon)  # V'_t
+        for t in range(horizon):
+            if trunc[b, t] or t == horizon - 1:
+                next_value[t] = (float(last_value[b]) if boot is None else boot[b, t])
+            else:
+                next_value[t] = v[b, t + 1]
+        a = 0.0
+        for t in range(horizon - 1, -1, -1):
+            assert not (term[b, t] and trunc[b, t])
+            done = term[b, t] or trunc[b, t]
+            rho = 1.0 if ratio is None else np.fmin(ratio[b, t], rho_clip)
+            c = 1.0 if ratio is None else np.fmin(ratio[b, t], c_clip)
+            bootstrap = 0.0 if term[b, t] else gamma * next_value[t]
+            delta = rho * (r[b, t] + bootstrap - v[b, t])
+            a = delta + (0.0 if done else gamma * lam * c * a)
+            adv[b, t] = a
+        vs = adv[b] + v[b]
+        for t in range(horizon):
+            rho_pg = 1.0 if ratio is None else np.fmin(ratio[b, t], rho_pg_clip)
+            inside = not (term[b, t] or trunc[b, t]) and t < horizon - 1
+            vs_next = vs[t + 1] if inside else next_value[t]
+            pg[b, t] = rho_pg * (r[b, t] + (0.0 if term[b, t] else gamma * vs_next) - v[b, t])
+    if kind == "vtrace":
+        return pg, adv + v
+    return adv, adv + v
+
+
+def td_lambda_return(rewards, values, terminated, truncated=None, last_value=None,
+                     bootstrap_values=None, gamma=0.99, lam=0.95):
+    """TD(lambda) returns by their own recursion (no advantages):
+    G_t = r_t + gamma (1 - term_t) [(1 - lambda) V'_t + lambda G_{t+1}], G_{t+1} -> V'_t at a done."""
+    r, v = (np.asarray(a, dtype=np.float64) for a in (rewards, values))
+    term = np.asarray(terminated).astype(bool)
+    trunc = np.zeros_like(term) if truncated is None else np.asarray(truncated).astype(bool)
+    boot = None if bootstrap_values is None else np.asarray(bootstrap_values, dtype=np.float64)
+    rows, horizon = r.shape
+    out = np.zeros((rows, horizon))
+    for b in range(rows):
+        g = 0.0
+        for t in range(horizon - 1, -1, -1):
+            if trunc[b, t] or t == horizon - 1:
+                nv = float(last_value[b]) if boot is None else boot[b, t]
+            else:
+                nv = v[b, t + 1]
+            if term[b, t] or trunc[b, t] or t == horizon - 1:
+                g = nv
+            g = r[b, t] + (0.0 if term[b, t] else gamma * ((1 - lam) * nv + lam * g))
+            out[b, t] = g
+    return out
+
+
+def random_episodes(rng, rows, horizon, dtype=np.float32, end_rate=0.15):
+    """Rewards, values, terminated, truncated, bootstrap values and ratios of
+    random episodes: ends at random steps, always including some at the first
+    and the last step, never terminated and truncated on one step."""
+    ends = rng.random((rows, horizon)) < end_rate
+    ends[0, 0] = ends[-1, -1] = True
+    if horizon > 1:
+        ends[-1, 0] = ends[0, -1] = True
+    kind = rng.random((rows, horizon)) < 0.5
+    terminated = ends & kind
+    truncated = ends & ~kind
+    terminated[0, 0], truncated[0, 0] = True, False
+    terminated[-1, -1], truncated[-1, -1] = False, True
+    if horizon > 1:
+        terminated[-1, 0], truncated[-1, 0] = False, True
+        terminated[0, -1], truncated[0, -1] = True, False
+    f = lambda a: a.astype(dtype)
+    return dict(rewards=f(rng.standard_normal((rows, horizon))),
+                values=f(rng.standard_normal((rows, horizon))),
+                terminated=terminated, truncated=truncated,
+                bootstrap_values=f(rng.standard_normal((rows, horizon))),
+                last_value=f(rng.standard_normal(rows)),
+                importance=f(rng.uniform(0.0, 3.0, (rows, horizon))))

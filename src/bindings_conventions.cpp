@@ -1,0 +1,185 @@
+// nanobind functions of the standard conventions and of the puff advantage's
+// fused outputs. Like bindings.cpp it only translates: DLPack arrays become
+// puffadv::matrix views (time-major data by swapping strides, never copying),
+// None becomes an absent std::optional, and the core checks everything.
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include <nanobind/nanobind.h>
+#include <nanobind/ndarray.h>
+#include <nanobind/stl/string.h>
+
+#include <puffadv/conventions.hpp>
+
+#include "bindings_conventions.hpp"
+
+namespace nb = nanobind;
+
+namespace puffadv {
+namespace {
+
+dtype dtype_of(nb::dlpack::dtype t, const char* name) {
+    using code = nb::dlpack::dtype_code;
+    const auto c = static_cast<code>(t.code);
+    if (t.lanes == 1) {
+        if (c == code::Float && t.bits == 32) return dtype::float32;
+        if (c == code::Float && t.bits == 64) return dtype::float64;
+        if (c == code::Float && t.bits == 16) return dtype::float16;
+        if (c == code::Bfloat && t.bits == 16) return dtype::bfloat16;
+        if (c == code::UInt && t.bits == 8) return dtype::uint8;
+        if (c == code::Bool && t.bits == 8) return dtype::boolean;
+    }
+    static const char* kinds[] = {"int", "uint", "float", "opaque", "bfloat", "complex", "bool"};
+    const std::string kind = t.code < 7 ? kinds[t.code] : "code " + std::to_string(t.code);
+    throw type_error(std::string(name) + " has dtype " + kind + std::to_string(t.bits) +
+                     ", which puffadv does not read; expected float32, float64, bfloat16 or "
+                     "float16 (flags: also bool or uint8)");
+}
+
+device device_of(int dlpack_device, int index, const char* name) {
+    switch (dlpack_device) {
+        case nb::device::cpu::value:
+        case nb::device::cuda_host::value:  // pinned host memory: the CPU reads it directly
+            return {device_type::cpu, 0};
+        case nb::device::cuda::value:
+        case nb::device::cuda_managed::value:
+            return {device_type::cuda, index};
+        case nb::device::rocm::value:
+            return {device_type::rocm, index};
+    }
+    throw type_error(std::string(name) + " lives on DLPack device type " + std::to_string(dlpack_device) +
+                     "; puffadv reads CPU, CUDA and ROCm memory");
+}
+
+// Keeps each imported array (and so the caller's buffer) alive for the call.
+struct holder {
+    nb::ndarray<> writable;
+    nb::ndarray<nb::ro> read_only;
+};
+
+// A 2-D array becomes [rows, cols] as given; a 1-D array [n] becomes rows = n, ndim 1.
+std::optional<matrix> import(nb::handle obj, const char* name, holder& keep) {
+    if (obj.is_none()) return std::nullopt;
+    const bool writable = nb::try_cast(obj, keep.writable, false);
+    if (!writable && !nb::try_cast(obj, keep.read_only, false))
+        throw type_error(std::string(name) + " must be an array (NumPy, PyTorch, CuPy, JAX or any "
+                         "DLPack producer) or None, got " + nb::type_name(obj.type()).c_str());
+    auto describe = [&](const auto& a) {
+        matrix m;
+        m.ndim = static_cast<int>(a.ndim());
+        m.writable = writable;
+        m.type = dtype_of(a.dtype(), name);
+        m.device = device_of(a.device_type(), a.device_id(), name);
+        m.data = const_cast<void*>(static_cast<const void*>(a.data()));
+        if (m.ndim == 2) {
+            m.rows = static_cast<std::int64_t>(a.shape(0));
+            m.cols = static_cast<std::int64_t>(a.shape(1));
+            m.row_stride = a.stride(0);
+            m.col_stride = a.stride(1);
+        } else if (m.ndim == 1) {
+            m.rows = static_cast<std::int64_t>(a.shape(0));
+            m.cols = 1;
+            m.row_stride = a.stride(0);
+            m.col_stride = 1;
+        }
+        return m;
+    };
+    return writable ? describe(keep.writable) : describe(keep.read_only);
+}
+
+matrix required(std::optional<matrix> m, const char* name) {
+    if (!m) throw type_error(std::string(name) + " must be an array, got None");
+    return *m;
+}
+
+estimator estimator_of(const std::string& kind) {
+    if (kind == "gae") return estimator::gae;
+    if (kind == "td_lambda") return estimator::td_lambda;
+    if (kind == "vtrace") return estimator::vtrace;
+    throw value_error("kind must be 'gae', 'td_lambda' or 'vtrace', got '" + kind + "'");
+}
+
+void standard_estimate(nb::handle rewards, nb::handle values, nb::handle terminated, nb::handle truncated,
+                       nb::handle last_value, nb::handle bootstrap_values, nb::handle importance,
+                       nb::handle advantages, nb::handle returns, nb::handle abs_sums, nb::handle sums,
+                       nb::handle square_sums, const std::string& kind, double gamma, double lambda,
+                       double rho_clip, double c_clip, double rho_pg_clip, int time_axis,
+                       const std::string& lambda_name, std::uintptr_t stream) {
+    holder keep[12];
+    standard_arrays a;
+    a.rewards = required(import(rewards, "rewards", keep[0]), "rewards");
+    a.values = required(import(values, "values", keep[1]), "values");
+    a.terminated = required(import(terminated, "terminated", keep[2]), "terminated");
+    a.truncated = import(truncated, "truncated", keep[3]);
+    a.last_value = import(last_value, "last_value", keep[4]);
+    a.bootstrap_values = import(bootstrap_values, "bootstrap_values", keep[5]);
+    a.importance = import(importance, "importance", keep[6]);
+    a.advantages = import(advantages, "advantages", keep[7]);
+    a.fused.returns = import(returns, "returns", keep[8]);
+    a.fused.abs_sums = import(abs_sums, "abs_sums", keep[9]);
+    a.fused.sums = import(sums, "sums", keep[10]);
+    a.fused.square_sums = import(square_sums, "square_sums", keep[11]);
+
+    std::pair<matrix*, const char*> two_d[] = {
+        {&a.rewards, "rewards"}, {&a.values, "values"}, {&a.terminated, "terminated"},
+        {a.truncated ? &*a.truncated : nullptr, "truncated"},
+        {a.bootstrap_values ? &*a.bootstrap_values : nullptr, "bootstrap_values"},
+        {a.importance ? &*a.importance : nullptr, "importance"},
+        {a.advantages ? &*a.advantages : nullptr, "advantages"},
+        {a.fused.returns ? &*a.fused.returns : nullptr, "returns"}};
+    for (auto [m, name] : two_d)
+        if (m)
+            if (auto problem = apply_time_axis(*m, time_axis, name)) throw value_error(problem.message);
+
+    standard_params p;
+    p.kind = estimator_of(kind);
+    p.gamma = gamma;
+    p.lambda = lambda;
+    p.rho_clip = rho_clip;
+    p.c_clip = c_clip;
+    p.rho_pg_clip = rho_pg_clip;
+    p.lambda_name = lambda_name.c_str();
+    nb::gil_scoped_release release;  // `keep` holds the arrays until after this scope
+    compute_standard_estimate(a, p, reinterpret_cast<gpu_stream>(stream));
+}
+
+void puff_advantage_fused(nb::handle values, nb::handle rewards, nb::handle dones, nb::handle importance,
+                          nb::handle advantages, nb::handle returns, nb::handle abs_sums, nb::handle sums,
+                          nb::handle square_sums, double gamma, double gae_lambda, double rho_clip,
+                          double c_clip, std::uintptr_t stream) {
+    holder keep[9];
+    puff_arrays a{required(import(values, "values", keep[0]), "values"),
+                  required(import(rewards, "rewards", keep[1]), "rewards"),
+                  required(import(dones, "dones", keep[2]), "dones"),
+                  required(import(importance, "importance", keep[3]), "importance"),
+                  required(import(advantages, "advantages", keep[4]), "advantages")};
+    a.fused.returns = import(returns, "returns", keep[5]);
+    a.fused.abs_sums = import(abs_sums, "abs_sums", keep[6]);
+    a.fused.sums = import(sums, "sums", keep[7]);
+    a.fused.square_sums = import(square_sums, "square_sums", keep[8]);
+    const puff_params params{gamma, gae_lambda, rho_clip, c_clip};
+    nb::gil_scoped_release release;
+    compute_puff_advantage(a, params, reinterpret_cast<gpu_stream>(stream));
+}
+
+}  // namespace
+
+void register_conventions(nb::module_& m) {
+    m.def("standard_estimate", &standard_estimate, nb::arg("rewards"), nb::arg("values"),
+          nb::arg("terminated"), nb::arg("truncated").none(), nb::arg("last_value").none(),
+          nb::arg("bootstrap_values").none(), nb::arg("importance").none(), nb::arg("advantages").none(),
+          nb::arg("returns").none(), nb::arg("abs_sums").none(), nb::arg("sums").none(),
+          nb::arg("square_sums").none(), nb::arg("kind"), nb::arg("gamma"), nb::arg("lambda_"),
+          nb::arg("rho_clip"), nb::arg("c_clip"), nb::arg("rho_pg_clip"), nb::arg("time_axis"),
+          nb::arg("lambda_name"), nb::arg("stream") = 0,
+          "GAE / TD(lambda) / V-trace into the given outputs; all checks happen in the core.");
+    m.def("puff_advantage_fused", &puff_advantage_fused, nb::arg("values"), nb::arg("rewards"),
+          nb::arg("dones"), nb::arg("importance"), nb::arg("advantages"), nb::arg("returns").none(),
+          nb::arg("abs_sums").none(), nb::arg("sums").none(), nb::arg("square_sums").none(),
+          nb::arg("gamma"), nb::arg("gae_lambda"), nb::arg("rho_clip"), nb::arg("c_clip"),
+          nb::arg("stream") = 0,
+          "The puff advantage with optional fused outputs and any supported dtypes.");
+}
+
+}  // namespace puffadv

@@ -1,0 +1,591 @@
+// CPU kernels of the standard conventions (GAE, TD(lambda), V-trace) and of the
+// puff advantage with fused outputs, reduced-precision floats or byte dones.
+//
+// Every estimate is the first-order recurrence A_t = delta_t + k_t * A_{t+1};
+// only the producer of (delta_t, k_t) differs. Work is done on small float
+// (double for float64) scratch lines in cache, so each input is read from
+// memory once whatever its dtype:
+//   1. load + convert each input line, then produce delta, k (and V-trace's
+//      pg terms q, p) with plain vectorisable arithmetic;
+//   2. the recurrence, with several rows interleaved so their chains overlap;
+//   3. the epilogue: convert + store the outputs and accumulate the row sums.
+// Two traversals: time-contiguous rows take chunks of steps per row (the
+// two-pass style of advantage_cpu.cpp); any other layout (time-major [T, B]
+// data above all) takes blocks of rows per step, vectorised across rows.
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <string>
+
+#if defined(_OPENMP)
+#include <omp.h>
+#endif
+
+#include "conventions_detail.hpp"
+
+namespace puffadv::detail {
+namespace {
+
+constexpr int kTileRows = 8;          // interleaved recurrence chains (time-contiguous path)
+constexpr int kChunkSteps = 256;      // steps per chunk; a tile's scratch stays in L1/L2
+constexpr int kBlockRows = 256;       // rows per block (row-block path)
+constexpr std::int64_t kElementsPerThread = 1 << 15;
+
+// ---- reduced-precision conversions, branch-free so the loops vectorise ----
+
+inline std::uint32_t bits_of(float f) { std::uint32_t u; std::memcpy(&u, &f, 4); return u; }
+inline float float_of(std::uint32_t u) { float f; std::memcpy(&f, &u, 4); return f; }
+
+inline float bf16_to_float(std::uint16_t b) { return float_of(std::uint32_t(b) << 16); }
+
+// Round to nearest even; a NaN stays a (quiet) NaN instead of rounding to inf.
+inline std::uint16_t float_to_bf16(float f) {
+    const std::uint32_t u = bits_of(f);
+    const std::uint32_t rounded = (u + 0x7FFFu + ((u >> 16) & 1u)) >> 16;
+    const bool nan = (u & 0x7FFFFFFFu) > 0x7F800000u;
+    return static_cast<std::uint16_t>(nan ? ((u >> 16) | 0x40u) : rounded);
+}
+
+// IEEE half -> float, exact for normals, subnormals, infinities and NaNs.
+inline float half_to_float(std::uint16_t h) {
+    const std::uint32_t sign = std::uint32_t(h & 0x8000u) << 16;
+    const std::uint32_t shifted = std::uint32_t(h & 0x7FFFu) << 13;
+    const std::uint32_t exponent = shifted & 0x0F800000u;
+    std::uint32_t normal = shifted + ((127u - 15u) << 23);
+    normal = exponent == 0x0F800000u ? normal + ((128u - 16u) << 23) : normal;  // inf / NaN
+    // Subnormal: let the FPU normalise it.
+    const float sub = float_of(shifted + (1u << 23) + ((127u - 15u) << 23)) - float_of(113u << 23);
+    const std::uint32_t magnitude = exponent == 0 ? bits_of(sub) : normal;
+    return float_of(magnitude | sign);
+}
+
+// float -> IEEE half, round to nearest even, overflow to inf, NaN kept.
+inline std::uint16_t float_to_half(float f) {
+    const std::uint32_t u = bits_of(f);
+    const std::uint32_t sign = (u >> 16) & 0x8000u;
+    const std::uint32_t a = u & 0x7FFFFFFFu;
+    std::uint16_t out;
+    if (a >= 0x47800000u) {  // >= 65536 (after rounding: overflow), inf or NaN
+        out = static_cast<std::uint16_t>(a > 0x7F800000u ? 0x7E00u : 0x7C00u);
+    } else if (a < 0x38800000u) {  // below the smallest normal half: subnormal or zero
+        // Adding 0.5 aligns the half-subnormal bits at the bottom, rounded by the FPU.
+        out = static_cast<std::uint16_t>(bits_of(float_of(a) + 0.5f) - bits_of(0.5f));
+    } else {
+        const std::uint32_t odd = (a >> 13) & 1u;
+        out = static_cast<std::uint16_t>((a + ((15u - 127u) << 23) + 0xFFFu + odd) >> 13);
+    }
+    return static_cast<std::uint16_t>(out | sign);
+}
+
+// ---- strided, typed array access ----
+
+struct view {
+    char* base = nullptr;
+    dtype type = dtype::float32;
+    std::int64_t row_stride = 0, col_stride = 0;  // elements
+    int size = 4;
+    bool present = false;
+
+    void* at(std::int64_t row, std::int64_t t) const {
+        return base + (row * row_stride + t * col_stride) * size;
+    }
+};
+
+view view_of(const matrix& m) {
+    return {static_cast<char*>(m.data), m.type, m.row_stride, m.col_stride,
+            static_cast<int>(dtype_size(m.type)), true};
+}
+view view_of(const std::optional<matrix>& m) { return m ? view_of(*m) : view{}; }
+
+template <typename C, typename S, typename F>
+inline void gather(const void* first, std::int64_t stride, int n, C* out, F convert) {
+    const S* p = static_cast<const S*>(first);
+    if (stride == 1) {
+        for (int i = 0; i < n; ++i) out[i] = convert(p[i]);
+    } else {
+        for (int i = 0; i < n; ++i) out[i] = convert(p[i * stride]);
+    }
+}
+
+// n elements from `first`, `stride` elements apart, converted to C. Flags load
+// as 0/1 (non-zero is set); values keep their value.
+template <typename C>
+void load(dtype type, const void* first, std::int64_t stride, int n, C* out, bool flag) {
+    switch (type) {
+        case dtype::float32:
+            if (flag) return gather<C, float>(first, stride, n, out, [](float x) { return C(x != 0.0f); });
+            return gather<C, float>(first, stride, n, out, [](float x) { return C(x); });
+        case dtype::float64:
+            if (flag) return gather<C, double>(first, stride, n, out, [](double x) { return C(x != 0.0); });
+            return gather<C, double>(first, stride, n, out, [](double x) { return C(x); });
+        case dtype::bfloat16:
+            if (flag)
+                return gather<C, std::uint16_t>(first, stride, n, out,
+                                                [](std::uint16_t x) { return C((x & 0x7FFFu) != 0); });
+            return gather<C, std::uint16_t>(first, stride, n, out,
+                                            [](std::uint16_t x) { return C(bf16_to_float(x)); });
+        case dtype::float16:
+            if (flag)
+                return gather<C, std::uint16_t>(first, stride, n, out,
+                                                [](std::uint16_t x) { return C((x & 0x7FFFu) != 0); });
+            return gather<C, std::uint16_t>(first, stride, n, out,
+                                            [](std::uint16_t x) { return C(half_to_float(x)); });
+        case dtype::uint8:
+        case dtype::boolean:
+            return gather<C, std::uint8_t>(first, stride, n, out, [](std::uint8_t x) { return C(x != 0); });
+    }
+}
+
+template <typename C>
+C load_one(const view& v, std::int64_t row, std::int64_t t) {
+    C x;
+    load<C>(v.type, v.at(row, t), 1, 1, &x, false);
+    return x;
+}
+
+template <typename D, typename C, typename F>
+inline void scatter(void* first, std::int64_t stride, int n, const C* in, F convert) {
+    D* p = static_cast<D*>(first);
+    if (stride == 1) {
+        for (int i = 0; i < n; ++i) p[i] = convert(in[i]);
+    } else {
+        for (int i = 0; i < n; ++i) p[i * stride] = convert(in[i]);
+    }
+}
+
+template <typename C>
+void store(dtype type, void* first, std::int64_t stride, int n, const C* in) {
+    switch (type) {
+        case dtype::float32: return scatter<float>(first, stride, n, in, [](C x) { return float(x); });
+        case dtype::float64: return scatter<double>(first, stride, n, in, [](C x) { return double(x); });
+        case dtype::bfloat16:
+            return scatter<std::uint16_t>(first, stride, n, in, [](C x) { return float_to_bf16(float(x)); });
+        case dtype::float16:
+            return scatter<std::uint16_t>(first, stride, n, in, [](C x) { return float_to_half(float(x)); });
+        default: return;  // outputs are checked to be float
+    }
+}
+
+template <typename C>
+inline C clip(C x, C limit) { return x < limit ? x : limit; }  // NaN ratio -> the clip, as fmin
+
+// ---- the problem, in kernel terms ----
+
+enum class producer { puff, standard };
+
+template <typename C>
+struct kernel_args {
+    producer kind;
+    bool pg;  // V-trace: the advantages output is the pg advantage
+    std::int64_t rows, horizon;
+    view values, rewards, dones, truncated, last_value, bootstrap, importance;  // dones: puff dones / terminated
+    view advantages, returns, abs_sums, sums, square_sums;
+    C gamma, gamma_lambda, rho_clip, c_clip, rho_pg_clip;
+};
+
+// First (row, step) found with terminated and truncated both set.
+struct data_error {
+    std::int64_t row = -1, step = -1;
+    void record(std::int64_t r, std::int64_t t) {
+#if defined(_OPENMP)
+#pragma omp critical(puffadv_data_error)
+#endif
+        if (row < 0 || r < row || (r == row && t < step)) row = r, step = t;
+    }
+};
+
+// Scratch for n elements of one line (a row's chunk of steps, or a block's rows at one step).
+template <typename C, int N>
+struct line {
+    alignas(64) C v[N], vn[N], r[N], d[N], trunc[N], imp[N];
+};
+
+// Stage 1 for one line. `vn` holds the next values already; the truncated
+// override and the products happen here. Returns whether a step was both
+// terminated and truncated.
+template <typename C, int N>
+bool produce_standard(const kernel_args<C>& a, line<C, N>& in, int n, C* delta, C* decay, C* q, C* p) {
+    C bad = 0;
+    for (int j = 0; j < n; ++j) {
+        const C term = in.d[j];
+        const C trunc = a.truncated.present ? in.trunc[j] : C(0);
+        bad += term * trunc;
+        const C not_done = C(1) - (term > trunc ? term : trunc);
+        const C next = term != C(0) ? C(0) : in.vn[j];  // a select: no NaN from a value past the end
+        const C td = in.r[j] + a.gamma * next - in.v[j];
+        const C rho = a.importance.present ? clip(in.imp[j], a.rho_clip) : C(1);
+        const C c = a.importance.present ? clip(in.imp[j], a.c_clip) : C(1);
+        delta[j] = rho * td;
+        decay[j] = a.gamma_lambda * c * not_done;
+        if (a.pg) {
+            const C rho_pg = a.importance.present ? clip(in.imp[j], a.rho_pg_clip) : C(1);
+            q[j] = rho_pg * td;
+            p[j] = a.gamma * rho_pg * not_done;
+        }
+    }
+    return bad != C(0);
+}
+
+// Puff advantage (SPEC section 1): in.r, in.d and in.vn are the step-(t+1) lines.
+template <typename C, int N>
+void produce_puff(const kernel_args<C>& a, line<C, N>& in, int n, C* delta, C* decay) {
+    for (int j = 0; j < n; ++j) {
+        const C not_done = C(1) - in.d[j];
+        const C rho = clip(in.imp[j], a.rho_clip);
+        const C c = clip(in.imp[j], a.c_clip);
+        delta[j] = rho * (in.r[j] + a.gamma * in.vn[j] * not_done - in.v[j]);
+        decay[j] = a.gamma_lambda * c * not_done;
+    }
+}
+
+// Stage 3 for n elements of a line (along time, or across rows at one step):
+// convert and store the advantages and the returns A + V.
+template <typename C>
+void epilogue(const kernel_args<C>& a, std::int64_t row, std::int64_t t, bool along_time, int n,
+              const C* adv, const C* acc, const C* values, C* scratch) {
+    auto stride_of = [&](const view& v) { return along_time ? v.col_stride : v.row_stride; };
+    if (a.advantages.present)
+        store<C>(a.advantages.type, a.advantages.at(row, t), stride_of(a.advantages), n, adv);
+    if (a.returns.present) {
+        for (int j = 0; j < n; ++j) scratch[j] = acc[j] + values[j];
+        store<C>(a.returns.type, a.returns.at(row, t), stride_of(a.returns), n, scratch);
+    }
+}
+
+// Row sums of one row's chunk (time path).
+template <typename C>
+inline void add_row_sums(const C* adv, int n, double* sums) {
+    double s_abs = 0, s = 0, s_sq = 0;
+    for (int j = 0; j < n; ++j) {
+        const double x = adv[j];
+        s_abs += std::fabs(x);
+        s += x;
+        s_sq += x * x;
+    }
+    sums[0] += s_abs, sums[1] += s, sums[2] += s_sq;
+}
+
+template <typename C>
+void write_sums(const kernel_args<C>& a, std::int64_t row, const double* sums) {
+    const view* outs[3] = {&a.abs_sums, &a.sums, &a.square_sums};
+    for (int i = 0; i < 3; ++i) {
+        if (!outs[i]->present) continue;
+        void* at = outs[i]->base + row * outs[i]->row_stride * outs[i]->size;
+        if (outs[i]->type == dtype::float64)
+            *static_cast<double*>(at) = sums[i];
+        else
+            *static_cast<float*>(at) = static_cast<float>(sums[i]);
+    }
+}
+
+template <typename C>
+bool wants_sums(const kernel_args<C>& a) {
+    return a.abs_sums.present || a.sums.present || a.square_sums.present;
+}
+
+// The value V'_t after the buffer's last step (standard conventions).
+template <typename C>
+C value_after_end(const kernel_args<C>& a, std::int64_t row) {
+    if (a.last_value.present) return load_one<C>(a.last_value, row, 0);
+    return load_one<C>(a.bootstrap, row, a.horizon - 1);
+}
+
+// ---- traversal 1: time-contiguous rows, chunks of steps ----
+
+template <typename C>
+struct tile_scratch {
+    alignas(64) C delta[kTileRows][kChunkSteps];
+    alignas(64) C decay[kTileRows][kChunkSteps];
+    alignas(64) C q[kTileRows][kChunkSteps];  // V-trace: q, then the pg advantages
+    alignas(64) C p[kTileRows][kChunkSteps];
+    alignas(64) C acc[kTileRows][kChunkSteps];
+    alignas(64) C values[kTileRows][kChunkSteps];
+    alignas(64) C out[kChunkSteps];
+    line<C, kChunkSteps> in;
+};
+
+// Loads row `row`'s steps [lo, lo + n) and produces stage 1 into slot r.
+template <typename C>
+void produce_row_chunk(const kernel_args<C>& a, tile_scratch<C>& s, int r, std::int64_t row, std::int64_t lo,
+                       int n, data_error& error) {
+    auto& in = s.in;
+    const std::int64_t hi = lo + n;
+    const bool at_end = hi == a.horizon;
+    const int n_next = at_end ? n - 1 : n;  // steps whose t+1 is inside the buffer
+    auto load_row = [&](const view& v, std::int64_t t, int count, C* out, bool flag) {
+        load<C>(v.type, v.at(row, t), v.col_stride, count, out, flag);
+    };
+    load_row(a.values, lo, n, in.v, false);
+    load_row(a.values, lo + 1, n_next, in.vn, false);
+    if (a.importance.present) load_row(a.importance, lo, n, in.imp, false);
+    if (a.kind == producer::puff) {
+        load_row(a.rewards, lo + 1, n_next, in.r, false);
+        load_row(a.dones, lo + 1, n_next, in.d, false);
+        if (at_end) in.vn[n - 1] = in.r[n - 1] = in.d[n - 1] = C(0);
+        produce_puff(a, in, n, s.delta[r], s.decay[r]);
+        if (at_end) s.delta[r][n - 1] = s.decay[r][n - 1] = C(0);  // A_{H-1} = 0
+    } else {
+        load_row(a.rewards, lo, n, in.r, false);
+        load_row(a.dones, lo, n, in.d, true);
+        if (at_end) in.vn[n - 1] = value_after_end(a, row);
+        if (a.truncated.present) {
+            load_row(a.truncated, lo, n, in.trunc, true);
+            for (int j = 0; j < n; ++j)  // truncations are rare: a branch, not a stream
+                if (in.trunc[j] != C(0)) in.vn[j] = load_one<C>(a.bootstrap, row, lo + j);
+        }
+        if (produce_standard(a, in, n, s.delta[r], s.decay[r], s.q[r], s.p[r]))
+            for (int j = 0; j < n; ++j)
+                if (in.d[j] != C(0) && in.trunc[j] != C(0)) {
+                    error.record(row, lo + j);
+                    break;
+                }
+    }
+    std::copy(in.v, in.v + n, s.values[r]);
+}
+
+template <typename C, int R>
+void recur_tile(tile_scratch<C>& s, int n, C* carry, bool pg) {
+    C a[R];
+    for (int r = 0; r < R; ++r) a[r] = carry[r];
+    if (pg) {
+        for (int j = n - 1; j >= 0; --j)
+            for (int r = 0; r < R; ++r) {
+                s.q[r][j] += s.p[r][j] * a[r];  // pg_t = q_t + p_t A_{t+1}
+                a[r] = s.delta[r][j] + s.decay[r][j] * a[r];
+                s.acc[r][j] = a[r];
+            }
+    } else {
+        for (int j = n - 1; j >= 0; --j)
+            for (int r = 0; r < R; ++r) {
+                a[r] = s.delta[r][j] + s.decay[r][j] * a[r];
+                s.acc[r][j] = a[r];
+            }
+    }
+    for (int r = 0; r < R; ++r) carry[r] = a[r];
+}
+
+template <typename C>
+void recur_tile_any(int rows, tile_scratch<C>& s, int n, C* carry, bool pg) {
+    switch (rows) {
+        case 8: return recur_tile<C, 8>(s, n, carry, pg);
+        case 7: return recur_tile<C, 7>(s, n, carry, pg);
+        case 6: return recur_tile<C, 6>(s, n, carry, pg);
+        case 5: return recur_tile<C, 5>(s, n, carry, pg);
+        case 4: return recur_tile<C, 4>(s, n, carry, pg);
+        case 3: return recur_tile<C, 3>(s, n, carry, pg);
+        case 2: return recur_tile<C, 2>(s, n, carry, pg);
+        default: return recur_tile<C, 1>(s, n, carry, pg);
+    }
+}
+static_assert(kTileRows == 8, "recur_tile_any unrolls up to 8 rows");
+
+template <typename C>
+void tile_time_contiguous(const kernel_args<C>& a, std::int64_t first, int count, data_error& error) {
+    static thread_local tile_scratch<C> s;  // ~60 KB: too big for some thread stacks
+    C carry[kTileRows] = {};
+    double sums[kTileRows][3] = {};
+    const bool sum = wants_sums(a);
+    for (std::int64_t hi = a.horizon; hi > 0; hi -= kChunkSteps) {  // steps [lo, hi)
+        const std::int64_t lo = std::max<std::int64_t>(0, hi - kChunkSteps);
+        const int n = static_cast<int>(hi - lo);
+        for (int r = 0; r < count; ++r) produce_row_chunk(a, s, r, first + r, lo, n, error);
+        recur_tile_any<C>(count, s, n, carry, a.pg);
+        for (int r = 0; r < count; ++r) {
+            const C* adv = a.pg ? s.q[r] : s.acc[r];
+            epilogue(a, first + r, lo, true, n, adv, s.acc[r], s.values[r], s.out);
+            if (sum) add_row_sums(adv, n, sums[r]);
+        }
+    }
+    if (sum)
+        for (int r = 0; r < count; ++r) write_sums(a, first + r, sums[r]);
+}
+
+// ---- traversal 2: any layout, blocks of rows stepping back through time ----
+
+template <typename C>
+struct block_scratch {
+    alignas(64) C delta[kBlockRows], decay[kBlockRows], q[kBlockRows], p[kBlockRows];
+    alignas(64) C acc[kBlockRows], out[kBlockRows], next_values[kBlockRows];
+    alignas(64) double sums[3][kBlockRows];
+    line<C, kBlockRows> in;
+};
+
+template <typename C>
+void block_rows(const kernel_args<C>& a, std::int64_t first, int n, data_error& error) {
+    static thread_local block_scratch<C> s;
+    auto& in = s.in;
+    const bool sum = wants_sums(a);
+    auto load_block = [&](const view& v, std::int64_t t, C* out, bool flag) {
+        load<C>(v.type, v.at(first, t), v.row_stride, n, out, flag);
+    };
+    std::fill(s.acc, s.acc + n, C(0));
+    for (int i = 0; i < 3; ++i) std::fill(s.sums[i], s.sums[i] + n, 0.0);
+    // V_{t+1}, carried from the previous (later) step.
+    if (a.kind == producer::standard && a.horizon > 0)
+        for (int i = 0; i < n; ++i) s.next_values[i] = value_after_end(a, first + i);
+    else
+        std::fill(s.next_values, s.next_values + n, C(0));
+    for (std::int64_t t = a.horizon - 1; t >= 0; --t) {
+        load_block(a.values, t, in.v, false);
+        std::copy(s.next_values, s.next_values + n, in.vn);
+        if (a.importance.present) load_block(a.importance, t, in.imp, false);
+        if (a.kind == producer::puff) {
+            if (t == a.horizon - 1) {
+                std::fill(s.delta, s.delta + n, C(0));  // A_{H-1} = 0
+                std::fill(s.decay, s.decay + n, C(0));
+            } else {
+                load_block(a.rewards, t + 1, in.r, false);
+                load_block(a.dones, t + 1, in.d, false);
+                produce_puff(a, in, n, s.delta, s.decay);
+            }
+        } else {
+            load_block(a.rewards, t, in.r, false);
+            load_block(a.dones, t, in.d, true);
+            if (a.truncated.present) {
+                load_block(a.truncated, t, in.trunc, true);
+                for (int i = 0; i < n; ++i)
+                    if (in.trunc[i] != C(0)) in.vn[i] = load_one<C>(a.bootstrap, first + i, t);
+            }
+            if (produce_standard(a, in, n, s.delta, s.decay, s.q, s.p))
+                for (int i = 0; i < n; ++i)
+                    if (in.d[i] != C(0) && in.trunc[i] != C(0)) {
+                        error.record(first + i, t);
+                        break;
+                    }
+        }
+        if (a.pg)
+            for (int i = 0; i < n; ++i) s.q[i] += s.p[i] * s.acc[i];
+        for (int i = 0; i < n; ++i) s.acc[i] = s.delta[i] + s.decay[i] * s.acc[i];
+        const C* adv = a.pg ? s.q : s.acc;
+        epilogue(a, first, t, false, n, adv, s.acc, in.v, s.out);
+        if (sum)
+            for (int i = 0; i < n; ++i) {
+                const double x = adv[i];
+                s.sums[0][i] += std::fabs(x), s.sums[1][i] += x, s.sums[2][i] += x * x;
+            }
+        std::copy(in.v, in.v + n, s.next_values);
+    }
+    if (sum)
+        for (int i = 0; i < n; ++i) {
+            const double triple[3] = {s.sums[0][i], s.sums[1][i], s.sums[2][i]};
+            write_sums(a, first + i, triple);
+        }
+}
+
+// ---- driver ----
+
+template <typename C>
+void run(const kernel_args<C>& a, bool time_contiguous) {
+    data_error error;
+    const std::int64_t unit = time_contiguous ? kTileRows : kBlockRows;
+    const std::int64_t units = (a.rows + unit - 1) / unit;
+    const std::int64_t by_work = std::max<std::int64_t>(1, a.rows * a.horizon / kElementsPerThread);
+    const int threads = static_cast<int>(std::min<std::int64_t>({cpu_thread_count(), units, by_work}));
+    auto do_unit = [&](std::int64_t u) {
+        const std::int64_t first = u * unit;
+        const int count = static_cast<int>(std::min<std::int64_t>(unit, a.rows - first));
+        if (time_contiguous)
+            tile_time_contiguous(a, first, count, error);
+        else
+            block_rows(a, first, count, error);
+    };
+#if defined(_OPENMP)
+    if (threads > 1) {
+#pragma omp parallel for schedule(static) num_threads(threads)
+        for (std::int64_t u = 0; u < units; ++u) do_unit(u);
+    } else
+#endif
+    {
+        (void)threads;
+        for (std::int64_t u = 0; u < units; ++u) do_unit(u);
+    }
+    if (error.row >= 0)
+        throw value_error("terminated and truncated are both set at row " + std::to_string(error.row) +
+                          ", step " + std::to_string(error.step) +
+                          " (in [rows, horizon] order); a step ends its episode one way or the other");
+}
+
+bool all_time_contiguous(std::initializer_list<const view*> views) {
+    for (const view* v : views)
+        if (v->present && v->col_stride != 1) return false;
+    return true;
+}
+
+template <typename C>
+void fill_fused(kernel_args<C>& k, const fused_outputs& f) {
+    k.returns = view_of(f.returns);
+    k.abs_sums = view_of(f.abs_sums);
+    k.sums = view_of(f.sums);
+    k.square_sums = view_of(f.square_sums);
+}
+
+template <typename C>
+void run_puff(const puff_arrays& a, const puff_params& p) {
+    kernel_args<C> k{};
+    k.kind = producer::puff;
+    k.pg = false;
+    k.rows = a.values.rows;
+    k.horizon = a.values.cols;
+    k.values = view_of(a.values);
+    k.rewards = view_of(a.rewards);
+    k.dones = view_of(a.dones);
+    k.importance = view_of(a.importance);
+    k.advantages = view_of(a.advantages);
+    fill_fused(k, a.fused);
+    k.gamma = C(p.gamma);
+    k.gamma_lambda = C(p.gamma) * C(p.gae_lambda);
+    k.rho_clip = C(p.rho_clip);
+    k.c_clip = C(p.c_clip);
+    k.rho_pg_clip = C(1);
+    const bool contiguous = a.values.cols <= 1 ||
+        all_time_contiguous({&k.values, &k.rewards, &k.dones, &k.importance, &k.advantages, &k.returns});
+    run(k, contiguous);
+}
+
+template <typename C>
+void run_standard(const standard_arrays& a, const standard_params& p) {
+    kernel_args<C> k{};
+    k.kind = producer::standard;
+    k.pg = p.kind == estimator::vtrace;
+    k.rows = a.rewards.rows;
+    k.horizon = a.rewards.cols;
+    k.values = view_of(a.values);
+    k.rewards = view_of(a.rewards);
+    k.dones = view_of(a.terminated);
+    k.truncated = view_of(a.truncated);
+    k.last_value = view_of(a.last_value);
+    k.bootstrap = view_of(a.bootstrap_values);
+    k.importance = view_of(a.importance);
+    k.advantages = view_of(a.advantages);
+    fill_fused(k, a.fused);
+    k.gamma = C(p.gamma);
+    k.gamma_lambda = C(p.gamma) * C(p.lambda);
+    k.rho_clip = C(p.rho_clip);
+    k.c_clip = C(p.c_clip);
+    k.rho_pg_clip = C(p.rho_pg_clip);
+    // bootstrap_values is read element by element, so its strides do not matter.
+    const bool contiguous = a.rewards.cols <= 1 ||
+        all_time_contiguous({&k.values, &k.rewards, &k.dones, &k.truncated, &k.importance, &k.advantages,
+                             &k.returns});
+    run(k, contiguous);
+}
+
+}  // namespace
+
+void puff_advantage_general_cpu(const puff_arrays& arrays, const puff_params& params) {
+    if (arrays.values.type == dtype::float64)
+        run_puff<double>(arrays, params);
+    else
+        run_puff<float>(arrays, params);
+}
+
+void standard_estimate_cpu(const standard_arrays& arrays, const standard_params& params) {
+    if (arrays.rewards.type == dtype::float64)
+        run_standard<double>(arrays, params);
+    else
+        run_standard<float>(arrays, params);
+}
+
+}  // namespace puffadv::detail

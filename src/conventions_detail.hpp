@@ -1,0 +1,50 @@
+// Private pieces shared by the standard conventions and the fused/reduced-
+// precision puff advantage: dtype rules, fused-output checks, CPU kernels.
+#pragma once
+
+#include <initializer_list>
+#include <utility>
+
+#include <puffadv/conventions.hpp>
+
+#include "checks.hpp"
+
+namespace puffadv::detail {
+
+using named_matrix = std::pair<const matrix*, const char*>;
+
+inline bool is_float(dtype t) noexcept {
+    return t == dtype::float32 || t == dtype::float64 || t == dtype::float16 || t == dtype::bfloat16;
+}
+inline bool is_reduced(dtype t) noexcept { return t == dtype::float16 || t == dtype::bfloat16; }
+
+/// A float input: `first_float`'s dtype (float32, float64, bfloat16 or float16).
+argument_problem check_float_input(const matrix& m, const char* name, const matrix& first,
+                                   const char* first_name,
+                                   const char* rule = "the float inputs must share one dtype");
+
+/// Flags (dones, terminated, truncated): bool, uint8 or the float inputs' dtype.
+argument_problem check_flag_input(const matrix& m, const char* name, dtype float_type);
+
+/// A [rows, horizon] output: the inputs' dtype, or float32 for reduced-precision inputs.
+argument_problem check_float_output(const matrix& m, const char* name, dtype float_type);
+
+/// A 1-D [rows] array on `ref`'s device with `ref.rows` elements.
+argument_problem check_vector_layout(const matrix& m, const char* name, const matrix& ref,
+                                     const char* ref_name);
+
+/// Layout, dtype and aliasing of every present fused output. `outputs` are the
+/// call's other outputs, which the fused ones must not overlap either.
+argument_problem check_fused_outputs(const fused_outputs& fused, const matrix& ref, const char* ref_name,
+                                     dtype float_type, std::initializer_list<named_matrix> inputs,
+                                     std::initializer_list<named_matrix> outputs);
+
+/// The puff advantage takes the general kernel (conventions_cpu.cpp) when the
+/// fast float path of advantage_cpu.cpp cannot serve it.
+bool puff_needs_general_kernel(const puff_arrays& arrays) noexcept;
+
+/// CPU kernels (conventions_cpu.cpp); arguments arrive checked.
+void puff_advantage_general_cpu(const puff_arrays& arrays, const puff_params& params);
+void standard_estimate_cpu(const standard_arrays& arrays, const standard_params& params);
+
+}  // namespace puffadv::detail
