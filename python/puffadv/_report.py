@@ -78,7 +78,6 @@ def backend() -> BackendReport:
     report["usable"] = ["cpu"] + [k for k in ("cuda", "hip") if report[k]["device_count"] > 0]
     report["cpu_threads"] = _core.cpu_thread_count()
     report["cmake_dir"] = cmake_dir()
-    report["fallback"] = _fallback.report()  # setting, and whether a fallback happened
     report["torch_ops"] = _torch_status.status()  # built, against which torch, loaded
     report["fallback"] = _fallback.report()  # setting, and whether a fallback happened
     report["jax_handlers"] = _jax_handlers()
