@@ -132,13 +132,14 @@ def _check_arrays(named: dict) -> np.dtype:
 
 
 def _parameter(value, name: str, upper) -> float:
-    if isinstance(value, jax.core.Tracer):
-        raise TypeError(
-            f"{name} must be a concrete number, not a traced value: it is compiled into the call "
-            f"as an XLA attribute. Under jax.jit, pass it through static_argnames.")
     if isinstance(value, bool) or not (isinstance(value, numbers.Real) or getattr(value, "ndim", None) == 0):
         raise TypeError(f"{name} must be a real number, got {type(value).__name__}")
-    value = float(value)
+    try:
+        value = float(value)
+    except jax.errors.ConcretizationTypeError:
+        raise TypeError(
+            f"{name} must be a concrete number, not a traced value: it is compiled into the call "
+            f"as an XLA attribute. Under jax.jit, pass it through static_argnames.") from None
     if not math.isfinite(value) or value < 0.0 or (upper is not None and value > upper):
         expected = "in [0, 1]" if upper is not None else ">= 0"
         raise ValueError(f"{name} must be finite and {expected}, got {value:g}")
