@@ -98,7 +98,7 @@ def _to_host(framework: str, x, name: str):
     if framework == "jax":
         return np.asarray(x)
     try:  # any other producer: the DLPack request for a host copy (array API 2023.12)
-        return np.from_dlpack(x, device="cpu", copy=True)
+        return np.from_dlpack(_HostCapsule(x.__dlpack__(dl_device=(_HOST, 0), copy=True)))
     except Exception:  # noqa: BLE001 - producers raise anything for an unsupported request
         view = _device_view(x)
         if view is None:
@@ -107,6 +107,23 @@ def _to_host(framework: str, x, name: str):
                 f"compute on, and puffadv cannot copy it to the host: pass a PyTorch or CuPy "
                 f"array, or install CuPy") from None
         return _to_host(_frameworks.framework_of(view), view, name)
+
+
+_HOST = 1  # DLPack kDLCPU
+
+
+class _HostCapsule:
+    """Hands NumPy a capsule already obtained (NumPy < 2.1 cannot ask for a host copy itself);
+    NumPy still checks the capsule's own device, so a producer that ignored the request fails."""
+
+    def __init__(self, capsule):
+        self.capsule = capsule
+
+    def __dlpack__(self, **kwargs):
+        return self.capsule
+
+    def __dlpack_device__(self):
+        return (_HOST, 0)
 
 
 def _writer(framework: str, out, name: str):
