@@ -34,7 +34,7 @@ install(TARGETS puffadv EXPORT puffadvTargets
         ARCHIVE DESTINATION ${PUFF_INSTALL_LIBDIR}
         RUNTIME DESTINATION ${PUFF_INSTALL_LIBDIR}
         INCLUDES DESTINATION ${PUFF_INSTALL_INCLUDEDIR})
-install(DIRECTORY include/puffadv DESTINATION ${PUFF_INSTALL_INCLUDEDIR}
+install(DIRECTORY "${PROJECT_SOURCE_DIR}/include/puffadv" DESTINATION ${PUFF_INSTALL_INCLUDEDIR}
         FILES_MATCHING PATTERN "*.hpp")
 install(FILES "${PROJECT_BINARY_DIR}/include/puffadv/config.hpp"
         DESTINATION ${PUFF_INSTALL_INCLUDEDIR}/puffadv)
@@ -59,7 +59,7 @@ write_basic_package_version_file("${PROJECT_BINARY_DIR}/puffadvConfigVersion.cma
   VERSION ${PROJECT_VERSION} COMPATIBILITY SameMinorVersion)
 
 # Installed config (relocatable: paths are relative to the config file).
-configure_package_config_file(cmake/puffadvConfig.cmake.in
+configure_package_config_file("${PROJECT_SOURCE_DIR}/cmake/puffadvConfig.cmake.in"
   "${PROJECT_BINARY_DIR}/cmake-install/puffadvConfig.cmake"
   INSTALL_DESTINATION ${PUFF_INSTALL_CMAKEDIR})
 install(EXPORT puffadvTargets NAMESPACE puffadv:: DESTINATION ${PUFF_INSTALL_CMAKEDIR})
@@ -68,7 +68,7 @@ install(FILES "${PROJECT_BINARY_DIR}/cmake-install/puffadvConfig.cmake"
         DESTINATION ${PUFF_INSTALL_CMAKEDIR})
 
 # Build-tree config, for consumers of an uninstalled build (and its ctest).
-configure_package_config_file(cmake/puffadvConfig.cmake.in
+configure_package_config_file("${PROJECT_SOURCE_DIR}/cmake/puffadvConfig.cmake.in"
   "${PROJECT_BINARY_DIR}/puffadvConfig.cmake"
   INSTALL_DESTINATION "${PROJECT_BINARY_DIR}" INSTALL_PREFIX "${PROJECT_BINARY_DIR}")
 export(EXPORT puffadvTargets NAMESPACE puffadv:: FILE "${PROJECT_BINARY_DIR}/puffadvTargets.cmake")
