@@ -21,6 +21,11 @@
 #pragma GCC diagnostic ignored "-Wpsabi"
 #endif
 
+// Always inlined, at -O0 too: a 32-byte vector passed to an out-of-line helper
+// from an AVX2 clone uses another calling convention than the SSE2 helper expects
+// (Debug builds crashed with a SEGV at address 0x1 in splat()).
+#define PUFF_SIMD_INLINE inline __attribute__((always_inline))
+
 namespace puffadv::detail::simd {
 
 /// 32-byte vectors: 8 floats or 4 doubles. Spelled out per type because GCC
@@ -43,23 +48,23 @@ template <typename T>
 using vec = typename lanes<T>::vec;
 
 template <typename T>
-inline vec<T> load(const T* p) {
+PUFF_SIMD_INLINE vec<T> load(const T* p) {
     return *reinterpret_cast<const typename lanes<T>::unaligned*>(p);
 }
 
 template <typename T>
-inline void store(T* p, vec<T> v) {
+PUFF_SIMD_INLINE void store(T* p, vec<T> v) {
     *reinterpret_cast<typename lanes<T>::unaligned*>(p) = v;
 }
 
 template <typename T>
-inline vec<T> splat(T x) {
+PUFF_SIMD_INLINE vec<T> splat(T x) {
     return vec<T>{} + x;
 }
 
 /// Lane i takes lane i + S of `a`; lanes past the end take `fill`'s.
 template <int S, typename V, std::size_t... I>
-inline V shift_down(V a, V fill, std::index_sequence<I...>) {
+PUFF_SIMD_INLINE V shift_down(V a, V fill, std::index_sequence<I...>) {
     constexpr int W = sizeof...(I);
     return __builtin_shufflevector(a, fill, (static_cast<int>(I) + S < W ? static_cast<int>(I) + S
                                                                        : W + static_cast<int>(I))...);
@@ -67,17 +72,17 @@ inline V shift_down(V a, V fill, std::index_sequence<I...>) {
 
 /// Every lane takes lane 0.
 template <typename V, std::size_t... I>
-inline V broadcast_first(V a, std::index_sequence<I...>) {
+PUFF_SIMD_INLINE V broadcast_first(V a, std::index_sequence<I...>) {
     return __builtin_shufflevector(a, a, static_cast<int>(I * 0)...);
 }
 
 template <typename T>
-inline vec<T> broadcast_first(vec<T> a) {
+PUFF_SIMD_INLINE vec<T> broadcast_first(vec<T> a) {
     return broadcast_first(a, std::make_index_sequence<lanes<T>::width>{});
 }
 
 template <int S, typename T>
-inline void combine_with_later(vec<T>& d, vec<T>& k) {
+PUFF_SIMD_INLINE void combine_with_later(vec<T>& d, vec<T>& k) {
     constexpr auto W = lanes<T>::width;
     if constexpr (S < W) {
         const vec<T> d_later = shift_down<S>(d, vec<T>{}, std::make_index_sequence<W>{});
@@ -90,13 +95,13 @@ inline void combine_with_later(vec<T>& d, vec<T>& k) {
 
 /// In place: lane i becomes the composition of the maps of lanes i .. W-1.
 template <typename T>
-inline void reverse_scan(vec<T>& d, vec<T>& k) {
+PUFF_SIMD_INLINE void reverse_scan(vec<T>& d, vec<T>& k) {
     combine_with_later<1, T>(d, k);
 }
 
 /// x < limit ? x : limit, per lane: a NaN x gives the limit, like fmin.
 template <typename T>
-inline vec<T> clip(vec<T> x, vec<T> limit) {
+PUFF_SIMD_INLINE vec<T> clip(vec<T> x, vec<T> limit) {
     return x < limit ? x : limit;
 }
 
