@@ -100,15 +100,18 @@ def _array(x, name: str):
     raise TypeError(f"{name} must be an array (JAX or NumPy), got {type(x).__name__}")
 
 
-# dtypes the core itself knows (and rejects with its own message when not float32/64);
-# anything else is refused on import, as the nanobind module does.
+# dtypes the core knows (and checks with its own messages); anything else is
+# refused on import, as the nanobind module does.
 _CORE_DTYPES = {np.dtype(t) for t in (np.float32, np.float64, np.float16, np.uint8, np.bool_)} | {
     np.dtype(jnp.bfloat16)}
+_FLOATS = {np.dtype(np.float32), np.dtype(np.float64), np.dtype(np.float16), np.dtype(jnp.bfloat16)}
+_FLAGS = {np.dtype(np.bool_), np.dtype(np.uint8)}
 
 
 def _check_arrays(named: dict) -> np.dtype:
     """The checks of puffadv.compute_puff_advantage, in its order and with its messages,
-    on shapes and dtypes alone (tracers have both), so bad input fails before lowering."""
+    on shapes and dtypes alone (tracers have both), so bad input fails before lowering.
+    Returns the float inputs' dtype."""
     for name, x in named.items():
         if np.dtype(x.dtype) not in _CORE_DTYPES:
             raise TypeError(f"{name} has dtype {np.dtype(x.dtype).name}, which puffadv does not read; "
@@ -122,13 +125,31 @@ def _check_arrays(named: dict) -> np.dtype:
                 f"{name} has shape [{x.shape[0]}, {x.shape[1]}] but values has shape "
                 f"[{values.shape[0]}, {values.shape[1]}]; all arrays must share one [rows, horizon] shape")
     dtype = np.dtype(values.dtype)
-    if dtype not in _TARGETS:
-        raise TypeError(f"values must be float32 or float64, got {dtype.name}")
-    for name, x in named.items():
-        if np.dtype(x.dtype) != dtype:
-            raise TypeError(f"{name} has dtype {np.dtype(x.dtype).name} but values has {dtype.name}; "
-                            f"all arrays must share one dtype")
+    if dtype not in _FLOATS:
+        raise TypeError(f"values must be float32, float64, bfloat16 or float16, got {dtype.name}")
+    for name in ("rewards", "importance"):
+        if np.dtype(named[name].dtype) != dtype:
+            raise TypeError(f"{name} has dtype {np.dtype(named[name].dtype).name} but values has "
+                            f"{dtype.name}; all arrays must share one dtype")
+    flags = np.dtype(named["dones"].dtype)
+    if flags != dtype and flags not in _FLAGS:
+        raise TypeError(f"dones has dtype {flags.name}; expected bool, uint8 or the float inputs' "
+                        f"dtype {dtype.name}")
     return dtype
+
+
+def _as_handler_inputs(named: dict, dtype: np.dtype):
+    """The handlers read float32 or float64 only: bfloat16/float16 inputs go up to float32
+    (the core's arithmetic for them too) and bool/uint8 dones become 0/1 floats
+    (non-zero means done), converted by XLA on the arrays' device."""
+    compute = dtype if dtype in _TARGETS else np.dtype(np.float32)
+    out = [x if x.dtype == compute else x.astype(compute)
+           for x in (named["values"], named["rewards"])]
+    dones = named["dones"]
+    if dones.dtype != compute:
+        dones = (dones != 0).astype(compute)
+    importance = named["importance"]
+    return out + [dones, importance if importance.dtype == compute else importance.astype(compute)]
 
 
 def _parameter(value, name: str, upper) -> float:
@@ -174,15 +195,17 @@ def compute_puff_advantage(values, rewards, dones, importance, gamma=0.99, gae_l
     XLA custom call: works eagerly and under ``jax.jit`` and ``jax.vmap``.
 
     ``values``, ``rewards``, ``dones`` and ``importance`` are ``[rows, horizon]`` JAX
-    (or NumPy) arrays of one dtype, float32 or float64 (float64 needs
-    ``jax_enable_x64``). For every row, backwards from ``t = horizon - 2``::
+    (or NumPy) arrays of one float dtype: float32, float64 (needs ``jax_enable_x64``),
+    or bfloat16/float16, which are computed in float32 and give a float32 result.
+    ``dones`` may also be bool or uint8 (non-zero means done). For every row,
+    backwards from ``t = horizon - 2``::
 
         nnt   = 1 - dones[t+1]
         delta = min(importance[t], rho_clip) * (rewards[t+1] + gamma * values[t+1] * nnt - values[t])
         A     = delta + gamma * gae_lambda * min(importance[t], c_clip) * A * nnt
 
     and ``advantages[:, -1] = 0``; ``rewards[:, 0]`` and ``dones[:, 0]`` are never read.
-    Returns a new ``[rows, horizon]`` array of the inputs' dtype on their device.
+    Returns a new ``[rows, horizon]`` array on the inputs' device.
 
     The four scalars must be concrete numbers (they are compiled into the call as
     attributes; under ``jit`` make them static): ``0 <= gamma, gae_lambda <= 1``,
@@ -198,8 +221,8 @@ def compute_puff_advantage(values, rewards, dones, importance, gamma=0.99, gae_l
     """
     named = {name: _array(x, name) for name, x in
              (("values", values), ("rewards", rewards), ("dones", dones), ("importance", importance))}
-    _check_arrays(named)
+    dtype = _check_arrays(named)
     params = (_parameter(gamma, "gamma", 1.0), _parameter(gae_lambda, "gae_lambda", 1.0),
               _parameter(rho_clip, "rho_clip", None), _parameter(c_clip, "c_clip", None))
     _register()
-    return _puff_advantage_jit(*named.values(), *params)
+    return _puff_advantage_jit(*_as_handler_inputs(named, dtype), *params)

@@ -119,6 +119,25 @@ def test_float64_under_x64(device, rng, params):
         assert reference.relative_error(out, reference.puff_advantage(*inputs, **params)) <= 1e-12
 
 
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+def test_reduced_precision_computes_in_float32(device, rng, dtype):
+    inputs = [x.astype(jnp.dtype(dtype)) for x in reference.random_puff_inputs(rng, 19, 40)]
+    out = jax.jit(pjax.compute_puff_advantage)(*put(device, inputs))
+    assert out.dtype == jnp.float32
+    ref = reference.puff_advantage(*[x.astype(np.float64) for x in inputs])
+    assert reference.relative_error(out, ref) <= 1e-5
+
+
+@pytest.mark.parametrize("flag_dtype", [np.bool_, np.uint8])
+def test_flag_dones(device, rng, flag_dtype):
+    v, r, d, i = reference.random_puff_inputs(rng, 23, 31)
+    flags = (d * rng.integers(1, 4, d.shape)).astype(flag_dtype)  # uint8 2 and 3 mean done too
+    out = jax.jit(pjax.compute_puff_advantage)(*put(device, [v, r, flags, i]))
+    assert out.dtype == jnp.float32
+    ref = reference.puff_advantage(v, r, (flags != 0).astype(np.float64), i)
+    assert reference.relative_error(out, ref) <= 1e-5
+
+
 def test_eager_call_and_numpy_inputs(rng):
     inputs = reference.random_puff_inputs(rng, 9, 17)
     out = pjax.compute_puff_advantage(*inputs, gamma=0.95, gae_lambda=0.9)
@@ -253,6 +272,8 @@ def _bad_cases():
         "int dones": ([ok, ok, ok.astype(np.int32), ok], {}),
         "int16 values": ([ok.astype(np.int16)] * 4, {}),  # float16 is read since issue 6
         "mixed dtype": ([ok, ok.astype(np.float16), ok, ok], {}),
+        "uint8 values": ([ok.astype(np.uint8), ok, ok, ok], {}),
+        "float64 dones": ([ok, ok, ok.astype(np.float64), ok], {}),
         "gamma > 1": ([ok] * 4, {"gamma": 1.5}),
         "nan lambda": ([ok] * 4, {"gae_lambda": float("nan")}),
         "negative rho_clip": ([ok] * 4, {"rho_clip": -0.5}),
@@ -266,7 +287,7 @@ def test_bad_input_matches_core_message(case):
     """Raised before lowering, with the type and message the NumPy path raises."""
     args, kwargs = _bad_cases()[case]
     expected = _numpy_error(args, kwargs)
-    with pytest.raises(expected.type) as got:
+    with _x64(), pytest.raises(expected.type) as got:  # x64: float64 stays float64
         jax.jit(lambda *a: pjax.compute_puff_advantage(*a, **kwargs))(*[jnp.asarray(a) for a in args])
     assert str(got.value) == str(expected.value)
 
