@@ -93,8 +93,14 @@ if(PUFF_HAS_TORCH)
   target_compile_definitions(puffadv_torch PRIVATE
     PUFF_TORCH_BUILT_WITH="${PUFF_TORCH_VERSION}"
     PUFF_TORCH_ROCM=${_puff_torch_rocm})
+  # Not puff_configure_cxx_target: LTO over torch's headers costs link time for
+  # glue code; the sanitizers still cover it.
   if(NOT MSVC)
     target_compile_options(puffadv_torch PRIVATE -Wall -Wextra)
+  endif()
+  if(PUFF_SANITIZE)
+    target_compile_options(puffadv_torch PRIVATE ${PUFF_SANITIZER_FLAGS})
+    target_link_options(puffadv_torch PRIVATE ${PUFF_SANITIZER_FLAGS})
   endif()
   # Installed beside the core library (puffadv/lib in the wheel). libc10 and
   # libtorch_cpu are not on the RPATH: `import torch` has loaded them already.
