@@ -204,8 +204,9 @@ def configure(tmp_path, *defines, env=None):
     args = [_cmake(), "-S", str(ROOT), "-B", str(tmp_path / "build"), "-DPUFF_PYTHON=OFF",
             "-DPUFF_TESTS=OFF", "-DPUFF_TORCH=OFF", "-DPUFF_JAX=OFF",
             "-DCMAKE_BUILD_TYPE=Debug", *defines]  # Debug: no LTO probe, faster
-    return subprocess.run(args, capture_output=True, text=True, timeout=300,
-                          env=dict(env if env is not None else os.environ))
+    env = dict(env if env is not None else os.environ)
+    env.pop("LD_PRELOAD", None)  # under 40-sanitize.sh: cmake and the compilers need no ASan
+    return subprocess.run(args, capture_output=True, text=True, timeout=300, env=env)
 
 
 def cmake_error(result) -> str:
