@@ -199,45 +199,93 @@ struct data_error {
 // Scratch for n elements of one line (a row's chunk of steps, or a block's rows at one step).
 template <typename C, int N>
 struct line {
-    alignas(64) C v[N], vn[N], r[N], d[N], trunc[N], imp[N];
+    // The step lines the producers read: straight from the caller's memory when
+    // it already holds contiguous C, else from the converted copies below.
+    const C *v, *vn, *r, *d, *trunc, *imp;
+    alignas(64) C v_buf[2][N], vn_buf[N], r_buf[N], d_buf[N], trunc_buf[N], imp_buf[N];
 };
 
-// Stage 1 for one line. `vn` holds the next values already; the truncated
-// override and the products happen here. Returns whether a step was both
-// terminated and truncated.
-template <typename C, int N>
-bool produce_standard(const kernel_args<C>& a, line<C, N>& in, int n, C* delta, C* decay, C* q, C* p) {
+template <typename C> constexpr dtype dtype_of = sizeof(C) == 8 ? dtype::float64 : dtype::float32;
+
+// n elements from (row, t) on, `stride` apart: the caller's memory itself when no
+// conversion is needed (values, not flags, of type C, adjacent), else `buffer`.
+template <typename C>
+const C* line_of(const view& v, std::int64_t row, std::int64_t t, std::int64_t stride, int n, C* buffer,
+                 bool flag) {
+    if (!flag && v.type == dtype_of<C> && stride == 1) return static_cast<const C*>(v.at(row, t));
+    load<C>(v.type, v.at(row, t), stride, n, buffer, flag);
+    return buffer;
+}
+
+template <typename C>
+bool any_set(const C* x, int n) {
+    C any = 0;
+    for (int j = 0; j < n; ++j) any += x[j];
+    return any != C(0);
+}
+
+// Stage 1 for one line, specialised on what the call has, so that the loop is
+// branch-free straight-line arithmetic the compiler vectorises. `vn` holds the
+// next values already (truncated steps overridden). Returns the count of steps
+// both terminated and truncated.
+template <typename C, bool kTrunc, bool kImp, bool kPg>
+C produce_standard_kernel(const C* __restrict r, const C* __restrict v, const C* __restrict vn,
+                          const C* __restrict term, const C* __restrict trunc, const C* __restrict imp,
+                          int n, C gamma, C gamma_lambda, C rho_clip, C c_clip, C rho_pg_clip,
+                          C* __restrict delta, C* __restrict decay, C* __restrict q, C* __restrict p) {
     C bad = 0;
     for (int j = 0; j < n; ++j) {
-        const C term = in.d[j];
-        const C trunc = a.truncated.present ? in.trunc[j] : C(0);
-        bad += term * trunc;
-        const C not_done = C(1) - (term > trunc ? term : trunc);
-        const C next = term != C(0) ? C(0) : in.vn[j];  // a select: no NaN from a value past the end
-        const C td = in.r[j] + a.gamma * next - in.v[j];
-        const C rho = a.importance.present ? clip(in.imp[j], a.rho_clip) : C(1);
-        const C c = a.importance.present ? clip(in.imp[j], a.c_clip) : C(1);
+        const C t = term[j];
+        const C u = kTrunc ? trunc[j] : C(0);
+        if (kTrunc) bad += t * u;
+        const C not_done = C(1) - (t > u ? t : u);
+        const C next = t != C(0) ? C(0) : vn[j];  // a select: no NaN from a value past the end
+        const C td = r[j] + gamma * next - v[j];
+        const C rho = kImp ? clip(imp[j], rho_clip) : C(1);
+        const C c = kImp ? clip(imp[j], c_clip) : C(1);
         delta[j] = rho * td;
-        decay[j] = a.gamma_lambda * c * not_done;
-        if (a.pg) {
-            const C rho_pg = a.importance.present ? clip(in.imp[j], a.rho_pg_clip) : C(1);
+        decay[j] = gamma_lambda * c * not_done;
+        if (kPg) {
+            const C rho_pg = kImp ? clip(imp[j], rho_pg_clip) : C(1);
             q[j] = rho_pg * td;
-            p[j] = a.gamma * rho_pg * not_done;
+            p[j] = gamma * rho_pg * not_done;
         }
     }
-    return bad != C(0);
+    return bad;
+}
+
+template <typename C, int N>
+bool produce_standard(const kernel_args<C>& a, line<C, N>& in, int n, C* delta, C* decay, C* q, C* p) {
+    using fn = C (*)(const C*, const C*, const C*, const C*, const C*, const C*, int, C, C, C, C, C, C*, C*,
+                     C*, C*);
+    static constexpr fn table[8] = {
+        produce_standard_kernel<C, false, false, false>, produce_standard_kernel<C, false, false, true>,
+        produce_standard_kernel<C, false, true, false>,  produce_standard_kernel<C, false, true, true>,
+        produce_standard_kernel<C, true, false, false>,  produce_standard_kernel<C, true, false, true>,
+        produce_standard_kernel<C, true, true, false>,   produce_standard_kernel<C, true, true, true>};
+    const int which = (a.truncated.present ? 4 : 0) + (a.importance.present ? 2 : 0) + (a.pg ? 1 : 0);
+    return table[which](in.r, in.v, in.vn, in.d, in.trunc, in.imp, n, a.gamma, a.gamma_lambda, a.rho_clip,
+                        a.c_clip, a.rho_pg_clip, delta, decay, q, p) != C(0);
 }
 
 // Puff advantage (SPEC section 1): in.r, in.d and in.vn are the step-(t+1) lines.
+template <typename C>
+void produce_puff_kernel(const C* __restrict r_next, const C* __restrict v, const C* __restrict v_next,
+                         const C* __restrict d_next, const C* __restrict imp, int n, C gamma,
+                         C gamma_lambda, C rho_clip, C c_clip, C* __restrict delta, C* __restrict decay) {
+    for (int j = 0; j < n; ++j) {
+        const C not_done = C(1) - d_next[j];
+        const C rho = clip(imp[j], rho_clip);
+        const C c = clip(imp[j], c_clip);
+        delta[j] = rho * (r_next[j] + gamma * v_next[j] * not_done - v[j]);
+        decay[j] = gamma_lambda * c * not_done;
+    }
+}
+
 template <typename C, int N>
 void produce_puff(const kernel_args<C>& a, line<C, N>& in, int n, C* delta, C* decay) {
-    for (int j = 0; j < n; ++j) {
-        const C not_done = C(1) - in.d[j];
-        const C rho = clip(in.imp[j], a.rho_clip);
-        const C c = clip(in.imp[j], a.c_clip);
-        delta[j] = rho * (in.r[j] + a.gamma * in.vn[j] * not_done - in.v[j]);
-        decay[j] = a.gamma_lambda * c * not_done;
-    }
+    produce_puff_kernel<C>(in.r, in.v, in.vn, in.d, in.imp, n, a.gamma, a.gamma_lambda, a.rho_clip, a.c_clip,
+                           delta, decay);
 }
 
 // Stage 3 for n elements of a line (along time, or across rows at one step):
@@ -302,6 +350,7 @@ struct tile_scratch {
     alignas(64) C p[kTileRows][kChunkSteps];
     alignas(64) C acc[kTileRows][kChunkSteps];
     alignas(64) C values[kTileRows][kChunkSteps];
+    const C* value_lines[kTileRows];  // V_t of each row's chunk, for the returns
     alignas(64) C out[kChunkSteps];
     line<C, kChunkSteps> in;
 };
@@ -311,29 +360,46 @@ template <typename C>
 void produce_row_chunk(const kernel_args<C>& a, tile_scratch<C>& s, int r, std::int64_t row, std::int64_t lo,
                        int n, data_error& error) {
     auto& in = s.in;
-    const std::int64_t hi = lo + n;
-    const bool at_end = hi == a.horizon;
+    const bool at_end = lo + n == a.horizon;
     const int n_next = at_end ? n - 1 : n;  // steps whose t+1 is inside the buffer
-    auto load_row = [&](const view& v, std::int64_t t, int count, C* out, bool flag) {
-        load<C>(v.type, v.at(row, t), v.col_stride, count, out, flag);
+    auto line_at = [&](const view& v, std::int64_t t, int count, C* buffer, bool flag) {
+        return line_of<C>(v, row, t, v.col_stride, count, buffer, flag);
     };
-    load_row(a.values, lo, n, in.v, false);
-    load_row(a.values, lo + 1, n_next, in.vn, false);
-    if (a.importance.present) load_row(a.importance, lo, n, in.imp, false);
+    // Next values that must be patched (the end of the buffer, truncations) go through a copy.
+    auto next_values_copy = [&]() {
+        load<C>(a.values.type, a.values.at(row, lo + 1), a.values.col_stride, n_next, in.vn_buf, false);
+        in.vn = in.vn_buf;
+        return in.vn_buf;
+    };
+    in.v = line_at(a.values, lo, n, in.v_buf[0], false);
+    if (a.importance.present) in.imp = line_at(a.importance, lo, n, in.imp_buf, false);
     if (a.kind == producer::puff) {
-        load_row(a.rewards, lo + 1, n_next, in.r, false);
-        load_row(a.dones, lo + 1, n_next, in.d, false);
-        if (at_end) in.vn[n - 1] = in.r[n - 1] = in.d[n - 1] = C(0);
+        if (at_end) {  // step H-1 has no step H: zeros there, and its map is forced to 0 below
+            next_values_copy()[n - 1] = C(0);
+            load<C>(a.rewards.type, a.rewards.at(row, lo + 1), a.rewards.col_stride, n_next, in.r_buf, false);
+            load<C>(a.dones.type, a.dones.at(row, lo + 1), a.dones.col_stride, n_next, in.d_buf, false);
+            in.r_buf[n - 1] = in.d_buf[n - 1] = C(0);
+            in.r = in.r_buf, in.d = in.d_buf;
+        } else {
+            in.vn = line_at(a.values, lo + 1, n, in.vn_buf, false);
+            in.r = line_at(a.rewards, lo + 1, n, in.r_buf, false);
+            in.d = line_at(a.dones, lo + 1, n, in.d_buf, false);
+        }
         produce_puff(a, in, n, s.delta[r], s.decay[r]);
         if (at_end) s.delta[r][n - 1] = s.decay[r][n - 1] = C(0);  // A_{H-1} = 0
     } else {
-        load_row(a.rewards, lo, n, in.r, false);
-        load_row(a.dones, lo, n, in.d, true);
-        if (at_end) in.vn[n - 1] = value_after_end(a, row);
-        if (a.truncated.present) {
-            load_row(a.truncated, lo, n, in.trunc, true);
-            for (int j = 0; j < n; ++j)  // truncations are rare: a branch, not a stream
-                if (in.trunc[j] != C(0)) in.vn[j] = load_one<C>(a.bootstrap, row, lo + j);
+        in.r = line_at(a.rewards, lo, n, in.r_buf, false);
+        in.d = line_at(a.dones, lo, n, in.d_buf, true);
+        const bool truncations = a.truncated.present &&
+                                 any_set(in.trunc = line_at(a.truncated, lo, n, in.trunc_buf, true), n);
+        if (at_end || truncations) {
+            C* vn = next_values_copy();
+            if (at_end) vn[n - 1] = value_after_end(a, row);
+            if (truncations)
+                for (int j = 0; j < n; ++j)  // truncations are rare: a branch, not a stream
+                    if (in.trunc[j] != C(0)) vn[j] = load_one<C>(a.bootstrap, row, lo + j);
+        } else {
+            in.vn = line_at(a.values, lo + 1, n, in.vn_buf, false);
         }
         if (produce_standard(a, in, n, s.delta[r], s.decay[r], s.q[r], s.p[r]))
             for (int j = 0; j < n; ++j)
@@ -342,25 +408,38 @@ void produce_row_chunk(const kernel_args<C>& a, tile_scratch<C>& s, int r, std::
                     break;
                 }
     }
-    std::copy(in.v, in.v + n, s.values[r]);
+    // The epilogue's V_t (returns = A + V) outlives this row's scratch only as a copy.
+    if (a.returns.present) {
+        if (in.v == in.v_buf[0]) {
+            std::copy(in.v, in.v + n, s.values[r]);
+            s.value_lines[r] = s.values[r];
+        } else {
+            s.value_lines[r] = in.v;
+        }
+    }
 }
 
 template <typename C, int R>
 void recur_tile(tile_scratch<C>& s, int n, C* carry, bool pg) {
     C a[R];
     for (int r = 0; r < R; ++r) a[r] = carry[r];
+    auto* __restrict delta = s.delta;
+    auto* __restrict decay = s.decay;
+    auto* __restrict acc = s.acc;
     if (pg) {
+        auto* __restrict q = s.q;
+        auto* __restrict p = s.p;
         for (int j = n - 1; j >= 0; --j)
             for (int r = 0; r < R; ++r) {
-                s.q[r][j] += s.p[r][j] * a[r];  // pg_t = q_t + p_t A_{t+1}
-                a[r] = s.delta[r][j] + s.decay[r][j] * a[r];
-                s.acc[r][j] = a[r];
+                q[r][j] += p[r][j] * a[r];  // pg_t = q_t + p_t A_{t+1}
+                a[r] = delta[r][j] + decay[r][j] * a[r];
+                acc[r][j] = a[r];
             }
     } else {
         for (int j = n - 1; j >= 0; --j)
             for (int r = 0; r < R; ++r) {
-                a[r] = s.delta[r][j] + s.decay[r][j] * a[r];
-                s.acc[r][j] = a[r];
+                a[r] = delta[r][j] + decay[r][j] * a[r];
+                acc[r][j] = a[r];
             }
     }
     for (int r = 0; r < R; ++r) carry[r] = a[r];
@@ -394,7 +473,7 @@ void tile_time_contiguous(const kernel_args<C>& a, std::int64_t first, int count
         recur_tile_any<C>(count, s, n, carry, a.pg);
         for (int r = 0; r < count; ++r) {
             const C* adv = a.pg ? s.q[r] : s.acc[r];
-            epilogue(a, first + r, lo, true, n, adv, s.acc[r], s.values[r], s.out);
+            epilogue(a, first + r, lo, true, n, adv, s.acc[r], s.value_lines[r], s.out);
             if (sum) add_row_sums(adv, n, sums[r]);
         }
     }
@@ -407,7 +486,7 @@ void tile_time_contiguous(const kernel_args<C>& a, std::int64_t first, int count
 template <typename C>
 struct block_scratch {
     alignas(64) C delta[kBlockRows], decay[kBlockRows], q[kBlockRows], p[kBlockRows];
-    alignas(64) C acc[kBlockRows], out[kBlockRows], next_values[kBlockRows];
+    alignas(64) C acc[kBlockRows], out[kBlockRows], end_values[kBlockRows];
     alignas(64) double sums[3][kBlockRows];
     line<C, kBlockRows> in;
 };
@@ -417,36 +496,36 @@ void block_rows(const kernel_args<C>& a, std::int64_t first, int n, data_error& 
     static thread_local block_scratch<C> s;
     auto& in = s.in;
     const bool sum = wants_sums(a);
-    auto load_block = [&](const view& v, std::int64_t t, C* out, bool flag) {
-        load<C>(v.type, v.at(first, t), v.row_stride, n, out, flag);
+    auto line_at = [&](const view& v, std::int64_t t, C* buffer, bool flag) {
+        return line_of<C>(v, first, t, v.row_stride, n, buffer, flag);
     };
     std::fill(s.acc, s.acc + n, C(0));
     for (int i = 0; i < 3; ++i) std::fill(s.sums[i], s.sums[i] + n, 0.0);
-    // V_{t+1}, carried from the previous (later) step.
     if (a.kind == producer::standard && a.horizon > 0)
-        for (int i = 0; i < n; ++i) s.next_values[i] = value_after_end(a, first + i);
-    else
-        std::fill(s.next_values, s.next_values + n, C(0));
+        for (int i = 0; i < n; ++i) s.end_values[i] = value_after_end(a, first + i);
+    const C* later_values = s.end_values;  // V_{t+1}: the previous (later) step's line
     for (std::int64_t t = a.horizon - 1; t >= 0; --t) {
-        load_block(a.values, t, in.v, false);
-        std::copy(s.next_values, s.next_values + n, in.vn);
-        if (a.importance.present) load_block(a.importance, t, in.imp, false);
+        // Two buffers: the line of step t must survive while step t - 1 reads it as V_{t+1}.
+        in.v = line_at(a.values, t, in.v_buf[t & 1], false);
+        in.vn = later_values;
+        if (a.importance.present) in.imp = line_at(a.importance, t, in.imp_buf, false);
         if (a.kind == producer::puff) {
             if (t == a.horizon - 1) {
                 std::fill(s.delta, s.delta + n, C(0));  // A_{H-1} = 0
                 std::fill(s.decay, s.decay + n, C(0));
             } else {
-                load_block(a.rewards, t + 1, in.r, false);
-                load_block(a.dones, t + 1, in.d, false);
+                in.r = line_at(a.rewards, t + 1, in.r_buf, false);
+                in.d = line_at(a.dones, t + 1, in.d_buf, false);
                 produce_puff(a, in, n, s.delta, s.decay);
             }
         } else {
-            load_block(a.rewards, t, in.r, false);
-            load_block(a.dones, t, in.d, true);
-            if (a.truncated.present) {
-                load_block(a.truncated, t, in.trunc, true);
+            in.r = line_at(a.rewards, t, in.r_buf, false);
+            in.d = line_at(a.dones, t, in.d_buf, true);
+            if (a.truncated.present && any_set(in.trunc = line_at(a.truncated, t, in.trunc_buf, true), n)) {
+                std::copy(in.vn, in.vn + n, in.vn_buf);
                 for (int i = 0; i < n; ++i)
-                    if (in.trunc[i] != C(0)) in.vn[i] = load_one<C>(a.bootstrap, first + i, t);
+                    if (in.trunc[i] != C(0)) in.vn_buf[i] = load_one<C>(a.bootstrap, first + i, t);
+                in.vn = in.vn_buf;
             }
             if (produce_standard(a, in, n, s.delta, s.decay, s.q, s.p))
                 for (int i = 0; i < n; ++i)
@@ -465,7 +544,7 @@ void block_rows(const kernel_args<C>& a, std::int64_t first, int n, data_error& 
                 const double x = adv[i];
                 s.sums[0][i] += std::fabs(x), s.sums[1][i] += x, s.sums[2][i] += x * x;
             }
-        std::copy(in.v, in.v + n, s.next_values);
+        later_values = in.v;
     }
     if (sum)
         for (int i = 0; i < n; ++i) {
