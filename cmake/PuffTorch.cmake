@@ -84,6 +84,8 @@ if(PUFF_HAS_TORCH)
   )
   target_include_directories(puffadv_torch SYSTEM PRIVATE "${PUFF_TORCH_ROOT}/include")
   target_link_libraries(puffadv_torch PRIVATE puffadv "${PUFF_TORCH_C10}" "${PUFF_TORCH_CPU}")
+  # torch's own extensions build as C++20 from torch 2.14 on; older headers accept it too.
+  target_compile_features(puffadv_torch PRIVATE cxx_std_20)
   # ROCm torch puts HIP tensors under the CUDA key; the core calls that memory rocm.
   if(PUFF_TORCH_HIP_VERSION)
     set(_puff_torch_rocm 1)
