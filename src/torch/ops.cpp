@@ -147,7 +147,8 @@ TORCH_LIBRARY(puffadv, m) {
     m.def("compute_puff_advantage(Tensor(a!) values, Tensor(b!) rewards, Tensor(c!) dones, "
           "Tensor(d!) importance, Tensor(e!) advantages, float gamma, float lambda, "
           "float rho_clip, float c_clip) -> ()");
-    // Functional form: nothing mutated, so torch.compile and CUDA graphs need no special care.
+    // Functional form for torch.compile: nothing mutated, and `gae_lambda`
+    // because tracing passes arguments by name, which `lambda=` cannot be.
     m.def("puff_advantage(Tensor values, Tensor rewards, Tensor dones, Tensor importance, "
           "float gamma, float gae_lambda, float rho_clip, float c_clip) -> Tensor");
     // For backend(): the torch this library was compiled against.
