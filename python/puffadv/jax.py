@@ -1,10 +1,17 @@
 """puffadv inside JAX: XLA FFI handlers usable under ``jax.jit`` and ``jax.vmap``.
 
-``import puffadv.jax`` makes :func:`compute_puff_advantage` available; the
+``import puffadv.jax`` provides :func:`compute_puff_advantage` and the standard
+conventions :func:`gae`, :func:`td_lambda_returns` and :func:`vtrace`. The
 handlers (compiled into ``puffadv._core`` for CPU and, in GPU builds, CUDA or
 ROCm) are registered with XLA on the first call, for the platforms ``"cpu"``,
 ``"CUDA"`` and ``"ROCM"``. On a GPU the kernel runs on XLA's own stream, with no
 host round trip, no synchronisation and no allocation.
+
+Arguments are checked before lowering by the core's own checks (run on the
+arrays' shapes and dtypes), so errors are the ``TypeError``/``ValueError`` of
+the NumPy functions. Nothing here is differentiable: advantages and returns are
+targets. ``jax.grad`` through an input raises ``ValueError``; inputs under
+``jax.lax.stop_gradient`` are fine.
 
 The handlers were compiled against the XLA FFI headers of one jaxlib; a jaxlib
 with an older FFI API cannot load them, and registration refuses with a
@@ -24,6 +31,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from . import _core
+from ._conventions import Estimate, VTraceEstimate
 
 if not hasattr(_core, "jax_ffi_targets"):
     raise ImportError(
@@ -31,18 +39,16 @@ if not hasattr(_core, "jax_ffi_targets"):
         "or it was built with PUFF_JAX=OFF); install jax, then rebuild: "
         "pip install --no-build-isolation . -C cmake.define.PUFF_JAX=ON")
 
-__all__ = ["compute_puff_advantage"]
+__all__ = ["compute_puff_advantage", "gae", "td_lambda_returns", "vtrace", "Estimate", "VTraceEstimate"]
 
-_TARGETS = {np.dtype(np.float32): "puffadv_puff_advantage_f32",
-            np.dtype(np.float64): "puffadv_puff_advantage_f64"}
-
-_NOT_DIFFERENTIABLE = (
-    "puffadv.jax.compute_puff_advantage has no derivative: advantages are targets, which "
-    "PPO and V-trace losses hold constant. Wrap its inputs in jax.lax.stop_gradient, or "
-    "compute the advantages outside the function being differentiated.")
+_HANDLER_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
+_FLAGS = (np.dtype(np.bool_), np.dtype(np.uint8))
 
 _registered = False
 _register_lock = threading.Lock()
+
+
+# ----------------------------------------------------------------- registration
 
 
 def _running_ffi_api():
@@ -61,6 +67,8 @@ def _version_tuple(version: str):
 
 
 def _check_jaxlib(build: dict) -> None:
+    """XLA itself rejects a newer handler only when the backend starts, and then that
+    whole backend fails to start; this says why, before anything is registered."""
     import jaxlib.version
     running_jaxlib = jaxlib.version.__version__
     built_api, built_jaxlib = tuple(build["api_version"]), build["jaxlib_version"]
@@ -94,65 +102,22 @@ def _register() -> None:
         _registered = True
 
 
+# ----------------------------------------------------------------- arguments
+
+
 def _array(x, name: str):
     if isinstance(x, (jax.Array, np.ndarray)) or (hasattr(x, "shape") and hasattr(x, "dtype")):
         return jnp.asarray(x)  # NumPy in, JAX's canonical dtype out (float64 only under x64)
     raise TypeError(f"{name} must be an array (JAX or NumPy), got {type(x).__name__}")
 
 
-# dtypes the core knows (and checks with its own messages); anything else is
-# refused on import, as the nanobind module does.
-_CORE_DTYPES = {np.dtype(t) for t in (np.float32, np.float64, np.float16, np.uint8, np.bool_)} | {
-    np.dtype(jnp.bfloat16)}
-_FLOATS = {np.dtype(np.float32), np.dtype(np.float64), np.dtype(np.float16), np.dtype(jnp.bfloat16)}
-_FLAGS = {np.dtype(np.bool_), np.dtype(np.uint8)}
+def _spec(x):
+    """What the core's checks see of an array: (shape, dtype name)."""
+    return (tuple(x.shape), np.dtype(x.dtype).name)
 
 
-def _check_arrays(named: dict) -> np.dtype:
-    """The checks of puffadv.compute_puff_advantage, in its order and with its messages,
-    on shapes and dtypes alone (tracers have both), so bad input fails before lowering.
-    Returns the float inputs' dtype."""
-    for name, x in named.items():
-        if np.dtype(x.dtype) not in _CORE_DTYPES:
-            raise TypeError(f"{name} has dtype {np.dtype(x.dtype).name}, which puffadv does not read; "
-                            f"expected float32 or float64")
-    values = named["values"]
-    for name, x in named.items():
-        if x.ndim != 2:
-            raise ValueError(f"{name} must be a 2-D [rows, horizon] array, got a {x.ndim}-D array")
-        if x.shape != values.shape:
-            raise ValueError(
-                f"{name} has shape [{x.shape[0]}, {x.shape[1]}] but values has shape "
-                f"[{values.shape[0]}, {values.shape[1]}]; all arrays must share one [rows, horizon] shape")
-    dtype = np.dtype(values.dtype)
-    if dtype not in _FLOATS:
-        raise TypeError(f"values must be float32, float64, bfloat16 or float16, got {dtype.name}")
-    for name in ("rewards", "importance"):
-        if np.dtype(named[name].dtype) != dtype:
-            raise TypeError(f"{name} has dtype {np.dtype(named[name].dtype).name} but values has "
-                            f"{dtype.name}; all arrays must share one dtype")
-    flags = np.dtype(named["dones"].dtype)
-    if flags != dtype and flags not in _FLAGS:
-        raise TypeError(f"dones has dtype {flags.name}; expected bool, uint8 or the float inputs' "
-                        f"dtype {dtype.name}")
-    return dtype
-
-
-def _as_handler_inputs(named: dict, dtype: np.dtype):
-    """The handlers read float32 or float64 only: bfloat16/float16 inputs go up to float32
-    (the core's arithmetic for them too) and bool/uint8 dones become 0/1 floats
-    (non-zero means done), converted by XLA on the arrays' device."""
-    compute = dtype if dtype in _TARGETS else np.dtype(np.float32)
-    out = [x if x.dtype == compute else x.astype(compute)
-           for x in (named["values"], named["rewards"])]
-    dones = named["dones"]
-    if dones.dtype != compute:
-        dones = (dones != 0).astype(compute)
-    importance = named["importance"]
-    return out + [dones, importance if importance.dtype == compute else importance.astype(compute)]
-
-
-def _parameter(value, name: str, upper) -> float:
+def _scalar(value, name: str) -> float:
+    """A concrete real number (its range is the core's check)."""
     if isinstance(value, bool) or not (isinstance(value, numbers.Real) or getattr(value, "ndim", None) == 0):
         raise TypeError(f"{name} must be a real number, got {type(value).__name__}")
     try:
@@ -161,10 +126,34 @@ def _parameter(value, name: str, upper) -> float:
         raise TypeError(
             f"{name} must be a concrete number, not a traced value: it is compiled into the call "
             f"as an XLA attribute. Under jax.jit, pass it through static_argnames.") from None
-    if not math.isfinite(value) or value < 0.0 or (upper is not None and value > upper):
-        expected = "in [0, 1]" if upper is not None else ">= 0"
-        raise ValueError(f"{name} must be finite and {expected}, got {value:g}")
     return value
+
+
+def _compute_dtype(dtype) -> np.dtype:
+    """The handlers read float32 or float64: bfloat16/float16 go up to float32, the
+    core's arithmetic for them anyway (converted by XLA on the arrays' device)."""
+    dtype = np.dtype(dtype)
+    return dtype if dtype in _HANDLER_DTYPES else np.dtype(np.float32)
+
+
+def _as_float(x, compute):
+    return x if x.dtype == compute else x.astype(compute)
+
+
+def _as_flag(x, compute):
+    """bool/uint8 flags become 0/1 floats: non-zero means set."""
+    if np.dtype(x.dtype) in _FLAGS:
+        return (x != 0).astype(compute)
+    return _as_float(x, compute)
+
+
+def _not_differentiable(name: str) -> str:
+    return (f"puffadv.jax.{name} has no derivative: advantages and returns are targets, which "
+            f"PPO, V-trace and TD losses hold constant. Wrap its inputs in jax.lax.stop_gradient, "
+            f"or compute them outside the function being differentiated.")
+
+
+# ----------------------------------------------------------------- puff advantage
 
 
 @functools.partial(jax.custom_jvp, nondiff_argnums=(4, 5, 6, 7))
@@ -173,15 +162,15 @@ def _puff_advantage(values, rewards, dones, importance, gamma, gae_lambda, rho_c
     # Attributes in the arrays' precision: float32 for float32 (np.float32, the
     # handler's attribute type), float64 under x64 so no digit of gamma is lost.
     scalar = dtype.type
-    call = jax.ffi.ffi_call(_TARGETS[dtype], jax.ShapeDtypeStruct(values.shape, dtype),
-                            vmap_method="broadcast_all")
+    call = jax.ffi.ffi_call(f"puffadv_puff_advantage_{'f64' if dtype == np.float64 else 'f32'}",
+                            jax.ShapeDtypeStruct(values.shape, dtype), vmap_method="broadcast_all")
     return call(values, rewards, dones, importance, gamma=scalar(gamma),
                 gae_lambda=scalar(gae_lambda), rho_clip=scalar(rho_clip), c_clip=scalar(c_clip))
 
 
 @_puff_advantage.defjvp
 def _puff_advantage_jvp(gamma, gae_lambda, rho_clip, c_clip, primals, tangents):
-    raise ValueError(_NOT_DIFFERENTIABLE)
+    raise ValueError(_not_differentiable("compute_puff_advantage"))
 
 
 # Eager calls go through jit's cache too (one compile per shape, dtype and scalars)
@@ -209,8 +198,8 @@ def compute_puff_advantage(values, rewards, dones, importance, gamma=0.99, gae_l
 
     The four scalars must be concrete numbers (they are compiled into the call as
     attributes; under ``jit`` make them static): ``0 <= gamma, gae_lambda <= 1``,
-    clips ``>= 0``. Shapes, dtypes and scalars are checked before lowering, with the
-    same ``TypeError``/``ValueError`` messages as :func:`puffadv.compute_puff_advantage`.
+    clips ``>= 0``. Shapes, dtypes and scalars are checked before lowering, by the
+    core's checks, with the messages of :func:`puffadv.compute_puff_advantage`.
 
     ``jax.vmap`` over any number of leading batch axes runs one call over all rows
     (``vmap_method="broadcast_all"``: an unbatched argument is broadcast first).
@@ -221,8 +210,133 @@ def compute_puff_advantage(values, rewards, dones, importance, gamma=0.99, gae_l
     """
     named = {name: _array(x, name) for name, x in
              (("values", values), ("rewards", rewards), ("dones", dones), ("importance", importance))}
-    dtype = _check_arrays(named)
-    params = (_parameter(gamma, "gamma", 1.0), _parameter(gae_lambda, "gae_lambda", 1.0),
-              _parameter(rho_clip, "rho_clip", None), _parameter(c_clip, "c_clip", None))
+    params = tuple(_scalar(p, n) for p, n in ((gamma, "gamma"), (gae_lambda, "gae_lambda"),
+                                              (rho_clip, "rho_clip"), (c_clip, "c_clip")))
+    _core.jax_check_puff(*(_spec(x) for x in named.values()), *params)
     _register()
-    return _puff_advantage_jit(*_as_handler_inputs(named, dtype), *params)
+    compute = _compute_dtype(named["values"].dtype)
+    arrays = (_as_float(named["values"], compute), _as_float(named["rewards"], compute),
+              _as_flag(named["dones"], compute), _as_float(named["importance"], compute))
+    return _puff_advantage_jit(*arrays, *params)
+
+
+# ----------------------------------------------------------------- standard conventions
+
+_KINDS = {"gae": 0, "td_lambda": 1, "vtrace": 2}
+# Optional inputs in the handler's order, with their bit in its `present` mask.
+_OPTIONAL = (("truncated", 1), ("last_value", 2), ("bootstrap_values", 4), ("importance", 8))
+
+
+@functools.partial(jax.custom_jvp, nondiff_argnums=(0,))
+def _standard_estimate(static, rewards, values, terminated, optional):
+    kind, present, gamma, lam, rho_clip, c_clip, rho_pg_clip = static
+    dtype = np.dtype(rewards.dtype)
+    scalar = dtype.type
+    out = jax.ShapeDtypeStruct(rewards.shape, dtype)
+    call = jax.ffi.ffi_call(f"puffadv_standard_estimate_{'f64' if dtype == np.float64 else 'f32'}",
+                            (out, out), vmap_method="broadcast_all")
+    return call(rewards, values, terminated, *optional, kind=np.int32(kind), present=np.int32(present),
+                gamma=scalar(gamma), lambda_=scalar(lam), rho_clip=scalar(rho_clip),
+                c_clip=scalar(c_clip), rho_pg_clip=scalar(rho_pg_clip))
+
+
+@_standard_estimate.defjvp
+def _standard_estimate_jvp(static, primals, tangents):
+    raise ValueError(_not_differentiable(("gae", "td_lambda_returns", "vtrace")[static[0]]))
+
+
+_standard_estimate_jit = jax.jit(_standard_estimate, static_argnums=(0,))
+
+
+def _standard(kind, lambda_name, rewards, values, terminated, optional, gamma, lam, rho_clip, c_clip,
+              rho_pg_clip, time_axis):
+    """(advantages, returns) of one convention, shaped like `rewards`."""
+    named = {"rewards": _array(rewards, "rewards"), "values": _array(values, "values"),
+             "terminated": _array(terminated, "terminated")}
+    named.update({name: _array(x, name) for name, x in optional.items() if x is not None})
+    if isinstance(time_axis, bool) or not isinstance(time_axis, numbers.Integral):
+        raise TypeError(f"time_axis must be an int (0: time-major [T, B], 1: batch-major [B, T]), "
+                        f"got {type(time_axis).__name__}")
+    params = tuple(_scalar(p, n) for p, n in ((gamma, "gamma"), (lam, lambda_name), (rho_clip, "rho_clip"),
+                                              (c_clip, "c_clip"), (rho_pg_clip, "rho_pg_clip")))
+    specs = {name: (_spec(named[name]) if name in named else None)
+             for name in ("rewards", "values", "terminated", *(n for n, _ in _OPTIONAL))}
+    _core.jax_check_standard(kind, *specs.values(), *params, int(time_axis), lambda_name)
+    _register()
+
+    compute = _compute_dtype(named["values"].dtype)
+    time_major = int(time_axis) in (0, -2)
+
+    def prepare(name):  # batch-major [B, T] in the compute dtype; last_value is [B]
+        x = named[name]
+        x = _as_flag(x, compute) if name in ("terminated", "truncated") else _as_float(x, compute)
+        return jnp.swapaxes(x, 0, 1) if time_major and x.ndim == 2 else x
+
+    present = sum(bit for name, bit in _OPTIONAL if name in named)
+    extra = tuple(prepare(name) for name, _ in _OPTIONAL if name in named)
+    static = (_KINDS[kind], present, *params)
+    advantages, returns = _standard_estimate_jit(static, prepare("rewards"), prepare("values"),
+                                                 prepare("terminated"), extra)
+    if time_major:
+        advantages, returns = jnp.swapaxes(advantages, 0, 1), jnp.swapaxes(returns, 0, 1)
+    return advantages, returns
+
+
+_CONVENTIONS_DOC = """
+
+    Arrays are 2-D JAX (or NumPy) arrays, ``[B, T]`` with ``time_axis=-1`` (default)
+    or ``[T, B]`` with ``time_axis=0`` (XLA transposes those around the call).
+    Floats: float32, float64 (``jax_enable_x64``), bfloat16/float16 (computed in
+    float32, float32 results); flags bool, uint8 or the float dtype. Pass exactly
+    one of ``last_value`` (``[B]``) and ``bootstrap_values`` (rewards' shape);
+    ``truncated`` needs ``bootstrap_values``. Shapes, dtypes and scalars are checked
+    before lowering with the messages of the NumPy function; a step both terminated
+    and truncated depends on the data and fails when the call runs. Scalars must be
+    concrete (static under ``jit``). ``jax.vmap`` adds leading batch axes to one
+    call. Not differentiable: ``jax.grad`` through an input raises ``ValueError``.
+    Standard conventions run on the CPU only in this release: on a GPU the call
+    fails when it runs, with the core's message.
+"""
+
+
+def gae(rewards, values, terminated, truncated=None, *, last_value=None, bootstrap_values=None,
+        importance=None, gamma=0.99, gae_lambda=0.95, rho_clip=1.0, c_clip=1.0,
+        time_axis=-1) -> Estimate:
+    """Generalised advantage estimation as TorchRL, SB3, CleanRL and rlax define it
+    (same numbers as :func:`puffadv.gae`), as an XLA custom call. Returns an
+    :class:`Estimate` with ``advantages`` and ``returns`` (advantages + values)."""
+    optional = {"truncated": truncated, "last_value": last_value,
+                "bootstrap_values": bootstrap_values, "importance": importance}
+    advantages, returns = _standard("gae", "gae_lambda", rewards, values, terminated, optional, gamma,
+                                    gae_lambda, rho_clip, c_clip, 1.0, time_axis)
+    return Estimate(advantages, returns)
+
+
+def td_lambda_returns(rewards, values, terminated, truncated=None, *, last_value=None,
+                      bootstrap_values=None, importance=None, gamma=0.99, lambda_=0.95, rho_clip=1.0,
+                      c_clip=1.0, time_axis=-1) -> Estimate:
+    """TD(lambda) returns as rlax's ``lambda_returns`` and TorchRL define them (same
+    numbers as :func:`puffadv.td_lambda_returns`), as an XLA custom call. Returns an
+    :class:`Estimate`: ``returns`` G and ``advantages`` G - values."""
+    optional = {"truncated": truncated, "last_value": last_value,
+                "bootstrap_values": bootstrap_values, "importance": importance}
+    advantages, returns = _standard("td_lambda", "lambda_", rewards, values, terminated, optional,
+                                    gamma, lambda_, rho_clip, c_clip, 1.0, time_axis)
+    return Estimate(advantages, returns)
+
+
+def vtrace(rewards, values, terminated, truncated=None, *, last_value=None, bootstrap_values=None,
+           importance=None, gamma=0.99, lambda_=1.0, rho_clip=1.0, c_clip=1.0, rho_pg_clip=1.0,
+           time_axis=-1) -> VTraceEstimate:
+    """V-trace (IMPALA), same numbers as :func:`puffadv.vtrace`, as an XLA custom
+    call. Returns a :class:`VTraceEstimate`: targets ``vs`` and the policy-gradient
+    advantages ``pg_advantages``."""
+    optional = {"truncated": truncated, "last_value": last_value,
+                "bootstrap_values": bootstrap_values, "importance": importance}
+    pg_advantages, vs = _standard("vtrace", "lambda_", rewards, values, terminated, optional, gamma,
+                                  lambda_, rho_clip, c_clip, rho_pg_clip, time_axis)
+    return VTraceEstimate(vs, pg_advantages)
+
+
+for _function in (gae, td_lambda_returns, vtrace):
+    _function.__doc__ += _CONVENTIONS_DOC

@@ -4,64 +4,14 @@
 // core's compute_puff_advantage, so every argument check is the core's own.
 #include "ffi_handlers.hpp"
 
-#include <cstdint>
-#include <exception>
-#include <string>
 #include <utility>
 
 #include <puffadv/puffadv.hpp>
-#include <xla/ffi/api/ffi.h>
 
-// The runtimes' stream types, declared exactly as cuda_runtime_api.h and
-// hip_runtime_api.h do, so that this file needs neither toolkit's headers.
-struct CUstream_st;
-struct ihipStream_t;
-using cudaStream_t = CUstream_st*;
-using hipStream_t = ihipStream_t*;
-
-namespace ffi = xla::ffi;
+#include "ffi_views.hpp"
 
 namespace puffadv::jax {
 namespace {
-
-bool to_dtype(ffi::DataType t, dtype& out) {
-    switch (t) {
-        case ffi::DataType::F32: out = dtype::float32; return true;
-        case ffi::DataType::F64: out = dtype::float64; return true;
-        case ffi::DataType::F16: out = dtype::float16; return true;
-        case ffi::DataType::BF16: out = dtype::bfloat16; return true;
-        case ffi::DataType::U8: out = dtype::uint8; return true;
-        case ffi::DataType::PRED: out = dtype::boolean; return true;
-        default: return false;
-    }
-}
-
-// XLA hands over dense row-major buffers (ffi_call's default layout). Leading
-// dimensions, which vmap adds as batch axes, fold into rows: a [B, rows, H]
-// buffer is the [B * rows, H] matrix, and every row is independent.
-ffi::Error to_matrix(const ffi::AnyBuffer& buffer, const char* name, device where, bool writable,
-                     matrix& m) {
-    if (!to_dtype(buffer.element_type(), m.type)) {
-        return ffi::Error::InvalidArgument(
-            std::string(name) + " has XLA element type " +
-            std::to_string(static_cast<int>(buffer.element_type())) +
-            ", which puffadv does not read; expected float32 or float64");
-    }
-    const auto dims = buffer.dimensions();
-    m.data = buffer.untyped_data();
-    m.device = where;
-    m.writable = writable;
-    m.ndim = dims.size() >= 2 ? 2 : static_cast<int>(dims.size());
-    if (dims.size() >= 2) {
-        std::int64_t rows = 1;
-        for (std::size_t i = 0; i + 1 < dims.size(); ++i) rows *= dims[i];
-        m.rows = rows;
-        m.cols = dims.back();
-        m.row_stride = m.cols;
-        m.col_stride = 1;
-    }
-    return ffi::Error::Success();
-}
 
 template <typename Scalar>
 ffi::Error puff_advantage(device where, gpu_stream stream, const ffi::AnyBuffer& values,
@@ -79,19 +29,9 @@ ffi::Error puff_advantage(device where, gpu_stream stream, const ffi::AnyBuffer&
     }
     auto error = to_matrix(advantages, "advantages", where, true, arrays.advantages);
     if (error.failure()) return error;
-
-    // Exceptions must not cross into XLA: each becomes an ffi::Error carrying
-    // the core's message (XLA raises it in Python as a JaxRuntimeError).
-    try {
+    return run_core([&] {
         compute_puff_advantage(arrays, puff_params{gamma, gae_lambda, rho_clip, c_clip}, stream);
-    } catch (const std::invalid_argument& e) {  // value_error and type_error
-        return ffi::Error::InvalidArgument(std::string("puffadv: ") + e.what());
-    } catch (const std::exception& e) {
-        return ffi::Error::Internal(std::string("puffadv: ") + e.what());
-    } catch (...) {
-        return ffi::Error::Internal("puffadv: unknown C++ exception");
-    }
-    return ffi::Error::Success();
+    });
 }
 
 template <typename Scalar>
@@ -186,6 +126,7 @@ std::vector<ffi_target> ffi_targets() {
     targets.push_back({"puffadv_puff_advantage_f32", "ROCM", address(rocm_f32)});
     targets.push_back({"puffadv_puff_advantage_f64", "ROCM", address(rocm_f64)});
 #endif
+    add_standard_targets(targets);
     return targets;
 }
 

@@ -37,6 +37,7 @@ void register_jax_targets(nb::module_& m) {
         },
         "XLA FFI API version of the headers the handlers were compiled with, and "
         "the jaxlib those headers came from.");
+    register_argument_checks(m);
 }
 
 }  // namespace puffadv::jax

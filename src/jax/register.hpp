@@ -9,4 +9,7 @@ namespace puffadv::jax {
 /// python/puffadv/jax.py reads to register the handlers with XLA.
 void register_jax_targets(nanobind::module_& m);
 
+/// Defines _core.jax_check_puff() and _core.jax_check_standard() (argument_checks.cpp).
+void register_argument_checks(nanobind::module_& m);
+
 }  // namespace puffadv::jax

@@ -312,7 +312,168 @@ def test_refuses_an_older_jaxlib(monkeypatch):
         pjax.compute_puff_advantage(*[jnp.ones((2, 3))] * 4)
 
 
+# ----------------------------------------------------------------- standard conventions
+
+KINDS = {"gae": ("gae_lambda", pjax.gae), "td_lambda": ("lambda_", pjax.td_lambda_returns),
+         "vtrace": ("lambda_", pjax.vtrace)}
+# Which optional inputs a call passes: the shapes of real use.
+OPTIONS = {"last_value": ("last_value",),
+           "truncated": ("truncated", "bootstrap_values"),
+           "importance": ("truncated", "bootstrap_values", "importance"),
+           "last_value+importance": ("last_value", "importance")}
+
+
+def _convention_call(kind, episodes, option, time_axis=-1, lam=0.9, **extra):
+    name, function = KINDS[kind]
+    data = {k: episodes[k] for k in ("rewards", "values", "terminated") + OPTIONS[option]}
+    if time_axis == 0:
+        data = {k: (v.T if v.ndim == 2 else v) for k, v in data.items()}
+    kwargs = {k: data.pop(k) for k in ("last_value", "bootstrap_values", "importance") if k in data}
+    out = function(*data.values(), gamma=0.97, time_axis=time_axis, **{name: lam}, **kwargs, **extra)
+    first, second = out[:2]
+    if kind == "vtrace":  # VTraceEstimate(vs, pg_advantages): compare as (pg, vs)
+        first, second = second, first
+    if time_axis == 0:
+        first, second = first.T, second.T
+    return first, second
+
+
+def _convention_reference(kind, episodes, option, lam=0.9, **extra):
+    present = {k: episodes[k] for k in OPTIONS[option]}
+    return reference.standard_estimate(kind, episodes["rewards"], episodes["values"],
+                                       episodes["terminated"], gamma=0.97, lam=lam, **present, **extra)
+
+
+@pytest.mark.parametrize("kind", list(KINDS))
+@pytest.mark.parametrize("option", list(OPTIONS))
+@pytest.mark.parametrize("time_axis", [-1, 0])
+def test_conventions_match_reference(rng, kind, option, time_axis):
+    episodes = reference.random_episodes(rng, 11, 37)
+    extra = {"rho_clip": 1.3, "c_clip": 0.8} | ({"rho_pg_clip": 1.1} if kind == "vtrace" else {})
+    first, second = jax.jit(lambda: _convention_call(kind, episodes, option, time_axis, **extra))()
+    ref_first, ref_second = _convention_reference(kind, episodes, option, **extra)
+    assert first.dtype == jnp.float32 and first.shape == episodes["rewards"].shape
+    assert reference.relative_error(first, ref_first) <= 1e-5
+    assert reference.relative_error(second, ref_second) <= 1e-5
+
+
+def test_td_lambda_returns_match_their_own_recursion(rng):
+    e = reference.random_episodes(rng, 9, 40)
+    out = pjax.td_lambda_returns(e["rewards"], e["values"], e["terminated"], e["truncated"],
+                                 bootstrap_values=e["bootstrap_values"], gamma=0.95, lambda_=0.8)
+    ref = reference.td_lambda_return(e["rewards"], e["values"], e["terminated"], e["truncated"],
+                                     bootstrap_values=e["bootstrap_values"], gamma=0.95, lam=0.8)
+    assert reference.relative_error(out.returns, ref) <= 1e-5
+
+
+def test_conventions_float64_and_reduced_inputs(rng):
+    e = reference.random_episodes(rng, 7, 30, dtype=np.float64)
+    with _x64():
+        out = pjax.gae(e["rewards"], e["values"], e["terminated"], last_value=e["last_value"])
+        assert out.advantages.dtype == jnp.float64
+        ref = reference.standard_estimate("gae", e["rewards"], e["values"], e["terminated"],
+                                          last_value=e["last_value"], gamma=0.99, lam=0.95)
+        assert reference.relative_error(out.advantages, ref[0]) <= 1e-12
+    e16 = {k: (v.astype(jnp.bfloat16) if v.dtype == np.float64 else v) for k, v in e.items()}
+    out = pjax.gae(e16["rewards"], e16["values"], e16["terminated"], last_value=e16["last_value"])
+    assert out.advantages.dtype == jnp.float32
+    ref = reference.standard_estimate("gae", *(e16[k].astype(np.float64) for k in ("rewards", "values")),
+                                      e16["terminated"], last_value=e16["last_value"].astype(np.float64),
+                                      gamma=0.99, lam=0.95)
+    assert reference.relative_error(out.advantages, ref[0]) <= 1e-5
+
+
+def test_conventions_vmap(rng):
+    parts = [reference.random_episodes(rng, 4, 16) for _ in range(3)]
+    stacked = {k: np.stack([p[k] for p in parts]) for k in parts[0]}
+    f = jax.vmap(lambda r, v, t, tr, b, i: pjax.vtrace(r, v, t, tr, bootstrap_values=b, importance=i))
+    vs, pg = jax.jit(f)(*(stacked[k] for k in ("rewards", "values", "terminated", "truncated",
+                                                "bootstrap_values", "importance")))[:2]
+    g = jax.vmap(lambda r, v, t, lv: pjax.gae(r.T, v.T, t.T, last_value=lv, time_axis=0))
+    adv = jax.jit(g)(*(stacked[k] for k in ("rewards", "values", "terminated", "last_value")))[0]
+    for b, p in enumerate(parts):
+        ref_pg, ref_vs = reference.standard_estimate(
+            "vtrace", p["rewards"], p["values"], p["terminated"], p["truncated"],
+            bootstrap_values=p["bootstrap_values"], importance=p["importance"], gamma=0.99, lam=1.0)
+        assert reference.relative_error(vs[b], ref_vs) <= 1e-5
+        assert reference.relative_error(pg[b], ref_pg) <= 1e-5
+        ref_adv = reference.standard_estimate("gae", p["rewards"], p["values"], p["terminated"],
+                                              last_value=p["last_value"], gamma=0.99, lam=0.95)[0]
+        assert reference.relative_error(adv[b].T, ref_adv) <= 1e-5
+
+
+@pytest.mark.skipif(rlax is None, reason=RLAX_MISSING or "")
+def test_gae_matches_rlax(rng):
+    """rlax indexes like puffadv.gae: r_t = rewards[t], discount_t = gamma (1 - terminated[t]),
+    values [T+1] with the bootstrap last (terminations only: rlax has no truncation)."""
+    e = reference.random_episodes(rng, 6, 45)
+    out = pjax.gae(e["rewards"], e["values"], e["terminated"], last_value=e["last_value"],
+                   gamma=0.97, gae_lambda=0.9)
+    values = np.concatenate([e["values"], e["last_value"][:, None]], axis=1)
+    rl = jax.vmap(rlax.truncated_generalized_advantage_estimation, in_axes=(0, 0, None, 0))(
+        e["rewards"], 0.97 * (1.0 - e["terminated"].astype(np.float32)), 0.9, values)
+    assert reference.relative_error(out.advantages, rl) <= 1e-5
+
+
+def test_conventions_grad_is_a_clear_error(rng):
+    e = reference.random_episodes(rng, 3, 8)
+    with pytest.raises(ValueError, match="puffadv.jax.gae has no derivative"):
+        jax.grad(lambda v: pjax.gae(e["rewards"], v, e["terminated"],
+                                    last_value=e["last_value"]).advantages.sum())(jnp.asarray(e["values"]))
+
+
+def test_terminated_and_truncated_on_one_step_fails_when_run(rng):
+    e = reference.random_episodes(rng, 3, 8)
+    with pytest.raises(jax.errors.JaxRuntimeError, match="terminated and truncated are both set"):
+        pjax.gae(e["rewards"], e["values"], e["terminated"], e["terminated"],
+                 bootstrap_values=e["bootstrap_values"]).advantages.block_until_ready()
+
+
+def _bad_convention_cases():
+    e = reference.random_episodes(np.random.default_rng(1), 4, 6)
+    base = (e["rewards"], e["values"], e["terminated"])
+    return {
+        "no bootstrap": ("gae", base, {}),
+        "both bootstraps": ("gae", base, {"last_value": e["last_value"],
+                                          "bootstrap_values": e["bootstrap_values"]}),
+        "truncated without bootstrap_values": ("gae", base + (e["truncated"],),
+                                               {"last_value": e["last_value"]}),
+        "last_value shape": ("vtrace", base, {"last_value": e["last_value"][:3]}),
+        "values shape": ("gae", (e["rewards"], e["values"][:, :5], e["terminated"]),
+                         {"last_value": e["last_value"]}),
+        "int rewards": ("gae", (e["rewards"].astype(np.int32),) + base[1:], {"last_value": e["last_value"]}),
+        "float64 terminated": ("gae", base[:2] + (e["terminated"].astype(np.float64),),
+                               {"last_value": e["last_value"]}),
+        "time_axis 2": ("gae", base, {"last_value": e["last_value"], "time_axis": 2}),
+        "time_axis str": ("gae", base, {"last_value": e["last_value"], "time_axis": "0"}),
+        "gamma > 1": ("gae", base, {"last_value": e["last_value"], "gamma": 1.2}),
+        "negative lambda_": ("td_lambda", base, {"last_value": e["last_value"], "lambda_": -0.1}),
+        "nan rho_pg_clip": ("vtrace", base, {"last_value": e["last_value"], "rho_pg_clip": float("nan")}),
+    }
+
+
+@pytest.mark.parametrize("case", list(_bad_convention_cases()))
+def test_conventions_bad_input_matches_numpy(case):
+    kind, args, kwargs = _bad_convention_cases()[case]
+    numpy_function = {"gae": puffadv.gae, "td_lambda": puffadv.td_lambda_returns,
+                      "vtrace": puffadv.vtrace}[kind]
+    with pytest.raises((TypeError, ValueError)) as expected:
+        numpy_function(*args, **kwargs)
+    with _x64(), pytest.raises(expected.type) as got:
+        KINDS[kind][1](*args, **kwargs)
+    assert str(got.value) == str(expected.value)
+
+
 # ----------------------------------------------------------------- GPU only
+
+
+@pytest.mark.skipif("gpu" not in _platforms(), reason="needs a GPU device")
+def test_conventions_on_gpu_fail_with_the_core_message(rng):
+    """No GPU kernel for the standard conventions yet: the core says so when it runs."""
+    e = {k: jax.device_put(v, jax.devices("gpu")[0]) for k, v in reference.random_episodes(rng, 3, 8).items()}
+    with pytest.raises(jax.errors.JaxRuntimeError, match="no GPU kernel"):
+        pjax.gae(e["rewards"], e["values"], e["terminated"],
+                 last_value=e["last_value"]).advantages.block_until_ready()
 
 
 @pytest.mark.skipif(jax.default_backend() != "gpu", reason="needs a CUDA device for XLA command buffers")

@@ -1,0 +1,161 @@
+// The core's argument checks, run by python/puffadv/jax.py before lowering, on
+// what a traced JAX array has: a shape and a dtype. Each array becomes a matrix
+// view at a fake address (distinct, aligned, never read), goes through the same
+// steps as in the nanobind functions (dtype, time axis, default outputs), then
+// through find_puff_problem / find_standard_problem: so a JAX caller gets the
+// TypeError / ValueError that puffadv.compute_puff_advantage or puffadv.gae would
+// raise, and no check is written twice.
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include <nanobind/nanobind.h>
+#include <nanobind/stl/string.h>
+
+#include <puffadv/conventions.hpp>
+#include <puffadv/puffadv.hpp>
+
+#include "../checks.hpp"
+#include "register.hpp"
+
+namespace nb = nanobind;
+
+namespace puffadv::jax {
+namespace {
+
+// The nanobind modules' messages for a dtype the core has no name for.
+constexpr const char* puff_dtypes = "expected float32 or float64";
+constexpr const char* standard_dtypes =
+    "expected float32, float64, bfloat16 or float16 (flags: also bool or uint8)";
+
+bool parse_dtype(const std::string& name, dtype& out) {
+    static const std::pair<const char*, dtype> known[] = {
+        {"float32", dtype::float32}, {"float64", dtype::float64}, {"float16", dtype::float16},
+        {"bfloat16", dtype::bfloat16}, {"uint8", dtype::uint8}, {"bool", dtype::boolean}};
+    for (auto [n, t] : known)
+        if (name == n) return out = t, true;
+    return false;
+}
+
+bool is_reduced(dtype t) { return t == dtype::float16 || t == dtype::bfloat16; }
+
+/// A view of an array that is only a (shape, dtype name) pair.
+class fake_arrays {
+public:
+    explicit fake_arrays(const char* dtypes) : dtypes_(dtypes) {}
+
+    matrix view(nb::handle spec, const char* name, bool writable = false) {
+        const auto shape = nb::cast<nb::tuple>(spec[0]);
+        const auto type = nb::cast<std::string>(spec[1]);
+        matrix m;
+        if (!parse_dtype(type, m.type))
+            throw type_error(std::string(name) + " has dtype " + type + ", which puffadv does not read; " +
+                             dtypes_);
+        return shaped(m, shape, writable);
+    }
+
+    /// An output the Python layer would allocate: `like`'s shape, dtype `type`.
+    matrix output(nb::handle like_spec, dtype type) {
+        matrix m;
+        m.type = type;
+        return shaped(m, nb::cast<nb::tuple>(like_spec[0]), true);
+    }
+
+private:
+    matrix shaped(matrix& m, const nb::tuple& shape, bool writable) {
+        // 1 TiB apart and 256-byte aligned: no two views overlap, none is misaligned.
+        m.data = reinterpret_cast<void*>(static_cast<std::uintptr_t>(++count_) << 40);
+        m.writable = writable;
+        m.ndim = static_cast<int>(shape.size());
+        if (m.ndim == 2) {
+            m.rows = nb::cast<std::int64_t>(shape[0]);
+            m.cols = nb::cast<std::int64_t>(shape[1]);
+            m.row_stride = m.cols;
+        } else if (m.ndim == 1) {
+            m.rows = nb::cast<std::int64_t>(shape[0]);
+            m.cols = 1;
+            m.row_stride = 1;
+        }
+        return m;
+    }
+
+    const char* dtypes_;
+    std::uintptr_t count_ = 0;
+};
+
+void check_puff(nb::handle values, nb::handle rewards, nb::handle dones, nb::handle importance,
+                double gamma, double gae_lambda, double rho_clip, double c_clip) {
+    fake_arrays fake(puff_dtypes);
+    puff_arrays a;
+    a.values = fake.view(values, "values");
+    a.rewards = fake.view(rewards, "rewards");
+    a.dones = fake.view(dones, "dones");
+    a.importance = fake.view(importance, "importance");
+    // As puffadv.compute_puff_advantage allocates it: float32 for 16-bit floats.
+    a.advantages = fake.output(values, is_reduced(a.values.type) ? dtype::float32 : a.values.type);
+    check_puff_arguments(a, puff_params{gamma, gae_lambda, rho_clip, c_clip});
+}
+
+std::optional<matrix> optional_view(fake_arrays& fake, nb::handle spec, const char* name) {
+    if (spec.is_none()) return std::nullopt;
+    return fake.view(spec, name);
+}
+
+void check_standard(const std::string& kind, nb::handle rewards, nb::handle values, nb::handle terminated,
+                    nb::handle truncated, nb::handle last_value, nb::handle bootstrap_values,
+                    nb::handle importance, double gamma, double lambda, double rho_clip, double c_clip,
+                    double rho_pg_clip, int time_axis, const std::string& lambda_name) {
+    fake_arrays fake(standard_dtypes);
+    standard_arrays a;
+    a.rewards = fake.view(rewards, "rewards");
+    a.values = fake.view(values, "values");
+    a.terminated = fake.view(terminated, "terminated");
+    a.truncated = optional_view(fake, truncated, "truncated");
+    a.last_value = optional_view(fake, last_value, "last_value");
+    a.bootstrap_values = optional_view(fake, bootstrap_values, "bootstrap_values");
+    a.importance = optional_view(fake, importance, "importance");
+    // Both outputs, shaped like rewards, as puffadv.gae allocates them.
+    const dtype out = is_reduced(a.values.type) ? dtype::float32 : a.values.type;
+    a.advantages = fake.output(rewards, out);
+    a.fused.returns = fake.output(rewards, out);
+
+    std::pair<matrix*, const char*> two_d[] = {
+        {&a.rewards, "rewards"}, {&a.values, "values"}, {&a.terminated, "terminated"},
+        {a.truncated ? &*a.truncated : nullptr, "truncated"},
+        {a.bootstrap_values ? &*a.bootstrap_values : nullptr, "bootstrap_values"},
+        {a.importance ? &*a.importance : nullptr, "importance"},
+        {&*a.advantages, "advantages"}, {&*a.fused.returns, "returns"}};
+    for (auto [m, name] : two_d)
+        if (m)
+            if (auto problem = apply_time_axis(*m, time_axis, name)) throw value_error(problem.message);
+
+    standard_params p;
+    if (kind == "gae") p.kind = estimator::gae;
+    else if (kind == "td_lambda") p.kind = estimator::td_lambda;
+    else if (kind == "vtrace") p.kind = estimator::vtrace;
+    else throw value_error("kind must be 'gae', 'td_lambda' or 'vtrace', got '" + kind + "'");
+    p.gamma = gamma;
+    p.lambda = lambda;
+    p.rho_clip = rho_clip;
+    p.c_clip = c_clip;
+    p.rho_pg_clip = rho_pg_clip;
+    p.lambda_name = lambda_name.c_str();
+    detail::throw_problem(find_standard_problem(a, p));
+}
+
+}  // namespace
+
+void register_argument_checks(nb::module_& m) {
+    m.def("jax_check_puff", &check_puff, nb::arg("values"), nb::arg("rewards"), nb::arg("dones"),
+          nb::arg("importance"), nb::arg("gamma"), nb::arg("gae_lambda"), nb::arg("rho_clip"),
+          nb::arg("c_clip"),
+          "Raises what compute_puff_advantage would for arrays given as (shape, dtype name).");
+    m.def("jax_check_standard", &check_standard, nb::arg("kind"), nb::arg("rewards"), nb::arg("values"),
+          nb::arg("terminated"), nb::arg("truncated").none(), nb::arg("last_value").none(),
+          nb::arg("bootstrap_values").none(), nb::arg("importance").none(), nb::arg("gamma"),
+          nb::arg("lambda_"), nb::arg("rho_clip"), nb::arg("c_clip"), nb::arg("rho_pg_clip"),
+          nb::arg("time_axis"), nb::arg("lambda_name"),
+          "Raises what gae / td_lambda_returns / vtrace would for arrays given as (shape, dtype name).");
+}
+
+}  // namespace puffadv::jax
