@@ -53,7 +53,9 @@ def random_inputs(rng, rows=37, horizon=29, dtype=np.float32):
 
 @pytest.fixture(autouse=True)
 def default_mode(monkeypatch):
-    monkeypatch.delenv(_fallback.ENV, raising=False)
+    # setenv first, so that teardown restores the variable even after set_fallback() wrote it.
+    monkeypatch.setenv(_fallback.ENV, "warn")
+    monkeypatch.delenv(_fallback.ENV)
 
 
 @pytest.fixture
@@ -220,3 +222,4 @@ def test_cpu_arrays_never_touch_the_fallback(rng, monkeypatch):
     out = puffadv.compute_puff_advantage(*host, **PARAMS)
     ref = reference_puff_advantage(*host, **PARAMS)
     assert np.linalg.norm(out - ref) <= 1e-5 * np.linalg.norm(ref)
+

@@ -175,6 +175,7 @@ def produce_torch_mismatch(template, monkeypatch):
 
     monkeypatch.setattr(status, "build_facts", lambda: Facts)
     monkeypatch.setattr(status, "_loaded", False)
+    monkeypatch.setattr(status, "_load_error", status._load_error)  # load() records its failure
     with pytest.raises(ImportError) as info:  # what `import puffadv.torch` raises
         status.load(_FakeTorch)
     return str(info.value), template
@@ -184,6 +185,7 @@ def produce_torch_not_built(template, monkeypatch):
     status = _torch_status()
     monkeypatch.setattr(status, "build_facts", lambda: None)
     monkeypatch.setattr(status, "_loaded", False)
+    monkeypatch.setattr(status, "_load_error", status._load_error)  # load() records its failure
     with pytest.raises(ImportError) as info:
         status.load(_FakeTorch)
     return str(info.value), template
