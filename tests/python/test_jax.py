@@ -314,6 +314,14 @@ def test_refuses_an_older_jaxlib(monkeypatch):
 
 # ----------------------------------------------------------------- standard conventions
 
+@pytest.fixture
+def on_cpu():
+    """The standard conventions have CPU kernels only (so far): run these on the CPU
+    even where JAX's default device is a GPU."""
+    with jax.default_device(jax.devices("cpu")[0]):
+        yield
+
+
 KINDS = {"gae": ("gae_lambda", pjax.gae), "td_lambda": ("lambda_", pjax.td_lambda_returns),
          "vtrace": ("lambda_", pjax.vtrace)}
 # Which optional inputs a call passes: the shapes of real use.
@@ -347,7 +355,7 @@ def _convention_reference(kind, episodes, option, lam=0.9, **extra):
 @pytest.mark.parametrize("kind", list(KINDS))
 @pytest.mark.parametrize("option", list(OPTIONS))
 @pytest.mark.parametrize("time_axis", [-1, 0])
-def test_conventions_match_reference(rng, kind, option, time_axis):
+def test_conventions_match_reference(on_cpu, rng, kind, option, time_axis):
     episodes = reference.random_episodes(rng, 11, 37)
     extra = {"rho_clip": 1.3, "c_clip": 0.8} | ({"rho_pg_clip": 1.1} if kind == "vtrace" else {})
     first, second = jax.jit(lambda: _convention_call(kind, episodes, option, time_axis, **extra))()
@@ -357,7 +365,7 @@ def test_conventions_match_reference(rng, kind, option, time_axis):
     assert reference.relative_error(second, ref_second) <= 1e-5
 
 
-def test_td_lambda_returns_match_their_own_recursion(rng):
+def test_td_lambda_returns_match_their_own_recursion(on_cpu, rng):
     e = reference.random_episodes(rng, 9, 40)
     out = pjax.td_lambda_returns(e["rewards"], e["values"], e["terminated"], e["truncated"],
                                  bootstrap_values=e["bootstrap_values"], gamma=0.95, lambda_=0.8)
@@ -366,7 +374,7 @@ def test_td_lambda_returns_match_their_own_recursion(rng):
     assert reference.relative_error(out.returns, ref) <= 1e-5
 
 
-def test_conventions_float64_and_reduced_inputs(rng):
+def test_conventions_float64_and_reduced_inputs(on_cpu, rng):
     e = reference.random_episodes(rng, 7, 30, dtype=np.float64)
     with _x64():
         out = pjax.gae(e["rewards"], e["values"], e["terminated"], last_value=e["last_value"])
@@ -383,7 +391,7 @@ def test_conventions_float64_and_reduced_inputs(rng):
     assert reference.relative_error(out.advantages, ref[0]) <= 1e-5
 
 
-def test_conventions_vmap(rng):
+def test_conventions_vmap(on_cpu, rng):
     parts = [reference.random_episodes(rng, 4, 16) for _ in range(3)]
     stacked = {k: np.stack([p[k] for p in parts]) for k in parts[0]}
     f = jax.vmap(lambda r, v, t, tr, b, i: pjax.vtrace(r, v, t, tr, bootstrap_values=b, importance=i))
@@ -403,7 +411,7 @@ def test_conventions_vmap(rng):
 
 
 @pytest.mark.skipif(rlax is None, reason=RLAX_MISSING or "")
-def test_gae_matches_rlax(rng):
+def test_gae_matches_rlax(on_cpu, rng):
     """rlax indexes like puffadv.gae: r_t = rewards[t], discount_t = gamma (1 - terminated[t]),
     values [T+1] with the bootstrap last (terminations only: rlax has no truncation)."""
     e = reference.random_episodes(rng, 6, 45)
@@ -415,14 +423,14 @@ def test_gae_matches_rlax(rng):
     assert reference.relative_error(out.advantages, rl) <= 1e-5
 
 
-def test_conventions_grad_is_a_clear_error(rng):
+def test_conventions_grad_is_a_clear_error(on_cpu, rng):
     e = reference.random_episodes(rng, 3, 8)
     with pytest.raises(ValueError, match="puffadv.jax.gae has no derivative"):
         jax.grad(lambda v: pjax.gae(e["rewards"], v, e["terminated"],
                                     last_value=e["last_value"]).advantages.sum())(jnp.asarray(e["values"]))
 
 
-def test_terminated_and_truncated_on_one_step_fails_when_run(rng):
+def test_terminated_and_truncated_on_one_step_fails_when_run(on_cpu, rng):
     e = reference.random_episodes(rng, 3, 8)
     with pytest.raises(jax.errors.JaxRuntimeError, match="terminated and truncated are both set"):
         pjax.gae(e["rewards"], e["values"], e["terminated"], e["terminated"],
@@ -468,12 +476,19 @@ def test_conventions_bad_input_matches_numpy(case):
 
 
 @pytest.mark.skipif("gpu" not in _platforms(), reason="needs a GPU device")
-def test_conventions_on_gpu_fail_with_the_core_message(rng):
-    """No GPU kernel for the standard conventions yet: the core says so when it runs."""
-    e = {k: jax.device_put(v, jax.devices("gpu")[0]) for k, v in reference.random_episodes(rng, 3, 8).items()}
-    with pytest.raises(jax.errors.JaxRuntimeError, match="no GPU kernel"):
-        pjax.gae(e["rewards"], e["values"], e["terminated"],
-                 last_value=e["last_value"]).advantages.block_until_ready()
+def test_conventions_on_gpu(rng):
+    """Right numbers, or (while the conventions have no GPU kernel) the core's message."""
+    e = reference.random_episodes(rng, 3, 8)
+    on_gpu = {k: jax.device_put(v, jax.devices("gpu")[0]) for k, v in e.items()}
+    try:
+        out = pjax.gae(on_gpu["rewards"], on_gpu["values"], on_gpu["terminated"],
+                       last_value=on_gpu["last_value"]).advantages.block_until_ready()
+    except jax.errors.JaxRuntimeError as error:
+        assert "no GPU kernel" in str(error)
+        return
+    ref = reference.standard_estimate("gae", e["rewards"], e["values"], e["terminated"],
+                                      last_value=e["last_value"], gamma=0.99, lam=0.95)[0]
+    assert reference.relative_error(out, ref) <= 1e-5
 
 
 @pytest.mark.skipif(jax.default_backend() != "gpu", reason="needs a CUDA device for XLA command buffers")
