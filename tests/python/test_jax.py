@@ -492,7 +492,7 @@ def test_conventions_on_gpu(rng):
 
 
 @pytest.mark.skipif(jax.default_backend() != "gpu", reason="needs a CUDA device for XLA command buffers")
-def test_cuda_command_buffer_replay():
+def test_cuda_command_buffer_replay(tmp_path):
     """XLA records the handler into a CUDA graph (kCmdBufferCompatible) and replays it;
     fresh inputs each call must give fresh, correct results."""
     script = textwrap.dedent("""
@@ -501,18 +501,25 @@ def test_cuda_command_buffer_replay():
         import reference, puffadv.jax as pjax
         @jax.jit
         def f(v, r, d, i):
-            a = pjax.compute_puff_advantage(v * 1.0, r + 0.0, d * 1.0, i * 1.0)
+            a = pjax.compute_puff_advantage(jnp.sin(v), r, d, i)
             return a * 2.0 + 1.0
         rng = np.random.default_rng()
         for _ in range(5):
-            inputs = reference.random_puff_inputs(rng, 256, 64)
-            out = f(*[jnp.asarray(x) for x in inputs])
-            err = reference.relative_error((np.asarray(out) - 1.0) / 2.0, reference.puff_advantage(*inputs))
+            v, r, d, i = reference.random_puff_inputs(rng, 256, 64)
+            out = f(*[jnp.asarray(x) for x in (v, r, d, i)])
+            expected = reference.puff_advantage(np.sin(v.astype(np.float64)), r, d, i)
+            err = reference.relative_error((np.asarray(out) - 1.0) / 2.0, expected)
             assert err <= 1e-5, err
         print("ok")
     """) % os.path.dirname(reference.__file__)
-    env = dict(os.environ, XLA_FLAGS=(os.environ.get("XLA_FLAGS", "") +
-               " --xla_gpu_enable_command_buffer=FUSION,CUSTOM_CALL --xla_gpu_graph_min_graph_size=1"))
+    # No preallocation: this process already holds most of the GPU's memory.
+    env = dict(os.environ, XLA_PYTHON_CLIENT_PREALLOCATE="false", XLA_FLAGS=(
+        os.environ.get("XLA_FLAGS", "") + f" --xla_dump_to={tmp_path} --xla_dump_hlo_as_text"
+        " --xla_gpu_enable_command_buffer=FUSION,CUSTOM_CALL --xla_gpu_graph_min_graph_size=1"))
     result = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True,
                             timeout=300)
     assert result.returncode == 0 and "ok" in result.stdout, result.stderr[-3000:]
+    optimised = [p.read_text() for p in tmp_path.glob("*after_optimizations*.txt")]
+    if not any("command_buffer" in text and "puffadv_puff_advantage" in text for text in optimised):
+        pytest.skip("results right, but XLA formed no command buffer around the handler here: "
+                    "the kCmdBufferCompatible trait went untested")
