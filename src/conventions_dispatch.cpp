@@ -1,5 +1,6 @@
 // Routes a checked standard-convention call to the backend that owns its memory.
 #include "conventions_detail.hpp"
+#include "gpu_backend.hpp"
 
 namespace puffadv {
 
@@ -9,13 +10,23 @@ void compute_standard_estimate(const standard_arrays& arrays, const standard_par
     (void)stream;
     // rows > 0 with horizon 0 still runs on the CPU: the row sums are zeros then.
     if (arrays.rewards.rows == 0) return;
-    if (arrays.rewards.device.type == device_type::cpu) {
-        detail::standard_estimate_cpu(arrays, params);
-        return;
+    switch (arrays.rewards.device.type) {
+        case device_type::cpu:
+            detail::standard_estimate_cpu(arrays, params);
+            return;
+        case device_type::cuda:
+            detail::require_gpu_backend(arrays.rewards.device);  // backend_unavailable: the caller may fall back
+#if PUFFADV_HAS_CUDA
+            detail::standard_estimate_cuda(arrays, params, stream);
+#endif
+            return;
+        case device_type::rocm:
+            detail::require_gpu_backend(arrays.rewards.device);
+#if PUFFADV_HAS_HIP
+            detail::standard_estimate_hip(arrays, params, stream);
+#endif
+            return;
     }
-    throw type_error(std::string("rewards is on ") + detail::describe_device(arrays.rewards.device) +
-                     " but puffadv's standard conventions (GAE, TD(lambda), V-trace) have no GPU "
-                     "kernel in this build; pass host arrays");
 }
 
 }  // namespace puffadv

@@ -68,11 +68,18 @@ void require_gpu_backend(const device& d) {
 void compute_puff_advantage(const puff_arrays& arrays, const puff_params& params, gpu_stream stream) {
     check_puff_arguments(arrays, params);
     if (detail::puff_needs_general_kernel(arrays)) {  // fused outputs, bf16/fp16, byte dones
-        if (arrays.values.device.type != device_type::cpu)
-            throw type_error("values is on " + detail::describe_device(arrays.values.device) +
-                             ": fused outputs, reduced-precision floats and bool/uint8 dones have "
-                             "no GPU kernel in this build; pass host arrays");
-        if (arrays.values.rows > 0) detail::puff_advantage_general_cpu(arrays, params);
+        if (arrays.values.rows == 0) return;  // rows with horizon 0 still get their zero sums
+        if (arrays.values.device.type == device_type::cpu)
+            return detail::puff_advantage_general_cpu(arrays, params);
+        detail::require_gpu_backend(arrays.values.device);
+#if PUFFADV_HAS_CUDA
+        if (arrays.values.device.type == device_type::cuda)
+            return detail::puff_advantage_general_cuda(arrays, params, stream);
+#endif
+#if PUFFADV_HAS_HIP
+        if (arrays.values.device.type == device_type::rocm)
+            return detail::puff_advantage_general_hip(arrays, params, stream);
+#endif
         return;
     }
     if (arrays.values.rows == 0 || arrays.values.cols == 0) return;  // nothing to launch

@@ -1,0 +1,224 @@
+"""GPU check and benchmark of the standard conventions and the reduced-precision
+puff advantage (issue 6), run by scripts/gpu/60-conventions.sh.
+
+1. GPU == CPU: every estimator (gae, td_lambda_returns, vtrace, the puff
+   advantage) on the same random episodes, computed on the GPU and on the host,
+   over dtypes (float32, float64, bfloat16, float16 inputs; bool/uint8/float
+   flags), layouts ([B, T], time-major [T, B], sliced), bootstraps, ratios and
+   fused outputs. Exits non-zero on a mismatch.
+2. Time: float32 against bfloat16 inputs at large sizes (medians of CUDA-event
+   timings), with the copy bandwidth measured in the same run. The bar: bf16
+   inputs take <= 0.65x the float32 time (puff advantage; GAE with float flags).
+
+    python benchmarks/bench_conventions.py [--json out.json] [--quick]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+
+import numpy as np
+import torch
+
+import puffadv
+
+sys.path.insert(0, "tests/python")
+import reference as ref  # noqa: E402
+
+DEV = "cuda"
+GAMMA, LAM, RHO, C, RHO_PG = 0.97, 0.9, 1.5, 0.8, 1.2
+
+
+def rel(a, b):
+    a = a.double().cpu().numpy() if torch.is_tensor(a) else np.asarray(a, np.float64)
+    b = b.double().cpu().numpy() if torch.is_tensor(b) else np.asarray(b, np.float64)
+    both_nan = np.isnan(a) & np.isnan(b)
+    a, b = np.where(both_nan, 0, a), np.where(both_nan, 0, b)
+    return ref.relative_error(a, b)
+
+
+def estimate(kind, arrays, **kw):
+    sums = dict(abs_sums=True, sums=True, square_sums=True)
+    if kind == "gae":
+        return tuple(puffadv.gae(*arrays, **sums, **kw))
+    if kind == "td_lambda":
+        kw["lambda_"] = kw.pop("gae_lambda")
+        return tuple(puffadv.td_lambda_returns(*arrays, advantages=True, **sums, **kw))
+    kw["lambda_"] = kw.pop("gae_lambda")
+    kw["rho_pg_clip"] = RHO_PG
+    out = puffadv.vtrace(*arrays, **sums, **kw)
+    return (out.pg_advantages, out.vs, *out[2:])
+
+
+def check_gpu_matches_cpu(rng, quick):
+    failures, checks = [], 0
+    shapes = [(7, 37), (64, 1024), (3, 5000), (4096, 64)] if not quick else [(7, 37), (64, 1024)]
+    for rows, horizon in shapes:
+        e = ref.random_episodes(rng, rows, horizon, np.float32)
+        for dtype in (torch.float32, torch.float64, torch.bfloat16, torch.float16):
+            for flags in ("bool", "uint8", "float"):
+                for layout in ("batch", "time", "sliced"):
+                    for kind in ("gae", "td_lambda", "vtrace"):
+                        for extra in ("last", "trunc+ratio"):
+                            def put(x, device, flag=False):
+                                t = torch.from_numpy(np.ascontiguousarray(x))
+                                t = t.to({"bool": torch.bool, "uint8": torch.uint8, "float": dtype}[flags]) \
+                                    if flag else t.to(dtype)
+                                t = t.to(device)
+                                if layout == "time":
+                                    return t.T.contiguous() if t.ndim == 2 else t
+                                if layout == "sliced" and t.ndim == 2:
+                                    return torch.repeat_interleave(t, 2, dim=1)[:, ::2]
+                                return t
+                            axis = 0 if layout == "time" else -1
+                            results = []
+                            for device in ("cpu", DEV):
+                                if extra == "last":
+                                    term = e["terminated"] | e["truncated"]
+                                    arrays = (put(e["rewards"], device), put(e["values"], device), put(term, device, True))
+                                    kw = dict(last_value=put(e["last_value"], device))
+                                else:
+                                    arrays = (put(e["rewards"], device), put(e["values"], device),
+                                              put(e["terminated"], device, True), put(e["truncated"], device, True))
+                                    kw = dict(bootstrap_values=put(e["bootstrap_values"], device),
+                                              importance=put(e["importance"], device))
+                                results.append(estimate(kind, arrays, gamma=GAMMA, gae_lambda=LAM, rho_clip=RHO,
+                                                        c_clip=C, time_axis=axis, **kw))
+                            torch.cuda.synchronize()
+                            tol = 1e-12 if dtype == torch.float64 else 1e-5
+                            for name, cpu, gpu in zip(("advantages", "returns", "abs_sums", "sums", "square_sums"),
+                                                      *results):
+                                checks += 1
+                                err = rel(gpu, cpu)
+                                if not err <= tol * (10 if "sums" in name else 1):
+                                    failures.append(f"{kind} {rows}x{horizon} {dtype} flags={flags} {layout} "
+                                                    f"{extra} {name}: rel err {err:.2e}")
+        # The puff advantage: reduced precision, byte dones, fused outputs, own-dtype outputs.
+        v, r, d, i = ref.random_puff_inputs(rng, rows, horizon)
+        for dtype in (torch.float32, torch.bfloat16, torch.float16, torch.float64):
+            for dones in ("float", "uint8"):
+                for own in (False, True):
+                    results = []
+                    for device in ("cpu", DEV):
+                        t = lambda x: torch.from_numpy(x).to(dtype).to(device)
+                        dd = t(d) if dones == "float" else torch.from_numpy(d).to(torch.uint8).to(device)
+                        out = torch.empty(rows, horizon, dtype=dtype, device=device) if own else None
+                        results.append(tuple(puffadv.compute_puff_advantage(
+                            t(v), t(r), dd, t(i), out, GAMMA, LAM, RHO, C, returns=True, abs_sums=True,
+                            sums=True, square_sums=True)))
+                    torch.cuda.synchronize()
+                    tol = 1e-12 if dtype == torch.float64 else (1e-5 if not own else 1e-2)
+                    for name, cpu, gpu in zip(("advantages", "returns", "abs_sums", "sums", "square_sums"),
+                                              *results):
+                        checks += 1
+                        err = rel(gpu, cpu)
+                        # Own-dtype outputs: the GPU sums read the rounded advantages, the CPU's do not.
+                        if not err <= tol * (10 if "sums" in name else 1):
+                            failures.append(f"puff {rows}x{horizon} {dtype} dones={dones} own={own} {name}: "
+                                            f"rel err {err:.2e}")
+    return checks, failures
+
+
+def time_ms(fn, iters=20):
+    for _ in range(3):
+        fn()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(iters):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end))
+    return statistics.median(times)
+
+
+def copy_bandwidth():
+    n = 1 << 28  # 1 GiB of float32
+    src, dst = torch.empty(n, device=DEV), torch.empty(n, device=DEV)
+    ms = time_ms(lambda: dst.copy_(src))
+    return 2 * n * 4 / (ms * 1e-3) / 1e9  # GB/s, bytes read + written
+
+
+def benchmark(quick):
+    rows_list = [(262144, 128), (65536, 128), (4096, 1024), (8, 131072)] if not quick else [(65536, 128)]
+    copy = copy_bandwidth()
+    table = []
+    for rows, horizon in rows_list:
+        g = torch.Generator(device=DEV).manual_seed(0)
+        f32 = lambda: torch.randn(rows, horizon, device=DEV, generator=g)
+        v, r, imp = f32(), f32(), torch.rand(rows, horizon, device=DEV, generator=g) * 2
+        d = (torch.rand(rows, horizon, device=DEV, generator=g) < 0.05)
+        last = torch.randn(rows, device=DEV, generator=g)
+        bf = {k: x.to(torch.bfloat16) for k, x in dict(v=v, r=r, imp=imp, d=d.float(), last=last).items()}
+        df, du = d.float(), d.to(torch.uint8)
+        out32, vs32 = torch.empty(rows, horizon, device=DEV), torch.empty(rows, horizon, device=DEV)
+        out16 = torch.empty(rows, horizon, device=DEV, dtype=torch.bfloat16)
+        cases = {
+            "puff f32 (fast path)": (lambda: puffadv.compute_puff_advantage(v, r, df, imp, out32, 0.99, 0.95, 5.0, 1.0), 20),
+            "puff bf16 in, f32 out": (lambda: puffadv.compute_puff_advantage(bf["v"], bf["r"], bf["d"], bf["imp"], out32, 0.99, 0.95, 5.0, 1.0), 12),
+            "puff bf16 in, bf16 out": (lambda: puffadv.compute_puff_advantage(bf["v"], bf["r"], bf["d"], bf["imp"], out16, 0.99, 0.95, 5.0, 1.0), 10),
+            "puff f32, uint8 dones (general path)": (lambda: puffadv.compute_puff_advantage(v, r, du, imp, out32, 0.99, 0.95, 5.0, 1.0), 17),
+            "gae f32, f32 flags": (lambda: puffadv.gae(r, v, df, last_value=last, advantages=out32, returns=False), 16),
+            "gae bf16, bf16 flags, f32 out": (lambda: puffadv.gae(bf["r"], bf["v"], bf["d"], last_value=bf["last"], advantages=out32, returns=False), 10),
+            "gae bf16, bf16 flags, bf16 out": (lambda: puffadv.gae(bf["r"], bf["v"], bf["d"], last_value=bf["last"], advantages=out16, returns=False), 8),
+            "gae f32, bool flags": (lambda: puffadv.gae(r, v, d, last_value=last, advantages=out32, returns=False), 13),
+            "gae bf16, bool flags, f32 out": (lambda: puffadv.gae(bf["r"], bf["v"], d, last_value=bf["last"], advantages=out32, returns=False), 9),
+            # scan 17 bytes (r, v, flags, A, returns), then the sums re-read A (4)
+            "gae f32 + returns + 3 sums": (lambda: puffadv.gae(r, v, d, last_value=last, advantages=out32, returns=vs32, abs_sums=True, sums=True, square_sums=True), 21),
+            # scan 17 (r, v, flags, ratio, vs), then the pg pass 21 (r, v, flags, ratio, vs, pg)
+            "vtrace f32 (vs + pg)": (lambda: puffadv.vtrace(r, v, d, last_value=last, importance=imp, vs=vs32, pg_advantages=out32), 38),
+        }
+        times = {}
+        for name, (fn, bytes_per) in cases.items():
+            ms = time_ms(fn)
+            times[name] = ms
+            gbs = rows * horizon * bytes_per / (ms * 1e-3) / 1e9
+            table.append(dict(shape=f"{rows}x{horizon}", case=name, ms=ms, bytes_per_element=bytes_per,
+                              gb_s=gbs, copy_fraction=gbs / copy))
+        for bf_name, f_name in (("puff bf16 in, f32 out", "puff f32 (fast path)"),
+                                ("puff bf16 in, bf16 out", "puff f32 (fast path)"),
+                                ("gae bf16, bf16 flags, f32 out", "gae f32, f32 flags"),
+                                ("gae bf16, bf16 flags, bf16 out", "gae f32, f32 flags"),
+                                ("gae bf16, bool flags, f32 out", "gae f32, bool flags")):
+            table.append(dict(shape=f"{rows}x{horizon}", case=f"ratio {bf_name} / {f_name}",
+                              ratio=times[bf_name] / times[f_name]))
+    return copy, table
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--json")
+    parser.add_argument("--quick", action="store_true")
+    args = parser.parse_args()
+    print(f"device: {torch.cuda.get_device_name()}, torch {torch.__version__}, puffadv {puffadv.__version__}")
+    checks, failures = check_gpu_matches_cpu(np.random.default_rng(0), args.quick)
+    print(f"GPU == CPU: {checks - len(failures)}/{checks} comparisons within tolerance")
+    for f in failures[:40]:
+        print("  MISMATCH", f)
+    copy, table = benchmark(args.quick)
+    print(f"copy bandwidth: {copy:.0f} GB/s (read + write)")
+    print("| shape | case | ms | bytes/elem | GB/s | of copy | ratio |")
+    print("|---|---|---|---|---|---|---|")
+    bar_ok = True
+    for row in table:
+        if "ratio" in row:
+            ok = row["ratio"] <= 0.65
+            barred = "bool flags" not in row["case"]
+            bar_ok = bar_ok and (ok or not barred)
+            print(f"| {row['shape']} | {row['case']} | | | | | {row['ratio']:.3f}"
+                  f"{'' if not barred else (' (bar met)' if ok else ' (BAR MISSED)')} |")
+        else:
+            print(f"| {row['shape']} | {row['case']} | {row['ms']:.3f} | {row['bytes_per_element']} | "
+                  f"{row['gb_s']:.0f} | {100 * row['copy_fraction']:.0f}% | |")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(dict(copy_gb_s=copy, table=table, checks=checks, failures=failures), f, indent=1)
+    sys.exit(1 if failures or not bar_ok else 0)
+
+
+if __name__ == "__main__":
+    main()
