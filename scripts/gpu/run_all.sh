@@ -4,8 +4,17 @@
 # Usage there: bash scripts/gpu/run_all.sh [step-name-filter]
 set -uo pipefail
 export PYTHONUNBUFFERED=1
-OUT="${OUT:-/tmp/puffadv-gpu-out}"; mkdir -p "$OUT"
+# The device tool returns at most 8 files: steps log into $OUT/logs, which is
+# packed into one archive at the end (plus the summary and the bench chart).
+RESULTS="${OUT:-/tmp/puffadv-gpu-out}"
+export OUT="$RESULTS/logs"; mkdir -p "$OUT"
 cd "$(dirname "$0")/../.."
+pack() {
+  [ -f "$OUT/gpu_bandwidth.png" ] && cp "$OUT/gpu_bandwidth.png" "$RESULTS/"
+  [ -f "$OUT/bench.md" ] && cp "$OUT/bench.md" "$RESULTS/"
+  tar -C "$RESULTS" -czf "$RESULTS/gpu-logs.tar.gz" logs && rm -rf "$OUT"
+}
+trap pack EXIT
 {
   nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv
   python3 -c 'import torch, sys; print("python", sys.version.split()[0], "torch", torch.__version__, "cuda", torch.version.cuda)'
@@ -18,6 +27,8 @@ status=0
 for step in scripts/gpu/[0-9]*.sh; do
   [ -n "${1:-}" ] && [[ "$step" != *"$1"* ]] && continue
   echo "=== $step ==="
+  start=$SECONDS
   bash "$step" || { echo "STEP FAILED: $step"; status=1; }
+  echo "--- $step took $((SECONDS - start)) s"
 done
 exit $status
