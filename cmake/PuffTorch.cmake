@@ -81,6 +81,7 @@ if(PUFF_HAS_TORCH)
   add_library(puffadv_torch MODULE
     src/torch/ops.cpp        # schema, tensor -> matrix, CPU kernels, build facts
     src/torch/ops_cuda.cpp   # CUDA dispatch key (also HIP under ROCm torch); CPU fallback
+    src/torch/conventions_ops.cpp  # gae / td_lambda_returns / vtrace (issue 6)
   )
   target_include_directories(puffadv_torch SYSTEM PRIVATE "${PUFF_TORCH_ROOT}/include")
   target_link_libraries(puffadv_torch PRIVATE puffadv "${PUFF_TORCH_C10}" "${PUFF_TORCH_CPU}")

@@ -27,6 +27,10 @@ _torch_status.load(torch)
 compute_puff_advantage = torch.ops.puffadv.compute_puff_advantage
 puff_advantage = torch.ops.puffadv.puff_advantage
 
+from . import _torch_conventions  # noqa: E402  gae / td_lambda_returns / vtrace fakes
+
+_torch_conventions.register()
+
 
 # Fake kernels describe outputs only; the real kernels run the core's checks,
 # so a bad call traced by torch.compile fails with the same message when it runs.

@@ -1,0 +1,195 @@
+// torch.ops.puffadv.{gae, td_lambda_returns, vtrace}: the standard conventions
+// as functional torch operators. One kernel for every device key: the core
+// routes by the tensors' device (CPU threads, or the GPU on torch's current
+// stream), and find_standard_problem checks every argument. The fake kernels,
+// for torch.compile, are in python/puffadv/_torch_conventions.py.
+#include <cstdint>
+#include <optional>
+#include <tuple>
+
+#include <ATen/ops/empty.h>
+#include <c10/core/DeviceGuard.h>
+#include <c10/core/impl/DeviceGuardImplInterface.h>
+#include <torch/library.h>
+
+#include <puffadv/conventions.hpp>
+
+
+namespace puffadv::torch_ops {
+namespace {
+
+dtype dtype_of(const at::Tensor& t, const char* name) {
+    switch (t.scalar_type()) {
+        case at::kFloat: return dtype::float32;
+        case at::kDouble: return dtype::float64;
+        case at::kHalf: return dtype::float16;
+        case at::kBFloat16: return dtype::bfloat16;
+        case at::kByte: return dtype::uint8;
+        case at::kBool: return dtype::boolean;
+        default: break;
+    }
+    TORCH_CHECK_TYPE(false, name, " has dtype ", c10::toString(t.scalar_type()),
+                     ", which puffadv does not read; expected float32, float64, bfloat16 or float16 "
+                     "(flags: also bool or uint8)");
+    return dtype::float32;  // not reached
+}
+
+// A tensor as the core's view: 2-D as [rows, cols], 1-D as [rows] (ndim 1).
+matrix view_of(const at::Tensor& t, const char* name, bool output) {
+    TORCH_CHECK_VALUE(!t.is_neg(), name, " is a negative view; call .resolve_neg() first");
+    matrix m;
+    m.type = dtype_of(t, name);
+    m.ndim = static_cast<int>(t.dim());
+    m.data = output ? t.mutable_data_ptr() : const_cast<void*>(t.const_data_ptr());
+    if (t.is_cuda()) {
+        m.device = {PUFF_TORCH_ROCM ? device_type::rocm : device_type::cuda, t.device().index()};
+    } else {
+        TORCH_CHECK_TYPE(t.is_cpu(), name, " is on ", t.device(), "; puffadv reads CPU, CUDA and ROCm tensors");
+    }
+    if (m.ndim == 2) {
+        m.rows = t.size(0), m.cols = t.size(1);
+        m.row_stride = t.stride(0), m.col_stride = t.stride(1);
+    } else if (m.ndim == 1) {
+        m.rows = t.size(0), m.cols = 1;
+        m.row_stride = t.stride(0), m.col_stride = 1;
+    }
+    return m;
+}
+
+std::optional<matrix> optional_view(const std::optional<at::Tensor>& t, const char* name) {
+    if (!t || !t->defined()) return std::nullopt;
+    return view_of(*t, name, false);
+}
+
+at::ScalarType output_type(const at::Tensor& like) {
+    const auto t = like.scalar_type();
+    return t == at::kBFloat16 || t == at::kHalf ? at::kFloat : t;  // float32 arithmetic, float32 out
+}
+
+gpu_stream stream_of(const at::Tensor& t) {
+    if (!t.is_cuda()) return nullptr;
+    return c10::impl::getDeviceGuardImpl(c10::DeviceType::CUDA)->getStream(t.device()).native_handle();
+}
+
+void throw_as_torch(const argument_problem& problem) {
+    TORCH_CHECK_TYPE(problem.kind != argument_problem::type, problem.message);
+    TORCH_CHECK_VALUE(problem.kind != argument_problem::value, problem.message);
+}
+
+// Runs one estimator; outputs are fresh contiguous tensors shaped like rewards.
+std::tuple<at::Tensor, at::Tensor> estimate(estimator kind, const at::Tensor& rewards, const at::Tensor& values,
+                                            const at::Tensor& terminated,
+                                            const std::optional<at::Tensor>& truncated,
+                                            const std::optional<at::Tensor>& last_value,
+                                            const std::optional<at::Tensor>& bootstrap_values,
+                                            const std::optional<at::Tensor>& importance, double gamma,
+                                            double lambda, const char* lambda_name, double rho_clip, double c_clip,
+                                            double rho_pg_clip, std::int64_t time_axis, bool want_advantages) {
+    const auto options = rewards.options().dtype(output_type(values)).memory_format(at::MemoryFormat::Contiguous);
+    at::Tensor returns = at::empty(rewards.sizes(), options);
+    at::Tensor advantages = want_advantages ? at::empty(rewards.sizes(), options) : at::Tensor();
+    standard_arrays a;
+    a.rewards = view_of(rewards, "rewards", false);
+    a.values = view_of(values, "values", false);
+    a.terminated = view_of(terminated, "terminated", false);
+    a.truncated = optional_view(truncated, "truncated");
+    a.last_value = optional_view(last_value, "last_value");
+    a.bootstrap_values = optional_view(bootstrap_values, "bootstrap_values");
+    a.importance = optional_view(importance, "importance");
+    if (want_advantages) a.advantages = view_of(advantages, "advantages", true);
+    a.fused.returns = view_of(returns, "returns", true);
+    const int axis = static_cast<int>(time_axis);
+    for (auto [m, name] : {std::pair<matrix*, const char*>{&a.rewards, "rewards"}, {&a.values, "values"},
+                           {&a.terminated, "terminated"}})
+        throw_as_torch(apply_time_axis(*m, axis, name));
+    for (auto [m, name] : {std::pair<std::optional<matrix>*, const char*>{&a.truncated, "truncated"},
+                           {&a.bootstrap_values, "bootstrap_values"}, {&a.importance, "importance"},
+                           {&a.advantages, "advantages"}, {&a.fused.returns, "returns"}})
+        if (*m) throw_as_torch(apply_time_axis(**m, axis, name));
+    standard_params p;
+    p.kind = kind;
+    p.gamma = gamma;
+    p.lambda = lambda;
+    p.lambda_name = lambda_name;
+    p.rho_clip = rho_clip;
+    p.c_clip = c_clip;
+    p.rho_pg_clip = rho_pg_clip;
+    throw_as_torch(find_standard_problem(a, p));
+    try {
+        const c10::OptionalDeviceGuard guard(rewards.is_cuda() ? std::optional<c10::Device>(rewards.device())
+                                                               : std::nullopt);
+        compute_standard_estimate(a, p, stream_of(rewards));
+    } catch (const backend_unavailable& e) {  // no host fallback here: say how to get one
+        TORCH_CHECK(false, e.what(), " (puffadv.gae / vtrace / td_lambda_returns fall back to the host)");
+    } catch (const type_error& e) {
+        TORCH_CHECK_TYPE(false, e.what());
+    } catch (const value_error& e) {
+        TORCH_CHECK_VALUE(false, e.what());
+    } catch (const gpu_error& e) {
+        TORCH_CHECK(false, "puffadv: ", e.what());
+    }
+    return {advantages, returns};
+}
+
+std::tuple<at::Tensor, at::Tensor> gae_op(const at::Tensor& rewards, const at::Tensor& values,
+                                          const at::Tensor& terminated, const std::optional<at::Tensor>& truncated,
+                                          const std::optional<at::Tensor>& last_value,
+                                          const std::optional<at::Tensor>& bootstrap_values,
+                                          const std::optional<at::Tensor>& importance, double gamma,
+                                          double gae_lambda, double rho_clip, double c_clip,
+                                          std::int64_t time_axis) {
+    return estimate(estimator::gae, rewards, values, terminated, truncated, last_value, bootstrap_values,
+                    importance, gamma, gae_lambda, "gae_lambda", rho_clip, c_clip, 1.0, time_axis, true);
+}
+
+at::Tensor td_lambda_op(const at::Tensor& rewards, const at::Tensor& values, const at::Tensor& terminated,
+                        const std::optional<at::Tensor>& truncated, const std::optional<at::Tensor>& last_value,
+                        const std::optional<at::Tensor>& bootstrap_values,
+                        const std::optional<at::Tensor>& importance, double gamma, double lambda_,
+                        double rho_clip, double c_clip, std::int64_t time_axis) {
+    return std::get<1>(estimate(estimator::td_lambda, rewards, values, terminated, truncated, last_value,
+                                bootstrap_values, importance, gamma, lambda_, "lambda_", rho_clip, c_clip, 1.0,
+                                time_axis, false));
+}
+
+std::tuple<at::Tensor, at::Tensor> vtrace_op(const at::Tensor& rewards, const at::Tensor& values,
+                                             const at::Tensor& terminated,
+                                             const std::optional<at::Tensor>& truncated,
+                                             const std::optional<at::Tensor>& last_value,
+                                             const std::optional<at::Tensor>& bootstrap_values,
+                                             const std::optional<at::Tensor>& importance, double gamma,
+                                             double lambda_, double rho_clip, double c_clip, double rho_pg_clip,
+                                             std::int64_t time_axis) {
+    auto [pg, vs] = estimate(estimator::vtrace, rewards, values, terminated, truncated, last_value,
+                             bootstrap_values, importance, gamma, lambda_, "lambda_", rho_clip, c_clip,
+                             rho_pg_clip, time_axis, true);
+    return {vs, pg};
+}
+
+}  // namespace
+}  // namespace puffadv::torch_ops
+
+// The schemas, written once. Tensor? arguments are the optional arrays.
+TORCH_LIBRARY_FRAGMENT(puffadv, m) {
+    m.def("gae(Tensor rewards, Tensor values, Tensor terminated, Tensor? truncated=None, "
+          "Tensor? last_value=None, Tensor? bootstrap_values=None, Tensor? importance=None, "
+          "float gamma=0.99, float gae_lambda=0.95, float rho_clip=1.0, float c_clip=1.0, "
+          "int time_axis=-1) -> (Tensor advantages, Tensor returns)");
+    m.def("td_lambda_returns(Tensor rewards, Tensor values, Tensor terminated, Tensor? truncated=None, "
+          "Tensor? last_value=None, Tensor? bootstrap_values=None, Tensor? importance=None, "
+          "float gamma=0.99, float lambda_=0.95, float rho_clip=1.0, float c_clip=1.0, "
+          "int time_axis=-1) -> Tensor");
+    m.def("vtrace(Tensor rewards, Tensor values, Tensor terminated, Tensor? truncated=None, "
+          "Tensor? last_value=None, Tensor? bootstrap_values=None, Tensor? importance=None, "
+          "float gamma=0.99, float lambda_=1.0, float rho_clip=1.0, float c_clip=1.0, "
+          "float rho_pg_clip=1.0, int time_axis=-1) -> (Tensor vs, Tensor pg_advantages)");
+}
+
+// One kernel for CPU and CUDA (HIP under ROCm torch): the core routes by device.
+#define PUFF_CONVENTION_IMPLS(m)                                                                       \
+    m.impl("gae", &puffadv::torch_ops::gae_op);                                                        \
+    m.impl("td_lambda_returns", &puffadv::torch_ops::td_lambda_op);                                    \
+    m.impl("vtrace", &puffadv::torch_ops::vtrace_op)
+
+TORCH_LIBRARY_IMPL(puffadv, CPU, m) { PUFF_CONVENTION_IMPLS(m); }
+TORCH_LIBRARY_IMPL(puffadv, CUDA, m) { PUFF_CONVENTION_IMPLS(m); }

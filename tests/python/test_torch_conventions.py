@@ -1,0 +1,83 @@
+"""torch.ops.puffadv.gae / td_lambda_returns / vtrace: same numbers as the
+Python API (itself checked against the float64 reference and the peers), the
+core's errors, opcheck, and torch.compile(fullgraph=True) through the fakes."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import reference as ref
+
+torch = pytest.importorskip("torch")
+import puffadv  # noqa: E402
+import puffadv.torch  # noqa: E402,F401
+
+ops = torch.ops.puffadv
+pytestmark = pytest.mark.skipif(not hasattr(ops, "gae"), reason="op library built without the conventions")
+DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() and puffadv.backend()["cuda"]["device_count"] else [])
+
+
+def sample(device, dtype=torch.float32, time_major=False):
+    e = ref.random_episodes(np.random.default_rng(0), 9, 70, np.float32)
+    t = lambda x, d=dtype: torch.from_numpy(np.ascontiguousarray(x.T if time_major and x.ndim == 2 else x)).to(d).to(device)
+    return dict(rewards=t(e["rewards"]), values=t(e["values"]), terminated=t(e["terminated"], torch.bool),
+                truncated=t(e["truncated"], torch.bool), bootstrap_values=t(e["bootstrap_values"]),
+                importance=t(e["importance"]))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("time_major", [False, True])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
+def test_ops_match_the_python_api(device, time_major, dtype):
+    s = sample(device, dtype, time_major)
+    axis = 0 if time_major else -1
+    args = (s["rewards"], s["values"], s["terminated"], s["truncated"], None, s["bootstrap_values"],
+            s["importance"])
+    kw = dict(truncated=s["truncated"], bootstrap_values=s["bootstrap_values"], importance=s["importance"],
+              time_axis=axis)
+    adv, ret = ops.gae(*args, 0.97, 0.9, 1.5, 0.8, axis)
+    want = puffadv.gae(s["rewards"], s["values"], s["terminated"], gamma=0.97, gae_lambda=0.9, rho_clip=1.5,
+                       c_clip=0.8, **kw)
+    assert adv.dtype == (torch.float32 if dtype == torch.bfloat16 else dtype)
+    assert torch.equal(adv, want.advantages) and torch.equal(ret, want.returns)
+    g = ops.td_lambda_returns(*args, 0.97, 0.9, 1.5, 0.8, axis)
+    assert torch.equal(g, puffadv.td_lambda_returns(s["rewards"], s["values"], s["terminated"], gamma=0.97,
+                                                    lambda_=0.9, rho_clip=1.5, c_clip=0.8, **kw).returns)
+    vs, pg = ops.vtrace(*args, 0.97, 1.0, 1.5, 0.8, 1.2, axis)
+    v = puffadv.vtrace(s["rewards"], s["values"], s["terminated"], gamma=0.97, rho_clip=1.5, c_clip=0.8,
+                       rho_pg_clip=1.2, **kw)
+    assert torch.equal(vs, v.vs) and torch.equal(pg, v.pg_advantages)
+
+
+def test_errors_are_the_cores():
+    s = sample("cpu")
+    with pytest.raises(ValueError, match="truncated needs bootstrap_values"):
+        ops.gae(s["rewards"], s["values"], s["terminated"], s["truncated"], s["values"][:, 0])
+    with pytest.raises(ValueError, match="time_axis must be 0 or -2"):
+        ops.gae(s["rewards"], s["values"], s["terminated"], None, s["values"][:, 0], time_axis=3)
+    with pytest.raises(TypeError, match="terminated has dtype"):
+        ops.gae(s["rewards"], s["values"], s["terminated"].long(), None, s["values"][:, 0])
+    bad = s["terminated"].clone()
+    bad[2, 5] = True
+    truncated = torch.zeros_like(bad)
+    truncated[2, 5] = True
+    with pytest.raises(ValueError, match="row 2, step 5"):
+        ops.gae(s["rewards"], s["values"], bad, truncated, None, s["bootstrap_values"])
+
+
+def test_opcheck_and_compile():
+    s = sample("cpu")
+    args = (s["rewards"], s["values"], s["terminated"], s["truncated"], None, s["bootstrap_values"],
+            s["importance"], 0.97, 0.9, 1.5, 0.8, -1)
+    torch.library.opcheck(ops.gae, args)
+    torch.library.opcheck(ops.td_lambda_returns, args)
+    torch.library.opcheck(ops.vtrace, args[:11] + (1.2, -1))
+
+    def step(r, v, d, u, b):
+        adv, ret = ops.gae(r, v, d, u, None, b, None, 0.99, 0.95, 1.0, 1.0, -1)
+        return (adv - adv.mean()) / (adv.std() + 1e-8), ret
+
+    compiled = torch.compile(step, fullgraph=True)
+    got = compiled(s["rewards"], s["values"], s["terminated"], s["truncated"], s["bootstrap_values"])
+    want = step(s["rewards"], s["values"], s["terminated"], s["truncated"], s["bootstrap_values"])
+    assert torch.allclose(got[0], want[0]) and torch.equal(got[1], want[1])
