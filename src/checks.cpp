@@ -5,7 +5,7 @@
 #include "conventions_detail.hpp"  // dtype rules and fused outputs, shared with the conventions
 
 #include <cmath>
-#include <sstream>
+#include <cstdio>
 
 namespace puffadv {
 
@@ -44,10 +44,20 @@ const char* device_type_name(device_type t) noexcept {
 
 namespace detail {
 
+void append(std::string& out, double value) {
+    char text[32];
+    std::snprintf(text, sizeof text, "%g", value);
+    out += text;
+}
+
+void append(std::string& out, const void* pointer) {
+    char text[32];
+    std::snprintf(text, sizeof text, "%p", pointer);
+    out += text;
+}
+
 std::string describe_shape(const matrix& m) {
-    std::ostringstream s;
-    s << '[' << m.rows << ", " << m.cols << ']';
-    return s.str();
+    return join('[', m.rows, ", ", m.cols, ']');
 }
 
 std::string describe_device(const struct device& d) {
@@ -88,9 +98,8 @@ bool has_self_overlap(const matrix& m) {
 argument_problem check_array_layout(const matrix& m, const char* name, const matrix& ref,
                                     const char* ref_name) {
     if (m.ndim != 2) {
-        std::ostringstream s;
-        s << name << " must be a 2-D [rows, horizon] array, got a " << m.ndim << "-D array";
-        return {argument_problem::value, s.str()};
+        return {argument_problem::value, join(name, " must be a 2-D [rows, horizon] array, got a ",
+                    m.ndim, "-D array")};
     }
     // A negative extent would pass every later check and index before the data.
     if (m.rows < 0 || m.cols < 0) {
@@ -105,22 +114,18 @@ argument_problem check_array_layout(const matrix& m, const char* name, const mat
     const auto element = static_cast<std::uintptr_t>(dtype_size(m.type));
     if (m.rows > 0 && m.cols > 0 && element > 1 &&
         reinterpret_cast<std::uintptr_t>(m.data) % element != 0) {
-        std::ostringstream s;
-        s << name << " is not aligned to its " << element << "-byte " << dtype_name(m.type)
-          << " elements (data at " << m.data << "); pass an aligned copy";
-        return {argument_problem::value, s.str()};
+        return {argument_problem::value, join(name, " is not aligned to its ", element, "-byte ",
+                    dtype_name(m.type), " elements (data at ", m.data, "); pass an aligned copy")};
     }
     if (&m != &ref && (m.rows != ref.rows || m.cols != ref.cols)) {
-        std::ostringstream s;
-        s << name << " has shape " << describe_shape(m) << " but " << ref_name << " has shape "
-          << describe_shape(ref) << "; all arrays must share one [rows, horizon] shape";
-        return {argument_problem::value, s.str()};
+        return {argument_problem::value, join(name, " has shape ", describe_shape(m), " but ",
+                    ref_name, " has shape ", describe_shape(ref),
+                    "; all arrays must share one [rows, horizon] shape")};
     }
     if (!same_device(m.device, ref.device)) {
-        std::ostringstream s;
-        s << name << " is on " << describe_device(m.device) << " but " << ref_name << " is on "
-          << describe_device(ref.device) << "; all arrays must be on one device";
-        return {argument_problem::value, s.str()};
+        return {argument_problem::value, join(name, " is on ", describe_device(m.device), " but ",
+                    ref_name, " is on ", describe_device(ref.device),
+                    "; all arrays must be on one device")};
     }
     return {};
 }
@@ -132,10 +137,9 @@ argument_problem check_output(const matrix& out, const char* name,
                 std::string(name) + " is read-only; pass a writable array or leave it as None"};
     }
     if (has_self_overlap(out)) {
-        std::ostringstream s;
-        s << name << " has overlapping elements (strides [" << out.row_stride << ", "
-          << out.col_stride << "]); pass an array whose elements are distinct";
-        return {argument_problem::value, s.str()};
+        return {argument_problem::value, join(name, " has overlapping elements (strides [",
+                    out.row_stride, ", ", out.col_stride,
+                    "]); pass an array whose elements are distinct")};
     }
     byte_range out_range{};
     if (!byte_extent(out, out_range)) return {};
@@ -151,18 +155,14 @@ argument_problem check_output(const matrix& out, const char* name,
 
 argument_problem check_unit_interval(double value, const char* name) {
     if (!std::isfinite(value) || value < 0.0 || value > 1.0) {
-        std::ostringstream s;
-        s << name << " must be finite and in [0, 1], got " << value;
-        return {argument_problem::value, s.str()};
+        return {argument_problem::value, join(name, " must be finite and in [0, 1], got ", value)};
     }
     return {};
 }
 
 argument_problem check_non_negative(double value, const char* name) {
     if (!std::isfinite(value) || value < 0.0) {
-        std::ostringstream s;
-        s << name << " must be finite and >= 0, got " << value;
-        return {argument_problem::value, s.str()};
+        return {argument_problem::value, join(name, " must be finite and >= 0, got ", value)};
     }
     return {};
 }

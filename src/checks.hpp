@@ -4,11 +4,33 @@
 #include <cstdint>
 #include <initializer_list>
 #include <string>
+#include <type_traits>
 #include <utility>
 
 #include <puffadv/puffadv.hpp>
 
 namespace puffadv::detail {
+
+// Messages are built by plain concatenation, not iostreams: an ostringstream
+// in these checks crashed (a wrong facet in the locale) inside a process on
+// the GPU machine whose other extensions brought their own C++ runtime state.
+inline void append(std::string& out, const char* text) { out += text; }
+inline void append(std::string& out, const std::string& text) { out += text; }
+inline void append(std::string& out, char c) { out += c; }
+void append(std::string& out, double value);       // %g: "nan", "1.5"
+void append(std::string& out, const void* pointer);  // %p
+template <typename Int, typename = std::enable_if_t<std::is_integral_v<Int>>>
+void append(std::string& out, Int value) {
+    out += std::to_string(value);
+}
+
+/// Concatenates strings, characters and numbers into one message.
+template <typename... Parts>
+std::string join(const Parts&... parts) {
+    std::string out;
+    (append(out, parts), ...);
+    return out;
+}
 
 struct byte_range {
     std::intptr_t lo, hi;  // [lo, hi)

@@ -1,7 +1,6 @@
 // Argument checks of the standard conventions (and of the fused outputs and
 // reduced-precision dtypes, which the puff advantage shares), built from the
 // blocks in checks.hpp so that every binding reports the same messages.
-#include <sstream>
 #include <string>
 
 #include "conventions_detail.hpp"
@@ -57,16 +56,12 @@ argument_problem check_float_output(const matrix& m, const char* name, dtype flo
 argument_problem check_vector_layout(const matrix& m, const char* name, const matrix& ref,
                                      const char* ref_name) {
     if (m.ndim != 1) {
-        std::ostringstream s;
-        s << name << " must be a 1-D array of " << ref.rows << " (one per row of " << ref_name
-          << "), got a " << m.ndim << "-D array";
-        return value_problem(s.str());
+        return value_problem(join(name, " must be a 1-D array of ", ref.rows, " (one per row of ",
+                                  ref_name, "), got a ", m.ndim, "-D array"));
     }
     if (m.rows != ref.rows) {
-        std::ostringstream s;
-        s << name << " has " << m.rows << " elements but " << ref_name << " has " << ref.rows
-          << " rows; pass one per row";
-        return value_problem(s.str());
+        return value_problem(join(name, " has ", m.rows, " elements but ", ref_name, " has ",
+                                  ref.rows, " rows; pass one per row"));
     }
     if (m.data == nullptr && m.rows > 0) return value_problem(std::string(name) + " has no data (null pointer)");
     if (!same_device(m.device, ref.device))
@@ -129,10 +124,9 @@ const char* estimator_name(estimator e) noexcept {
 argument_problem apply_time_axis(matrix& m, int time_axis, const char* name) {
     if (m.ndim != 2) return {};
     if (time_axis < -2 || time_axis > 1) {
-        std::ostringstream s;
-        s << "time_axis must be 0 or -2 (time-major [T, B]) or 1 or -1 (batch-major [B, T]) for the 2-D "
-          << name << ", got " << time_axis;
-        return {argument_problem::value, s.str()};
+        return {argument_problem::value,
+                detail::join("time_axis must be 0 or -2 (time-major [T, B]) or 1 or -1 (batch-major [B, T]) "
+                     "for the 2-D ", name, ", got ", time_axis)};
     }
     if (time_axis == 0 || time_axis == -2) {
         std::swap(m.rows, m.cols);
