@@ -164,7 +164,10 @@ NB_MODULE(_core, m) {
           "Writes the puff advantage into `advantages`; all checks happen in the core.");
     m.def("build_info", &build_info_dict, "What this build of the core contains.");
     m.def("gpu_status", &gpu_status_dict, nb::arg("kind"), "What a GPU backend sees right now.");
+    // Reads PUFFADV_NUM_THREADS with the GIL held, where os.environ changes happen.
     m.def("cpu_thread_count", &cpu_thread_count, "Threads a CPU call uses now.");
+    m.def("pin_cpu_thread_count", [](bool pin) { pin_cpu_thread_count(pin); }, nb::arg("pin"),
+          "True: read PUFFADV_NUM_THREADS now for this thread's next calls (they release the GIL).");
     puffadv::register_conventions(m);  // GAE, TD(lambda), V-trace, fused puff outputs
     // The CPU fallback policy (include/puffadv/fallback.hpp), used by puffadv._fallback.
     m.def("fallback_mode", [] {

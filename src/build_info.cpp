@@ -51,7 +51,11 @@ gpu_status query_gpu(device_type type) {
     return missing;
 }
 
-int cpu_thread_count() {
+namespace {
+// Per calling thread; 0: unpinned. OpenMP workers never ask.
+thread_local int pinned_threads = 0;
+
+int threads_from_environment() {
     // Read on every call: a trainer may change it between calls.
     if (const char* env = std::getenv("PUFFADV_NUM_THREADS")) {
         char* end = nullptr;
@@ -66,6 +70,15 @@ int cpu_thread_count() {
 #endif
     const unsigned hw = std::thread::hardware_concurrency();
     return hw == 0 ? 1 : static_cast<int>(hw);
+}
+}  // namespace
+
+int cpu_thread_count() {
+    return pinned_threads > 0 ? pinned_threads : threads_from_environment();
+}
+
+void pin_cpu_thread_count(bool pin) {
+    pinned_threads = pin ? threads_from_environment() : 0;
 }
 
 }  // namespace puffadv

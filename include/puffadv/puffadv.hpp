@@ -119,4 +119,10 @@ gpu_status query_gpu(device_type type);
 /// CPU threads a call uses: PUFFADV_NUM_THREADS if set (>= 1), else all cores.
 int cpu_thread_count();
 
+/// Reads PUFFADV_NUM_THREADS now, and makes later calls from this thread use that
+/// count without reading the environment again (false goes back to reading it on every
+/// call). getenv is not safe against a concurrent setenv: Python changes os.environ
+/// under the GIL, so the Python module pins the count, GIL held, before every call.
+void pin_cpu_thread_count(bool pin = true);
+
 }  // namespace puffadv

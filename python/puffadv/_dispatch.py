@@ -6,7 +6,7 @@ build cannot compute on) is written once.
 """
 from __future__ import annotations
 
-from . import _fallback, _frameworks
+from . import _core, _fallback, _frameworks
 
 
 def call_core(kernel, framework: str, inputs, outputs, scalars, stream=None):
@@ -17,11 +17,17 @@ def call_core(kernel, framework: str, inputs, outputs, scalars, stream=None):
     """
     inputs = [_frameworks.for_import(framework, x) for x in inputs]
     handle = _frameworks.current_stream(framework, inputs[0], stream)
+    # The kernel runs without the GIL: PUFFADV_NUM_THREADS is read now, not while
+    # another Python thread may be changing the environment (getenv vs setenv).
+    _core.pin_cpu_thread_count(True)
     try:
-        kernel(*inputs, *outputs, *scalars, handle)
-    except _fallback.BackendUnavailableError as missing:
-        # Raised only after every argument check passed on the caller's own arrays.
-        reason = str(missing)
-    else:
-        return
-    _fallback.run_on_host(kernel, framework, inputs, outputs, scalars, reason, stream)
+        try:
+            kernel(*inputs, *outputs, *scalars, handle)
+        except _fallback.BackendUnavailableError as missing:
+            # Raised only after every argument check passed on the caller's own arrays.
+            reason = str(missing)
+        else:
+            return
+        _fallback.run_on_host(kernel, framework, inputs, outputs, scalars, reason, stream)
+    finally:
+        _core.pin_cpu_thread_count(False)
