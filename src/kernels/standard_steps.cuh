@@ -158,14 +158,16 @@ __device__ __forceinline__ T clip_to(T x, T limit) { return x < limit ? x : limi
 template <typename T>
 __device__ __forceinline__ T quiet_nan() { return T(__int_as_float(0x7fc00000)); }
 
-/// SPEC section 6. A step loads its value, reward, flags, ratio, and the
-/// bootstrap V'_t where the buffer does not hold it (truncation, last step).
+/// SPEC section 6. A step loads its value, reward, flags and ratio. Where the
+/// buffer does not hold V_{t+1} (truncation, last step) the bootstrap is read
+/// then and folded into the reward, r_t + gamma V'_t, so that a step stays four
+/// words (register pressure) and the map needs no row or time.
 template <typename T>
 struct standard_producer {
     using value_type = T;
     struct step {
-        T value, reward, bootstrap, ratio;
-        std::uint32_t flags;  ///< bit 0 terminated, bit 1 truncated
+        T value, reward, ratio;
+        std::uint32_t flags;  ///< bit 0 terminated, bit 1 truncated, bit 2 bootstrapped (V'_t is in reward)
     };
 
     typed_view values, rewards, terminated, truncated, importance, bootstrap_values;
@@ -175,10 +177,13 @@ struct standard_producer {
 
     __device__ __forceinline__ step finish(std::int64_t row, std::int64_t t, T value, T reward, T term, T trunc,
                                            T ratio) const {
-        step s{value, reward, T(0), ratio, std::uint32_t(term != T(0)) | (std::uint32_t(trunc != T(0)) << 1)};
-        if ((s.flags & 2u) || t == horizon - 1)  // rare: a branch, not a stream
-            s.bootstrap = bootstrap_values.data ? load_at<T>(bootstrap_values, row, t)
-                                                : load_one<T>(last_value, row * last_value.row_stride);
+        step s{value, reward, ratio, std::uint32_t(term != T(0)) | (std::uint32_t(trunc != T(0)) << 1)};
+        if (((s.flags & 2u) || t == horizon - 1) && !(s.flags & 1u)) {  // rare: a branch, not a stream
+            const T bootstrap = bootstrap_values.data ? load_at<T>(bootstrap_values, row, t)
+                                                      : load_one<T>(last_value, row * last_value.row_stride);
+            s.reward = reward + gamma * bootstrap;
+            s.flags |= 4u;
+        }
         return s;
     }
 
@@ -199,17 +204,19 @@ struct standard_producer {
         for (int j = 0; j < 4; ++j) s[j] = finish(row, t + j, v[j], r[j], d[j], u[j], w[j]);
     }
 
-    __device__ __forceinline__ affine<T> map(const step& cur, const step& next, bool last) const {
-        const bool terminated_now = cur.flags & 1u, truncated_now = cur.flags & 2u;
-        const T next_value = truncated_now || last ? cur.bootstrap : next.value;
-        const T td = cur.reward + (terminated_now ? T(0) : gamma * next_value) - cur.value;
+    /// r_t + gamma (1 - terminated_t) V'_t - V_t, with V'_t = `next_value` inside an episode.
+    static __device__ __forceinline__ T td_error(const step& cur, T gamma, T next_value) {
+        return cur.reward + (cur.flags & 5u ? T(0) : gamma * next_value) - cur.value;
+    }
+
+    __device__ __forceinline__ affine<T> map(const step& cur, const step& next, bool) const {
         const bool has_ratio = importance.data != nullptr;
         const T rho = has_ratio ? clip_to(cur.ratio, rho_clip) : T(1);
         const T c = has_ratio ? clip_to(cur.ratio, c_clip) : T(1);
         // Both flags on one step is an error the host cannot see without a sync:
         // a NaN marks the row (the CPU backend raises ValueError instead).
-        const T delta = terminated_now && truncated_now ? quiet_nan<T>() : rho * td;
-        return {terminated_now || truncated_now ? T(0) : gamma_lambda * c, delta};
+        const T delta = (cur.flags & 3u) == 3u ? quiet_nan<T>() : rho * td_error(cur, gamma, next.value);
+        return {cur.flags & 3u ? T(0) : gamma_lambda * c, delta};
     }
 };
 
@@ -278,11 +285,11 @@ __global__ void vtrace_pg_kernel(standard_producer<T> p, typed_view vs, typed_vi
          i += std::int64_t(gridDim.x) * blockDim.x) {
         const std::int64_t row = i / p.horizon, t = i % p.horizon;
         const auto s = p.load(row, t);
-        const bool term = s.flags & 1u, done = s.flags != 0u;
-        const T next = done || t == p.horizon - 1 ? s.bootstrap : load_at<T>(vs, row, t + 1);
+        // vs_{t+1} inside an episode; where it ends the bootstrap is in s.reward already.
+        const T next = s.flags & 7u ? T(0) : load_at<T>(vs, row, t + 1);
         const T rho = p.importance.data ? clip_to(s.ratio, rho_pg_clip) : T(1);
-        const T value = term && (s.flags & 2u) ? quiet_nan<T>() : s.value;
-        store_at(pg, row, t, rho * (s.reward + (term ? T(0) : p.gamma * next) - value));
+        const T td = (s.flags & 3u) == 3u ? quiet_nan<T>() : standard_producer<T>::td_error(s, p.gamma, next);
+        store_at(pg, row, t, rho * td);
     }
 }
 
