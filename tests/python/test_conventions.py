@@ -349,3 +349,37 @@ def test_half_conversions_are_exact():
         puffadv.gae(a, b, torch.ones(64, 512, dtype=torch.bool), last_value=b[:, 0], gamma=0.5,
                     advantages=own, returns=False)
         assert torch.equal(own, (a.float() - b.float()).to(dtype))
+
+
+def test_gpu_arrays_without_a_usable_backend_fall_back_to_the_host(rng, monkeypatch):
+    """The conventions go through the same dispatcher as the puff advantage: GPU
+    arrays this build cannot compute on are computed on the host (1-D and bool
+    arrays, absent optionals and outputs included) and written back."""
+    import warnings
+
+    from fake_device import FakeGpuArray
+    from puffadv import _fallback
+    if puffadv.backend()["cuda"]["device_count"] > 0:
+        pytest.skip("this machine computes CUDA arrays itself: no fallback to exercise")
+    real_writer = _fallback._writer
+
+    def writer(framework, out, name):  # a FakeGpuArray is written back through its host memory
+        if isinstance(out, FakeGpuArray):
+            return (lambda dst, host: np.copyto(dst.host, np.asarray(host))), out
+        return real_writer(framework, out, name)
+
+    monkeypatch.setattr(_fallback, "_writer", writer)
+    monkeypatch.delenv("PUFFADV_FALLBACK", raising=False)
+    e = ref.random_episodes(rng, 5, 33, np.float32)
+    fake = lambda x: FakeGpuArray(np.ascontiguousarray(x))
+    adv = FakeGpuArray(np.full((5, 33), np.nan, np.float32))
+    sums = FakeGpuArray(np.full(5, np.nan, np.float32))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # the once-per-process fallback warning
+        out = puffadv.gae(fake(e["rewards"]), fake(e["values"]), fake(e["terminated"]), fake(e["truncated"]),
+                          bootstrap_values=fake(e["bootstrap_values"]), gamma=GAMMA, gae_lambda=LAM,
+                          advantages=adv, returns=False, sums=sums)
+    assert out.advantages is adv and out.sums is sums and out.returns is None
+    want, _ = expected("gae", e, "bootstrap_values", False)
+    assert ref.relative_error(adv.host, want) <= 1e-5
+    assert ref.relative_error(sums.host, want.sum(1)) <= 1e-5
