@@ -25,6 +25,10 @@
 
 #include "conventions_detail.hpp"
 
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
 namespace puffadv::detail {
 namespace {
 
@@ -79,6 +83,32 @@ inline std::uint16_t float_to_half(float f) {
     return static_cast<std::uint16_t>(out | sign);
 }
 
+// x86 with F16C converts eight halves per instruction: 2x the portable loop's
+// throughput on float16 lines. Chosen at run time; plain functions (no vector
+// arguments), so calling them from baseline code is ABI-safe.
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && !defined(PUFF_NO_CLONES)
+#define PUFF_F16C 1
+__attribute__((target("avx,f16c"))) void halves_to_floats_f16c(const std::uint16_t* in, int n, float* out) {
+    int j = 0;
+    for (; j + 8 <= n; j += 8)
+        _mm256_storeu_ps(out + j, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(in + j))));
+    for (; j < n; ++j) out[j] = half_to_float(in[j]);
+}
+__attribute__((target("avx,f16c"))) void floats_to_halves_f16c(const float* in, int n, std::uint16_t* out) {
+    int j = 0;
+    for (; j + 8 <= n; j += 8)
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(out + j),
+                         _mm256_cvtps_ph(_mm256_loadu_ps(in + j), _MM_FROUND_TO_NEAREST_INT));
+    for (; j < n; ++j) out[j] = float_to_half(in[j]);
+}
+bool has_f16c() {
+    static const bool yes = __builtin_cpu_supports("avx") && __builtin_cpu_supports("f16c");
+    return yes;
+}
+#else
+#define PUFF_F16C 0
+#endif
+
 // ---- strided, typed array access ----
 
 struct view {
@@ -130,6 +160,11 @@ void load(dtype type, const void* first, std::int64_t stride, int n, C* out, boo
             if (flag)
                 return gather<C, std::uint16_t>(first, stride, n, out,
                                                 [](std::uint16_t x) { return C((x & 0x7FFFu) != 0); });
+#if PUFF_F16C
+            if constexpr (sizeof(C) == 4)
+                if (stride == 1 && has_f16c())
+                    return halves_to_floats_f16c(static_cast<const std::uint16_t*>(first), n, out);
+#endif
             return gather<C, std::uint16_t>(first, stride, n, out,
                                             [](std::uint16_t x) { return C(half_to_float(x)); });
         case dtype::uint8:
@@ -163,6 +198,11 @@ void store(dtype type, void* first, std::int64_t stride, int n, const C* in) {
         case dtype::bfloat16:
             return scatter<std::uint16_t>(first, stride, n, in, [](C x) { return float_to_bf16(float(x)); });
         case dtype::float16:
+#if PUFF_F16C
+            if constexpr (sizeof(C) == 4)
+                if (stride == 1 && has_f16c())
+                    return floats_to_halves_f16c(in, n, static_cast<std::uint16_t*>(first));
+#endif
             return scatter<std::uint16_t>(first, stride, n, in, [](C x) { return float_to_half(float(x)); });
         default: return;  // outputs are checked to be float
     }
