@@ -18,6 +18,7 @@
 #include <cstring>
 #include <limits>
 #include <string>
+#include <type_traits>
 
 #if defined(_OPENMP)
 #include <omp.h>
@@ -211,6 +212,20 @@ void store(dtype type, void* first, std::int64_t stride, int n, const C* in) {
 template <typename C>
 inline C clip(C x, C limit) { return x < limit ? x : limit; }  // NaN ratio -> the clip, as fmin
 
+// x where `flag` (exactly +0 or 1) is clear, else +0, even for a NaN x (a value
+// past a termination is never read into the result). Integer masks: a float
+// select would need -fno-trapping-math to vectorise.
+template <typename C>
+inline C zero_where_set(C flag, C x) {
+    using U = std::conditional_t<sizeof(C) == 4, std::uint32_t, std::uint64_t>;
+    U f, v;
+    std::memcpy(&f, &flag, sizeof f);
+    std::memcpy(&v, &x, sizeof v);
+    v &= f == 0 ? ~U(0) : U(0);
+    std::memcpy(&x, &v, sizeof x);
+    return x;
+}
+
 // ---- the problem, in kernel terms ----
 
 enum class producer { puff, standard };
@@ -278,8 +293,8 @@ C produce_standard_kernel(const C* __restrict r, const C* __restrict v, const C*
         const C t = term[j];
         const C u = kTrunc ? trunc[j] : C(0);
         if (kTrunc) bad += t * u;
-        const C not_done = C(1) - (t > u ? t : u);
-        const C next = t != C(0) ? C(0) : vn[j];  // a select: no NaN from a value past the end
+        const C not_done = C(1) - (t + u - t * u);  // flags are exactly 0 or 1: 1 - (t | u)
+        const C next = zero_where_set(t, vn[j]);
         const C td = r[j] + gamma * next - v[j];
         const C rho = kImp ? clip(imp[j], rho_clip) : C(1);
         const C c = kImp ? clip(imp[j], c_clip) : C(1);
