@@ -421,6 +421,253 @@ def test_fuzz_compute_puff_advantage(case):
     TALLY[f"valid call | {case['framework']} | dtypes {dtypes}"] += 1
 
 
+# --- the standard conventions: gae, td_lambda_returns, vtrace --------------------
+
+CONVENTIONS = {  # function, its lambda's name, its two [B, T] outputs (reference order)
+    "gae": (puffadv.gae, "gae_lambda", ("advantages", "returns")),
+    "td_lambda": (puffadv.td_lambda_returns, "lambda_", ("advantages", "returns")),
+    "vtrace": (puffadv.vtrace, "lambda_", ("pg_advantages", "vs")),
+}
+CONVENTION_FAULTS = ["dtype", "shape", "ndim", "not-array", "framework", "param", "time_axis",
+                     "terminated-and-truncated", "truncated-without-bootstrap", "both-bootstraps",
+                     "no-bootstrap", "last_value-shape", "nothing-requested", "alias", "read-only-output",
+                     "misaligned"]
+SUMS = ("abs_sums", "sums", "square_sums")
+
+
+def episode_arrays(rng, rows, cols):
+    if rows and cols:
+        return reference.random_episodes(rng, rows, cols, np.float64)
+    z = np.zeros((rows, cols))
+    return dict(rewards=z, values=z, terminated=z > 0, truncated=z > 0, bootstrap_values=z,
+                last_value=np.zeros(rows), importance=z + 1)
+
+
+@st.composite
+def convention_calls(draw):
+    kind = draw(st.sampled_from(list(CONVENTIONS)))
+    function, lambda_name, out_names = CONVENTIONS[kind]
+    rows = draw(st.sampled_from([0, 1, 2, 3, 5, 8, 17]))
+    cols = draw(st.sampled_from([0, 1, 2, 3, 7, 16, 33]))
+    framework = draw(st.sampled_from(["numpy"] * 3 + (["torch"] if torch is not None else [])))
+    dtype = draw(st.sampled_from(MAIN_DTYPES if framework == "torch" else MAIN_DTYPES[:3]))
+    time_major = draw(st.booleans())
+    time_axis = draw(st.sampled_from([0, -2])) if time_major else draw(st.sampled_from([-1, 1]))
+    mode = draw(st.sampled_from(["last_value", "bootstrap", "bootstrap-only"]))
+    with_importance = draw(st.booleans())
+    fault = draw(st.sampled_from([None] * len(CONVENTION_FAULTS) + CONVENTION_FAULTS))
+    if fault in ("terminated-and-truncated",) and (not rows or not cols):
+        fault = None
+    ep = episode_arrays(np.random.default_rng(draw(st.integers(0, 2**32 - 1))), rows, cols)
+    faults = []
+
+    names = ["rewards", "values", "terminated"]
+    if mode == "bootstrap":
+        names += ["truncated", "bootstrap_values"]
+    elif mode == "bootstrap-only":
+        names += ["bootstrap_values"]
+    if with_importance:
+        names += ["importance"]
+    if fault == "terminated-and-truncated":
+        if mode != "bootstrap":
+            mode, names = "bootstrap", [n for n in names if n != "bootstrap_values"] + ["truncated", "bootstrap_values"]
+        ep["terminated"][0, 0] = ep["truncated"][0, 0] = True
+        faults.append(("terminated", "terminated and truncated on one step", ValueError))
+    flag_dtype = draw(st.sampled_from([np.bool_, np.uint8, dtype]))
+    victim = draw(st.sampled_from(names))
+
+    kwargs, logical, keep = {}, {}, {}
+    for name in names:
+        is_flag = name in ("terminated", "truncated")
+        a_dtype = flag_dtype if is_flag else dtype
+        a_rows, a_cols, ndim = rows, cols, 2
+        if name == victim and fault == "dtype":
+            a_dtype = draw(st.sampled_from([np.int32, np.complex64] + [d for d in MAIN_DTYPES[:3] if d != dtype]))
+            if not (is_flag and a_dtype in (np.bool_, np.uint8, dtype)):
+                faults.append((name, "dtype", TypeError))
+        elif name == victim and fault == "shape":
+            a_rows += 1
+            faults.append((name, "shape mismatch", ValueError))
+        elif name == victim and fault == "ndim":
+            ndim = draw(st.sampled_from([1, 3]))
+            faults.append((name, f"{ndim}-D array", ValueError))
+        elif name == victim and fault == "not-array":
+            kwargs[name] = draw(st.sampled_from(NOT_ARRAYS[1:]))
+            faults.append((name, "not an array", TypeError))
+            continue
+        # Flags in distinct elements: a shared one could be set both ways.
+        layout = draw(layouts(a_rows, a_cols, output=is_flag))
+        if name == victim and fault == "misaligned":
+            layout["misaligned"] = draw(st.sampled_from([1, 2, 3]))
+        bf16 = a_dtype == "bfloat16"
+        view, base, offset = carve(a_rows, a_cols, np.float32 if bf16 else a_dtype, layout, 0)
+        data = np.zeros((a_rows, a_cols))
+        data[:rows, :cols] = ep[name]
+        as_strided(base[offset:], shape=view.shape, strides=view.strides)[...] = data.astype(view.dtype)
+        logical[name] = np.array(view).real.astype(np.float64)  # complex: a dtype fault anyway
+        obj = view if ndim == 2 else np.ascontiguousarray(view).ravel() if ndim == 1 else np.ascontiguousarray(view)[None]
+        if time_major and ndim == 2:
+            obj = obj.T
+        if framework == "torch" or (name == victim and fault == "framework"):
+            if name == victim and fault == "framework" and framework == "torch":
+                pass  # NumPy among torch tensors
+            else:
+                obj = torch.from_numpy(np.array(obj))
+                if bf16:
+                    obj = obj.bfloat16()
+                    logical[name] = np.array(torch.from_numpy(np.array(view)).bfloat16().float().numpy(), np.float64)
+            if name == victim and fault == "framework":
+                faults.append((name, "mixed frameworks", TypeError))
+        elif bf16:
+            faults.append((name, "dtype", TypeError))
+        if isinstance(obj, np.ndarray) and ndim == 2 and view.size and layout["misaligned"] % view.itemsize:
+            faults.append((name, "misaligned data", ValueError))  # copies (torch, reshapes) are aligned
+        kwargs[name] = obj
+        keep[name] = (view, base, offset, layout)
+
+    if mode == "last_value" or fault == "both-bootstraps":
+        lv = np.array(ep["last_value"], dtype=np.float32 if dtype == "bfloat16" else dtype)
+        if fault == "last_value-shape":
+            lv = np.append(lv, np.zeros(1, lv.dtype))
+            faults.append(("last_value", "last_value shape", ValueError))
+        logical["last_value"] = np.asarray(lv[:rows], np.float64)
+        kwargs["last_value"] = torch.from_numpy(lv).to(torch.bfloat16 if dtype == "bfloat16" else
+                                                        torch.from_numpy(lv).dtype) if framework == "torch" else lv
+        if dtype == "bfloat16":
+            logical["last_value"] = kwargs["last_value"][:rows].float().numpy().astype(np.float64)
+    if fault == "both-bootstraps":
+        faults.append(("last_value", "both bootstraps", ValueError))
+        if "bootstrap_values" not in kwargs:
+            faults = [f for f in faults if f[1] != "both bootstraps"]
+    if fault == "no-bootstrap":
+        kwargs.pop("last_value", None), kwargs.pop("bootstrap_values", None), kwargs.pop("truncated", None)
+        faults.append(("last_value", "no bootstrap", ValueError))
+    if fault == "truncated-without-bootstrap" and "truncated" in kwargs:
+        kwargs.pop("bootstrap_values")
+        if "last_value" not in kwargs:
+            lv = ep["last_value"].astype(np.float32 if dtype == "bfloat16" else dtype)
+            kwargs["last_value"] = torch.from_numpy(lv).to(kwargs["rewards"].dtype) if framework == "torch" \
+                and isinstance(kwargs["rewards"], torch.Tensor) else lv
+        faults.append(("truncated", "truncated without bootstrap", ValueError))
+
+    # Outputs: each allocated, skipped or given.
+    out_dtype = np.float32 if dtype_name(dtype) in REDUCED else dtype
+    requests = {}
+    for name in out_names:
+        choice = draw(st.sampled_from(["allocate", "skip", "give"]))
+        if choice == "give":
+            layout = draw(layouts(rows, cols, output=True))
+            view, base, offset = carve(rows, cols, out_dtype, layout, np.nan)
+            obj = view.T if time_major else view
+            if framework == "torch":
+                obj = to_torch(view, base, offset, layout)
+                if obj is None:
+                    view = base = None
+                    obj = torch.full((rows, cols), float("nan"), dtype=torch.from_numpy(np.zeros(1, out_dtype)).dtype)
+                obj = obj.T if time_major else obj
+            requests[name] = obj
+            keep[name] = (view, base, offset, layout)
+        else:
+            requests[name] = choice == "allocate"
+    for name in SUMS:
+        requests[name] = draw(st.sampled_from([False, False, True]))
+    if fault == "nothing-requested":
+        requests = {name: False for name in requests}
+        faults.append(("advantages", "nothing requested", ValueError))
+    elif not any(v is not False for v in requests.values()):
+        requests[out_names[1]] = True
+    if fault == "alias":
+        source = draw(st.sampled_from([n for n in ("rewards", "values") if n in keep]))
+        if keep[source][0].size and dtype_name(keep[source][0].dtype) == dtype_name(out_dtype) \
+                and dtype != "bfloat16" and isinstance(kwargs[source], np.ndarray) and "shape" != fault:
+            requests[out_names[0]] = kwargs[source]
+            faults.append((out_names[0], "output aliases an input", ValueError))
+    if fault == "read-only-output" and framework == "numpy" and rows * cols:
+        ro = np.zeros((cols, rows) if time_major else (rows, cols), out_dtype)
+        ro.flags.writeable = False
+        requests[out_names[1]] = ro
+        faults.append((out_names[1], "read-only output", ValueError))
+
+    params = dict(gamma=draw(st.sampled_from([0.0, 0.9, 0.99, 1.0])),
+                  rho_clip=draw(st.sampled_from([0.0, 1.0, 2.0])), c_clip=draw(st.sampled_from([0.0, 1.0, 5.0])))
+    params[lambda_name] = draw(st.sampled_from([0.0, 0.95, 1.0]))
+    if kind == "vtrace":
+        params["rho_pg_clip"] = draw(st.sampled_from([0.0, 1.0, 3.0]))
+    if fault == "param":
+        name = draw(st.sampled_from(sorted(params)))
+        params[name] = draw(st.sampled_from([-0.5, float("nan"), float("inf"), 1.5 if name in ("gamma", lambda_name) else -1.0,
+                                             "0.9", None]))
+        faults.append((name, "parameter", TypeError if params[name] in ("0.9", None) else ValueError))
+    if fault == "time_axis":
+        time_axis = draw(st.sampled_from([2, -3, "0", 1.0, None]))
+        faults.append(("time_axis", "time_axis", ValueError if isinstance(time_axis, int) else TypeError))
+    return dict(kind=kind, rows=rows, cols=cols, dtype=dtype, out_dtype=out_dtype, framework=framework,
+                time_major=time_major, time_axis=time_axis, kwargs=kwargs, requests=requests, params=params,
+                logical=logical, keep=keep, faults=faults, fault=fault)
+
+
+def check_convention_result(case, result):
+    kind = case["kind"]
+    _, lambda_name, out_names = CONVENTIONS[kind]
+    lg, params = case["logical"], dict(case["params"])
+    lam = params.pop(lambda_name)
+    ref = reference.standard_estimate(
+        kind, lg["rewards"], lg["values"], lg["terminated"] > 0,
+        lg["truncated"] > 0 if "truncated" in case["kwargs"] else None,
+        last_value=lg.get("last_value") if "last_value" in case["kwargs"] else None,
+        bootstrap_values=lg.get("bootstrap_values") if "bootstrap_values" in case["kwargs"] else None,
+        importance=lg.get("importance"), lam=lam, **params)
+    tolerance = {"float32": 1e-5, "float64": 1e-12, "float16": 2e-3, "bfloat16": 1.5e-2}
+    for name, expected in zip(out_names, ref):
+        request, got = case["requests"][name], getattr(result, name)
+        if request is False:
+            assert got is None, f"{name} was not requested"
+            continue
+        if request is not True:
+            assert got is request, f"{name} was given but another array came back"
+        got_np = as_numpy(got).astype(np.float64)
+        if case["time_major"]:
+            got_np = got_np.T
+        assert got_np.shape == (case["rows"], case["cols"])
+        assert relative_error(got_np, expected) <= tolerance[dtype_of(got)], name
+        keep = case["keep"].get(name)
+        if request is not True and keep is not None and keep[1] is not None:
+            view, base, offset, _ = keep
+            untouched = base.copy()
+            as_strided(untouched[offset:], shape=view.shape, strides=view.strides)[...] = np.nan
+            assert np.isnan(untouched).all(), f"a write landed outside the {name} view"
+    for name, reduce in zip(SUMS, (np.abs, lambda a: a, np.square)):
+        got = getattr(result, name)
+        if not case["requests"][name]:
+            assert got is None
+            continue
+        expected = reduce(ref[0]).sum(axis=1)
+        assert as_numpy(got).shape == (case["rows"],)
+        scale = max(float(np.abs(reduce(ref[0])).sum()), 1.0)
+        assert np.abs(as_numpy(got).astype(np.float64) - expected).sum() <= 1e-4 * scale, name
+
+
+@FUZZ
+@given(convention_calls())
+def test_fuzz_conventions(case):
+    function = CONVENTIONS[case["kind"]][0]
+    label = {"gae": "gae", "td_lambda": "td_lambda_returns", "vtrace": "vtrace"}[case["kind"]]
+    classes = {cls for _, _, cls in case["faults"]}
+    try:
+        result = function(**case["kwargs"], time_axis=case["time_axis"], **case["requests"], **case["params"])
+    except (TypeError, ValueError) as error:
+        assert classes, f"a valid call raised {type(error).__name__}: {error}"
+        assert type(error) in classes, f"raised {type(error).__name__} for faults {case['faults']}: {error}"
+        tally(label, case["faults"], type(error).__name__)
+        return
+    assert not classes, f"no error for faults {case['faults']}"
+    check_convention_result(case, result)
+    tally(label, [], "right answer")
+    given_outputs = sum(not isinstance(v, bool) for v in case["requests"].values())
+    TALLY[f"valid call | {label} | {case['framework']} {dtype_name(case['dtype'])} | "
+          f"{'time-major' if case['time_major'] else 'batch-major'} | {given_outputs} outputs given"] += 1
+
+
 # --- regressions found while fuzzing (each one a plain test) ---------------------
 
 def _good(rows=4, cols=6, dtype=np.float32, seed=0):
