@@ -35,6 +35,10 @@ namespace {
 
 constexpr int kTileRows = 8;          // interleaved recurrence chains (time-contiguous path)
 constexpr int kChunkSteps = 256;      // steps per chunk; a tile's scratch stays in L1/L2
+// Scratch rows are padded: at a pitch of a power of two, the recurrence's loads
+// and stores of different arrays share their low 12 address bits (4K aliasing),
+// which stalled it to a third of its speed.
+constexpr int kPitch = kChunkSteps + 16;
 constexpr int kBlockRows = 256;       // rows per block (row-block path)
 constexpr std::int64_t kElementsPerThread = 1 << 15;
 
@@ -257,7 +261,8 @@ struct line {
     // The step lines the producers read: straight from the caller's memory when
     // it already holds contiguous C, else from the converted copies below.
     const C *v, *vn, *r, *d, *trunc, *imp;
-    alignas(64) C v_buf[2][N], vn_buf[N], r_buf[N], d_buf[N], trunc_buf[N], imp_buf[N];
+    alignas(64) C v_buf[2][N + 16], vn_buf[N + 16], r_buf[N + 16], d_buf[N + 16], trunc_buf[N + 16],
+        imp_buf[N + 16];  // padded against 4K aliasing, as the scratch
 };
 
 template <typename C> constexpr dtype dtype_of = sizeof(C) == 8 ? dtype::float64 : dtype::float32;
@@ -399,12 +404,12 @@ C value_after_end(const kernel_args<C>& a, std::int64_t row) {
 
 template <typename C>
 struct tile_scratch {
-    alignas(64) C delta[kTileRows][kChunkSteps];
-    alignas(64) C decay[kTileRows][kChunkSteps];
-    alignas(64) C q[kTileRows][kChunkSteps];  // V-trace: q, then the pg advantages
-    alignas(64) C p[kTileRows][kChunkSteps];
-    alignas(64) C acc[kTileRows][kChunkSteps];
-    alignas(64) C values[kTileRows][kChunkSteps];
+    alignas(64) C delta[kTileRows][kPitch];
+    alignas(64) C decay[kTileRows][kPitch];
+    alignas(64) C q[kTileRows][kPitch];  // V-trace: q, then the pg advantages
+    alignas(64) C p[kTileRows][kPitch];
+    alignas(64) C acc[kTileRows][kPitch];
+    alignas(64) C values[kTileRows][kPitch];
     const C* value_lines[kTileRows];  // V_t of each row's chunk, for the returns
     alignas(64) C out[kChunkSteps];
     line<C, kChunkSteps> in;
@@ -540,9 +545,10 @@ void tile_time_contiguous(const kernel_args<C>& a, std::int64_t first, int count
 
 template <typename C>
 struct block_scratch {
-    alignas(64) C delta[kBlockRows], decay[kBlockRows], q[kBlockRows], p[kBlockRows];
-    alignas(64) C acc[kBlockRows], out[kBlockRows], end_values[kBlockRows];
-    alignas(64) double sums[3][kBlockRows];
+    // Padded as the tile scratch is (4K aliasing between the arrays).
+    alignas(64) C delta[kBlockRows + 16], decay[kBlockRows + 16], q[kBlockRows + 16], p[kBlockRows + 16];
+    alignas(64) C acc[kBlockRows + 16], out[kBlockRows + 16], end_values[kBlockRows + 16];
+    alignas(64) double sums[3][kBlockRows + 8];
     line<C, kBlockRows> in;
 };
 
