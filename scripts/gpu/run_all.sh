@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs on the GPU machine (device tool): builds puffadv with CUDA for sm_90,
 # then every step in scripts/gpu/[0-9]*.sh, logging each to $OUT.
-# Usage there: bash scripts/gpu/run_all.sh [step-name-filter]
+# Usage there: bash scripts/gpu/run_all.sh [step-name regex, e.g. "05|10|20"]
 set -uo pipefail
 export PYTHONUNBUFFERED=1
 # The device tool returns at most 8 files: steps log into $OUT/logs, which is
@@ -25,7 +25,7 @@ python3 -m pip install -q --no-build-isolation -C build-dir=build/gpu \
 python3 -m puffadv | tee "$OUT/selfcheck.txt"
 status=0
 for step in scripts/gpu/[0-9]*.sh; do
-  [ -n "${1:-}" ] && [[ "$step" != *"$1"* ]] && continue
+  [ -n "${1:-}" ] && ! [[ "$step" =~ $1 ]] && continue
   echo "=== $step ==="
   start=$SECONDS
   bash "$step" || { echo "STEP FAILED: $step"; status=1; }
