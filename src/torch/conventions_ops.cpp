@@ -7,6 +7,7 @@
 #include <optional>
 #include <tuple>
 
+#include <ATen/core/LegacyTypeDispatch.h>
 #include <ATen/ops/empty.h>
 #include <c10/core/DeviceGuard.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
@@ -166,6 +167,25 @@ std::tuple<at::Tensor, at::Tensor> vtrace_op(const at::Tensor& rewards, const at
     return {vs, pg};
 }
 
+// Targets, never differentiated: on the Autograd key the ops run below autograd
+// (as under torch.no_grad), as the puff ops do, so no graph is recorded even when
+// values requires grad and no backward can return a wrong gradient.
+// The call goes back through the dispatcher (to the device kernel, or to the
+// fake kernel under torch.compile), never straight to the kernel.
+template <const char* Name, typename Signature>
+struct below_autograd;
+template <const char* Name, typename R, typename... Args>
+struct below_autograd<Name, R(Args...)> {
+    static R call(Args... args) {
+        static const auto op = c10::Dispatcher::singleton().findSchemaOrThrow(Name, "").template typed<R(Args...)>();
+        const at::AutoDispatchBelowAutograd guard;
+        return op.call(args...);
+    }
+};
+constexpr char gae_name[] = "puffadv::gae";
+constexpr char td_lambda_name[] = "puffadv::td_lambda_returns";
+constexpr char vtrace_name[] = "puffadv::vtrace";
+
 }  // namespace
 }  // namespace puffadv::torch_ops
 
@@ -193,3 +213,10 @@ TORCH_LIBRARY_FRAGMENT(puffadv, m) {
 
 TORCH_LIBRARY_IMPL(puffadv, CPU, m) { PUFF_CONVENTION_IMPLS(m); }
 TORCH_LIBRARY_IMPL(puffadv, CUDA, m) { PUFF_CONVENTION_IMPLS(m); }
+
+TORCH_LIBRARY_IMPL(puffadv, Autograd, m) {
+    using namespace puffadv::torch_ops;
+    m.impl("gae", &below_autograd<gae_name, decltype(gae_op)>::call);
+    m.impl("td_lambda_returns", &below_autograd<td_lambda_name, decltype(td_lambda_op)>::call);
+    m.impl("vtrace", &below_autograd<vtrace_name, decltype(vtrace_op)>::call);
+}

@@ -81,3 +81,13 @@ def test_opcheck_and_compile():
     got = compiled(s["rewards"], s["values"], s["terminated"], s["truncated"], s["bootstrap_values"])
     want = step(s["rewards"], s["values"], s["terminated"], s["truncated"], s["bootstrap_values"])
     assert torch.allclose(got[0], want[0]) and torch.equal(got[1], want[1])
+
+
+def test_no_graph_even_when_values_require_grad():
+    """Targets are not differentiated: the ops run below autograd, as the puff ops."""
+    s = sample("cpu")
+    values = s["values"].clone().requires_grad_(True)
+    adv, ret = ops.gae(s["rewards"], values, s["terminated"], s["truncated"], None, s["bootstrap_values"])
+    assert not adv.requires_grad and not ret.requires_grad
+    vs, pg = ops.vtrace(s["rewards"], values, s["terminated"], s["truncated"], None, s["bootstrap_values"])
+    assert not vs.requires_grad and not pg.requires_grad
