@@ -3,8 +3,8 @@
 // A backward recurrence A_t = d_t + k_t * A_{t+1} is the reverse scan of its
 // maps: A_t = (f_t o f_{t+1} o ... o f_end)(A_after_end). Composition is
 // associative, so threads, warps and blocks each compose a run of steps and
-// combine the runs in a tree. A step with k = 0 (a row end) cuts the chain, so
-// rows packed back to back need no segment flags.
+// combine the runs in a tree. A row's last step is marked as an end that cuts
+// the chain, so rows packed back to back never see each other.
 #pragma once
 
 #include "vendor.cuh"
@@ -15,6 +15,13 @@ inline namespace PUFF_GPU_ABI {  // CUDA and HIP builds may share one library
 template <typename T>
 struct affine {
     T k, d;  ///< x -> d + k * x
+    /// A row's last step, or a run that reaches it: nothing after it is read.
+    /// A row end cannot be k = 0 alone: rows sit back to back in a block, and
+    /// 0 * inf from the next row would put a NaN into this one. (A done inside
+    /// a row is k = 0 and keeps the formula's IEEE arithmetic, 0 * inf = NaN.)
+    /// No default member initializer: the struct lives in __shared__ memory;
+    /// brace-initialising only k and d leaves it false.
+    bool end;
 };
 
 template <typename T>
@@ -25,12 +32,13 @@ __device__ __forceinline__ affine<T> identity_map() {
 /// outer o inner: apply `inner` (later steps) first, then `outer` (an earlier step).
 template <typename T>
 __device__ __forceinline__ affine<T> compose(affine<T> outer, affine<T> inner) {
-    return {outer.k * inner.k, outer.d + outer.k * inner.d};
+    if (outer.end) return outer;
+    return {outer.k * inner.k, outer.d + outer.k * inner.d, inner.end};
 }
 
 template <typename T>
 __device__ __forceinline__ T apply(affine<T> m, T x) {
-    return m.d + m.k * x;
+    return m.end ? m.d : m.d + m.k * x;
 }
 
 /// Inclusive reverse scan over a group of `width` lanes (a logical warp):
@@ -43,7 +51,8 @@ __device__ __forceinline__ affine<T> warp_reverse_scan(affine<T> m, int lane) {
     for (int offset = 1; offset < width; offset *= 2) {
         const T k = shfl_down<width>(m.k, offset);
         const T d = shfl_down<width>(m.d, offset);
-        if (lane + offset < width) m = compose(m, affine<T>{k, d});
+        const bool end = shfl_down<width>(static_cast<int>(m.end), offset) != 0;
+        if (lane + offset < width) m = compose(m, affine<T>{k, d, end});
     }
     return m;
 }
@@ -54,7 +63,8 @@ template <int width, typename T>
 __device__ __forceinline__ affine<T> warp_exclusive_from_inclusive(affine<T> inclusive, int lane) {
     const T k = shfl_down<width>(inclusive.k, 1);
     const T d = shfl_down<width>(inclusive.d, 1);
-    return lane + 1 < width ? affine<T>{k, d} : identity_map<T>();
+    const bool end = shfl_down<width>(static_cast<int>(inclusive.end), 1) != 0;
+    return lane + 1 < width ? affine<T>{k, d, end} : identity_map<T>();
 }
 
 }  // namespace PUFF_GPU_ABI

@@ -73,7 +73,7 @@ struct puff_producer {
     static __device__ __forceinline__ T clip(T x, T limit) { return x < limit ? x : limit; }
 
     __device__ __forceinline__ affine<T> map(const step& cur, const step& next, bool last) const {
-        if (last) return {T(0), T(0)};
+        if (last) return {T(0), T(0), true};
         const T not_done = T(1) - next.done;
         const T delta = clip(cur.importance, rho_clip) *
                         (next.reward + gamma * next.value * not_done - cur.value);

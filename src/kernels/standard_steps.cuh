@@ -209,14 +209,14 @@ struct standard_producer {
         return cur.reward + (cur.flags & 5u ? T(0) : gamma * next_value) - cur.value;
     }
 
-    __device__ __forceinline__ affine<T> map(const step& cur, const step& next, bool) const {
+    __device__ __forceinline__ affine<T> map(const step& cur, const step& next, bool last) const {
         const bool has_ratio = importance.data != nullptr;
         const T rho = has_ratio ? clip_to(cur.ratio, rho_clip) : T(1);
         const T c = has_ratio ? clip_to(cur.ratio, c_clip) : T(1);
         // Both flags on one step is an error the host cannot see without a sync:
         // a NaN marks the row (the CPU backend raises ValueError instead).
         const T delta = (cur.flags & 3u) == 3u ? quiet_nan<T>() : rho * td_error(cur, gamma, next.value);
-        return {cur.flags & 3u ? T(0) : gamma_lambda * c, delta};
+        return {cur.flags & 3u ? T(0) : gamma_lambda * c, delta, last};
     }
 };
 
@@ -247,7 +247,7 @@ struct puff_any_producer {
     }
 
     __device__ __forceinline__ affine<T> map(const step& cur, const step& next, bool last) const {
-        if (last) return {T(0), T(0)};
+        if (last) return {T(0), T(0), true};
         const T not_done = T(1) - next.done;
         const T delta = clip_to(cur.ratio, rho_clip) * (next.reward + gamma * next.value * not_done - cur.value);
         return {gamma_lambda * clip_to(cur.ratio, c_clip) * not_done, delta};
@@ -285,10 +285,15 @@ __global__ void vtrace_pg_kernel(standard_producer<T> p, typed_view vs, typed_vi
          i += std::int64_t(gridDim.x) * blockDim.x) {
         const std::int64_t row = i / p.horizon, t = i % p.horizon;
         const auto s = p.load(row, t);
-        // vs_{t+1} inside an episode; where it ends the bootstrap is in s.reward already.
-        const T next = s.flags & 7u ? T(0) : load_at<T>(vs, row, t + 1);
+        // vs_{t+1} wherever the buffer holds it, a termination included: the formula
+        // multiplies it by (1 - term_t), so a NaN there reaches pg_t as on the CPU
+        // (a select would mask it). Where the bootstrap was read, it is in s.reward.
+        const bool in_buffer = !(s.flags & 6u) && t + 1 < p.horizon;
+        const T next = in_buffer ? load_at<T>(vs, row, t + 1) : T(0);
+        const T not_terminated = s.flags & 1u ? T(0) : T(1);
         const T rho = p.importance.data ? clip_to(s.ratio, rho_pg_clip) : T(1);
-        const T td = (s.flags & 3u) == 3u ? quiet_nan<T>() : standard_producer<T>::td_error(s, p.gamma, next);
+        const T td = (s.flags & 3u) == 3u ? quiet_nan<T>()
+                                           : s.reward + p.gamma * next * not_terminated - s.value;
         store_at(pg, row, t, rho * td);
     }
 }
