@@ -12,6 +12,7 @@
 #include <puffadv/fallback.hpp>
 #include <puffadv/puffadv.hpp>
 
+#include "bindings_arrays.hpp"
 #include "bindings_conventions.hpp"
 
 #if PUFF_HAS_JAX
@@ -23,82 +24,16 @@ using namespace puffadv;
 
 namespace {
 
-using any_array = nb::ndarray<>;
-using read_only_array = nb::ndarray<nb::ro>;
-
-dtype to_dtype(nb::dlpack::dtype t, const char* name) {
-    using code = nb::dlpack::dtype_code;
-    const auto c = static_cast<code>(t.code);
-    if (t.lanes == 1) {
-        if (c == code::Float && t.bits == 32) return dtype::float32;
-        if (c == code::Float && t.bits == 64) return dtype::float64;
-        if (c == code::Float && t.bits == 16) return dtype::float16;
-        if (c == code::Bfloat && t.bits == 16) return dtype::bfloat16;
-        if (c == code::UInt && t.bits == 8) return dtype::uint8;
-        if (c == code::Bool && t.bits == 8) return dtype::boolean;
-    }
-    static const char* names[] = {"int", "uint", "float", "opaque", "bfloat", "complex", "bool"};
-    const std::string kind = t.code < 7 ? names[t.code] : "code " + std::to_string(t.code);
-    throw type_error(std::string(name) + " has dtype " + kind + std::to_string(t.bits) +
-                     ", which puffadv does not read; expected float32 or float64");
-}
-
-device to_device(int dlpack_device, int index, const char* name) {
-    switch (dlpack_device) {
-        case nb::device::cpu::value:
-        case nb::device::cuda_host::value:  // pinned host memory: the CPU reads it directly
-            return {device_type::cpu, 0};
-        case nb::device::cuda::value:
-        case nb::device::cuda_managed::value:
-            return {device_type::cuda, index};
-        case nb::device::rocm::value:
-            return {device_type::rocm, index};
-    }
-    throw type_error(std::string(name) + " lives on DLPack device type " + std::to_string(dlpack_device) +
-                     "; puffadv reads CPU, CUDA and ROCm memory");
-}
-
-// Holds the imported array (and so the caller's buffer) for the whole call.
-struct imported {
-    any_array array;
-    read_only_array read_only;
-    matrix view;
-};
-
-void import_array(nb::handle obj, const char* name, imported& out) {
-    bool writable = nb::try_cast(obj, out.array, false);
-    if (!writable && !nb::try_cast(obj, out.read_only, false)) {
-        const std::string type = nb::type_name(obj.type()).c_str();
-        throw type_error(std::string(name) + " must be an array (NumPy, PyTorch, CuPy, JAX or any "
-                         "DLPack producer), got " + type);
-    }
-    const auto& a = out.array;
-    const auto& r = out.read_only;
-    auto dims = writable ? a.ndim() : r.ndim();
-    matrix& m = out.view;
-    m.ndim = static_cast<int>(dims);
-    m.writable = writable;
-    m.type = to_dtype(writable ? a.dtype() : r.dtype(), name);
-    m.device = to_device(writable ? a.device_type() : r.device_type(),
-                         writable ? a.device_id() : r.device_id(), name);
-    m.data = writable ? a.data() : const_cast<void*>(r.data());
-    if (dims == 2) {
-        m.rows = static_cast<std::int64_t>(writable ? a.shape(0) : r.shape(0));
-        m.cols = static_cast<std::int64_t>(writable ? a.shape(1) : r.shape(1));
-        m.row_stride = writable ? a.stride(0) : r.stride(0);
-        m.col_stride = writable ? a.stride(1) : r.stride(1);
-    }
-}
-
 void puff_advantage(nb::handle values, nb::handle rewards, nb::handle dones, nb::handle importance,
                     nb::handle advantages, double gamma, double gae_lambda, double rho_clip,
                     double c_clip, std::uintptr_t stream) {
-    imported in[5];
+    bindings::array_holder keep[5];
     const char* names[5] = {"values", "rewards", "dones", "importance", "advantages"};
     nb::handle objects[5] = {values, rewards, dones, importance, advantages};
-    for (int i = 0; i < 5; ++i) import_array(objects[i], names[i], in[i]);
+    matrix in[5];
+    for (int i = 0; i < 5; ++i) in[i] = *bindings::import_array(objects[i], names[i], keep[i]);
 
-    const puff_arrays arrays{in[0].view, in[1].view, in[2].view, in[3].view, in[4].view};
+    const puff_arrays arrays{in[0], in[1], in[2], in[3], in[4]};
     const puff_params params{gamma, gae_lambda, rho_clip, c_clip};
     nb::gil_scoped_release release;  // the arrays above stay alive until after this scope
     compute_puff_advantage(arrays, params, reinterpret_cast<gpu_stream>(stream));

@@ -12,6 +12,7 @@
 
 #include <puffadv/conventions.hpp>
 
+#include "bindings_arrays.hpp"
 #include "bindings_conventions.hpp"
 
 namespace nb = nanobind;
@@ -19,73 +20,10 @@ namespace nb = nanobind;
 namespace puffadv {
 namespace {
 
-dtype dtype_of(nb::dlpack::dtype t, const char* name) {
-    using code = nb::dlpack::dtype_code;
-    const auto c = static_cast<code>(t.code);
-    if (t.lanes == 1) {
-        if (c == code::Float && t.bits == 32) return dtype::float32;
-        if (c == code::Float && t.bits == 64) return dtype::float64;
-        if (c == code::Float && t.bits == 16) return dtype::float16;
-        if (c == code::Bfloat && t.bits == 16) return dtype::bfloat16;
-        if (c == code::UInt && t.bits == 8) return dtype::uint8;
-        if (c == code::Bool && t.bits == 8) return dtype::boolean;
-    }
-    static const char* kinds[] = {"int", "uint", "float", "opaque", "bfloat", "complex", "bool"};
-    const std::string kind = t.code < 7 ? kinds[t.code] : "code " + std::to_string(t.code);
-    throw type_error(std::string(name) + " has dtype " + kind + std::to_string(t.bits) +
-                     ", which puffadv does not read; expected float32, float64, bfloat16 or "
-                     "float16 (flags: also bool or uint8)");
-}
+using bindings::array_holder;
 
-device device_of(int dlpack_device, int index, const char* name) {
-    switch (dlpack_device) {
-        case nb::device::cpu::value:
-        case nb::device::cuda_host::value:  // pinned host memory: the CPU reads it directly
-            return {device_type::cpu, 0};
-        case nb::device::cuda::value:
-        case nb::device::cuda_managed::value:
-            return {device_type::cuda, index};
-        case nb::device::rocm::value:
-            return {device_type::rocm, index};
-    }
-    throw type_error(std::string(name) + " lives on DLPack device type " + std::to_string(dlpack_device) +
-                     "; puffadv reads CPU, CUDA and ROCm memory");
-}
-
-// Keeps each imported array (and so the caller's buffer) alive for the call.
-struct holder {
-    nb::ndarray<> writable;
-    nb::ndarray<nb::ro> read_only;
-};
-
-// A 2-D array becomes [rows, cols] as given; a 1-D array [n] becomes rows = n, ndim 1.
-std::optional<matrix> import(nb::handle obj, const char* name, holder& keep) {
-    if (obj.is_none()) return std::nullopt;
-    const bool writable = nb::try_cast(obj, keep.writable, false);
-    if (!writable && !nb::try_cast(obj, keep.read_only, false))
-        throw type_error(std::string(name) + " must be an array (NumPy, PyTorch, CuPy, JAX or any "
-                         "DLPack producer) or None, got " + nb::type_name(obj.type()).c_str());
-    auto describe = [&](const auto& a) {
-        matrix m;
-        m.ndim = static_cast<int>(a.ndim());
-        m.writable = writable;
-        m.type = dtype_of(a.dtype(), name);
-        m.device = device_of(a.device_type(), a.device_id(), name);
-        m.data = const_cast<void*>(static_cast<const void*>(a.data()));
-        if (m.ndim == 2) {
-            m.rows = static_cast<std::int64_t>(a.shape(0));
-            m.cols = static_cast<std::int64_t>(a.shape(1));
-            m.row_stride = a.stride(0);
-            m.col_stride = a.stride(1);
-        } else if (m.ndim == 1) {
-            m.rows = static_cast<std::int64_t>(a.shape(0));
-            m.cols = 1;
-            m.row_stride = a.stride(0);
-            m.col_stride = 1;
-        }
-        return m;
-    };
-    return writable ? describe(keep.writable) : describe(keep.read_only);
+std::optional<matrix> import(nb::handle obj, const char* name, array_holder& keep) {
+    return bindings::import_array(obj, name, keep, /*optional=*/true);
 }
 
 matrix required(std::optional<matrix> m, const char* name) {
@@ -106,7 +44,7 @@ void standard_estimate(nb::handle rewards, nb::handle values, nb::handle termina
                        nb::handle square_sums, const std::string& kind, double gamma, double lambda,
                        double rho_clip, double c_clip, double rho_pg_clip, int time_axis,
                        const std::string& lambda_name, std::uintptr_t stream) {
-    holder keep[12];
+    array_holder keep[12];
     standard_arrays a;
     a.rewards = required(import(rewards, "rewards", keep[0]), "rewards");
     a.values = required(import(values, "values", keep[1]), "values");
@@ -148,7 +86,7 @@ void puff_advantage_fused(nb::handle values, nb::handle rewards, nb::handle done
                           nb::handle advantages, nb::handle returns, nb::handle abs_sums, nb::handle sums,
                           nb::handle square_sums, double gamma, double gae_lambda, double rho_clip,
                           double c_clip, std::uintptr_t stream) {
-    holder keep[9];
+    array_holder keep[9];
     puff_arrays a{required(import(values, "values", keep[0]), "values"),
                   required(import(rewards, "rewards", keep[1]), "rewards"),
                   required(import(dones, "dones", keep[2]), "dones"),

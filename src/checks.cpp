@@ -21,6 +21,12 @@ const char* dtype_name(dtype t) noexcept {
     return "unknown";
 }
 
+std::string unreadable_dtype_message(const char* name, const std::string& described) {
+    return std::string(name) + " has dtype " + described +
+           ", which puffadv does not read; expected float32, float64, bfloat16 or float16 "
+           "(flags: also bool or uint8)";
+}
+
 std::size_t dtype_size(dtype t) noexcept {
     switch (t) {
         case dtype::float64: return 8;

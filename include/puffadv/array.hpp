@@ -17,6 +17,10 @@ enum class dtype : std::uint8_t { float32, float64, float16, bfloat16, uint8, bo
 enum class device_type : std::uint8_t { cpu, cuda, rocm };
 
 const char* dtype_name(dtype t) noexcept;
+
+/// The one message for an element type puffadv cannot read, `described` in the
+/// caller's own words (e.g. "int64"), shared by every binding.
+std::string unreadable_dtype_message(const char* name, const std::string& described);
 std::size_t dtype_size(dtype t) noexcept;
 const char* device_type_name(device_type t) noexcept;
 

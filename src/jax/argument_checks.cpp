@@ -23,10 +23,6 @@ namespace nb = nanobind;
 namespace puffadv::jax {
 namespace {
 
-// The nanobind modules' messages for a dtype the core has no name for.
-constexpr const char* puff_dtypes = "expected float32 or float64";
-constexpr const char* standard_dtypes =
-    "expected float32, float64, bfloat16 or float16 (flags: also bool or uint8)";
 
 bool parse_dtype(const std::string& name, dtype& out) {
     static const std::pair<const char*, dtype> known[] = {
@@ -42,15 +38,12 @@ bool is_reduced(dtype t) { return t == dtype::float16 || t == dtype::bfloat16; }
 /// A view of an array that is only a (shape, dtype name) pair.
 class fake_arrays {
 public:
-    explicit fake_arrays(const char* dtypes) : dtypes_(dtypes) {}
-
     matrix view(nb::handle spec, const char* name, bool writable = false) {
         const auto shape = nb::cast<nb::tuple>(spec[0]);
         const auto type = nb::cast<std::string>(spec[1]);
         matrix m;
         if (!parse_dtype(type, m.type))
-            throw type_error(std::string(name) + " has dtype " + type + ", which puffadv does not read; " +
-                             dtypes_);
+            throw type_error(unreadable_dtype_message(name, type));
         return shaped(m, shape, writable);
     }
 
@@ -79,13 +72,12 @@ private:
         return m;
     }
 
-    const char* dtypes_;
     std::uintptr_t count_ = 0;
 };
 
 void check_puff(nb::handle values, nb::handle rewards, nb::handle dones, nb::handle importance,
                 double gamma, double gae_lambda, double rho_clip, double c_clip) {
-    fake_arrays fake(puff_dtypes);
+    fake_arrays fake;
     puff_arrays a;
     a.values = fake.view(values, "values");
     a.rewards = fake.view(rewards, "rewards");
@@ -105,7 +97,7 @@ void check_standard(const std::string& kind, nb::handle rewards, nb::handle valu
                     nb::handle truncated, nb::handle last_value, nb::handle bootstrap_values,
                     nb::handle importance, double gamma, double lambda, double rho_clip, double c_clip,
                     double rho_pg_clip, int time_axis, const std::string& lambda_name) {
-    fake_arrays fake(standard_dtypes);
+    fake_arrays fake;
     standard_arrays a;
     a.rewards = fake.view(rewards, "rewards");
     a.values = fake.view(values, "values");

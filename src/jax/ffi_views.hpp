@@ -41,10 +41,8 @@ inline bool to_dtype(ffi::DataType t, dtype& out) {
 inline ffi::Error to_matrix(const ffi::AnyBuffer& buffer, const char* name, device where,
                             bool writable, matrix& m, bool vector = false) {
     if (!to_dtype(buffer.element_type(), m.type)) {
-        return ffi::Error::InvalidArgument(
-            std::string(name) + " has XLA element type " +
-            std::to_string(static_cast<int>(buffer.element_type())) +
-            ", which puffadv does not read; expected float32 or float64");
+        return ffi::Error::InvalidArgument(unreadable_dtype_message(
+            name, "of XLA element type " + std::to_string(static_cast<int>(buffer.element_type()))));
     }
     const auto dims = buffer.dimensions();
     const std::size_t rank = dims.size(), minimum = vector ? 1 : 2;

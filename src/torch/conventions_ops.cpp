@@ -29,9 +29,7 @@ dtype dtype_of(const at::Tensor& t, const char* name) {
         case at::kBool: return dtype::boolean;
         default: break;
     }
-    TORCH_CHECK_TYPE(false, name, " has dtype ", c10::toString(t.scalar_type()),
-                     ", which puffadv does not read; expected float32, float64, bfloat16 or float16 "
-                     "(flags: also bool or uint8)");
+    TORCH_CHECK_TYPE(false, unreadable_dtype_message(name, c10::toString(t.scalar_type())));
     return dtype::float32;  // not reached
 }
 

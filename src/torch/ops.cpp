@@ -33,8 +33,7 @@ dtype to_dtype(const at::Tensor& t, const char* name) {
         case at::kComplexDouble: kind = "complex128"; break;
         default: kind = c10::toString(t.scalar_type()); break;
     }
-    TORCH_CHECK_TYPE(false, name, " has dtype ", kind,
-                     ", which puffadv does not read; expected float32 or float64");
+    TORCH_CHECK_TYPE(false, unreadable_dtype_message(name, kind));
     return dtype::float32;  // not reached
 }
 
