@@ -10,6 +10,8 @@ void puff_advantage_cuda(const puff_arrays& arrays, const puff_params& params, g
 
 gpu_status cuda_status() { return gpu::status(); }
 
+void cuda_synchronize(int device) { gpu::synchronize(device); }
+
 }  // namespace detail
 
 void compute_puff_advantage_cuda(const float* values, const float* rewards, const float* dones,

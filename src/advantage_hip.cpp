@@ -11,6 +11,8 @@ void puff_advantage_hip(const puff_arrays& arrays, const puff_params& params, gp
 
 gpu_status hip_status() { return gpu::status(); }
 
+void hip_synchronize(int device) { gpu::synchronize(device); }
+
 }  // namespace detail
 
 void compute_puff_advantage_hip(const float* values, const float* rewards, const float* dones,

@@ -97,6 +97,11 @@ NB_MODULE(_core, m) {
           nb::arg("importance"), nb::arg("advantages"), nb::arg("gamma"), nb::arg("gae_lambda"),
           nb::arg("rho_clip"), nb::arg("c_clip"), nb::arg("stream") = 0,
           "Writes the puff advantage into `advantages`; all checks happen in the core.");
+    m.def("synchronize_device", [](const std::string& kind, int index) {
+        if (kind != "cuda" && kind != "rocm") throw value_error("kind must be 'cuda' or 'rocm', got '" + kind + "'");
+        nb::gil_scoped_release release;
+        synchronize_device({kind == "cuda" ? device_type::cuda : device_type::rocm, index});
+    }, nb::arg("kind"), nb::arg("index"), "Waits for all work queued on a GPU (for JAX arrays).");
     m.def("build_info", &build_info_dict, "What this build of the core contains.");
     m.def("gpu_status", &gpu_status_dict, nb::arg("kind"), "What a GPU backend sees right now.");
     // Reads PUFFADV_NUM_THREADS with the GIL held, where os.environ changes happen.

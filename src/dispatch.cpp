@@ -65,6 +65,16 @@ void require_gpu_backend(const device& d) {
 
 }  // namespace detail
 
+void synchronize_device(const device& d) {
+#if PUFFADV_HAS_CUDA
+    if (d.type == device_type::cuda) detail::cuda_synchronize(d.index);
+#endif
+#if PUFFADV_HAS_HIP
+    if (d.type == device_type::rocm) detail::hip_synchronize(d.index);
+#endif
+    (void)d;
+}
+
 void compute_puff_advantage(const puff_arrays& arrays, const puff_params& params, gpu_stream stream) {
     check_puff_arguments(arrays, params);
     if (detail::puff_needs_general_kernel(arrays)) {  // fused outputs, bf16/fp16, byte dones

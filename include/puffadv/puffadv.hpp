@@ -116,6 +116,12 @@ struct gpu_status {
 };
 gpu_status query_gpu(device_type type);
 
+/// Waits until all work queued on GPU `d` has finished (no-op for the CPU, and
+/// for a device type this build has no backend for). For callers that cannot
+/// order their next use of an output on a stream, such as JAX arrays reached
+/// through DLPack; puffadv's own calls never wait.
+void synchronize_device(const device& d);
+
 /// CPU threads a call uses: PUFFADV_NUM_THREADS if set (>= 1), else all cores.
 int cpu_thread_count();
 

@@ -21,13 +21,15 @@ def call_core(kernel, framework: str, inputs, outputs, scalars, stream=None):
     # another Python thread may be changing the environment (getenv vs setenv).
     _core.pin_cpu_thread_count(True)
     try:
+        reason = None
         try:
             kernel(*inputs, *outputs, *scalars, handle)
         except _fallback.BackendUnavailableError as missing:
             # Raised only after every argument check passed on the caller's own arrays.
             reason = str(missing)
-        else:
-            return
-        _fallback.run_on_host(kernel, framework, inputs, outputs, scalars, reason, stream)
+        if reason is not None:  # outside the except: no chained traceback on the host path
+            _fallback.run_on_host(kernel, framework, inputs, outputs, scalars, reason, stream)
     finally:
         _core.pin_cpu_thread_count(False)
+    if framework == "jax" and _frameworks.is_gpu(inputs[0]):
+        _frameworks.wait_for_gpu(inputs[0])

@@ -64,6 +64,26 @@ def is_gpu(x) -> bool:
     return dlpack_device(x)[0] in (_DLPACK_CUDA, _DLPACK_ROCM)
 
 
+def wait_for_gpu(x) -> None:
+    """Waits for the GPU that holds `x`. JAX arrays come without a stream: XLA
+    reads an output on its own streams, which nothing orders after puffadv's
+    write (or after a fallback's copy back), so the write must have landed
+    before the call returns. puffadv.jax orders through XLA instead, with no wait."""
+    from . import _core
+    kind, index = dlpack_device(x)
+    name = "cuda" if kind == _DLPACK_CUDA else "rocm"
+    if _core.gpu_status("cuda" if kind == _DLPACK_CUDA else "hip")["device_count"] > 0:
+        _core.synchronize_device(name, index)
+        return
+    try:  # no usable backend: the fallback copied back through CuPy or torch
+        import cupy
+        with cupy.cuda.Device(index):
+            cupy.cuda.runtime.deviceSynchronize()
+    except ImportError:
+        import torch
+        torch.cuda.synchronize(index)
+
+
 def for_import(framework: str, x):
     """The object to hand to the core: torch tensors lose autograd history,
     which DLPack refuses to export (advantages are targets, never differentiated)."""
@@ -88,8 +108,9 @@ def empty_like(framework: str, x, name: str = "values"):
         if not is_gpu(x):
             return np.empty(shape, dtype=x.dtype)  # wrapped back into JAX by finish()
         import jax.numpy as jnp
-        # A fresh buffer nobody else references; written once through DLPack.
-        return jnp.zeros(shape, dtype=x.dtype, device=x.device) + 0
+        # A fresh buffer nobody else references, written once through DLPack; ready
+        # before puffadv's kernel (on another stream) can write it.
+        return (jnp.zeros(shape, dtype=x.dtype, device=x.device) + 0).block_until_ready()
     if dlpack_device(x)[0] in (_DLPACK_CPU, _DLPACK_CUDA_HOST):
         host = np.from_dlpack(x)
         return np.empty(host.shape, dtype=host.dtype)

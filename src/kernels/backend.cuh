@@ -114,6 +114,13 @@ puff_arrays device_arrays(device_type type, const T* values, const T* rewards, c
 }
 
 /// Devices, versions, and why none is usable when none is.
+/// Waits for all work queued on `device`, for callers that have no stream to
+/// order their next read of an output on (JAX arrays reached through DLPack).
+inline void synchronize(int device) {
+    device_guard guard(device);
+    PUFF_GPU_CHECK(cudaDeviceSynchronize(), device);
+}
+
 inline gpu_status status() {
     gpu_status s;
     s.compiled = true;
