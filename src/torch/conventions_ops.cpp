@@ -15,49 +15,14 @@
 
 #include <puffadv/conventions.hpp>
 
+#include "ops.hpp"
 
 namespace puffadv::torch_ops {
 namespace {
 
-dtype dtype_of(const at::Tensor& t, const char* name) {
-    switch (t.scalar_type()) {
-        case at::kFloat: return dtype::float32;
-        case at::kDouble: return dtype::float64;
-        case at::kHalf: return dtype::float16;
-        case at::kBFloat16: return dtype::bfloat16;
-        case at::kByte: return dtype::uint8;
-        case at::kBool: return dtype::boolean;
-        default: break;
-    }
-    TORCH_CHECK_TYPE(false, unreadable_dtype_message(name, c10::toString(t.scalar_type())));
-    return dtype::float32;  // not reached
-}
-
-// A tensor as the core's view: 2-D as [rows, cols], 1-D as [rows] (ndim 1).
-matrix view_of(const at::Tensor& t, const char* name, bool output) {
-    TORCH_CHECK_VALUE(!t.is_neg(), name, " is a negative view; call .resolve_neg() first");
-    matrix m;
-    m.type = dtype_of(t, name);
-    m.ndim = static_cast<int>(t.dim());
-    m.data = output ? t.mutable_data_ptr() : const_cast<void*>(t.const_data_ptr());
-    if (t.is_cuda()) {
-        m.device = {PUFF_TORCH_ROCM ? device_type::rocm : device_type::cuda, t.device().index()};
-    } else {
-        TORCH_CHECK_TYPE(t.is_cpu(), name, " is on ", t.device(), "; puffadv reads CPU, CUDA and ROCm tensors");
-    }
-    if (m.ndim == 2) {
-        m.rows = t.size(0), m.cols = t.size(1);
-        m.row_stride = t.stride(0), m.col_stride = t.stride(1);
-    } else if (m.ndim == 1) {
-        m.rows = t.size(0), m.cols = 1;
-        m.row_stride = t.stride(0), m.col_stride = 1;
-    }
-    return m;
-}
-
 std::optional<matrix> optional_view(const std::optional<at::Tensor>& t, const char* name) {
     if (!t || !t->defined()) return std::nullopt;
-    return view_of(*t, name, false);
+    return to_matrix(*t, name, false);
 }
 
 at::ScalarType output_type(const at::Tensor& like) {
@@ -88,15 +53,15 @@ std::tuple<at::Tensor, at::Tensor> estimate(estimator kind, const at::Tensor& re
     at::Tensor returns = at::empty(rewards.sizes(), options);
     at::Tensor advantages = want_advantages ? at::empty(rewards.sizes(), options) : at::Tensor();
     standard_arrays a;
-    a.rewards = view_of(rewards, "rewards", false);
-    a.values = view_of(values, "values", false);
-    a.terminated = view_of(terminated, "terminated", false);
+    a.rewards = to_matrix(rewards, "rewards", false);
+    a.values = to_matrix(values, "values", false);
+    a.terminated = to_matrix(terminated, "terminated", false);
     a.truncated = optional_view(truncated, "truncated");
     a.last_value = optional_view(last_value, "last_value");
     a.bootstrap_values = optional_view(bootstrap_values, "bootstrap_values");
     a.importance = optional_view(importance, "importance");
-    if (want_advantages) a.advantages = view_of(advantages, "advantages", true);
-    a.fused.returns = view_of(returns, "returns", true);
+    if (want_advantages) a.advantages = to_matrix(advantages, "advantages", true);
+    a.fused.returns = to_matrix(returns, "returns", true);
     const int axis = static_cast<int>(time_axis);
     for (auto [m, name] : {std::pair<matrix*, const char*>{&a.rewards, "rewards"}, {&a.values, "values"},
                            {&a.terminated, "terminated"}})

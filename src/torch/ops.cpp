@@ -22,7 +22,7 @@ dtype to_dtype(const at::Tensor& t, const char* name) {
         case at::kBool: return dtype::boolean;
         default: break;
     }
-    // Outside the core's dtype enum; worded as src/bindings.cpp words it (int64, not Long).
+    // Outside the core's dtype enum; worded as the nanobind module words it (int64, not Long).
     const char* kind = nullptr;
     switch (t.scalar_type()) {
         case at::kChar: kind = "int8"; break;
@@ -36,6 +36,8 @@ dtype to_dtype(const at::Tensor& t, const char* name) {
     TORCH_CHECK_TYPE(false, unreadable_dtype_message(name, kind));
     return dtype::float32;  // not reached
 }
+
+}  // namespace
 
 matrix to_matrix(const at::Tensor& t, const char* name, bool output) {
     // A negative view's memory holds -x: reading it raw would be silently wrong.
@@ -56,11 +58,14 @@ matrix to_matrix(const at::Tensor& t, const char* name, bool output) {
         m.cols = t.size(1);
         m.row_stride = t.stride(0);  // torch strides count elements, as the core's do
         m.col_stride = t.stride(1);
+    } else if (m.ndim == 1) {
+        m.rows = t.size(0);
+        m.cols = 1;
+        m.row_stride = t.stride(0);
+        m.col_stride = 1;
     }
     return m;
 }
-
-}  // namespace
 
 puff_arrays to_arrays(const at::Tensor& values, const at::Tensor& rewards, const at::Tensor& dones,
                       const at::Tensor& importance, const at::Tensor& advantages) {

@@ -8,6 +8,11 @@
 
 namespace puffadv::torch_ops {
 
+/// A tensor as the core's view: 2-D as [rows, cols], 1-D as [rows] (ndim 1), any
+/// other rank kept for the core to reject. Only facts the core cannot see (a
+/// dtype outside its enum, a negative view, a device it does not read) are checked.
+matrix to_matrix(const at::Tensor& t, const char* name, bool output);
+
 /// The five tensors of a puff-advantage call as core views. Only facts the
 /// core cannot see (a dtype outside its enum, a negative view) are checked here.
 puff_arrays to_arrays(const at::Tensor& values, const at::Tensor& rewards, const at::Tensor& dones,
