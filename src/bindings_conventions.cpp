@@ -31,13 +31,6 @@ matrix required(std::optional<matrix> m, const char* name) {
     return *m;
 }
 
-estimator estimator_of(const std::string& kind) {
-    if (kind == "gae") return estimator::gae;
-    if (kind == "td_lambda") return estimator::td_lambda;
-    if (kind == "vtrace") return estimator::vtrace;
-    throw value_error("kind must be 'gae', 'td_lambda' or 'vtrace', got '" + kind + "'");
-}
-
 void standard_estimate(nb::handle rewards, nb::handle values, nb::handle terminated, nb::handle truncated,
                        nb::handle last_value, nb::handle bootstrap_values, nb::handle importance,
                        nb::handle advantages, nb::handle returns, nb::handle abs_sums, nb::handle sums,
@@ -71,7 +64,7 @@ void standard_estimate(nb::handle rewards, nb::handle values, nb::handle termina
             if (auto problem = apply_time_axis(*m, time_axis, name)) throw value_error(problem.message);
 
     standard_params p;
-    p.kind = estimator_of(kind);
+    p.kind = estimator_from_name(kind);
     p.gamma = gamma;
     p.lambda = lambda;
     p.rho_clip = rho_clip;

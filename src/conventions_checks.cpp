@@ -121,6 +121,12 @@ const char* estimator_name(estimator e) noexcept {
     return "unknown";
 }
 
+estimator estimator_from_name(const std::string& name) {
+    for (estimator e : {estimator::gae, estimator::td_lambda, estimator::vtrace})
+        if (name == estimator_name(e)) return e;
+    throw value_error("kind must be 'gae', 'td_lambda' or 'vtrace', got '" + name + "'");
+}
+
 argument_problem apply_time_axis(matrix& m, int time_axis, const char* name) {
     if (m.ndim != 2) return {};
     if (time_axis < -2 || time_axis > 1) {

@@ -25,6 +25,8 @@ enum class estimator : std::uint8_t {
 };
 
 const char* estimator_name(estimator e) noexcept;
+/// The inverse of estimator_name ("gae", "td_lambda", "vtrace"); value_error otherwise.
+estimator estimator_from_name(const std::string& name);
 
 /// Scalars: finite, gamma and lambda in [0, 1], clips >= 0. The clips are read
 /// only when importance ratios are given; rho_pg_clip only by vtrace.

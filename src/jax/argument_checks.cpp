@@ -122,10 +122,7 @@ void check_standard(const std::string& kind, nb::handle rewards, nb::handle valu
             if (auto problem = apply_time_axis(*m, time_axis, name)) throw value_error(problem.message);
 
     standard_params p;
-    if (kind == "gae") p.kind = estimator::gae;
-    else if (kind == "td_lambda") p.kind = estimator::td_lambda;
-    else if (kind == "vtrace") p.kind = estimator::vtrace;
-    else throw value_error("kind must be 'gae', 'td_lambda' or 'vtrace', got '" + kind + "'");
+    p.kind = estimator_from_name(kind);
     p.gamma = gamma;
     p.lambda = lambda;
     p.rho_clip = rho_clip;
