@@ -52,16 +52,7 @@ void standard_estimate(nb::handle rewards, nb::handle values, nb::handle termina
     a.fused.sums = import(sums, "sums", keep[10]);
     a.fused.square_sums = import(square_sums, "square_sums", keep[11]);
 
-    std::pair<matrix*, const char*> two_d[] = {
-        {&a.rewards, "rewards"}, {&a.values, "values"}, {&a.terminated, "terminated"},
-        {a.truncated ? &*a.truncated : nullptr, "truncated"},
-        {a.bootstrap_values ? &*a.bootstrap_values : nullptr, "bootstrap_values"},
-        {a.importance ? &*a.importance : nullptr, "importance"},
-        {a.advantages ? &*a.advantages : nullptr, "advantages"},
-        {a.fused.returns ? &*a.fused.returns : nullptr, "returns"}};
-    for (auto [m, name] : two_d)
-        if (m)
-            if (auto problem = apply_time_axis(*m, time_axis, name)) throw value_error(problem.message);
+    if (auto problem = apply_time_axis(a, time_axis)) throw value_error(problem.message);
 
     standard_params p;
     p.kind = estimator_from_name(kind);

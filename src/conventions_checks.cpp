@@ -141,6 +141,20 @@ argument_problem apply_time_axis(matrix& m, int time_axis, const char* name) {
     return {};
 }
 
+argument_problem apply_time_axis(standard_arrays& a, int time_axis) {
+    const std::pair<matrix*, const char*> required[] = {
+        {&a.rewards, "rewards"}, {&a.values, "values"}, {&a.terminated, "terminated"}};
+    for (auto [m, name] : required)
+        if (auto problem = apply_time_axis(*m, time_axis, name)) return problem;
+    const std::pair<std::optional<matrix>*, const char*> optional[] = {
+        {&a.truncated, "truncated"}, {&a.bootstrap_values, "bootstrap_values"},
+        {&a.importance, "importance"}, {&a.advantages, "advantages"}, {&a.fused.returns, "returns"}};
+    for (auto [m, name] : optional)
+        if (*m)
+            if (auto problem = apply_time_axis(**m, time_axis, name)) return problem;
+    return {};
+}
+
 argument_problem find_standard_problem(const standard_arrays& a, const standard_params& p) {
     using namespace detail;
     const matrix& ref = a.rewards;

@@ -74,6 +74,10 @@ argument_problem find_standard_problem(const standard_arrays& arrays, const stan
 /// 2-D are left alone for the layout check to name.
 argument_problem apply_time_axis(matrix& m, int time_axis, const char* name);
 
+/// apply_time_axis on every [rows, horizon] array of a call (not last_value or
+/// the per-row sums, which have no time axis), as every binding needs it.
+argument_problem apply_time_axis(standard_arrays& a, int time_axis);
+
 /// Checks, then computes on the arrays' device. Throws value_error when a step
 /// is both terminated and truncated (naming its row and step).
 void compute_standard_estimate(const standard_arrays& arrays, const standard_params& params,

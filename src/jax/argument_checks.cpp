@@ -111,15 +111,7 @@ void check_standard(const std::string& kind, nb::handle rewards, nb::handle valu
     a.advantages = fake.output(rewards, out);
     a.fused.returns = fake.output(rewards, out);
 
-    std::pair<matrix*, const char*> two_d[] = {
-        {&a.rewards, "rewards"}, {&a.values, "values"}, {&a.terminated, "terminated"},
-        {a.truncated ? &*a.truncated : nullptr, "truncated"},
-        {a.bootstrap_values ? &*a.bootstrap_values : nullptr, "bootstrap_values"},
-        {a.importance ? &*a.importance : nullptr, "importance"},
-        {&*a.advantages, "advantages"}, {&*a.fused.returns, "returns"}};
-    for (auto [m, name] : two_d)
-        if (m)
-            if (auto problem = apply_time_axis(*m, time_axis, name)) throw value_error(problem.message);
+    if (auto problem = apply_time_axis(a, time_axis)) throw value_error(problem.message);
 
     standard_params p;
     p.kind = estimator_from_name(kind);

@@ -63,13 +63,7 @@ std::tuple<at::Tensor, at::Tensor> estimate(estimator kind, const at::Tensor& re
     if (want_advantages) a.advantages = to_matrix(advantages, "advantages", true);
     a.fused.returns = to_matrix(returns, "returns", true);
     const int axis = static_cast<int>(time_axis);
-    for (auto [m, name] : {std::pair<matrix*, const char*>{&a.rewards, "rewards"}, {&a.values, "values"},
-                           {&a.terminated, "terminated"}})
-        throw_as_torch(apply_time_axis(*m, axis, name));
-    for (auto [m, name] : {std::pair<std::optional<matrix>*, const char*>{&a.truncated, "truncated"},
-                           {&a.bootstrap_values, "bootstrap_values"}, {&a.importance, "importance"},
-                           {&a.advantages, "advantages"}, {&a.fused.returns, "returns"}})
-        if (*m) throw_as_torch(apply_time_axis(**m, axis, name));
+    throw_as_torch(apply_time_axis(a, axis));
     standard_params p;
     p.kind = kind;
     p.gamma = gamma;
