@@ -50,12 +50,20 @@ strided_view<T> view_of(const matrix& m) {
     return {static_cast<T*>(m.data), m.row_stride, m.col_stride};
 }
 
-/// 16-byte loads of four steps are valid for this array: time-contiguous,
-/// aligned, and every row start (row_stride multiple of 4) aligned too.
-inline bool vectorizable(const matrix& m) {
+/// One access may load `items` steps of this array: time-contiguous, aligned
+/// to `items` elements, and so is every row start (row_stride a multiple).
+inline bool vectorizable(const matrix& m, int items = scan_policy::items) {
     const auto address = reinterpret_cast<std::uintptr_t>(m.data);
-    return m.col_stride == 1 && address % 16 == 0 && (m.rows <= 1 || m.row_stride % 4 == 0) &&
-           m.cols % 4 == 0;
+    return m.col_stride == 1 && address % (items * dtype_size(m.type)) == 0 &&
+           (m.rows <= 1 || m.row_stride % items == 0) && m.cols % items == 0;
+}
+
+/// Split-row carries live in this output (null: none), see carry_slots.
+template <typename T>
+carry_slots<T> carry_slots_of(const matrix* m) {
+    if (!m || m->col_stride != 1) return {};
+    const auto element = static_cast<int>(dtype_size(m->type));
+    return {static_cast<unsigned char*>(m->data), m->row_stride * element, element};
 }
 
 template <typename T>
@@ -78,9 +86,11 @@ void run_puff(const puff_arrays& a, const puff_params& params, cudaStream_t stre
     }
     const std::int64_t rows = a.values.rows, horizon = a.values.cols;
     const row_scan_plan plan = plan_row_scan<scan_policy>(rows, horizon, contiguous, sm_count);
-    PUFF_GPU_CHECK((launch_row_scan<scan_policy>(plan, producer, epilogue, view_of<T>(a.advantages), rows,
-                                                 horizon, vectorized, stream)),
-                   device);
+    const carry_slots<T> scratch = carry_slots_of<T>(&a.advantages);
+    const cudaError_t launched =
+        vectorized ? launch_row_scan<scan_policy, true>(plan, producer, epilogue, scratch, rows, horizon, stream)
+                   : launch_row_scan<scan_policy, false>(plan, producer, epilogue, scratch, rows, horizon, stream);
+    PUFF_GPU_CHECK(launched, device);
 }
 
 inline void puff_advantage(const puff_arrays& arrays, const puff_params& params, gpu_stream stream) {

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <initializer_list>
 #include <optional>
+#include <type_traits>
 
 #include <puffadv/conventions.hpp>
 
@@ -29,49 +30,137 @@ inline typed_view typed(const matrix& m) {
 }
 inline typed_view typed(const std::optional<matrix>& m) { return m ? typed(*m) : typed_view{}; }
 
-/// Four steps per 16/8/4-byte access are valid: time-contiguous, aligned to four
-/// elements, every row start too (see vectorizable() for float32/float64).
-inline bool vectorizable_any(const matrix& m) {
-    const auto bytes = static_cast<std::uintptr_t>(4 * dtype_size(m.type));
-    return m.col_stride == 1 && reinterpret_cast<std::uintptr_t>(m.data) % bytes == 0 &&
-           (m.rows <= 1 || m.row_stride % 4 == 0) && m.cols % 4 == 0;
+/// Column views of the fast kernels (absent arrays give a null view).
+template <typename S>
+strided_view<S> column_of(const matrix& m) {
+    return {static_cast<S*>(m.data), m.row_stride, m.col_stride};
+}
+template <typename S>
+strided_view<S> column_of(const std::optional<matrix>& m) {
+    return m ? column_of<S>(*m) : strided_view<S>{nullptr, 0, 0};
 }
 
-struct layout_facts {
-    bool contiguous = true, vectorized = true;
-    void add(const matrix& m) {
-        contiguous = contiguous && m.time_contiguous();
-        vectorized = vectorized && vectorizable_any(m);
-    }
-    void add(const std::optional<matrix>& m) {
-        if (m) add(*m);
-    }
+/// Policy of the fast kernels for the 16-bit floats: eight steps per thread, so
+/// that each load is 16 bytes as with float32's four.
+#ifndef PUFF_HALF_ITEMS
+#define PUFF_HALF_ITEMS 8
+#endif
+#ifndef PUFF_HALF_MIN_BLOCKS
+#define PUFF_HALF_MIN_BLOCKS 4
+#endif
+using half_scan_policy = row_scan_policy<PUFF_HALF_ITEMS, PUFF_HALF_MIN_BLOCKS>;
+
+/// The standard producer's step needs more registers than the puff's: at the
+/// float32 policy's 32 it spilled 56-96 bytes (ptxas), and asking for 6 blocks
+/// (40 registers) made float32 GAE 1.15x faster on the H200 (262144x128:
+/// 216 -> 187 us).
+#ifndef PUFF_STANDARD_MIN_BLOCKS
+#define PUFF_STANDARD_MIN_BLOCKS 6
+#endif
+using standard_scan_policy = row_scan_policy<4, PUFF_STANDARD_MIN_BLOCKS>;
+
+template <typename In>
+using policy_for = std::conditional_t<sizeof(In) == 2, half_scan_policy, scan_policy>;
+template <typename In>
+using standard_policy_for = std::conditional_t<sizeof(In) == 2, half_scan_policy, standard_scan_policy>;
+
+inline int items_for(dtype float_type) {
+    return dtype_size(float_type) == 2 ? half_scan_policy::items : scan_policy::items;
+}
+
+template <typename S>
+struct type_tag {
+    using type = S;
 };
 
-/// A T-typed [rows, horizon] output: split-row plans keep their carries in it.
-template <typename T>
-const matrix* scratch_output(std::initializer_list<const std::optional<matrix>*> outputs) {
-    constexpr dtype want = sizeof(T) == 8 ? dtype::float64 : dtype::float32;
+/// What one call reads and writes, for choosing its kernel: the fast kernels
+/// take compile-time storage types and vectorised accesses, and serve a call
+/// whose [rows, horizon] arrays all vectorise, whose flags share one storage
+/// type (bool/uint8, or the float dtype) and whose scan outputs share one
+/// dtype. Anything else takes the generic kernels (typed_view, scalar).
+struct call_layout {
+    dtype float_type;
+    int items;
+    bool contiguous = true, vectorized = true, byte_flags = false, float_out = false;
+    bool flags_mixed = false, outputs_mixed = false, has_flags = false, has_outputs = false;
+
+    call_layout(dtype t) : float_type(t), items(items_for(t)) {}
+
+    void input(const matrix& m) {
+        contiguous = contiguous && m.time_contiguous();
+        vectorized = vectorized && vectorizable(m, items);
+    }
+    void input(const std::optional<matrix>& m) {
+        if (m) input(*m);
+    }
+    void flag(const std::optional<matrix>& m) {
+        if (!m) return;
+        input(*m);
+        const bool byte = m->type == dtype::boolean || m->type == dtype::uint8;
+        flags_mixed = flags_mixed || (has_flags && byte != byte_flags);
+        byte_flags = byte, has_flags = true;
+    }
+    void output(const std::optional<matrix>& m) {
+        if (!m) return;
+        input(*m);
+        const bool f32 = m->type != float_type;  // checked: the input dtype or float32
+        outputs_mixed = outputs_mixed || (has_outputs && f32 != float_out);
+        float_out = f32, has_outputs = true;
+    }
+    bool fast() const { return vectorized && !flags_mixed && !outputs_mixed; }
+};
+
+/// Calls f(type_tag<In>, type_tag<Flag>, type_tag<Out>) with the storage types
+/// of a fast call (see call_layout) whose arithmetic type is T.
+template <typename T, typename F>
+void with_storage_types(const call_layout& c, F&& f) {
+    auto with_in = [&](auto in_tag) {
+        using In = typename decltype(in_tag)::type;
+        auto with_flags = [&](auto flag_tag) {
+            if constexpr (sizeof(In) == 2) {
+                if (c.float_out)
+                    f(in_tag, flag_tag, type_tag<float>{});
+                else
+                    f(in_tag, flag_tag, in_tag);
+            } else {
+                f(in_tag, flag_tag, in_tag);
+            }
+        };
+        if (c.byte_flags)
+            with_flags(type_tag<flag_byte>{});
+        else
+            with_flags(in_tag);
+    };
+    if constexpr (std::is_same_v<T, double>) {
+        with_in(type_tag<double>{});
+    } else {
+        switch (c.float_type) {
+            case dtype::bfloat16: return with_in(type_tag<bf16_bits>{});
+            case dtype::float16: return with_in(type_tag<f16_bits>{});
+            default: return with_in(type_tag<float>{});
+        }
+    }
+}
+
+/// A time-contiguous [rows, horizon] output for split-row carries.
+inline const matrix* scratch_output(std::initializer_list<const std::optional<matrix>*> outputs) {
     for (const auto* m : outputs)
-        if (*m && (*m)->type == want) return &**m;
+        if (*m && (*m)->col_stride == 1) return &**m;
     return nullptr;
 }
 
 /// Scans `producer` into `epilogue` with the row-scan kernels of launch.cuh.
-template <typename Producer, typename Epilogue>
+template <typename Policy, bool Vec, typename Producer, typename Epilogue>
 void launch_scan(const Producer& producer, const Epilogue& epilogue, const matrix* scratch, std::int64_t rows,
-                 std::int64_t horizon, layout_facts facts, int device, cudaStream_t stream) {
+                 std::int64_t horizon, bool contiguous, int device, cudaStream_t stream) {
     using T = typename Producer::value_type;
     int sm_count = 0;
     PUFF_GPU_CHECK(cudaDeviceGetAttribute(&sm_count, cudaDevAttrMultiProcessorCount, device), device);
-    row_scan_plan plan = plan_row_scan<scan_policy>(rows, horizon, facts.contiguous, sm_count);
-    // Without a T-typed output to hold split-row carries (bf16 outputs only),
-    // whole rows it is; slower for a few very long rows, never wrong.
-    if (plan.layout == row_scan_plan::split_rows && !scratch)
-        plan = plan_row_scan<scan_policy>(rows, horizon, false, sm_count);
-    const strided_view<T> scratch_view = scratch ? view_of<T>(*scratch) : strided_view<T>{nullptr, 0, 0};
-    PUFF_GPU_CHECK((launch_row_scan<scan_policy>(plan, producer, epilogue, scratch_view, rows, horizon,
-                                                 facts.vectorized, stream)),
+    row_scan_plan plan = plan_row_scan<Policy>(rows, horizon, contiguous, sm_count);
+    if (plan.layout == row_scan_plan::split_rows && !scratch)  // not reached: outputs are contiguous there
+        plan = plan_row_scan<Policy>(rows, horizon, false, sm_count);
+    PUFF_GPU_CHECK((launch_row_scan<Policy, Vec>(plan, producer, epilogue, carry_slots_of<T>(scratch), rows,
+                                                 horizon, stream)),
                    device);
 }
 
@@ -90,6 +179,13 @@ inline void launch_row_sums(const matrix& a, const fused_outputs& f, std::int64_
 }
 
 template <typename T>
+standard_producer<T> generic_standard_producer(const standard_arrays& a, const standard_params& p) {
+    return {typed(a.values),     typed(a.rewards),          typed(a.terminated), typed(a.truncated),
+            typed(a.importance), typed(a.bootstrap_values), typed(a.last_value), a.rewards.cols,
+            T(p.gamma),          T(p.gamma) * T(p.lambda),  T(p.rho_clip),       T(p.c_clip)};
+}
+
+template <typename T>
 void run_standard(const standard_arrays& a, const standard_params& p, cudaStream_t stream) {
     const int device = a.rewards.device.index;
     device_guard guard(device);
@@ -99,24 +195,45 @@ void run_standard(const standard_arrays& a, const standard_params& p, cudaStream
     if (vtrace && !a.fused.returns) unsupported("vtrace without vs (the pg advantages are derived from it)");
     if (sums && !a.advantages) unsupported("row sums without the advantages output");
 
-    standard_producer<T> producer{typed(a.values), typed(a.rewards), typed(a.terminated), typed(a.truncated),
-                                  typed(a.importance), typed(a.bootstrap_values), typed(a.last_value),
-                                  horizon, T(p.gamma), T(p.gamma) * T(p.lambda), T(p.rho_clip), T(p.c_clip)};
     // V-trace: the scan writes vs only; the pg advantages follow from it.
-    const store_estimate<T> epilogue{vtrace ? typed_view{} : typed(a.advantages), typed(a.fused.returns)};
-    layout_facts facts;
-    for (const auto* m : {&a.rewards, &a.values, &a.terminated}) facts.add(*m);
-    for (const auto* m : {&a.truncated, &a.importance, &a.fused.returns}) facts.add(*m);
-    if (!vtrace) facts.add(a.advantages);
-    const matrix* scratch = vtrace ? scratch_output<T>({&a.fused.returns})
-                                   : scratch_output<T>({&a.advantages, &a.fused.returns});
-    if (horizon > 0) launch_scan(producer, epilogue, scratch, rows, horizon, facts, device, stream);
+    const std::optional<matrix> scan_advantages = vtrace ? std::nullopt : a.advantages;
+    call_layout layout(a.rewards.type);
+    for (const auto* m : {&a.rewards, &a.values}) layout.input(*m);
+    layout.input(a.importance);
+    layout.flag(a.terminated);
+    layout.flag(a.truncated);
+    layout.output(scan_advantages);
+    layout.output(a.fused.returns);
+    const matrix* scratch = scratch_output({&scan_advantages, &a.fused.returns});
+
+    if (horizon > 0 && layout.fast()) {
+        with_storage_types<T>(layout, [&](auto in_tag, auto flag_tag, auto out_tag) {
+            using In = typename decltype(in_tag)::type;
+            using Flag = typename decltype(flag_tag)::type;
+            using Out = typename decltype(out_tag)::type;
+            using values = strided_view<const In>;
+            const standard_producer<T, values, strided_view<const Flag>> producer{
+                column_of<const In>(a.values),     column_of<const In>(a.rewards),
+                column_of<const Flag>(a.terminated), column_of<const Flag>(a.truncated),
+                column_of<const In>(a.importance), column_of<const In>(a.bootstrap_values),
+                column_of<const In>(a.last_value), horizon,
+                T(p.gamma), T(p.gamma) * T(p.lambda), T(p.rho_clip), T(p.c_clip)};
+            const store_estimate<T, strided_view<Out>> epilogue{column_of<Out>(scan_advantages),
+                                                                column_of<Out>(a.fused.returns)};
+            launch_scan<standard_policy_for<In>, true>(producer, epilogue, scratch, rows, horizon, true, device, stream);
+        });
+    } else if (horizon > 0) {
+        const store_estimate<T> epilogue{typed(scan_advantages), typed(a.fused.returns)};
+        launch_scan<scan_policy, false>(generic_standard_producer<T>(a, p), epilogue, scratch, rows, horizon,
+                                        layout.contiguous, device, stream);
+    }
 
     if (vtrace && a.advantages && horizon > 0) {
         constexpr int threads = 256;
         const std::int64_t wanted = (rows * horizon + threads - 1) / threads;
         const auto blocks = static_cast<unsigned>(std::min<std::int64_t>(wanted, 1 << 20));
-        vtrace_pg_kernel<T><<<blocks, threads, 0, stream>>>(producer, typed(a.fused.returns), typed(a.advantages),
+        vtrace_pg_kernel<T><<<blocks, threads, 0, stream>>>(generic_standard_producer<T>(a, p),
+                                                            typed(a.fused.returns), typed(a.advantages),
                                                             T(p.rho_pg_clip), rows);
         PUFF_GPU_CHECK(cudaGetLastError(), device);
     }
@@ -136,16 +253,35 @@ void run_puff_general(const puff_arrays& a, const puff_params& p, cudaStream_t s
     const int device = a.values.device.index;
     device_guard guard(device);
     const std::int64_t rows = a.values.rows, horizon = a.values.cols;
-    const puff_any_producer<T> producer{typed(a.values), typed(a.rewards), typed(a.dones), typed(a.importance),
-                                        T(p.gamma), T(p.gamma) * T(p.gae_lambda), T(p.rho_clip), T(p.c_clip)};
-    const store_estimate<T> epilogue{typed(a.advantages), typed(a.fused.returns)};
-    layout_facts facts;
-    for (const matrix* m : {&a.values, &a.rewards, &a.dones, &a.importance, &a.advantages}) facts.add(*m);
-    facts.add(a.fused.returns);
     const std::optional<matrix> advantages = a.advantages;
-    if (horizon > 0)
-        launch_scan(producer, epilogue, scratch_output<T>({&advantages, &a.fused.returns}), rows, horizon,
-                    facts, device, stream);
+    call_layout layout(a.values.type);
+    for (const matrix* m : {&a.values, &a.rewards, &a.importance}) layout.input(*m);
+    layout.flag(a.dones);
+    layout.output(advantages);
+    layout.output(a.fused.returns);
+    const matrix* scratch = scratch_output({&advantages, &a.fused.returns});
+    const T gamma_lambda = T(p.gamma) * T(p.gae_lambda);
+
+    if (horizon > 0 && layout.fast()) {
+        with_storage_types<T>(layout, [&](auto in_tag, auto flag_tag, auto out_tag) {
+            using In = typename decltype(in_tag)::type;
+            using Flag = typename decltype(flag_tag)::type;
+            using Out = typename decltype(out_tag)::type;
+            const puff_producer<T, strided_view<const In>, strided_view<const Flag>> producer{
+                column_of<const In>(a.values), column_of<const In>(a.rewards), column_of<const Flag>(a.dones),
+                column_of<const In>(a.importance), T(p.gamma), gamma_lambda, T(p.rho_clip), T(p.c_clip)};
+            const store_estimate<T, strided_view<Out>> epilogue{column_of<Out>(advantages),
+                                                                column_of<Out>(a.fused.returns)};
+            launch_scan<policy_for<In>, true>(producer, epilogue, scratch, rows, horizon, true, device, stream);
+        });
+    } else if (horizon > 0) {
+        const puff_producer<T, typed_view> producer{typed(a.values), typed(a.rewards), typed(a.dones),
+                                                    typed(a.importance), T(p.gamma), gamma_lambda,
+                                                    T(p.rho_clip), T(p.c_clip)};
+        const store_estimate<T> epilogue{typed(advantages), typed(a.fused.returns)};
+        launch_scan<scan_policy, false>(producer, epilogue, scratch, rows, horizon, layout.contiguous, device,
+                                        stream);
+    }
     launch_row_sums(a.advantages, a.fused, rows, horizon, device, stream);
 }
 

@@ -62,14 +62,15 @@ row_scan_plan plan_row_scan(std::int64_t rows, std::int64_t horizon, bool time_c
 }
 
 /// Launches the scan of `producer`'s maps into `epilogue` as `plan` says.
-/// `scratch` is a T-typed [rows, horizon] output the call overwrites anyway
-/// (split rows keep two numbers per segment in it between launches).
-/// `vectorized`: every array is time-contiguous, 16-byte aligned, with row
-/// strides and horizon multiples of 4 (the host checks; see vectorizable()).
-template <typename Policy, typename Producer, typename Epilogue>
+/// `scratch` is a time-contiguous [rows, horizon] output the call overwrites
+/// anyway (split rows keep two numbers per segment in it between launches).
+/// `Vec`: every array is time-contiguous and aligned to Policy::items
+/// elements, with row strides and horizon multiples of it (the host checks);
+/// such arrays never take the strided layout.
+template <typename Policy, bool Vec, typename Producer, typename Epilogue>
 cudaError_t launch_row_scan(const row_scan_plan& plan, const Producer& producer, const Epilogue& epilogue,
-                            strided_view<typename Producer::value_type> scratch, std::int64_t rows,
-                            std::int64_t horizon, bool vectorized, cudaStream_t stream) {
+                            carry_slots<typename Producer::value_type> scratch, std::int64_t rows,
+                            std::int64_t horizon, cudaStream_t stream) {
     using T = typename Producer::value_type;
     constexpr unsigned threads = Policy::threads;
     if (plan.blocks <= 0) return cudaSuccess;  // nothing to launch
@@ -77,37 +78,30 @@ cudaError_t launch_row_scan(const row_scan_plan& plan, const Producer& producer,
     const unsigned blocks = static_cast<unsigned>(plan.blocks);
     switch (plan.layout) {
         case row_scan_plan::strided:
-            scan_strided_rows_kernel<Policy><<<blocks, Policy::strided_threads, 0, stream>>>(
-                producer, epilogue, rows, horizon);
-            return cudaGetLastError();
+            if constexpr (Vec) {
+                return cudaErrorInvalidValue;  // vectorised arrays are time-contiguous
+            } else {
+                scan_strided_rows_kernel<Policy><<<blocks, Policy::strided_threads, 0, stream>>>(
+                    producer, epilogue, rows, horizon);
+                return cudaGetLastError();
+            }
         case row_scan_plan::whole_rows:
-            if (vectorized)
-                scan_whole_rows_kernel<Policy, true><<<blocks, threads, 0, stream>>>(
-                    producer, epilogue, rows, horizon, plan.rows_per_block);
-            else
-                scan_whole_rows_kernel<Policy, false><<<blocks, threads, 0, stream>>>(
-                    producer, epilogue, rows, horizon, plan.rows_per_block);
+            scan_whole_rows_kernel<Policy, Vec><<<blocks, threads, 0, stream>>>(producer, epilogue, rows, horizon,
+                                                                               plan.rows_per_block);
             return cudaGetLastError();
         case row_scan_plan::split_rows: {
+            if (!scratch.data) return cudaErrorInvalidValue;
             const std::int64_t len = plan.segment_length, segs = plan.segments;
-            if (vectorized)
-                reduce_segments_kernel<Policy, true><<<blocks, threads, 0, stream>>>(producer, scratch,
-                                                                                     horizon, len, segs);
-            else
-                reduce_segments_kernel<Policy, false><<<blocks, threads, 0, stream>>>(producer, scratch,
-                                                                                      horizon, len, segs);
+            reduce_segments_kernel<Policy, Vec><<<blocks, threads, 0, stream>>>(producer, scratch, horizon, len,
+                                                                               segs);
             if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
             // A warp per row; sized for the widest warp, narrower ones leave blocks idle.
             constexpr std::int64_t rows_per_block = Policy::threads / widest_warp_size;
             const unsigned carry_blocks = static_cast<unsigned>((rows + rows_per_block - 1) / rows_per_block);
             carry_segments_kernel<Policy, T><<<carry_blocks, threads, 0, stream>>>(scratch, rows, len, segs);
             if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
-            if (vectorized)
-                scan_segments_kernel<Policy, true><<<blocks, threads, 0, stream>>>(producer, epilogue, scratch,
-                                                                                   horizon, len, segs);
-            else
-                scan_segments_kernel<Policy, false><<<blocks, threads, 0, stream>>>(producer, epilogue, scratch,
-                                                                                    horizon, len, segs);
+            scan_segments_kernel<Policy, Vec><<<blocks, threads, 0, stream>>>(producer, epilogue, scratch,
+                                                                             horizon, len, segs);
             return cudaGetLastError();
         }
     }

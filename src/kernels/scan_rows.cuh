@@ -20,27 +20,39 @@
 #pragma once
 
 #include "affine_scan.cuh"
-#include "views.cuh"
+#include "storage.cuh"
 
 namespace puffadv::gpu {
 inline namespace PUFF_GPU_ABI {  // CUDA and HIP builds may share one library
 
-/// Tuning knobs, kept apart from the kernel bodies.
-struct scan_policy {
+/// Tuning knobs, kept apart from the kernel bodies. `Items` consecutive steps
+/// per thread: as many as one 16-byte access of the widest input holds (4 for
+/// float32, 8 for the 16-bit floats), so that a thread's loads stay wide.
+template <int Items, int MinBlocksFast>
+struct row_scan_policy {
     static constexpr int threads = 256;  ///< per block; a multiple of every warp width
-    static constexpr int items = 4;      ///< consecutive steps per thread: one float4 per array
+    static constexpr int items = Items;
     static constexpr int round = threads * items;
     /// Whole-row blocks scan at most this many rounds one after another, unless
     /// there are enough rows to fill the GPU anyway; longer rows are split.
     static constexpr int max_rounds_whole_row = 4;
     static constexpr int blocks_per_sm = 8;  ///< resident blocks assumed when splitting rows
     /// Occupancy asked of the compiler (__launch_bounds__) for the vectorised
-    /// float32 kernels: 8 blocks of 256 threads (32 registers) keep enough loads
-    /// in flight and make the last wave of a whole-row grid small. Others: 4.
-    static constexpr int min_blocks_per_sm_fast = 8;
+    /// float32-arithmetic kernels: 8 blocks of 256 threads (32 registers) keep
+    /// enough loads in flight and make the last wave of a whole-row grid small.
+    /// Others: 4.
+    static constexpr int min_blocks_per_sm_fast = MinBlocksFast;
     static constexpr int min_blocks_per_sm = 4;
     static constexpr int strided_threads = 128;
 };
+using scan_policy = row_scan_policy<4, 8>;
+
+/// Launch bounds of a scan kernel over `Producer` (see row_scan_policy).
+template <typename Policy, bool Vec, typename Producer>
+constexpr int min_blocks_for() {
+    return Vec && sizeof(typename Producer::value_type) == 4 ? Policy::min_blocks_per_sm_fast
+                                                           : Policy::min_blocks_per_sm;
+}
 
 /// The steps one block scans: local step e < length is at row `row + e / wrap`,
 /// time `t + e % wrap` (wrap = horizon for whole rows, > length for a segment).
@@ -67,7 +79,6 @@ __device__ __forceinline__ affine<typename Producer::value_type> scan_span(
     constexpr int warp = physical_warp_size;
     constexpr int warps = Policy::threads / warp;
     constexpr int items = Policy::items;
-    static_assert(items == 4, "load4/store4 move four steps");
     static_assert(Policy::threads % warp == 0, "whole warps per block");
 
     const int lane = threadIdx.x % warp;
@@ -94,8 +105,8 @@ __device__ __forceinline__ affine<typename Producer::value_type> scan_span(
         for (int j = 0; j < items; ++j) valid[j] = first + j < span.length;
 
         step s[items] = {};
-        if constexpr (Vec) {  // host checked: groups of four never straddle rows, 16-byte aligned
-            if (valid[0]) producer.load4(row[0], t[0], s);
+        if constexpr (Vec) {  // host checked: a thread's steps never straddle rows, and are aligned
+            if (valid[0]) producer.load_items(row[0], t[0], s);
         } else {
 #pragma unroll
             for (int j = 0; j < items; ++j)
@@ -135,7 +146,7 @@ __device__ __forceinline__ affine<typename Producer::value_type> scan_span(
 #pragma unroll
             for (int j = items - 1; j >= 0; --j) out[j] = x = apply(m[j], x);
             if constexpr (Vec) {
-                if (valid[0]) epilogue.store4(row[0], t[0], out, s);
+                if (valid[0]) epilogue.store_items(row[0], t[0], out, s);
             } else {
 #pragma unroll
                 for (int j = 0; j < items; ++j)
@@ -152,9 +163,7 @@ __device__ __forceinline__ affine<typename Producer::value_type> scan_span(
 
 /// Whole rows: block b owns rows [b * rows_per_block, ...).
 template <typename Policy, bool Vec, typename Producer, typename Epilogue>
-__global__ void __launch_bounds__(Policy::threads,
-                                  Vec && sizeof(typename Producer::value_type) == 4
-                                      ? Policy::min_blocks_per_sm_fast : Policy::min_blocks_per_sm)
+__global__ void __launch_bounds__(Policy::threads, (min_blocks_for<Policy, Vec, Producer>()))
 scan_whole_rows_kernel(Producer producer, Epilogue epilogue, std::int64_t rows, std::int64_t horizon,
                        std::int64_t rows_per_block) {
     using T = typename Producer::value_type;
@@ -177,12 +186,10 @@ __device__ __forceinline__ block_span segment_span(std::int64_t horizon, std::in
 }
 
 /// Split rows, pass 1: the composed map of each segment but the first, into
-/// scratch[row, t0] (d) and scratch[row, t0 + 1] (k; the last segment's k is 0).
+/// its carry slots: d in slot 0, k in slot 1 (the last segment's k is 0).
 template <typename Policy, bool Vec, typename Producer>
-__global__ void __launch_bounds__(Policy::threads,
-                                  Vec && sizeof(typename Producer::value_type) == 4
-                                      ? Policy::min_blocks_per_sm_fast : Policy::min_blocks_per_sm)
-reduce_segments_kernel(Producer producer, strided_view<typename Producer::value_type> scratch,
+__global__ void __launch_bounds__(Policy::threads, (min_blocks_for<Policy, Vec, Producer>()))
+reduce_segments_kernel(Producer producer, carry_slots<typename Producer::value_type> scratch,
                        std::int64_t horizon, std::int64_t segment_length, std::int64_t segments) {
     using T = typename Producer::value_type;
     __shared__ scan_shared<T, Policy::threads / physical_warp_size> shared;
@@ -193,17 +200,17 @@ reduce_segments_kernel(Producer producer, strided_view<typename Producer::value_
     const affine<T> total = scan_span<Policy, Vec, false>(producer, none, span, horizon,
                                                           identity_map<T>(), shared);
     if (threadIdx.x == 0) {
-        *scratch.at(span.row, span.t) = total.d;
-        if (segment + 1 < segments) *scratch.at(span.row, span.t + 1) = total.k;
+        scratch.store(span.row, span.t, 0, total.d);
+        if (segment + 1 < segments) scratch.store(span.row, span.t, 1, total.k);
     }
 }
 
 /// Split rows, pass 2: a logical warp per row scans the segment maps from the
-/// right and leaves in scratch[row, t0(s)] the A entering segment s from its
-/// right (for every segment but the last, whose carry is 0).
+/// right and leaves in slot 0 of segment s the A entering it from its right
+/// (for every segment but the last, whose carry is 0).
 template <typename Policy, typename T>
 __global__ void __launch_bounds__(Policy::threads)
-carry_segments_kernel(strided_view<T> scratch, std::int64_t rows, std::int64_t segment_length,
+carry_segments_kernel(carry_slots<T> scratch, std::int64_t rows, std::int64_t segment_length,
                       std::int64_t segments) {
     constexpr int warp = physical_warp_size;
     const int lane = threadIdx.x % warp;
@@ -213,33 +220,30 @@ carry_segments_kernel(strided_view<T> scratch, std::int64_t rows, std::int64_t s
     for (std::int64_t first = (segments - 1) / warp * warp; first >= 0; first -= warp) {
         const std::int64_t s = first + lane;
         affine<T> m = identity_map<T>();
-        if (s > 0 && s < segments) {
-            T* slot = scratch.at(row, s * segment_length);
-            m = {s + 1 < segments ? slot[scratch.col_stride] : T(0), slot[0]};
-        }
+        if (s > 0 && s < segments)
+            m = {s + 1 < segments ? scratch.load(row, s * segment_length, 1) : T(0),
+                 scratch.load(row, s * segment_length, 0)};
         const affine<T> inclusive = warp_reverse_scan<warp>(m, lane);
         const T entering = apply(inclusive, carry);          // A at segment s's first step
         T from_right = shfl_down<warp>(entering, 1);         // A at segment s+1's first step
         if (lane == warp - 1) from_right = carry;
-        if (s + 1 < segments) *scratch.at(row, s * segment_length) = from_right;
+        if (s + 1 < segments) scratch.store(row, s * segment_length, 0, from_right);
         carry = shfl<warp>(entering, 0);  // A entering the chunk to the left
     }
 }
 
 /// Split rows, pass 3: each segment scanned from its carry (0 for a row's last).
 template <typename Policy, bool Vec, typename Producer, typename Epilogue>
-__global__ void __launch_bounds__(Policy::threads,
-                                  Vec && sizeof(typename Producer::value_type) == 4
-                                      ? Policy::min_blocks_per_sm_fast : Policy::min_blocks_per_sm)
+__global__ void __launch_bounds__(Policy::threads, (min_blocks_for<Policy, Vec, Producer>()))
 scan_segments_kernel(Producer producer, Epilogue epilogue,
-                     strided_view<typename Producer::value_type> scratch, std::int64_t horizon,
+                     carry_slots<typename Producer::value_type> scratch, std::int64_t horizon,
                      std::int64_t segment_length, std::int64_t segments) {
     using T = typename Producer::value_type;
     __shared__ scan_shared<T, Policy::threads / physical_warp_size> shared;
     std::int64_t segment;
     const block_span span = segment_span(horizon, segment_length, segments, segment);
     // Read before the first barrier; this block's own store to the slot comes after it.
-    const T carry = segment + 1 < segments ? *scratch.at(span.row, span.t) : T(0);
+    const T carry = segment + 1 < segments ? scratch.load(span.row, span.t, 0) : T(0);
     scan_span<Policy, Vec, true>(producer, epilogue, span, horizon, affine<T>{T(0), carry}, shared);
 }
 

@@ -10,6 +10,7 @@
 #include <hip/hip_runtime.h>
 
 #define cudaErrorInvalidConfiguration hipErrorInvalidConfiguration
+#define cudaErrorInvalidValue hipErrorInvalidValue
 #define cudaDevAttrMultiProcessorCount hipDeviceAttributeMultiprocessorCount
 #define cudaDeviceGetAttribute hipDeviceGetAttribute
 #define cudaDeviceProp hipDeviceProp_t

@@ -278,6 +278,9 @@ except ImportError:  # the tests below are then skipped, saying why
     torch = None
     REDUCED = []
 needs_torch = pytest.mark.skipif(torch is None, reason="bfloat16/float16 arrays come from torch here")
+# The reduced-precision kernels on every device this machine has (CUDA on the GPU machine).
+DEVICES = ["cpu"] + (["cuda"] if torch is not None and torch.cuda.is_available()
+                     and puffadv.backend()["cuda"]["device_count"] > 0 else [])
 
 
 def _rounded(x, dtype):
@@ -286,24 +289,27 @@ def _rounded(x, dtype):
 
 
 @needs_torch
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("horizon", [300, 304])  # 304: whole 16-byte loads of 16-bit floats on a GPU
 @pytest.mark.parametrize("dtype", REDUCED)
 @pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize("time_axis", [-1, 0])
-def test_reduced_precision_standard(rng, dtype, kind, time_axis):
-    e = ref.random_episodes(rng, 11, 300, np.float32)
+def test_reduced_precision_standard(rng, dtype, kind, time_axis, horizon, device):
+    e = ref.random_episodes(rng, 11, horizon, np.float32)
     for key in ("rewards", "values", "bootstrap_values", "importance"):
         e[key] = _rounded(e[key], dtype)
     want_adv, want_ret = expected(kind, e, "bootstrap_values", True)
     lay = (lambda x: x) if time_axis == -1 else (lambda x: x.T)
-    put = lambda x: lay(torch.from_numpy(np.asarray(x)).to(dtype))
+    put = lambda x: lay(torch.from_numpy(np.asarray(x)).to(dtype).to(device))
     kw = dict(gamma=GAMMA, gae_lambda=LAM, rho_clip=RHO, c_clip=C, time_axis=time_axis,
               bootstrap_values=put(e["bootstrap_values"]), importance=put(e["importance"]))
     if kind == "vtrace":
         kw["rho_pg_clip"] = RHO_PG
-    flags = lambda x: lay(torch.from_numpy(x))
+    flags = lambda x: lay(torch.from_numpy(x).to(device))
     adv, ret, sums = run(kind, put(e["rewards"]), put(e["values"]), flags(e["terminated"]),
                          flags(e["truncated"]), **kw)
-    back = lambda x: (x if time_axis == -1 else x.T).double().numpy()
+    back = lambda x: (x if time_axis == -1 else x.T).double().cpu().numpy()
+    sums = [s if s is None or not torch.is_tensor(s) else s.cpu() for s in sums]
     assert adv.dtype == torch.float32 and ret.dtype == torch.float32  # float32 arithmetic, float32 out
     assert ref.relative_error(back(adv), want_adv) <= 1e-5
     assert ref.relative_error(back(ret), want_ret) <= 1e-5
@@ -311,17 +317,20 @@ def test_reduced_precision_standard(rng, dtype, kind, time_axis):
 
 
 @needs_torch
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("horizon", [200, 203])
 @pytest.mark.parametrize("dtype", REDUCED)
-def test_reduced_precision_puff_and_own_dtype_output(rng, dtype):
-    v, r, d, i = (_rounded(x, dtype) for x in ref.random_puff_inputs(rng, 16, 200))
+def test_reduced_precision_puff_and_own_dtype_output(rng, dtype, horizon, device):
+    v, r, d, i = (_rounded(x, dtype) for x in ref.random_puff_inputs(rng, 16, horizon))
     want = ref.puff_advantage(v, r, d, i, GAMMA, LAM, RHO, C)
-    t = lambda x: torch.from_numpy(x).to(dtype)
+    t = lambda x: torch.from_numpy(x).to(dtype).to(device)
     out = puffadv.compute_puff_advantage(t(v), t(r), t(d), t(i), None, GAMMA, LAM, RHO, C)
     assert out.dtype == torch.float32
-    assert ref.relative_error(out.double().numpy(), want) <= 1e-5
+    assert ref.relative_error(out.double().cpu().numpy(), want) <= 1e-5
     # An output of the input dtype is accepted: float32 arithmetic, one rounding at the store.
-    own = torch.full((16, 200), float("nan"), dtype=dtype)
+    own = torch.full((16, horizon), float("nan"), dtype=dtype, device=device)
     puffadv.compute_puff_advantage(t(v), t(r), t(d), t(i), own, GAMMA, LAM, RHO, C)
+    own = own.cpu()
     stored = torch.from_numpy(want.astype(np.float32)).to(dtype)
     mismatch = (own != stored).float().mean().item()
     assert mismatch < 0.01  # float32-vs-float64 arithmetic may flip a rounding now and then
@@ -329,25 +338,26 @@ def test_reduced_precision_puff_and_own_dtype_output(rng, dtype):
 
 
 @needs_torch
-def test_half_conversions_are_exact():
+@pytest.mark.parametrize("device", DEVICES)
+def test_half_conversions_are_exact(device):
     """Every bit pattern decodes as torch decodes it; stores round to nearest even as torch does."""
-    bits = torch.arange(0, 1 << 16, dtype=torch.int32).to(torch.int16)
+    bits = torch.arange(0, 1 << 16, dtype=torch.int32).to(torch.int16).to(device)
     for dtype in REDUCED:
         # One step per row: a NaN or inf cannot reach a neighbour through the recurrence.
         x = bits.view(dtype).reshape(-1, 1)
         zero = torch.zeros_like(x)
-        out = puffadv.gae(x, zero, torch.zeros(x.shape, dtype=torch.bool), last_value=zero[:, 0],
-                          gamma=0.0, returns=False).advantages
+        out = puffadv.gae(x, zero, torch.zeros(x.shape, dtype=torch.bool, device=device),
+                          last_value=zero[:, 0], gamma=0.0, returns=False).advantages
         assert torch.equal(out.isnan(), x.float().isnan())
         assert torch.equal(out.nan_to_num(), x.float().nan_to_num())
         # r - v in float32, stored as `dtype`: compare with torch's own rounding.
         g = torch.Generator().manual_seed(0)
-        a = (torch.randn(64, 512, generator=g) * 100).to(dtype)
-        b = (torch.randn(64, 512, generator=g) * 0.01).to(dtype)
-        own = torch.empty(64, 512, dtype=dtype)
+        a = (torch.randn(64, 512, generator=g) * 100).to(dtype).to(device)
+        b = (torch.randn(64, 512, generator=g) * 0.01).to(dtype).to(device)
+        own = torch.empty(64, 512, dtype=dtype, device=device)
         # Terminated everywhere: each step is r - V, whatever the later steps hold.
-        puffadv.gae(a, b, torch.ones(64, 512, dtype=torch.bool), last_value=b[:, 0], gamma=0.5,
-                    advantages=own, returns=False)
+        puffadv.gae(a, b, torch.ones(64, 512, dtype=torch.bool, device=device), last_value=b[:, 0],
+                    gamma=0.5, advantages=own, returns=False)
         assert torch.equal(own, (a.float() - b.float()).to(dtype))
 
 

@@ -150,7 +150,9 @@ def test_runs_on_the_current_torch_stream(rng, shape):
     with torch.cuda.stream(side):
         out = torch.empty(shape, device="cuda")
         puffadv.compute_puff_advantage(*arrays, out, **PARAMS)
-        assert not side.query(), "the call waited for the stream"  # no host synchronisation
+        # No host synchronisation. (Under compute-sanitizer initcheck launches complete
+        # before they return, so the stream is idle by now whatever puffadv does.)
+        assert UNDER_SANITIZER or not side.query(), "the call waited for the stream"
     side.synchronize()
     assert relative_error(out.cpu().numpy(), reference_for(inputs, **PARAMS)) <= 1e-5
 
