@@ -200,6 +200,27 @@ def test_second_device_and_current_device_kept(rng):
 
 
 @needs_gpu
+@pytest.mark.skipif(not HAS_TORCH_CUDA or torch.cuda.device_count() < 2, reason="needs two GPUs")
+@pytest.mark.parametrize("shape", [(64, 512), (2, 40000)])  # whole rows; split rows (three launches)
+def test_second_device_conventions_and_reduced_precision(rng, shape):
+    """The storage-typed and generic kernels, on cuda:1 while cuda:0 is current, equal the CPU's."""
+    torch.cuda.set_device(0)
+    v, r, d, i = random_puff_inputs(rng, *shape)
+    on = lambda x, device, dtype=torch.float32: torch.from_numpy(x).to(dtype).to(device)
+    results = {}
+    for device in ("cpu", "cuda:1"):
+        gae = puffadv.gae(on(r, device), on(v, device), on(d, device) > 0.5, last_value=on(v[:, 0].copy(), device))
+        bf16 = puffadv.compute_puff_advantage(*(on(x, device, torch.bfloat16) for x in (v, r, d, i)), **PARAMS)
+        sliced = puffadv.gae(on(r, device)[:, 1:], on(v, device)[:, 1:], on(d, device)[:, 1:] > 0.5,
+                             last_value=on(v[:, 0].copy(), device))  # unaligned: the generic kernel
+        results[device] = [gae.advantages, gae.returns, bf16, sliced.advantages]
+    assert torch.cuda.current_device() == 0
+    for cpu, gpu in zip(results["cpu"], results["cuda:1"]):
+        assert gpu.device == torch.device("cuda:1")
+        assert relative_error(gpu.cpu().double().numpy(), cpu.double().numpy()) <= 1e-5
+
+
+@needs_gpu
 def test_current_device_is_restored(rng):
     before = torch.cuda.current_device()
     run_cuda(random_puff_inputs(rng, 8, 8), np.float32, device=f"cuda:{before}", **PARAMS)
