@@ -23,7 +23,7 @@ def call_core(kernel, framework: str, inputs, outputs, scalars, stream=None):
     try:
         reason = None
         try:
-            kernel(*inputs, *outputs, *scalars, handle)
+            kernel(*_frameworks.for_kernel(framework, [*inputs, *outputs]), *scalars, handle)
         except _fallback.BackendUnavailableError as missing:
             # Raised only after every argument check passed on the caller's own arrays.
             reason = str(missing)

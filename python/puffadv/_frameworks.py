@@ -47,6 +47,11 @@ def require_arrays(named: dict) -> str:
             raise TypeError(
                 f"{name} is a {fw} array but {first_name} is a {framework} array; "
                 f"pass arrays of one framework")
+        # DLPack carries no negative bit (torch's lazy negation, e.g. the .imag of a
+        # conjugate view): the memory holds -x, and reading it raw is silently wrong.
+        if fw == "torch" and x.is_neg():
+            raise ValueError(f"{name} is a negative view (torch's neg bit: its memory holds -x); "
+                             f"call .resolve_neg() first")
     return framework
 
 
@@ -90,6 +95,28 @@ def for_import(framework: str, x):
     if framework == "torch" and x.requires_grad:
         return x.detach()
     return x
+
+
+def for_kernel(framework: str, arrays):
+    """The arrays as the core imports them. torch >= 2.13's Tensor.__dlpack__
+    refuses a CUDA tensor that is not on the current device (BufferError), so
+    such tensors go as the capsule of torch.utils.dlpack.to_dlpack, the export
+    that __dlpack__ itself ends with: inputs on cuda:1 work whatever the current
+    device is. Everything else goes as it is."""
+    if framework != "torch":
+        return arrays
+    current = None
+    result = []
+    for x in arrays:
+        if x is not None and x.is_cuda:
+            import torch
+            from torch.utils.dlpack import to_dlpack
+            if current is None:
+                current = torch.cuda.current_device()
+            if x.device.index != current:
+                x = to_dlpack(x)
+        result.append(x)
+    return result
 
 
 def empty_like(framework: str, x, name: str = "values"):

@@ -133,3 +133,37 @@ def test_output_is_not_touched_when_arguments_are_bad():
     with pytest.raises(ValueError):
         puffadv.compute_puff_advantage(**good(), advantages=out, gamma=2.0)
     assert (out == 7.0).all()
+
+
+def _torch_devices():
+    torch = pytest.importorskip("torch")
+    has_gpu = torch.cuda.is_available() and puffadv.backend()["cuda"]["device_count"] > 0
+    return torch, ["cpu"] + (["cuda"] if has_gpu else [])
+
+
+@pytest.mark.parametrize("which", ["values", "dones", "advantages", "gae-rewards", "gae-returns"])
+def test_negative_view_is_a_value_error(which):
+    """torch's neg bit (e.g. the .imag of a conjugate view) is not in DLPack: the
+    memory holds -x. Such a tensor is refused by name, never read as if it were x."""
+    torch, devices = _torch_devices()
+    for device in devices:
+        args = {k: torch.from_numpy(v).to(device) for k, v in good().items()}
+        neg = torch.randn(R, H, dtype=torch.complex64, device=device).conj().imag
+        assert neg.is_neg()  # what this test is about
+        out = torch.full((R, H), float("nan"), device=device)
+        name = which.split("-")[-1]
+        with pytest.raises(ValueError, match=f"{name} is a negative view"):
+            if which == "advantages":
+                puffadv.compute_puff_advantage(**args, advantages=neg)
+            elif which == "gae-rewards":
+                puffadv.gae(neg, args["values"], args["dones"] > 0, last_value=args["values"][:, 0])
+            elif which == "gae-returns":
+                puffadv.gae(args["rewards"], args["values"], args["dones"] > 0,
+                            last_value=args["values"][:, 0], advantages=out, returns=neg)
+            else:
+                args[which] = neg
+                puffadv.compute_puff_advantage(**args, advantages=out)
+        assert torch.isnan(out).all()  # nothing written
+        # The resolved tensor is an ordinary one and is read as it is.
+        args[name if name in args else "values"] = neg.resolve_neg()
+        puffadv.compute_puff_advantage(**args)
