@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import sys
 
 import numpy as np
@@ -30,6 +29,7 @@ import puffadv
 
 sys.path.insert(0, "tests/python")
 import reference as ref  # noqa: E402
+from bench_gpu import eager_time_us, median_time_us  # noqa: E402  (this folder is on sys.path)
 
 DEV = "cuda"
 GAMMA, LAM, RHO, C, RHO_PG = 0.97, 0.9, 1.5, 0.8, 1.2
@@ -126,51 +126,21 @@ def check_gpu_matches_cpu(rng, quick):
     return checks, failures
 
 
-def time_ms(fn, iters=20):
-    for _ in range(3):
-        fn()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(iters):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end))
-    return statistics.median(times)
+def time_ms(fn):
+    """Eager time of one call, host overhead included (bench_gpu.py's timing)."""
+    return eager_time_us(fn, repeats=20) / 1000.0
 
 
-def graph_time_ms(fn, calls=20, repeats=15):
-    """GPU time of one call: median over replays of a CUDA graph of `calls` calls."""
-    stream = torch.cuda.Stream()
-    with torch.cuda.stream(stream):
-        for _ in range(3):  # warm-up outside capture
-            fn()
-    torch.cuda.synchronize()
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph, stream=stream):
-        for _ in range(calls):
-            fn()
-    graph.replay()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(repeats):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        graph.replay()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end) / calls)
-    del graph
-    return statistics.median(times)
+def graph_time_ms(fn):
+    """GPU time of one call: replays of a CUDA graph of 20 calls (bench_gpu.py's timing)."""
+    return median_time_us(lambda i: fn(), calls=20, repeats=15) / 1000.0
 
 
 def copy_bandwidth():
     n = 1 << 28  # 1 GiB of float32
     src, dst = torch.empty(n, device=DEV), torch.empty(n, device=DEV)
-    # Eager: a copy captured in a graph becomes a memcpy node, which ran on a
-    # copy engine at ~2.8 TB/s on the H200 instead of ~4.2 TB/s.
+    # Eager: five of these copies captured in one graph measured 2.76 TB/s on the
+    # H200 (2026-11-30), against ~4.2 eager; the cause was not established.
     ms = time_ms(lambda: dst.copy_(src))
     return 2 * n * 4 / (ms * 1e-3) / 1e9  # GB/s, bytes read + written
 

@@ -103,20 +103,12 @@ def for_kernel(framework: str, arrays):
     such tensors go as the capsule of torch.utils.dlpack.to_dlpack, the export
     that __dlpack__ itself ends with: inputs on cuda:1 work whatever the current
     device is. Everything else goes as it is."""
-    if framework != "torch":
+    if framework != "torch" or not any(x is not None and x.is_cuda for x in arrays):
         return arrays
-    current = None
-    result = []
-    for x in arrays:
-        if x is not None and x.is_cuda:
-            import torch
-            from torch.utils.dlpack import to_dlpack
-            if current is None:
-                current = torch.cuda.current_device()
-            if x.device.index != current:
-                x = to_dlpack(x)
-        result.append(x)
-    return result
+    import torch
+    from torch.utils.dlpack import to_dlpack
+    current = torch.cuda.current_device()
+    return [to_dlpack(x) if x is not None and x.is_cuda and x.device.index != current else x for x in arrays]
 
 
 def empty_like(framework: str, x, name: str = "values"):

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <initializer_list>
+#include <optional>
 #include <string>
 
 #include "../gpu_backend.hpp"
@@ -48,6 +49,11 @@ private:
 template <typename T>
 strided_view<T> view_of(const matrix& m) {
     return {static_cast<T*>(m.data), m.row_stride, m.col_stride};
+}
+/// An absent array gives a null view.
+template <typename T>
+strided_view<T> view_of(const std::optional<matrix>& m) {
+    return m ? view_of<T>(*m) : strided_view<T>{nullptr, 0, 0};
 }
 
 /// One access may load `items` steps of this array: time-contiguous, aligned

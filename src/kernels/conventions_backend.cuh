@@ -30,16 +30,6 @@ inline typed_view typed(const matrix& m) {
 }
 inline typed_view typed(const std::optional<matrix>& m) { return m ? typed(*m) : typed_view{}; }
 
-/// Column views of the fast kernels (absent arrays give a null view).
-template <typename S>
-strided_view<S> column_of(const matrix& m) {
-    return {static_cast<S*>(m.data), m.row_stride, m.col_stride};
-}
-template <typename S>
-strided_view<S> column_of(const std::optional<matrix>& m) {
-    return m ? column_of<S>(*m) : strided_view<S>{nullptr, 0, 0};
-}
-
 /// Policy of the fast kernels for the 16-bit floats: eight steps per thread, so
 /// that each load is 16 bytes as with float32's four.
 #ifndef PUFF_HALF_ITEMS
@@ -156,9 +146,9 @@ void launch_scan(const Producer& producer, const Epilogue& epilogue, const matri
     using T = typename Producer::value_type;
     int sm_count = 0;
     PUFF_GPU_CHECK(cudaDeviceGetAttribute(&sm_count, cudaDevAttrMultiProcessorCount, device), device);
-    row_scan_plan plan = plan_row_scan<Policy>(rows, horizon, contiguous, sm_count);
-    if (plan.layout == row_scan_plan::split_rows && !scratch)  // not reached: outputs are contiguous there
-        plan = plan_row_scan<Policy>(rows, horizon, false, sm_count);
+    // Split rows need `scratch`: a call has a [rows, horizon] output, and split
+    // rows are planned only when every array, that output too, is contiguous.
+    const row_scan_plan plan = plan_row_scan<Policy>(rows, horizon, contiguous, sm_count);
     PUFF_GPU_CHECK((launch_row_scan<Policy, Vec>(plan, producer, epilogue, carry_slots_of<T>(scratch), rows,
                                                  horizon, stream)),
                    device);
@@ -213,13 +203,13 @@ void run_standard(const standard_arrays& a, const standard_params& p, cudaStream
             using Out = typename decltype(out_tag)::type;
             using values = strided_view<const In>;
             const standard_producer<T, values, strided_view<const Flag>> producer{
-                column_of<const In>(a.values),     column_of<const In>(a.rewards),
-                column_of<const Flag>(a.terminated), column_of<const Flag>(a.truncated),
-                column_of<const In>(a.importance), column_of<const In>(a.bootstrap_values),
-                column_of<const In>(a.last_value), horizon,
+                view_of<const In>(a.values),     view_of<const In>(a.rewards),
+                view_of<const Flag>(a.terminated), view_of<const Flag>(a.truncated),
+                view_of<const In>(a.importance), view_of<const In>(a.bootstrap_values),
+                view_of<const In>(a.last_value), horizon,
                 T(p.gamma), T(p.gamma) * T(p.lambda), T(p.rho_clip), T(p.c_clip)};
-            const store_estimate<T, strided_view<Out>> epilogue{column_of<Out>(scan_advantages),
-                                                                column_of<Out>(a.fused.returns)};
+            const store_estimate<T, strided_view<Out>> epilogue{view_of<Out>(scan_advantages),
+                                                                view_of<Out>(a.fused.returns)};
             launch_scan<standard_policy_for<In>, true>(producer, epilogue, scratch, rows, horizon, true, device, stream);
         });
     } else if (horizon > 0) {
@@ -268,10 +258,10 @@ void run_puff_general(const puff_arrays& a, const puff_params& p, cudaStream_t s
             using Flag = typename decltype(flag_tag)::type;
             using Out = typename decltype(out_tag)::type;
             const puff_producer<T, strided_view<const In>, strided_view<const Flag>> producer{
-                column_of<const In>(a.values), column_of<const In>(a.rewards), column_of<const Flag>(a.dones),
-                column_of<const In>(a.importance), T(p.gamma), gamma_lambda, T(p.rho_clip), T(p.c_clip)};
-            const store_estimate<T, strided_view<Out>> epilogue{column_of<Out>(advantages),
-                                                                column_of<Out>(a.fused.returns)};
+                view_of<const In>(a.values), view_of<const In>(a.rewards), view_of<const Flag>(a.dones),
+                view_of<const In>(a.importance), T(p.gamma), gamma_lambda, T(p.rho_clip), T(p.c_clip)};
+            const store_estimate<T, strided_view<Out>> epilogue{view_of<Out>(advantages),
+                                                                view_of<Out>(a.fused.returns)};
             launch_scan<policy_for<In>, true>(producer, epilogue, scratch, rows, horizon, true, device, stream);
         });
     } else if (horizon > 0) {

@@ -1,16 +1,19 @@
 // How the kernels read and write arrays of every supported storage type.
 //
-// Two kinds of column, with one set of accessors (read, read_items, write,
-// write_items, present) so that a producer is written once for both:
+// Two kinds of column, with one set of accessors (read, write, present) so
+// that a producer is written once for both:
 //   strided_view<S>  - the storage type S is a template parameter: the fast
 //                      kernels, vectorised (16-byte accesses) where the host
 //                      checked alignment;
 //   typed_view       - the storage type is data (a code read by a uniform
 //                      switch): one instantiation serves every dtype mix, for
 //                      the layouts that cannot vectorise anyway (strided,
-//                      unaligned), so that they cost no compile time per mix.
-// Reduced-precision floats are converted with integer bit operations, the same
-// as the CPU backend does, so CUDA and HIP need no vendor half/bf16 headers.
+//                      unaligned), so that they cost no compile time per mix;
+//                      scalar accesses only (read, write).
+// strided_view<S> also has read_items / write_items for N aligned steps.
+// Reduced-precision floats are converted with bit operations (and fp16 loads
+// with the hardware's conversion instruction), so CUDA and HIP need no vendor
+// half/bf16 headers.
 #pragma once
 
 #include <type_traits>
@@ -181,12 +184,6 @@ __device__ __forceinline__ T read(const typed_view& v, std::int64_t row, std::in
     return load_one<T>(v, row * v.row_stride + t * v.col_stride);
 }
 
-template <typename T, int N>
-__device__ __forceinline__ void read_items(const typed_view& v, std::int64_t row, std::int64_t t, T (&x)[N]) {
-#pragma unroll
-    for (int j = 0; j < N; ++j) x[j] = read<T>(v, row, t + j);
-}
-
 template <typename T>
 __device__ __forceinline__ void write(const typed_view& v, std::int64_t row, std::int64_t t, T x) {
     const std::int64_t i = row * v.row_stride + t * v.col_stride;
@@ -197,13 +194,6 @@ __device__ __forceinline__ void write(const typed_view& v, std::int64_t row, std
         case storage::f16: static_cast<f16_bits*>(v.data)[i] = narrowing<f16_bits>::to(x); return;
         default: return;  // outputs are floats (checked)
     }
-}
-
-template <typename T, int N>
-__device__ __forceinline__ void write_items(const typed_view& v, std::int64_t row, std::int64_t t,
-                                            const T (&x)[N]) {
-#pragma unroll
-    for (int j = 0; j < N; ++j) write(v, row, t + j, x[j]);
 }
 
 // ---- carries of split rows, kept in an output between launches ----------------
