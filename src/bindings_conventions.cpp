@@ -54,14 +54,8 @@ void standard_estimate(nb::handle rewards, nb::handle values, nb::handle termina
 
     if (auto problem = apply_time_axis(a, time_axis)) throw value_error(problem.message);
 
-    standard_params p;
-    p.kind = estimator_from_name(kind);
-    p.gamma = gamma;
-    p.lambda = lambda;
-    p.rho_clip = rho_clip;
-    p.c_clip = c_clip;
-    p.rho_pg_clip = rho_pg_clip;
-    p.lambda_name = lambda_name.c_str();
+    const standard_params p{estimator_from_name(kind), gamma, lambda, rho_clip, c_clip, rho_pg_clip,
+                            lambda_name.c_str()};
     nb::gil_scoped_release release;  // `keep` holds the arrays until after this scope
     compute_standard_estimate(a, p, reinterpret_cast<gpu_stream>(stream));
 }

@@ -113,14 +113,8 @@ void check_standard(const std::string& kind, nb::handle rewards, nb::handle valu
 
     if (auto problem = apply_time_axis(a, time_axis)) throw value_error(problem.message);
 
-    standard_params p;
-    p.kind = estimator_from_name(kind);
-    p.gamma = gamma;
-    p.lambda = lambda;
-    p.rho_clip = rho_clip;
-    p.c_clip = c_clip;
-    p.rho_pg_clip = rho_pg_clip;
-    p.lambda_name = lambda_name.c_str();
+    const standard_params p{estimator_from_name(kind), gamma, lambda, rho_clip, c_clip, rho_pg_clip,
+                            lambda_name.c_str()};
     detail::throw_problem(find_standard_problem(a, p));
 }
 

@@ -74,14 +74,9 @@ ffi::Error standard_estimate(device where, gpu_stream stream, const ffi::AnyBuff
     a.advantages = advantages_view;
     a.fused.returns = returns_view;
 
-    standard_params p;
-    p.kind = static_cast<estimator>(kind);
-    p.gamma = gamma;
-    p.lambda = lambda;
-    p.rho_clip = rho_clip;
-    p.c_clip = c_clip;
-    p.rho_pg_clip = rho_pg_clip;
-    p.lambda_name = p.kind == estimator::gae ? "gae_lambda" : "lambda_";
+    const auto estimator_kind = static_cast<estimator>(kind);
+    const standard_params p{estimator_kind, gamma, lambda, rho_clip, c_clip, rho_pg_clip,
+                            estimator_kind == estimator::gae ? "gae_lambda" : "lambda_"};
     return run_core([&] { compute_standard_estimate(a, p, stream); });
 }
 

@@ -64,14 +64,7 @@ std::tuple<at::Tensor, at::Tensor> estimate(estimator kind, const at::Tensor& re
     a.fused.returns = to_matrix(returns, "returns", true);
     const int axis = static_cast<int>(time_axis);
     throw_as_torch(apply_time_axis(a, axis));
-    standard_params p;
-    p.kind = kind;
-    p.gamma = gamma;
-    p.lambda = lambda;
-    p.lambda_name = lambda_name;
-    p.rho_clip = rho_clip;
-    p.c_clip = c_clip;
-    p.rho_pg_clip = rho_pg_clip;
+    const standard_params p{kind, gamma, lambda, rho_clip, c_clip, rho_pg_clip, lambda_name};
     throw_as_torch(find_standard_problem(a, p));
     try {
         const c10::OptionalDeviceGuard guard(rewards.is_cuda() ? std::optional<c10::Device>(rewards.device())
