@@ -26,17 +26,19 @@ namespace {
 
 void puff_advantage(nb::handle values, nb::handle rewards, nb::handle dones, nb::handle importance,
                     nb::handle advantages, double gamma, double gae_lambda, double rho_clip,
-                    double c_clip, std::uintptr_t stream) {
+                    double c_clip, nb::handle stream) {
     bindings::array_holder keep[5];
     const char* names[5] = {"values", "rewards", "dones", "importance", "advantages"};
     nb::handle objects[5] = {values, rewards, dones, importance, advantages};
     matrix in[5];
-    for (int i = 0; i < 5; ++i) in[i] = *bindings::import_array(objects[i], names[i], keep[i]);
+    for (int i = 0; i < 5; ++i)
+        in[i] = *bindings::import_array(objects[i], names[i], keep[i], false, /*output=*/i == 4);
+    const std::uintptr_t handle = bindings::stream_handle(stream);
 
     const puff_arrays arrays{in[0], in[1], in[2], in[3], in[4]};
     const puff_params params{gamma, gae_lambda, rho_clip, c_clip};
     nb::gil_scoped_release release;  // the arrays above stay alive until after this scope
-    compute_puff_advantage(arrays, params, reinterpret_cast<gpu_stream>(stream));
+    compute_puff_advantage(arrays, params, reinterpret_cast<gpu_stream>(handle));
 }
 
 nb::dict build_info_dict() {

@@ -120,6 +120,10 @@ def _call(kernel, framework, inputs, outputs, scalars, stream):
 
 def _allocate(framework, rewards, values, time_axis, specs):
     """Resolves output specs into arrays: [rows, horizon]-shaped like rewards, or [B] sums."""
+    if framework == "dlpack" and any(_want(spec, name) is True for name, spec in specs.items()):
+        # A plain producer may have no .shape or .dtype: allocate like its NumPy host view.
+        framework = "numpy"
+        rewards, values = _frameworks.host_view(rewards, "rewards"), _frameworks.host_view(values, "values")
     out = {}
     for name, spec in specs.items():
         spec = _want(spec, name)
