@@ -41,6 +41,17 @@ void puff_advantage(nb::handle values, nb::handle rewards, nb::handle dones, nb:
     compute_puff_advantage(arrays, params, reinterpret_cast<gpu_stream>(handle));
 }
 
+// What the core reads of an array: for allocating outputs beside a plain DLPack
+// producer, whose capsule must be checked before anything (NumPy included) reads it.
+nb::tuple describe_array(nb::handle obj, const char* name) {
+    bindings::array_holder keep;
+    const matrix m = *bindings::import_array(obj, name, keep);
+    nb::object shape = m.ndim == 2   ? nb::make_tuple(m.rows, m.cols)
+                       : m.ndim == 1 ? nb::make_tuple(m.rows)
+                                     : nb::object(nb::none());  // not read: the core names the ndim
+    return nb::make_tuple(shape, dtype_name(m.type), device_type_name(m.device.type));
+}
+
 nb::dict build_info_dict() {
     const build_info b = get_build_info();
     nb::dict d;
@@ -104,6 +115,8 @@ NB_MODULE(_core, m) {
         nb::gil_scoped_release release;
         synchronize_device({kind == "cuda" ? device_type::cuda : device_type::rocm, index});
     }, nb::arg("kind"), nb::arg("index"), "Waits for all work queued on a GPU (for JAX arrays).");
+    m.def("describe_array", &describe_array, nb::arg("array"), nb::arg("name"),
+          "(shape or None, dtype name, device type) of an array, as the core reads it.");
     m.def("build_info", &build_info_dict, "What this build of the core contains.");
     m.def("gpu_status", &gpu_status_dict, nb::arg("kind"), "What a GPU backend sees right now.");
     // Reads PUFFADV_NUM_THREADS with the GIL held, where os.environ changes happen.

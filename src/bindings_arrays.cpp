@@ -82,9 +82,11 @@ device device_of(const dl_tensor& t, const char* name) {
 void check_tensor(const dl_tensor& t, const char* name) {
     using detail::join;
     if (t.ndim < 0 || t.ndim > kMaxDims)
-        throw value_error(join(name, "'s DLPack tensor has ndim ", t.ndim, "; expected a 2-D [rows, horizon] array"));
+        throw value_error(join(name, " has ndim ", t.ndim, " in its DLPack tensor; expected a 2-D array "
+                                     "(1-D for last_value and the row sums)"));
     if (t.ndim > 0 && t.shape == nullptr)
-        throw value_error(join(name, "'s DLPack tensor has ndim ", t.ndim, " but no shape (a NULL shape pointer)"));
+        throw value_error(join(name, " has ndim ", t.ndim, " but no shape in its DLPack tensor "
+                                     "(a NULL shape pointer)"));
     if (t.ndim != 1 && t.ndim != 2) return;  // the core names the wrong ndim; nothing else is read
     // Elements and the span of memory the view reaches, overflow-checked: the
     // core's own checks do 64-bit arithmetic on them.
@@ -92,7 +94,9 @@ void check_tensor(const dl_tensor& t, const char* name) {
     bool overflow = false;
     for (int i = 0; i < t.ndim; ++i) {
         const std::int64_t n = t.shape[i];
-        if (n < 0) throw value_error(join(name, "'s DLPack tensor has a negative extent ", n, " in dimension ", i));
+        if (n < 0)
+            throw value_error(join(name, " has a negative extent ", n, " in dimension ", i,
+                                   " of its DLPack tensor"));
         overflow |= __builtin_mul_overflow(elements, n, &elements);
         // NULL strides: compact row-major
         const std::int64_t stride = t.strides ? t.strides[i] : i + 1 < t.ndim ? t.shape[i + 1] : 1;
@@ -105,14 +109,15 @@ void check_tensor(const dl_tensor& t, const char* name) {
     overflow |= __builtin_add_overflow(span, std::int64_t{1}, &span);
     overflow |= __builtin_mul_overflow(span, std::max<std::int64_t>(1, t.bits * t.lanes / 8), &bytes);
     if (overflow)
-        throw value_error(join(name, "'s DLPack tensor has a shape or strides beyond 64-bit sizes"));
+        throw value_error(join(name, " has a shape or strides beyond 64-bit sizes in its DLPack tensor"));
     if (elements == 0) return;
     if (t.data == nullptr)
-        throw value_error(join(name, "'s DLPack tensor has no data (a NULL data pointer) for ", elements, " elements"));
+        throw value_error(join(name, " has no data in its DLPack tensor (a NULL data pointer) for ", elements,
+                               " elements"));
     std::uintptr_t first = 0;
     if (__builtin_add_overflow(reinterpret_cast<std::uintptr_t>(t.data), t.byte_offset, &first))
-        throw value_error(join(name, "'s DLPack tensor has a byte_offset (", t.byte_offset,
-                               ") that wraps around the address space"));
+        throw value_error(join(name, " has a byte_offset (", t.byte_offset,
+                               ") in its DLPack tensor that wraps around the address space"));
 }
 
 // Checks and consumes the capsule (DLPack: rename it "used_..." and own the

@@ -123,7 +123,7 @@ def _allocate(framework, rewards, values, time_axis, specs):
     if framework == "dlpack" and any(_want(spec, name) is True for name, spec in specs.items()):
         # A plain producer may have no .shape or .dtype: allocate like its NumPy host view.
         framework = "numpy"
-        rewards, values = _frameworks.host_view(rewards, "rewards"), _frameworks.host_view(values, "values")
+        rewards, values = _frameworks.host_like(rewards, "rewards"), _frameworks.host_like(values, "values")
     out = {}
     for name, spec in specs.items():
         spec = _want(spec, name)

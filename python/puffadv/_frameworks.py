@@ -85,17 +85,18 @@ def check_producer(x, name: str) -> None:
                         f"expected a (device_type, device_id) pair of ints")
 
 
-def host_view(x, name: str):
-    """A NumPy view of a plain DLPack producer's host memory, to allocate outputs like it."""
-    device = dlpack_device(x)
-    if device[0] not in (_DLPACK_CPU, _DLPACK_CUDA_HOST):
-        raise TypeError(f"{name} is a {describe(x)} outside host memory (DLPack device {device}); "
-                        f"puffadv cannot allocate an output beside it: pass the outputs explicitly")
-    try:
-        return np.from_dlpack(x)
-    except Exception as error:
-        raise TypeError(f"{name} ({describe(x)}) cannot be read through DLPack: "
-                        f"{type(error).__name__}: {error}") from error
+def host_like(x, name: str) -> np.ndarray:
+    """An empty NumPy array shaped like a plain DLPack producer's data, to allocate
+    outputs beside it. The core reads the producer (checking its capsule first)."""
+    from . import _core
+    shape, dtype, device = _core.describe_array(x, name)
+    if device != "cpu":
+        raise TypeError(f"{name} is a {describe(x)} in {device} memory; puffadv cannot allocate an "
+                        f"output beside it: pass the outputs explicitly")
+    if dtype == "bfloat16":
+        raise TypeError(f"{name} is a bfloat16 {describe(x)}, which NumPy cannot hold; puffadv cannot "
+                        f"allocate an output beside it: pass the outputs explicitly")
+    return np.empty(shape if shape is not None else (0, 0), dtype=dtype)
 
 
 def dlpack_device(x) -> tuple[int, int]:
@@ -176,8 +177,7 @@ def empty_like(framework: str, x, name: str = "values"):
         # A fresh buffer nobody else references, written once through DLPack; ready
         # before puffadv's kernel (on another stream) can write it.
         return (jnp.zeros(shape, dtype=x.dtype, device=x.device) + 0).block_until_ready()
-    host = host_view(x, name)
-    return np.empty(host.shape, dtype=host.dtype)
+    return host_like(x, name)
 
 
 def finish(framework: str, like, out):
