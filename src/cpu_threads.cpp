@@ -12,9 +12,10 @@
 
 #if defined(__unix__) || defined(__APPLE__)
 #include <pthread.h>
-#define PUFF_HAS_ATFORK 1
+#include <signal.h>
+#define PUFF_POSIX_THREADS 1
 #else
-#define PUFF_HAS_ATFORK 0
+#define PUFF_POSIX_THREADS 0
 #endif
 
 namespace puffadv::detail {
@@ -77,6 +78,9 @@ pool* the_pool = nullptr;
 std::once_flag created;
 
 void work(pool* p, int part, std::uint64_t seen) {
+#if defined(__linux__)
+    pthread_setname_np(pthread_self(), "puffadv-cpu");  // as top -H and /proc show it
+#endif
     for (;;) {
         auto published = [&] { return p->job.load(std::memory_order_acquire) >> kPartBits != seen; };
         if (!p->polling.load(std::memory_order_relaxed) || !poll(published)) {
@@ -96,7 +100,7 @@ void work(pool* p, int part, std::uint64_t seen) {
     }
 }
 
-#if PUFF_HAS_ATFORK
+#if PUFF_POSIX_THREADS
 // fork() waits for a call that is using the workers to finish (it holds `owner`),
 // so the child never inherits a half-done job.
 void before_fork() { the_pool->owner.lock(); }
@@ -107,7 +111,7 @@ void after_fork_in_child() { the_pool = new pool; }  // the old one is abandoned
 pool& get_pool() {
     std::call_once(created, [] {
         the_pool = new pool;
-#if PUFF_HAS_ATFORK
+#if PUFF_POSIX_THREADS
         pthread_atfork(before_fork, after_fork_in_parent, after_fork_in_child);
 #endif
     });
@@ -116,6 +120,14 @@ pool& get_pool() {
 
 // Workers for parts [1, parts), as many as can be started; returns how many there are.
 int grow(pool& p, int parts) {
+    if (static_cast<int>(p.workers.size()) >= parts - 1) return static_cast<int>(p.workers.size());
+#if PUFF_POSIX_THREADS
+    // Workers start with every signal blocked (a thread inherits its creator's
+    // mask): signal handlers, Python's included, run on the callers' threads.
+    sigset_t all, previous;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &previous);
+#endif
     while (static_cast<int>(p.workers.size()) < parts - 1) {
         try {
             p.workers.emplace_back(work, &p, static_cast<int>(p.workers.size()) + 1, p.generation);
@@ -123,6 +135,9 @@ int grow(pool& p, int parts) {
             break;
         }
     }
+#if PUFF_POSIX_THREADS
+    pthread_sigmask(SIG_SETMASK, &previous, nullptr);
+#endif
     // Polling threads beyond the cores would take turns with the ones doing the work.
     static const unsigned cores = std::thread::hardware_concurrency();
     p.polling.store(cores == 0 || p.workers.size() < cores, std::memory_order_relaxed);
