@@ -150,7 +150,8 @@ matrix consume(PyObject* capsule, const char* name, bool from_producer, bool out
     m.type = dtype_of(*t, name);
     m.device = device_of(*t, name);
     m.writable = !(flags & kReadOnly);
-    m.data = static_cast<char*>(t->data) + t->byte_offset;
+    // As integers: DLPack allows a NULL data pointer for an empty tensor, with any offset.
+    m.data = reinterpret_cast<void*>(reinterpret_cast<std::uintptr_t>(t->data) + t->byte_offset);
     if (m.ndim == 2) {
         m.rows = t->shape[0];
         m.cols = t->shape[1];
