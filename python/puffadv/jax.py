@@ -1,11 +1,21 @@
-"""puffadv inside JAX: XLA FFI handlers usable under ``jax.jit`` and ``jax.vmap``.
+"""puffadv inside JAX: XLA FFI handlers usable under ``jax.jit``, ``jax.vmap`` and sharding.
 
 ``import puffadv.jax`` provides :func:`compute_puff_advantage` and the standard
 conventions :func:`gae`, :func:`td_lambda_returns` and :func:`vtrace`. The
 handlers (compiled into ``puffadv._core`` for CPU and, in GPU builds, CUDA or
-ROCm) are registered with XLA on the first call, for the platforms ``"cpu"``,
-``"CUDA"`` and ``"ROCM"``. On a GPU the kernel runs on XLA's own stream, with no
-host round trip, no synchronisation and no allocation.
+ROCm; all four functions have both) are registered with XLA on the first call,
+for the platforms ``"cpu"``, ``"CUDA"`` and ``"ROCM"``. On a GPU the kernel runs
+on XLA's own stream, with no host round trip, no synchronisation and no
+allocation.
+
+Sharding: rows are independent, so under ``jax.jit`` inputs sharded over rows
+(and over any leading axes) stay sharded: each device computes its own rows, the
+compiled program has no collective, and the outputs are sharded like the inputs
+(``jax.experimental.custom_partitioning`` with a sharding rule; see
+``_jax_sharding.py`` and docs/scaling.md). A sharded time axis is gathered by XLA
+before the call under Auto mesh axes, and refused with ``ValueError`` under
+Explicit ones. Inside ``shard_map`` and ``pmap`` a call computes the block it is
+given.
 
 Arguments are checked before lowering by the core's own checks (run on the
 arrays' shapes and dtypes), so errors are the ``TypeError``/``ValueError`` of
@@ -20,7 +30,6 @@ message that names both versions (build against the oldest jaxlib you run).
 from __future__ import annotations
 
 import functools
-import math
 import numbers
 import re
 import threading
@@ -213,7 +222,11 @@ def compute_puff_advantage(values, rewards, dones, importance, gamma=0.99, gae_l
     core's checks, with the messages of :func:`puffadv.compute_puff_advantage`.
 
     ``jax.vmap`` over any number of leading batch axes runs one call over all rows
-    (``vmap_method="broadcast_all"``: an unbatched argument is broadcast first).
+    (an unbatched argument is broadcast first). Under ``jit``, arrays sharded over
+    rows (or leading axes) stay sharded: each device computes its rows, with no
+    collective, and the result is sharded like the inputs. Do not shard the
+    horizon: XLA gathers it first (Auto mesh axes) or this raises ``ValueError``
+    (Explicit mesh axes).
 
     Not differentiable, by design: advantages are targets. ``jax.grad`` through an
     input that carries a gradient raises ``ValueError``; inputs wrapped in
@@ -319,9 +332,12 @@ _CONVENTIONS_DOC = """
     before lowering with the messages of the NumPy function; a step both terminated
     and truncated depends on the data and fails when the call runs. Scalars must be
     concrete (static under ``jit``). ``jax.vmap`` adds leading batch axes to one
-    call. Not differentiable: ``jax.grad`` through an input raises ``ValueError``.
-    Standard conventions run on the CPU only in this release: on a GPU the call
-    fails when it runs, with the core's message.
+    call. Under ``jit``, arrays sharded over the batch axis ``B`` (axis 0, or axis
+    1 with ``time_axis=0``) stay sharded: no collective, outputs sharded alike.
+    Not differentiable: ``jax.grad`` through an input raises ``ValueError``.
+    On a GPU the GPU kernels run, on XLA's stream; there a step both terminated
+    and truncated gives NaN in its row instead of an error (the host never waits
+    for the GPU to check the data).
 """
 
 

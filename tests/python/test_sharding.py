@@ -251,6 +251,23 @@ def test_inside_shard_map_each_device_computes_its_rows(rng):
 
 
 @four_devices
+@pytest.mark.parametrize("explicit", [False, True], ids=["auto", "explicit"])
+def test_inside_shard_map_manual_over_some_axes(rng, explicit):
+    """shard_map manual over x only, y left to the partitioner (Auto or Explicit)."""
+    mesh = make_mesh((2, 2), ("x", "y"), explicit)
+    sharding = NamedSharding(mesh, P("x", None))
+    inputs = puff_inputs(rng)
+    args = [jax.device_put(x, sharding) for x in inputs]
+    body = lambda *a: pjax.compute_puff_advantage(*a, **PARAMS)  # noqa: E731
+    f = jax.jit(jax.shard_map(body, mesh=mesh, in_specs=P("x", None), out_specs=P("x", None),
+                              axis_names={"x"}))
+    assert collectives(f, *args) == []
+    out = f(*args)
+    assert_sharded_like(out, sharding)
+    assert reference.relative_error(out, reference.puff_advantage(*inputs, **PARAMS)) <= 1e-5
+
+
+@four_devices
 def test_pmap_maps_one_block_per_device(rng):
     inputs = [x.reshape(4, 16, 24) for x in puff_inputs(rng)]
     out = jax.pmap(lambda *a: pjax.compute_puff_advantage(*a, **PARAMS))(*inputs)
