@@ -35,6 +35,14 @@ COLLECTIVE = re.compile(r"\b(all-gather|all-to-all|collective-permute|all-reduce
 PARAMS = dict(gamma=0.97, gae_lambda=0.9, rho_clip=1.3, c_clip=0.8)
 
 
+@pytest.fixture(autouse=True)
+def cpu_by_default():
+    """Uncommitted (NumPy) inputs on the CPU too, even where JAX's default is a GPU:
+    the unsharded results compared bit for bit must come from the same kernels."""
+    with jax.default_device(jax.devices("cpu")[0]):
+        yield
+
+
 def make_mesh(shape, names, explicit):
     kind = AxisType.Explicit if explicit else AxisType.Auto
     devices = np.array(jax.devices("cpu")[:int(np.prod(shape))]).reshape(shape)
@@ -270,7 +278,7 @@ def test_inside_shard_map_manual_over_some_axes(rng, explicit):
 @four_devices
 def test_pmap_maps_one_block_per_device(rng):
     inputs = [x.reshape(4, 16, 24) for x in puff_inputs(rng)]
-    out = jax.pmap(lambda *a: pjax.compute_puff_advantage(*a, **PARAMS))(*inputs)
+    out = jax.pmap(lambda *a: pjax.compute_puff_advantage(*a, **PARAMS), backend="cpu")(*inputs)
     ref = reference.puff_advantage(*[x.reshape(64, 24) for x in inputs], **PARAMS).reshape(4, 16, 24)
     assert reference.relative_error(out, ref) <= 1e-5
 
@@ -373,3 +381,41 @@ def test_conventions_vmap_over_sharded_rows(rng):
         ref = reference.standard_estimate("vtrace", p["rewards"], p["values"], p["terminated"],
                                           last_value=p["last_value"], gamma=0.99, lam=1.0)[1]
         assert reference.relative_error(vs[b], ref) <= 1e-5
+
+
+# ----------------------------------------------------------------- two GPUs (issue 19)
+
+
+def _gpus():
+    try:
+        return jax.devices("gpu")
+    except RuntimeError:  # no GPU backend in this jaxlib
+        return []
+
+
+@pytest.mark.skipif(len(_gpus()) < 2, reason="needs two GPUs (scripts/gpu/80-multi-gpu.sh)")
+def test_two_gpus_keep_row_sharding(rng):
+    """The GPU handlers behind the same partitioning: each GPU computes its rows."""
+    mesh = Mesh(np.array(_gpus()[:2]), ("rows",))
+    sharding = NamedSharding(mesh, P("rows", None))
+    inputs = puff_inputs(rng, rows=4096, horizon=128)
+    args = [jax.device_put(x, sharding) for x in inputs]
+    f = jax.jit(lambda *a: pjax.compute_puff_advantage(*a, **PARAMS))
+    assert collectives(f, *args) == []
+    out = f(*args)
+    assert_sharded_like(out, sharding)
+    one_gpu = f(*[jax.device_put(x, _gpus()[0]) for x in inputs])
+    assert reference.relative_error(out, one_gpu) <= 1e-6
+    assert reference.relative_error(out, reference.puff_advantage(*inputs, **PARAMS)) <= 1e-5
+
+    e = reference.random_episodes(rng, 4096, 64)
+    batch = NamedSharding(mesh, P(None, "rows"))
+    placed = [jax.device_put(e[k].T, batch) for k in ("rewards", "values", "terminated")]
+    gae = jax.jit(lambda r, v, t, lv: pjax.gae(r, v, t, last_value=lv, time_axis=0).advantages)
+    args = (*placed, jax.device_put(e["last_value"], NamedSharding(mesh, P("rows"))))
+    assert collectives(gae, *args) == []
+    out = gae(*args)
+    assert_sharded_like(out, batch)
+    ref = reference.standard_estimate("gae", e["rewards"], e["values"], e["terminated"],
+                                      last_value=e["last_value"], gamma=0.99, lam=0.95)[0]
+    assert reference.relative_error(out.T, ref) <= 1e-5
