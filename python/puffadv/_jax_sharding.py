@@ -55,6 +55,11 @@ def _axes_of(entry) -> tuple:
     return tuple(entry) if isinstance(entry, (tuple, list)) else (entry,)
 
 
+def _spec_text(entries) -> str:
+    """P('x', None) for messages, the same on every jax release."""
+    return "P(" + ", ".join(repr(e) for e in entries) + ")"
+
+
 def _rows_only(sharding, ndim: int, full_rank: int):
     """`sharding` (of a full-rank [..., rows, horizon] array) with the time axis
     replicated, for an operand of rank `ndim` (full_rank, or full_rank - 1 for a
@@ -182,8 +187,8 @@ def _explicit_rows(arrays, names, function: str, time_axis_label: str):
             mesh, rows, rows_of = sharding.mesh, row_entries, name
         elif row_entries != rows:
             raise ValueError(
-                f"{function}: {name} is sharded as {PartitionSpec(*row_entries)} over its rows but "
-                f"{rows_of} as {PartitionSpec(*rows)}; reshard one like the other "
+                f"{function}: {name} is sharded as {_spec_text(row_entries)} over its rows but "
+                f"{rows_of} as {_spec_text(rows)}; reshard one like the other "
                 f"(jax.sharding.reshard) so that each device holds the same rows of both.")
     if rows is None:
         return None

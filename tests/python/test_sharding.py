@@ -13,6 +13,7 @@ reports its case's outcome (see forced_devices.py)."""
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -33,6 +34,7 @@ COLLECTIVE = re.compile(r"\b(all-gather|all-to-all|collective-permute|all-reduce
                         r"(-start)?(\.\d+)? = |= \S+ (all-gather|all-to-all|collective-permute|"
                         r"all-reduce|reduce-scatter)(-start)?\(")
 PARAMS = dict(gamma=0.97, gae_lambda=0.9, rho_clip=1.3, c_clip=0.8)
+SCALING_DOC = Path(__file__).resolve().parents[2] / "docs" / "scaling.md"
 
 
 @pytest.fixture(autouse=True)
@@ -186,8 +188,9 @@ def test_sharded_time_axis_is_gathered_under_auto_axes(rng):
 def test_sharded_time_axis_is_refused_under_explicit_axes(rng):
     sharding = NamedSharding(make_mesh((2, 2), ("x", "y"), True), P("x", "y"))
     args = [jax.device_put(x, sharding) for x in puff_inputs(rng)]
-    with pytest.raises(ValueError, match=r"values is sharded along its time axis \(its last axis"):
+    with pytest.raises(ValueError, match=r"values is sharded along its time axis \(its last axis") as info:
         jax.jit(pjax.compute_puff_advantage)(*args)
+    assert str(info.value) in SCALING_DOC.read_text()  # the page quotes it word for word
 
 
 @four_devices
@@ -196,8 +199,9 @@ def test_explicit_rows_sharded_two_ways_is_refused(rng):
     v, r, d, i = puff_inputs(rng)
     args = [jax.device_put(v, NamedSharding(mesh, P("x", None))),
             jax.device_put(r, NamedSharding(mesh, P("y", None))), d, i]
-    with pytest.raises(ValueError, match="rewards is sharded as .*'y'.* but values as .*'x'"):
+    with pytest.raises(ValueError, match=r"rewards is sharded as P\('y'\) .* but values as P\('x'\)") as info:
         jax.jit(pjax.compute_puff_advantage)(*args)
+    assert str(info.value) in SCALING_DOC.read_text()
 
 
 @four_devices
@@ -301,6 +305,23 @@ def test_gspmd_partitioner_keeps_rows_too(rng):
         jax.config.update("jax_use_shardy_partitioner", previous)
     assert_sharded_like(out, sharding)
     assert reference.relative_error(out, reference.puff_advantage(*inputs, **PARAMS)) <= 1e-5
+
+
+@four_devices
+def test_sharding_without_a_mesh_is_computed_replicated(rng):
+    """Shardings that name no mesh (GSPMDSharding, JAX-internal) cannot be read as
+    rows: puffadv asks for replicated operands, which XLA gathers. Right numbers."""
+    try:
+        from jax._src.sharding_impls import GSPMDSharding
+    except ImportError:
+        pytest.skip("this jax has no GSPMDSharding")
+    rows = NamedSharding(make_mesh((4,), ("b",), False), P("b", None))
+    meshless = GSPMDSharding(tuple(jax.devices("cpu")[:4]), rows._to_xla_hlo_sharding(2))
+    inputs = puff_inputs(rng)
+    args = [jax.device_put(x, meshless) for x in inputs]
+    f = jax.jit(lambda *a: pjax.compute_puff_advantage(*a, **PARAMS), in_shardings=(meshless,) * 4)
+    assert "all-gather" in collectives(f, *args)
+    assert reference.relative_error(f(*args), reference.puff_advantage(*inputs, **PARAMS)) <= 1e-5
 
 
 # ----------------------------------------------------------------- standard conventions
