@@ -78,8 +78,10 @@ def main(argv=None) -> int:
     out = call(*sharded)
     if not out.sharding.is_equivalent_to(sharding, out.ndim):
         problems.append(f"output sharding {out.sharding} is not the inputs' {sharding}")
-    if not np.array_equal(np.asarray(out), expected):
-        problems.append("the sharded result differs from the one-device result")
+    got = np.asarray(out)
+    error = float(np.linalg.norm(got - expected) / max(np.linalg.norm(expected), 1e-30))
+    if not error <= 1e-6:  # same kernels, rows planned over other block counts: equal or nearly
+        problems.append(f"the sharded result differs from the one-device result (relative {error:.1e})")
     t_many = time_call(call, sharded)
     print(f"| {args.devices} | rows over {args.devices} | {t_many * 1e6:.0f} | {rate / t_many / 1e9:.0f} | "
           f"{t_one / t_many:.2f}x |")

@@ -92,7 +92,7 @@ def run_rank(out: Path, device_kind: str) -> None:
     np.savez(out / f"rank{rank}.npz", lo=lo, hi=hi, world=world, device=str(device),
              puff=est.advantages.cpu().numpy(), puff_normalised=puff_normalised.cpu().numpy(),
              gae=g.advantages.cpu().numpy(), gae_normalised=gae_normalised.cpu().numpy())
-    dist.barrier()
+    dist.barrier(device_ids=[local_rank] if device_kind == "cuda" else None)
     dist.destroy_process_group()
 
 
