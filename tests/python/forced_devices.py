@@ -66,6 +66,9 @@ def _child_run(test_file: str):
         report = Path(folder) / "report.xml"
         env = dict(os.environ, XLA_FLAGS=_with_flag(os.environ.get("XLA_FLAGS")), **{CHILD: "1"})
         env.pop("PYTEST_CURRENT_TEST", None)
+        # On a GPU machine the child's JAX starts the GPU backend too: no 75 % grab of
+        # GPU memory beside the parent's and pytest-xdist's other workers.
+        env.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
         command = [sys.executable, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider",
                    f"--junitxml={report}", test_file]
         try:
