@@ -30,6 +30,7 @@ Operands are ``[..., rows, horizon]`` arrays or per-row ``[..., rows]`` vectors
 from __future__ import annotations
 
 import functools
+import warnings
 from typing import Callable, Sequence
 
 import jax
@@ -48,33 +49,59 @@ def _entries(spec, ndim: int) -> tuple:
     return entries + (None,) * (ndim - len(entries))
 
 
-def _axes_of(entry) -> tuple:
-    """Mesh axis names of one PartitionSpec entry (None, a name, or a tuple of names)."""
-    if entry is None:
-        return ()
-    return tuple(entry) if isinstance(entry, (tuple, list)) else (entry,)
-
-
 def _spec_text(entries) -> str:
     """P('x', None) for messages, the same on every jax release."""
     return "P(" + ", ".join(repr(e) for e in entries) + ")"
 
 
-def _rows_only(sharding, ndim: int, full_rank: int):
+def _rows_only(sharding, ndim: int, full_rank: int, mesh=None):
     """`sharding` (of a full-rank [..., rows, horizon] array) with the time axis
     replicated, for an operand of rank `ndim` (full_rank, or full_rank - 1 for a
-    per-row vector, whose axes are the same without the last)."""
+    per-row vector, whose axes are the same without the last). A sharding that
+    is not a NamedSharding (or none at all) gives a replicated one."""
     if not isinstance(sharding, NamedSharding):
-        return _replicated_like(sharding)
+        return _replicated(sharding, mesh)
     rows = _entries(sharding.spec, full_rank)[:-1]
     return NamedSharding(sharding.mesh, PartitionSpec(*rows, *((None,) if ndim == full_rank else ())))
 
 
-def _replicated_like(sharding):
-    """A replicated sharding on `sharding`'s devices: the safe answer for a sharding
-    that is not a NamedSharding (XLA proposes those only without any mesh)."""
-    devices = sorted(sharding.device_set, key=lambda d: d.id)
+def _replicated(sharding=None, mesh=None):
+    """A replicated NamedSharding on `sharding`'s devices, else on `mesh`. XLA reads
+    only "replicated" from it, so with neither at hand any one device serves."""
+    if sharding is not None:
+        devices = sorted(sharding.device_set, key=lambda d: d.id)
+    elif mesh is not None and not mesh.empty:
+        return NamedSharding(mesh, PartitionSpec())
+    else:
+        devices = jax.devices()[:1]
     return NamedSharding(jax.sharding.Mesh(np.array(devices), ("puffadv_replicated",)), PartitionSpec())
+
+
+def _never_raise(callback):
+    """XLA calls the partitioning callbacks from C++, and an exception there aborts
+    the whole process. On one, warn and answer "replicated" (correct, gathered)."""
+
+    @functools.wraps(callback)
+    def guarded(static, mesh, *args):
+        try:
+            return callback(static, mesh, *args)
+        except Exception as error:  # noqa: BLE001 - anything, rather than a process abort
+            warnings.warn(f"puffadv.jax: sharding callback {callback.__name__} failed ({error!r}); "
+                          f"computing this call replicated (correct, but every device gathers "
+                          f"all rows). Please report it.", RuntimeWarning, stacklevel=2)
+            return _replicated_answer(callback.__name__, static, mesh, *args)
+
+    return guarded
+
+
+def _replicated_answer(name, static, mesh, *args):
+    if name == "_partition":
+        per_shard, arg_shapes, result_shape = args
+        out = _replicated(result_shape[0].sharding, mesh)
+        return (out.mesh, lambda *arrays: per_shard(static, *arrays), (out,) * len(result_shape),
+                (out,) * len(arg_shapes))
+    shapes = args[-1] if isinstance(args[-1], (tuple, list)) else (args[-1],)
+    return (_replicated(None, mesh),) * len(shapes)
 
 
 # ----------------------------------------------------------------- auto axes: custom_partitioning
@@ -85,30 +112,42 @@ def _full_rank(shapes) -> int:
     return len(shapes[0].shape)
 
 
-def _partition(static, per_shard, mesh, arg_shapes, result_shape):
+@_never_raise
+def _partition(static, mesh, per_shard, arg_shapes, result_shape):
     """XLA's partitioner proposes shardings; puffadv keeps rows and leading axes as
     proposed, un-shards time, and gives every operand the matching spec (XLA
     reshards an operand that differs, which costs nothing when it already matches)."""
     full_rank = _full_rank(arg_shapes)
     proposed = result_shape[0].sharding
-    out = _rows_only(proposed, full_rank, full_rank)
-    args = tuple(_rows_only(proposed, len(a.shape), full_rank) for a in arg_shapes)
+    out = _rows_only(proposed, full_rank, full_rank, mesh)
+    args = tuple(_rows_only(proposed, len(a.shape), full_rank, mesh) for a in arg_shapes)
     if not isinstance(proposed, NamedSharding):
         mesh = out.mesh  # the replicated fallback's own mesh
     return mesh, lambda *arrays: per_shard(static, *arrays), (out,) * len(result_shape), args
 
 
+@_never_raise
 def _infer_from_operands(static, mesh, arg_shapes, result_shape):
-    """GSPMD: the outputs follow the first operand's rows (its time axis replicated)."""
+    """GSPMD: the outputs follow the rows of the first operand that has a sharding
+    (a per-row vector's too); replicated when none has one yet."""
     full_rank = _full_rank(arg_shapes)
-    return (_rows_only(arg_shapes[0].sharding, full_rank, full_rank),) * len(result_shape)
+    known = next((a for a in arg_shapes if isinstance(a.sharding, NamedSharding)), None)
+    if known is None:
+        out = _replicated(None, mesh)
+    elif len(known.shape) == full_rank:
+        out = _rows_only(known.sharding, full_rank, full_rank)
+    else:  # [..., rows] vector: its axes are the rows; time comes unsharded
+        rows = _entries(known.sharding.spec, len(known.shape))
+        out = NamedSharding(known.sharding.mesh, PartitionSpec(*rows, None))
+    return (out,) * len(result_shape)
 
 
+@_never_raise
 def _propagate_user_sharding(static, mesh, user_shape):
     """GSPMD: a consumer's wish for the outputs, with time replicated."""
     shapes = user_shape if isinstance(user_shape, (tuple, list)) else (user_shape,)
     full_rank = len(shapes[0].shape)
-    return tuple(_rows_only(s.sharding, full_rank, full_rank) for s in shapes)
+    return tuple(_rows_only(s.sharding, full_rank, full_rank, mesh) for s in shapes)
 
 
 def _sharding_rule(static, mesh, operand_types, result_types):
@@ -123,7 +162,7 @@ def _partitioned(per_shard):
     """`per_shard(static, *arrays) -> tuple of outputs` as a custom_partitioning op."""
     op = custom_partitioning(per_shard, static_argnums=(0,))
     op.def_partition(
-        partition=lambda static, mesh, args, result: _partition(static, per_shard, mesh, args, result),
+        partition=lambda static, mesh, args, result: _partition(static, mesh, per_shard, args, result),
         infer_sharding_from_operands=_infer_from_operands,
         propagate_user_sharding=_propagate_user_sharding,
         sharding_rule=_sharding_rule)

@@ -287,6 +287,36 @@ def test_pmap_maps_one_block_per_device(rng):
     assert reference.relative_error(out, ref) <= 1e-5
 
 
+def local_call_shapes(jitted, *args):
+    """Operand shapes of the puffadv custom calls in the compiled program."""
+    hlo = jitted.lower(*args).compile().as_text()
+    return [line.split("custom-call(")[0].split("=")[-1].strip()
+            for line in hlo.splitlines() if 'custom_call_target="puffadv_' in line]
+
+
+@four_devices
+@pytest.mark.parametrize("partitioner", ["shardy", "gspmd"])
+def test_sharding_wished_by_the_output_reaches_the_call(rng, partitioner):
+    """Unsharded inputs, rows-sharded out_shardings: the partitioner carries the
+    wish back through the call (Shardy: the rule; GSPMD: propagate_user_sharding),
+    so each device slices its rows locally and computes only them."""
+    if partitioner == "gspmd" and not hasattr(jax.config, "jax_use_shardy_partitioner"):
+        pytest.skip("this jax has no GSPMD partitioner to switch to")
+    sharding = NamedSharding(make_mesh((4,), ("b",), False), P("b", None))
+    inputs = puff_inputs(rng)
+    previous = jax.config.jax_use_shardy_partitioner
+    jax.config.update("jax_use_shardy_partitioner", partitioner == "shardy")
+    try:
+        f = jax.jit(lambda *a: pjax.compute_puff_advantage(*a, **PARAMS), out_shardings=sharding)
+        assert collectives(f, *inputs) == []
+        assert local_call_shapes(f, *inputs) == ["f32[16,24]{1,0}"]
+        out = f(*inputs)
+    finally:
+        jax.config.update("jax_use_shardy_partitioner", previous)
+    assert_sharded_like(out, sharding)
+    assert reference.relative_error(out, reference.puff_advantage(*inputs, **PARAMS)) <= 1e-5
+
+
 @four_devices
 def test_gspmd_partitioner_keeps_rows_too(rng):
     """The propagation callbacks, used when Shardy is switched off."""
@@ -301,9 +331,36 @@ def test_gspmd_partitioner_keeps_rows_too(rng):
         f = jax.jit(lambda *a: pjax.compute_puff_advantage(*a, **PARAMS))
         assert collectives(f, *args) == []
         out = f(*args)
+        e = reference.random_episodes(rng, 64, 24)  # a per-row vector (last_value) first in line
+        g = jax.jit(lambda lv, r, v, t: pjax.gae(r, v, t, last_value=lv).advantages)
+        vector = NamedSharding(sharding.mesh, P("b"))
+        gae_args = (jax.device_put(e["last_value"], vector), e["rewards"], e["values"], e["terminated"])
+        assert collectives(g, *gae_args) == []
+        gae = g(*gae_args)
     finally:
         jax.config.update("jax_use_shardy_partitioner", previous)
     assert_sharded_like(out, sharding)
+    assert reference.relative_error(out, reference.puff_advantage(*inputs, **PARAMS)) <= 1e-5
+    ref = reference.standard_estimate("gae", e["rewards"], e["values"], e["terminated"],
+                                      last_value=e["last_value"], gamma=0.99, lam=0.95)[0]
+    assert reference.relative_error(gae, ref) <= 1e-5
+
+
+@four_devices
+def test_a_failing_partition_callback_warns_and_computes_replicated(rng, monkeypatch):
+    """An exception inside a callback would abort the process (XLA calls them from
+    C++): puffadv warns instead and has the call computed replicated."""
+    import puffadv._jax_sharding as sharding_module
+
+    def broken(*args, **kwargs):
+        raise KeyError("planted")
+
+    monkeypatch.setattr(sharding_module, "_rows_only", broken)
+    sharding = NamedSharding(make_mesh((4,), ("b",), False), P("b", None))
+    inputs = puff_inputs(rng, rows=36, horizon=10)  # a shape compiled nowhere else
+    args = [jax.device_put(x, sharding) for x in inputs]
+    with pytest.warns(RuntimeWarning, match=r"_partition failed \(KeyError\('planted'\)\).*replicated"):
+        out = jax.jit(lambda *a: pjax.compute_puff_advantage(*a, **PARAMS))(*args)
     assert reference.relative_error(out, reference.puff_advantage(*inputs, **PARAMS)) <= 1e-5
 
 
