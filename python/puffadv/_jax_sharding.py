@@ -21,8 +21,9 @@ tells it, with JAX's own mechanisms:
   fold leading axes into rows). ``custom_partitioning`` has no batching rule of
   its own.
 
-Inside ``shard_map`` (all axes manual), ``pmap``, or on one device,
-``custom_partitioning`` lowers straight to the custom call.
+Inside ``shard_map`` over every mesh axis, under ``pmap``, or on one device,
+``custom_partitioning`` lowers straight to the custom call; inside a
+``shard_map`` manual over some axes it partitions over the others.
 
 Operands are ``[..., rows, horizon]`` arrays or per-row ``[..., rows]`` vectors
 (``last_value``); every output is ``[..., rows, horizon]``.
@@ -194,10 +195,13 @@ def _batched(op, static):
 
 
 def _explicit_axes(sharding) -> frozenset:
+    """Names of the Explicit axes of `sharding`'s mesh (none for other shardings)."""
     mesh = getattr(sharding, "mesh", None)
-    types = getattr(mesh, "axis_types", None) or ()
-    explicit = getattr(jax.sharding.AxisType, "Explicit", None)
-    return frozenset(name for name, kind in zip(mesh.axis_names, types) if kind == explicit)
+    types = getattr(mesh, "axis_types", None)
+    if not types:
+        return frozenset()
+    return frozenset(name for name, kind in zip(mesh.axis_names, types)
+                     if kind == jax.sharding.AxisType.Explicit)
 
 
 def _explicit_rows(arrays, names, function: str, time_axis_label: str):
