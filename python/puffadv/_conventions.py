@@ -118,15 +118,15 @@ _SCALAR_NAMES = {lam: ("gamma", lam, "rho_clip", "c_clip", "rho_pg_clip") for la
 _SUMS = (False, False, True, True, True)  # which of the five outputs are [B] sums
 
 
-def _given(specs: tuple) -> tuple:
+def _given(specs: tuple) -> list:
     """The output arrays the caller gave: each spec that is not True (allocate), False or None (skip)."""
-    return tuple(None if spec is True or spec is False else spec for spec in specs)
+    return [None if spec is True or spec is False else spec for spec in specs]
 
 
-def _allocate(framework, rewards, values, time_axis, specs: tuple, given: tuple) -> list:
-    """The output arrays: given ones as they are, True ones allocated ([rows,
-    horizon] like rewards, or [B] sums), the rest None."""
-    outputs = list(given)
+def _allocate(framework, rewards, values, time_axis, specs: tuple, outputs: list) -> list:
+    """The output arrays: `outputs` (the given ones, from _given) with each True
+    spec's array allocated in place ([rows, horizon] like rewards, or [B] sums)."""
+    series = None  # allocates one [rows, horizon] output; made on first use
     for k, spec in enumerate(specs):
         if spec is True:
             if _SUMS[k]:
@@ -136,9 +136,19 @@ def _allocate(framework, rewards, values, time_axis, specs: tuple, given: tuple)
                     dtype = torch.float64 if dtype is np.float64 else torch.float32
                 outputs[k] = _empty(framework, values, (_batch_size(rewards, time_axis),), dtype)
             else:
-                outputs[k] = _empty(framework, values, getattr(rewards, "shape", ()),
-                                    _output_dtype(framework, values))
+                if series is None:
+                    series = _series_allocator(framework, rewards, values)
+                outputs[k] = series()
     return outputs
+
+
+def _series_allocator(framework, rewards, values):
+    """A function allocating a [rows, horizon] output: rewards' shape, values'
+    device and output dtype, everything decided once per call."""
+    shape, dtype = getattr(rewards, "shape", ()), _output_dtype(framework, values)
+    if framework == "torch" and shape == values.shape:
+        return lambda: _frameworks.torch_empty_like(values, dtype)
+    return lambda: _empty(framework, values, shape, dtype)
 
 
 def _finish(framework, values, specs, outputs) -> list:
@@ -250,7 +260,7 @@ def puff_fused(framework, values, rewards, dones, importance, advantages, specs,
     square_sums. Returns those four outputs (None: not asked for)."""
     given = _given(specs)
     _frameworks.framework_of_call((values,), given, _PUFF_FUSED_NAMES)
-    outputs = _allocate(framework, values, values, -1, (False, *specs), (None, *given))[1:]
+    outputs = _allocate(framework, values, values, -1, (False, *specs), [None, *given])[1:]
     _dispatch.call_core(_core.puff_advantage_fused, framework, (values, rewards, dones, importance),
                         (advantages, *outputs), params, stream)
     return _finish(framework, values, specs, outputs)

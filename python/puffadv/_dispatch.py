@@ -6,7 +6,7 @@ build cannot compute on) is written once.
 """
 from __future__ import annotations
 
-from . import _core, _fallback, _frameworks
+from . import _fallback, _frameworks
 
 
 def call_core(kernel, framework: str, inputs, outputs, scalars, stream=None):
@@ -16,31 +16,22 @@ def call_core(kernel, framework: str, inputs, outputs, scalars, stream=None):
     or None for an absent optional one. GPU arrays that this build cannot
     compute on go through the CPU fallback.
     """
-    # The kernel runs without the GIL: PUFFADV_NUM_THREADS is read now, not while
-    # another Python thread may be changing the environment (getenv vs setenv).
+    # The kernel runs without the GIL, having read PUFFADV_NUM_THREADS with it
+    # (src/bindings_release.hpp).
     if framework == "numpy" and stream is None:  # the common case: host memory, no stream
-        _core.pin_cpu_thread_count(True)
-        try:
-            kernel(*inputs, *outputs, *scalars, 0)
-        finally:
-            _core.pin_cpu_thread_count(False)
+        kernel(*inputs, *outputs, *scalars, 0)
         return
     handle = _frameworks.current_stream(framework, inputs[0], stream)
-    arguments = _frameworks.for_kernel(framework, inputs, outputs)
-    _core.pin_cpu_thread_count(True)
+    reason = None
     try:
-        reason = None
-        try:
-            kernel(*arguments, *scalars, handle)
-        except _fallback.BackendUnavailableError as missing:
-            # Raised only after every argument check passed on the caller's own arrays.
-            reason = str(missing)
-        if reason is not None:  # outside the except: no chained traceback on the host path
-            kernel, inputs, outputs = _present_only(kernel, inputs, outputs)
-            inputs = _frameworks.for_import(framework, inputs)
-            _fallback.run_on_host(kernel, framework, inputs, outputs, scalars, reason, stream)
-    finally:
-        _core.pin_cpu_thread_count(False)
+        kernel(*_frameworks.for_kernel(framework, inputs, outputs), *scalars, handle)
+    except _fallback.BackendUnavailableError as missing:
+        # Raised only after every argument check passed on the caller's own arrays.
+        reason = str(missing)
+    if reason is not None:  # outside the except: no chained traceback on the host path
+        kernel, inputs, outputs = _present_only(kernel, inputs, outputs)
+        inputs = _frameworks.for_import(framework, inputs)
+        _fallback.run_on_host(kernel, framework, inputs, outputs, scalars, reason, stream)
     if framework == "jax" and _frameworks.is_gpu(inputs[0]):
         _frameworks.wait_for_gpu(inputs[0])
 

@@ -151,21 +151,27 @@ def for_import(framework: str, inputs):
 def for_kernel(framework: str, inputs, outputs):
     """The arguments as the core imports them: inputs, then outputs.
 
-    torch tensors go as the capsules of torch.utils.dlpack.to_dlpack, the export
-    that Tensor.__dlpack__ ends with (and nanobind's own fallback when __dlpack__
-    refuses): __dlpack__ first spends ~2 us per tensor in Python, and torch >=
-    2.13's refuses a CUDA tensor off the current device (BufferError), while
-    inputs on cuda:1 must work whatever the current device is. Subclasses, and
-    any tensor under a torch-function mode, go the old way (inputs detached, then
-    __dlpack__): they may override __dlpack__. So does a tensor that to_dlpack
-    cannot describe (sparse, meta), for the core's own message. Other
+    torch's Tensor.__dlpack__ first spends ~2 us per tensor in Python, and torch
+    >= 2.13's refuses a CUDA tensor off the current device (BufferError), while
+    inputs on cuda:1 must work whatever the current device is. So the core
+    imports plain torch.Tensor objects itself, through DLPack's C exchange API
+    (src/bindings_exchange.hpp), where torch has one (>= 2.10); with an older
+    torch they go as capsules of torch.utils.dlpack.to_dlpack, the export that
+    __dlpack__ ends with (and nanobind's fallback when __dlpack__ refuses). Both
+    carry no autograd history and skip torch-function modes, as __dlpack__'s own
+    result does. Tensor subclasses go the old way: they may override __dlpack__,
+    which refuses autograd history, so inputs are detached first. Other
     frameworks' arrays go as they are."""
     if framework != "torch":
         return (*inputs, *outputs)
     torch = _torch()
-    if torch.function_mode_enabled():
-        return (*for_import(framework, inputs), *outputs)
-    tensor, to_dlpack = torch.Tensor, torch.to_dlpack
+    tensor = torch.Tensor
+    if torch.exchange_api:
+        for x in inputs:
+            if type(x) is not tensor and x is not None:
+                return (*for_import(framework, inputs), *outputs)
+        return (*inputs, *outputs)
+    to_dlpack = torch.to_dlpack
     arguments = []
     for x in inputs:
         if type(x) is tensor:
@@ -197,8 +203,8 @@ class _TorchFunctions:
         self.to_dlpack = to_dlpack
         self.empty, self.empty_like = torch.empty, torch.empty_like
         self.contiguous_format = torch.contiguous_format
-        self.function_mode_enabled = getattr(torch._C, "_is_torch_function_mode_enabled",
-                                             lambda: True)  # unknown: take no shortcut
+        # The core reads plain tensors through DLPack's C exchange API (bindings_exchange.hpp).
+        self.exchange_api = "__dlpack_c_exchange_api__" in torch.Tensor.__dict__
         # The current stream's handle from C (what torch.compile's generated code
         # uses); torch.cuda.current_stream() builds a Stream object per call.
         self.raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
