@@ -1,12 +1,36 @@
 """The public functions of puffadv."""
 from __future__ import annotations
 
+from typing import Any, Literal, Optional, Union, overload
+
 import numpy as np
 
 from . import _conventions, _core, _dispatch, _frameworks
+from ._types import Array, ArrayT, Real, Stream
 
 _ARRAY_NAMES = ("values", "rewards", "dones", "importance", "advantages")
 _PARAMETER_NAMES = ("gamma", "gae_lambda", "rho_clip", "c_clip")
+
+
+_Fused = Union[Array, bool, None]  # a fused output: True allocates, an array is written
+
+
+@overload
+def compute_puff_advantage(values: ArrayT, rewards: Array, dones: Array, importance: Array,
+                           advantages: Optional[ArrayT] = None, gamma: Real = 0.99,
+                           gae_lambda: Real = 0.95, rho_clip: Real = 1.0, c_clip: Real = 1.0, *,
+                           stream: Optional[Stream] = None, returns: Literal[None, False] = None,
+                           abs_sums: Literal[None, False] = None, sums: Literal[None, False] = None,
+                           square_sums: Literal[None, False] = None) -> ArrayT: ...
+
+
+@overload
+def compute_puff_advantage(values: Array, rewards: Array, dones: Array, importance: Array,
+                           advantages: Optional[Array] = None, gamma: Real = 0.99,
+                           gae_lambda: Real = 0.95, rho_clip: Real = 1.0, c_clip: Real = 1.0, *,
+                           stream: Optional[Stream] = None, returns: _Fused = None,
+                           abs_sums: _Fused = None, sums: _Fused = None,
+                           square_sums: _Fused = None) -> Any: ...  # an Estimate if any is asked for
 
 
 def compute_puff_advantage(values, rewards, dones, importance, advantages=None,
@@ -36,6 +60,10 @@ def compute_puff_advantage(values, rewards, dones, importance, advantages=None,
     the ``[rows]`` sums over time of the advantages ``abs_sums`` (sum |A|, for
     prioritised replay), ``sums`` and ``square_sums`` (for normalisation). When
     any is requested the result is a ``puffadv.Estimate`` instead of an array.
+
+    On torch tensors it also runs inside ``torch.compile(fullgraph=True)``,
+    computing exactly what the eager call computes (an explicit ``stream`` must
+    then be an int handle).
     """
     if type(values) is not np.ndarray and _frameworks.torch_compiling():
         from . import _compiled

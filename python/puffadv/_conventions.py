@@ -5,11 +5,14 @@ docs/conventions.md maps each library's arguments to these."""
 from __future__ import annotations
 
 import numbers
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Optional, Union
 
 import numpy as np
 
 from . import _core, _dispatch, _frameworks
+from ._types import Array, Real, Stream
+
+_Output = Union[Array, bool, None]  # an output argument: True allocates, False skips, an array is written
 
 
 class Estimate(NamedTuple):
@@ -178,10 +181,12 @@ def _estimate(kind, lambda_name, inputs: tuple, specs: tuple, scalars: tuple, ti
     return _finish(framework, values, specs, outputs)
 
 
-def gae(rewards, values, terminated, truncated=None, *, last_value=None, bootstrap_values=None,
-        importance=None, gamma=0.99, gae_lambda=0.95, rho_clip=1.0, c_clip=1.0, time_axis=-1,
-        advantages=True, returns=True, abs_sums=False, sums=False, square_sums=False,
-        stream=None) -> Estimate:
+def gae(rewards: Array, values: Array, terminated: Array, truncated: Optional[Array] = None, *,
+        last_value: Optional[Array] = None, bootstrap_values: Optional[Array] = None,
+        importance: Optional[Array] = None, gamma: Real = 0.99, gae_lambda: Real = 0.95,
+        rho_clip: Real = 1.0, c_clip: Real = 1.0, time_axis: int = -1, advantages: _Output = True,
+        returns: _Output = True, abs_sums: _Output = False, sums: _Output = False,
+        square_sums: _Output = False, stream: Optional[Stream] = None) -> Estimate:
     """Generalised advantage estimation as TorchRL, SB3, CleanRL and rlax define it.
 
     ``rewards[t]``, ``terminated[t]`` and ``truncated[t]`` belong to the step that
@@ -215,10 +220,13 @@ def gae(rewards, values, terminated, truncated=None, *, last_value=None, bootstr
         time_axis, stream))
 
 
-def td_lambda_returns(rewards, values, terminated, truncated=None, *, last_value=None,
-                      bootstrap_values=None, importance=None, gamma=0.99, lambda_=0.95, rho_clip=1.0,
-                      c_clip=1.0, time_axis=-1, returns=True, advantages=False, abs_sums=False,
-                      sums=False, square_sums=False, stream=None) -> Estimate:
+def td_lambda_returns(rewards: Array, values: Array, terminated: Array, truncated: Optional[Array] = None,
+                      *, last_value: Optional[Array] = None, bootstrap_values: Optional[Array] = None,
+                      importance: Optional[Array] = None, gamma: Real = 0.99, lambda_: Real = 0.95,
+                      rho_clip: Real = 1.0, c_clip: Real = 1.0, time_axis: int = -1,
+                      returns: _Output = True, advantages: _Output = False, abs_sums: _Output = False,
+                      sums: _Output = False, square_sums: _Output = False,
+                      stream: Optional[Stream] = None) -> Estimate:
     """TD(lambda) returns ``G_t = r_t + gamma (1 - terminated_t) [(1 - lambda) V'_t + lambda G_{t+1}]``,
     with ``G_{t+1}`` replaced by ``V'_t`` where an episode ends (TorchRL's
     ``td_lambda_return_estimate``, rlax's ``lambda_returns``). Equal to
@@ -230,10 +238,13 @@ def td_lambda_returns(rewards, values, terminated, truncated=None, *, last_value
         time_axis, stream))
 
 
-def vtrace(rewards, values, terminated, truncated=None, *, last_value=None, bootstrap_values=None,
-           importance=None, gamma=0.99, lambda_=1.0, rho_clip=1.0, c_clip=1.0, rho_pg_clip=1.0,
-           time_axis=-1, vs=True, pg_advantages=True, abs_sums=False, sums=False, square_sums=False,
-           stream=None) -> VTraceEstimate:
+def vtrace(rewards: Array, values: Array, terminated: Array, truncated: Optional[Array] = None, *,
+           last_value: Optional[Array] = None, bootstrap_values: Optional[Array] = None,
+           importance: Optional[Array] = None, gamma: Real = 0.99, lambda_: Real = 1.0,
+           rho_clip: Real = 1.0, c_clip: Real = 1.0, rho_pg_clip: Real = 1.0, time_axis: int = -1,
+           vs: _Output = True, pg_advantages: _Output = True, abs_sums: _Output = False,
+           sums: _Output = False, square_sums: _Output = False,
+           stream: Optional[Stream] = None) -> VTraceEstimate:
     """V-trace (IMPALA): targets ``vs_t = V_t + A_t`` from the recurrence of
     :func:`gae` with ``c_t = min(importance[t], c_clip)`` and ``lambda_`` (1 in
     IMPALA), and the policy-gradient advantages::
