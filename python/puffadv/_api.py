@@ -70,8 +70,8 @@ def compute_puff_advantage(values, rewards, dones, importance, advantages=None,
         return _compiled.compute_puff_advantage(
             values, rewards, dones, importance, advantages, gamma, gae_lambda, rho_clip, c_clip,
             stream=stream, returns=returns, abs_sums=abs_sums, sums=sums, square_sums=square_sums)
-    framework = _frameworks.framework_of_call((values, rewards, dones, importance), (advantages,),
-                                              _ARRAY_NAMES)
+    inputs = (values, rewards, dones, importance)
+    framework = _frameworks.framework_of_call(inputs, (advantages,), _ARRAY_NAMES)
     params = _frameworks.real_parameters((gamma, gae_lambda, rho_clip, c_clip), _PARAMETER_NAMES)
     out = advantages if advantages is not None else _conventions.output_like(framework, values)
     if (returns is not None or abs_sums is not None or sums is not None or square_sums is not None) \
@@ -80,8 +80,7 @@ def compute_puff_advantage(values, rewards, dones, importance, advantages=None,
                                         (returns, abs_sums, sums, square_sums), params, stream)
         result = _frameworks.finish(framework, values, out) if advantages is None else out
         return _conventions.Estimate(result, *extra)
-    _dispatch.call_core(_core.puff_advantage, framework, (values, rewards, dones, importance), (out,),
-                        params, stream)
+    _dispatch.call_core(_core.puff_advantage, framework, inputs, (out,), params, stream)
     return out if advantages is not None else _frameworks.finish(framework, values, out)
 
 
