@@ -157,10 +157,12 @@ def for_kernel(framework: str, inputs, outputs):
     imports plain torch.Tensor objects itself, through DLPack's C exchange API
     (src/bindings_exchange.hpp), where torch has one (>= 2.10); with an older
     torch they go as capsules of torch.utils.dlpack.to_dlpack, the export that
-    __dlpack__ ends with (and nanobind's fallback when __dlpack__ refuses). Both
-    carry no autograd history and skip torch-function modes, as __dlpack__'s own
-    result does. Tensor subclasses go the old way: they may override __dlpack__,
-    which refuses autograd history, so inputs are detached first. Other
+    __dlpack__ ends with (and nanobind's fallback when __dlpack__ refuses).
+    Neither refuses autograd history, and neither passes through a
+    torch-function mode as a __dlpack__ call would (modes that pass it through
+    unchanged, such as `with torch.device(...)`, give the same result).
+    Subclasses go the old way, since they may override __dlpack__, which
+    refuses autograd history: their inputs are detached first. Other
     frameworks' arrays go as they are."""
     if framework != "torch":
         return (*inputs, *outputs)
