@@ -4,6 +4,8 @@
 #include <cstdint>
 #include <string>
 
+#include "bindings_exchange.hpp"
+
 namespace nb = nanobind;
 
 namespace puffadv::bindings {
@@ -40,37 +42,42 @@ device device_of(int dlpack_device, int index, const char* name) {
                      "; puffadv reads CPU, CUDA and ROCm memory");
 }
 
+/// The matrix view of an imported array `a` (an nb::ndarray or an exchanged_array).
+template <class Array>
+matrix describe(const Array& a, bool writable, const char* name) {
+    matrix m;
+    m.ndim = static_cast<int>(a.ndim());
+    m.writable = writable;
+    m.type = dtype_of(a.dtype(), name);
+    m.device = device_of(a.device_type(), a.device_id(), name);
+    m.data = const_cast<void*>(static_cast<const void*>(a.data()));
+    if (m.ndim == 2) {
+        m.rows = static_cast<std::int64_t>(a.shape(0));
+        m.cols = static_cast<std::int64_t>(a.shape(1));
+        m.row_stride = a.stride(0);
+        m.col_stride = a.stride(1);
+    } else if (m.ndim == 1) {
+        m.rows = static_cast<std::int64_t>(a.shape(0));
+        m.cols = 1;
+        m.row_stride = a.stride(0);
+        m.col_stride = 1;
+    }
+    return m;
+}
+
 }  // namespace
 
 std::optional<matrix> import_array(nb::handle obj, const char* name, array_holder& keep, bool optional) {
     if (optional && obj.is_none()) return std::nullopt;
+    // torch tensors: described by torch's C function, with no capsule (bindings_exchange.hpp).
+    if (exchanged_array exchanged; exchanged.import(obj)) return describe(exchanged, /*writable=*/true, name);
     const bool writable = nb::try_cast(obj, keep.writable, false);
     if (!writable && !nb::try_cast(obj, keep.read_only, false)) {
         throw type_error(std::string(name) + " must be an array (NumPy, PyTorch, CuPy, JAX or any "
                          "DLPack producer)" + (optional ? " or None" : "") + ", got " +
                          nb::type_name(obj.type()).c_str());
     }
-    auto describe = [&](const auto& a) {
-        matrix m;
-        m.ndim = static_cast<int>(a.ndim());
-        m.writable = writable;
-        m.type = dtype_of(a.dtype(), name);
-        m.device = device_of(a.device_type(), a.device_id(), name);
-        m.data = const_cast<void*>(static_cast<const void*>(a.data()));
-        if (m.ndim == 2) {
-            m.rows = static_cast<std::int64_t>(a.shape(0));
-            m.cols = static_cast<std::int64_t>(a.shape(1));
-            m.row_stride = a.stride(0);
-            m.col_stride = a.stride(1);
-        } else if (m.ndim == 1) {
-            m.rows = static_cast<std::int64_t>(a.shape(0));
-            m.cols = 1;
-            m.row_stride = a.stride(0);
-            m.col_stride = 1;
-        }
-        return m;
-    };
-    return writable ? describe(keep.writable) : describe(keep.read_only);
+    return writable ? describe(keep.writable, true, name) : describe(keep.read_only, false, name);
 }
 
 }  // namespace puffadv::bindings

@@ -13,6 +13,7 @@
 #include <puffadv/conventions.hpp>
 
 #include "bindings_arrays.hpp"
+#include "bindings_release.hpp"
 #include "bindings_conventions.hpp"
 
 namespace nb = nanobind;
@@ -56,7 +57,7 @@ void standard_estimate(nb::handle rewards, nb::handle values, nb::handle termina
 
     const standard_params p{estimator_from_name(kind), gamma, lambda, rho_clip, c_clip, rho_pg_clip,
                             lambda_name.c_str()};
-    nb::gil_scoped_release release;  // `keep` holds the arrays until after this scope
+    const bindings::released_gil release;  // `keep` holds the arrays until after this scope
     compute_standard_estimate(a, p, reinterpret_cast<gpu_stream>(stream));
 }
 
@@ -75,7 +76,7 @@ void puff_advantage_fused(nb::handle values, nb::handle rewards, nb::handle done
     a.fused.sums = import(sums, "sums", keep[7]);
     a.fused.square_sums = import(square_sums, "square_sums", keep[8]);
     const puff_params params{gamma, gae_lambda, rho_clip, c_clip};
-    nb::gil_scoped_release release;
+    const bindings::released_gil release;
     compute_puff_advantage(a, params, reinterpret_cast<gpu_stream>(stream));
 }
 
