@@ -25,11 +25,6 @@ std::optional<matrix> optional_view(const std::optional<at::Tensor>& t, const ch
     return to_matrix(*t, name, false);
 }
 
-at::ScalarType output_type(const at::Tensor& like) {
-    const auto t = like.scalar_type();
-    return t == at::kBFloat16 || t == at::kHalf ? at::kFloat : t;  // float32 arithmetic, float32 out
-}
-
 gpu_stream stream_of(const at::Tensor& t) {
     if (!t.is_cuda()) return nullptr;
     return c10::impl::getDeviceGuardImpl(c10::DeviceType::CUDA)->getStream(t.device()).native_handle();
@@ -49,6 +44,8 @@ std::tuple<at::Tensor, at::Tensor> estimate(estimator kind, const at::Tensor& re
                                             const std::optional<at::Tensor>& importance, double gamma,
                                             double lambda, const char* lambda_name, double rho_clip, double c_clip,
                                             double rho_pg_clip, std::int64_t time_axis, bool want_advantages) {
+    require_tensor(rewards, "rewards");  // shapes the outputs
+    require_tensor(values, "values");    // sets their dtype
     const auto options = rewards.options().dtype(output_type(values)).memory_format(at::MemoryFormat::Contiguous);
     at::Tensor returns = at::empty(rewards.sizes(), options);
     at::Tensor advantages = want_advantages ? at::empty(rewards.sizes(), options) : at::Tensor();
@@ -62,8 +59,7 @@ std::tuple<at::Tensor, at::Tensor> estimate(estimator kind, const at::Tensor& re
     a.importance = optional_view(importance, "importance");
     if (want_advantages) a.advantages = to_matrix(advantages, "advantages", true);
     a.fused.returns = to_matrix(returns, "returns", true);
-    const int axis = static_cast<int>(time_axis);
-    throw_as_torch(apply_time_axis(a, axis));
+    throw_as_torch(apply_time_axis(a, time_axis));  // the schema's int64, unnarrowed
     const standard_params p{kind, gamma, lambda, rho_clip, c_clip, rho_pg_clip, lambda_name};
     throw_as_torch(find_standard_problem(a, p));
     try {

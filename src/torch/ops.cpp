@@ -39,9 +39,17 @@ dtype to_dtype(const at::Tensor& t, const char* name) {
 
 }  // namespace
 
+void require_tensor(const at::Tensor& t, const char* name) {
+    TORCH_CHECK_TYPE(t.defined(), name, " must be a tensor, got None");
+}
+
 matrix to_matrix(const at::Tensor& t, const char* name, bool output) {
-    // A negative view's memory holds -x: reading it raw would be silently wrong.
-    TORCH_CHECK_VALUE(!t.is_neg(), name, " is a negative view; call .resolve_neg() first");
+    require_tensor(t, name);
+    // A negative view's memory holds -x: reading it raw would be silently wrong. (Not
+    // reached through the dispatcher: torch's Negative fallback resolves inputs of the
+    // functional ops, and puffadv.torch refuses them on that key for the in-place op.)
+    TORCH_CHECK_VALUE(!t.is_neg(), name,
+                      " is a negative view (torch's neg bit: its memory holds -x); call .resolve_neg() first");
     matrix m;
     m.type = to_dtype(t, name);
     m.ndim = static_cast<int>(t.dim());
@@ -92,8 +100,15 @@ void run(const puff_arrays& arrays, const puff_params& params, gpu_stream stream
     }
 }
 
+at::ScalarType output_type(const at::Tensor& values) {
+    const auto t = values.scalar_type();
+    return t == at::kBFloat16 || t == at::kHalf ? at::kFloat : t;
+}
+
 at::Tensor empty_output(const at::Tensor& values) {
-    return at::empty(values.sizes(), values.options().memory_format(at::MemoryFormat::Contiguous));
+    require_tensor(values, "values");
+    return at::empty(values.sizes(),
+                     values.options().dtype(output_type(values)).memory_format(at::MemoryFormat::Contiguous));
 }
 
 namespace {

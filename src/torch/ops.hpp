@@ -8,6 +8,9 @@
 
 namespace puffadv::torch_ops {
 
+/// TypeError naming the argument when torch passed None for it (an undefined tensor).
+void require_tensor(const at::Tensor& t, const char* name);
+
 /// A tensor as the core's view: 2-D as [rows, cols], 1-D as [rows] (ndim 1), any
 /// other rank kept for the core to reject. Only facts the core cannot see (a
 /// dtype outside its enum, a negative view, a device it does not read) are checked.
@@ -25,7 +28,12 @@ void check(const puff_arrays& arrays, const puff_params& params);
 /// backend_unavailable, which the CUDA key catches for the host fallback.
 void run(const puff_arrays& arrays, const puff_params& params, gpu_stream stream);
 
-/// The functional op's output: a fresh row-major tensor like values.
+/// The dtype of a functional op's outputs: float32 for bfloat16/float16 inputs
+/// (float32 arithmetic, as the Python API returns), else the inputs' own.
+at::ScalarType output_type(const at::Tensor& values);
+
+/// The functional op's output: a fresh row-major tensor shaped like values, of
+/// output_type (TypeError naming values when it is None: an undefined tensor).
 at::Tensor empty_output(const at::Tensor& values);
 
 }  // namespace puffadv::torch_ops
