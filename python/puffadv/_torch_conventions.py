@@ -1,7 +1,7 @@
 """Fake kernels of torch.ops.puffadv.gae / td_lambda_returns / vtrace
 (src/torch/conventions_ops.cpp), so that torch.compile(fullgraph=True) traces
 them. They describe outputs only: the real kernels run the core's checks.
-Imported by puffadv.torch after the op library is loaded."""
+Registered by puffadv.torch after the op library is loaded."""
 from __future__ import annotations
 
 import torch
@@ -23,22 +23,19 @@ def _output(rewards, values, *optional):
     return torch.empty(rewards.shape, dtype=output_dtype(values.dtype), device=rewards.device)
 
 
-def register():
-    if not hasattr(torch.ops.puffadv, "gae"):  # an op library built before the conventions
-        return
-
-    @torch.library.register_fake("puffadv::gae")
+def register(lib: torch.library.Library) -> None:
+    @torch.library.register_fake("puffadv::gae", lib=lib)
     def _gae_fake(rewards, values, terminated, truncated=None, last_value=None, bootstrap_values=None,
                   importance=None, gamma=0.99, gae_lambda=0.95, rho_clip=1.0, c_clip=1.0, time_axis=-1):
         out = _output(rewards, values, terminated, truncated, last_value, bootstrap_values, importance)
         return out, torch.empty_like(out)
 
-    @torch.library.register_fake("puffadv::td_lambda_returns")
+    @torch.library.register_fake("puffadv::td_lambda_returns", lib=lib)
     def _td_lambda_fake(rewards, values, terminated, truncated=None, last_value=None, bootstrap_values=None,
                         importance=None, gamma=0.99, lambda_=0.95, rho_clip=1.0, c_clip=1.0, time_axis=-1):
         return _output(rewards, values, terminated, truncated, last_value, bootstrap_values, importance)
 
-    @torch.library.register_fake("puffadv::vtrace")
+    @torch.library.register_fake("puffadv::vtrace", lib=lib)
     def _vtrace_fake(rewards, values, terminated, truncated=None, last_value=None, bootstrap_values=None,
                      importance=None, gamma=0.99, lambda_=1.0, rho_clip=1.0, c_clip=1.0, rho_pg_clip=1.0,
                      time_axis=-1):

@@ -409,15 +409,18 @@ def test_backend_reports_the_op_library():
     report = puffadv.backend()["torch_ops"]
     assert report["built"] and report["loaded"], report
     assert report["built_against"] == ops._built_with_torch()
+    assert report["torch_floor"] == "2.10"
     assert report["error"] is None
-    assert f"built against torch {report['built_against']}" in str(puffadv.backend())
+    assert f"built for torch >= {report['torch_floor']} (Stable ABI" in str(puffadv.backend())
 
 
-def test_torch_mismatch_is_named_with_the_rebuild_command():
-    message = _torch_status.mismatch("2.11.0+cu130", "2.13.0+cpu")
-    assert "2.11.0+cu130" in message and "2.13.0+cpu" in message
-    assert "pip install --no-build-isolation ." in message
-    assert _torch_status.mismatch("2.11.0+cu130", "2.11.1+cpu") is None  # one ABI per minor release
+def test_only_a_torch_older_than_the_floor_is_refused():
+    """One build serves every torch from the floor on (test_torch_versions.py loads it
+    into a second release); older ones lack the Stable ABI it needs."""
+    for running in ("2.10.0", "2.13.0+cpu", "2.14.1+cu130", "2.15.0a0+git1234", "3.0.0"):
+        assert _torch_status.too_old("2.10", running) is None, running
+    message = _torch_status.too_old("2.10", "2.9.1+cu128")
+    assert "needs torch >= 2.10" in message and "uses torch 2.9.1+cu128" in message
 
 
 def test_unloadable_library_gives_an_actionable_import_error(tmp_path, monkeypatch):
