@@ -4,8 +4,9 @@ puffadv.torch right after it loads the library:
 
 - Autograd: a fallthrough, so no graph is recorded (targets are not differentiated);
 - BackendSelect, the one key below autograd that every eager call passes
-  (inference mode included): type problems raised as TypeError, and torch's
-  rules for the in-place op's write (refusals, version counter);
+  (inference mode included): type problems raised as TypeError, the host
+  fallback's one-time RuntimeWarning, and torch's rules for the in-place op's
+  write (refusals, version counter);
 - Negative: the in-place op refuses negative views by name (torch's fallback crashes);
 - Functionalize: the in-place op under torch.compile;
 - the fake kernels of the puff ops (those of gae & co are in _torch_conventions).
@@ -13,10 +14,11 @@ puffadv.torch right after it loads the library:
 from __future__ import annotations
 
 import functools
+import warnings
 
 import torch
 
-from . import _torch_conventions, _torch_rules
+from . import _core, _torch_conventions, _torch_rules
 
 _PUFF_NAMES = ("values", "rewards", "dones", "importance", "advantages")
 _FUNCTIONAL = ("puff_advantage", "gae", "td_lambda_returns", "vtrace")
@@ -42,14 +44,24 @@ def _puff_advantage_fake(values, rewards, dones, importance, gamma, gae_lambda, 
 def _run_kernel(op, keyset, *args):
     """The device kernel (or the fake) below BackendSelect, its type problems
     raised as TypeError: no exception of the Stable ABI becomes one."""
-    if not any(isinstance(a, torch.Tensor) for a in args):  # nothing to dispatch on
+    tensors = [a for a in args if isinstance(a, torch.Tensor)]
+    if not tensors:  # nothing to dispatch on
         raise TypeError(f"{op._schema.arguments[0].name} must be a tensor, got None")
+    # The CUDA key computes on the host when the core cannot (ops_cuda.cpp); the
+    # first such fallback of the process is announced here, as the Python API does.
+    first_fallback = tensors[0].is_cuda and _core.fallback_stats()["calls"] == 0
     try:
-        return op.redispatch(keyset & _BELOW_BACKEND_SELECT, *args)
+        result = op.redispatch(keyset & _BELOW_BACKEND_SELECT, *args)
     except RuntimeError as e:
         if str(e).startswith(_TYPE_ERROR):
             raise TypeError(str(e)[len(_TYPE_ERROR):]) from None
         raise
+    if first_fallback:
+        stats = _core.fallback_stats()
+        if stats["calls"] > 0:
+            warnings.warn(_core.fallback_warning_message(stats["last_reason"], stats["bytes"]),
+                          RuntimeWarning, stacklevel=4)
+    return result
 
 
 def _compute_puff_advantage_writes(keyset, values, rewards, dones, importance, advantages,

@@ -153,6 +153,9 @@ STABLE_TORCH_LIBRARY(puffadv, m) {
     m.def("_built_with_torch() -> str");
     // torch's current stream as this library sees it (CUDA key, ops_cuda.cpp): for the stream test.
     m.def("_current_stream_handle(Tensor like) -> int");
+    // Where that stream comes from in this torch ("libtorch_cuda.so", ...; "" in a
+    // CPU-only torch): for the test that a CUDA torch's shim is found without a GPU.
+    m.def("_cuda_stream_shim() -> str");
 }
 
 STABLE_TORCH_LIBRARY_IMPL(puffadv, CPU, m) {

@@ -6,8 +6,9 @@
 //
 // Without a usable GPU backend in the core, tensors reach this key anyway
 // (never the dispatcher's "Could not run ... 'CUDA' backend") and are computed
-// on the host, with the core's one-time warning (a UserWarning: c10 has no
-// RuntimeWarning), or its error under PUFFADV_FALLBACK=error.
+// on the host, counted by the core (puffadv.torch turns the first one into its
+// RuntimeWarning: a c10 warning from a torch.ops call only reaches stderr), or
+// refused under PUFFADV_FALLBACK=error.
 #include "ops.hpp"
 
 #include <dlfcn.h>
@@ -36,14 +37,28 @@ using current_stream_shim = AOTITorchError (*)(int32_t device_index, void** stre
 /// The library of torch's GPU backend if this process has loaded it (RTLD_NOLOAD never loads).
 void* loaded_torch_library(const char* name) { return dlopen(name, RTLD_LAZY | RTLD_NOLOAD); }
 
-current_stream_shim find_current_stream_shim() {
-    constexpr const char* symbol = "aoti_torch_get_current_cuda_stream";
-    void* found = dlsym(RTLD_DEFAULT, symbol);
-    for (const char* library : {"libtorch_cuda.so", "libtorch_hip.so"}) {
-        if (found != nullptr) break;
-        if (void* handle = loaded_torch_library(library)) found = dlsym(handle, symbol);
-    }
-    return reinterpret_cast<current_stream_shim>(found);
+struct found_shim {
+    current_stream_shim function = nullptr;
+    std::string where;  // for the test of the lookup: "" when not found
+};
+
+// `import torch` loads libtorch_cuda as a dependency of a module imported
+// RTLD_LOCAL, so the global scope (RTLD_DEFAULT) usually does not have it.
+const found_shim& current_stream_shim_of_this_torch() {
+    static const found_shim found = [] {
+        constexpr const char* symbol = "aoti_torch_get_current_cuda_stream";
+        if (void* global = dlsym(RTLD_DEFAULT, symbol)) {
+            return found_shim{reinterpret_cast<current_stream_shim>(global), "global"};
+        }
+        for (const char* library : {"libtorch_cuda.so", "libtorch_hip.so"}) {
+            void* handle = loaded_torch_library(library);
+            if (void* local = handle ? dlsym(handle, symbol) : nullptr) {
+                return found_shim{reinterpret_cast<current_stream_shim>(local), library};
+            }
+        }
+        return found_shim{};
+    }();
+    return found;
 }
 
 }  // namespace
@@ -55,7 +70,7 @@ device_type gpu_memory_type() {
 
 gpu_stream current_stream(const Tensor& t) {
     if (!t.is_cuda()) return nullptr;
-    static const current_stream_shim shim = find_current_stream_shim();
+    const current_stream_shim shim = current_stream_shim_of_this_torch().function;
     if (shim == nullptr) {
         throw std::runtime_error(
             "puffadv: this torch has CUDA tensors but no aoti_torch_get_current_cuda_stream in "
@@ -84,9 +99,7 @@ void compute_on_host(const Tensor& values, const Tensor& rewards, const Tensor& 
     run(to_arrays(host(values), host(rewards), host(dones), host(importance), out), params, nullptr);
     torch::stable::copy_(advantages, out);
     const auto bytes = static_cast<std::uint64_t>(values.numel()) * 5 * values.element_size();
-    if (record_fallback(bytes, reason)) {
-        aoti_torch_warn(__func__, __FILE__, __LINE__, fallback_warning_message(reason, bytes).c_str());
-    }
+    record_fallback(bytes, reason);  // the first one: a RuntimeWarning from _torch_kernels.py
 }
 
 void puff_advantage_inplace_cuda(const Tensor& values, const Tensor& rewards, const Tensor& dones,
@@ -120,6 +133,8 @@ std::int64_t current_stream_handle(const Tensor& like) {
     return reinterpret_cast<std::intptr_t>(current_stream(like));
 }
 
+std::string cuda_stream_shim() { return current_stream_shim_of_this_torch().where; }
+
 }  // namespace
 }  // namespace puffadv::torch_ops
 
@@ -127,4 +142,8 @@ STABLE_TORCH_LIBRARY_IMPL(puffadv, CUDA, m) {
     m.impl("compute_puff_advantage", TORCH_BOX(&puffadv::torch_ops::puff_advantage_inplace_cuda));
     m.impl("puff_advantage", TORCH_BOX(&puffadv::torch_ops::puff_advantage_cuda));
     m.impl("_current_stream_handle", TORCH_BOX(&puffadv::torch_ops::current_stream_handle));
+}
+
+STABLE_TORCH_LIBRARY_IMPL(puffadv, CompositeExplicitAutograd, m) {
+    m.impl("_cuda_stream_shim", TORCH_BOX(&puffadv::torch_ops::cuda_stream_shim));
 }

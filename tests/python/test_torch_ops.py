@@ -440,6 +440,19 @@ def test_missing_library_says_how_to_build_it(monkeypatch):
         _torch_status.load(torch)
 
 
+def test_cuda_stream_shim_is_found_in_cuda_builds_of_torch():
+    """The library links no CUDA: torch's current-stream shim is looked up in the
+    running torch. Found in a CUDA (or ROCm) torch even without a GPU; absent in a
+    CPU-only one (test_torch_versions.py runs this under PyPI's CUDA torch)."""
+    where = ops._cuda_stream_shim()
+    if torch.version.hip:
+        assert where in ("global", "libtorch_hip.so")
+    elif torch.version.cuda:
+        assert where in ("global", "libtorch_cuda.so")
+    else:
+        assert where == ""
+
+
 # ---- GPU machine ---------------------------------------------------------------
 
 @needs_cuda
@@ -533,7 +546,30 @@ def test_cuda_tensors_without_cuda_backend_fall_back_visibly(monkeypatch):
     assert len(messages) == (1 if before == 0 else 0), messages  # once per process
     if messages:
         assert "pip install . -C cmake.define.PUFF_CUDA=ON" in messages[0]
+        assert [w.category for w in caught if str(w.message) == messages[0]] == [RuntimeWarning]
     assert puffadv.backend()["fallback"]["calls"] == before + 2
     monkeypatch.setenv("PUFFADV_FALLBACK", "error")
     with pytest.raises(RuntimeError, match="PUFFADV_FALLBACK=error"):
         ops.compute_puff_advantage(*inputs, poisoned_like(inputs[0]), *PARAMS)
+
+
+FIRST_FALLBACK_SCRIPT = """
+import warnings, torch, puffadv, puffadv.torch
+x = torch.rand(4, 8, device="cuda")
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    torch.ops.puffadv.puff_advantage(x, x, torch.zeros_like(x), torch.ones_like(x), 0.9, 0.9, 1.0, 1.0)
+    torch.ops.puffadv.puff_advantage(x, x, torch.zeros_like(x), torch.ones_like(x), 0.9, 0.9, 1.0, 1.0)
+print([(w.category.__name__, "computed on the CPU instead" in str(w.message)) for w in caught])
+"""
+
+
+@pytest.mark.skipif(not HAS_CUDA or CORE_CUDA,
+                    reason="needs a CUDA torch with a CPU-only puffadv (scripts/gpu/30-torch.sh)")
+def test_first_fallback_of_a_process_warns_once():
+    """In a fresh process, so that this really is the first fallback."""
+    done = subprocess.run([sys.executable, "-c", FIRST_FALLBACK_SCRIPT], capture_output=True, text=True,
+                          env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path), PUFFADV_FALLBACK="warn"),
+                          timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split("\n")[0] == "[('RuntimeWarning', True)]"
