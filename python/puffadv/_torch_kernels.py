@@ -44,24 +44,34 @@ def _puff_advantage_fake(values, rewards, dones, importance, gamma, gae_lambda, 
 def _run_kernel(op, keyset, *args):
     """The device kernel (or the fake) below BackendSelect, its type problems
     raised as TypeError: no exception of the Stable ABI becomes one."""
-    tensors = [a for a in args if isinstance(a, torch.Tensor)]
-    if not tensors:  # nothing to dispatch on
-        raise TypeError(f"{op._schema.arguments[0].name} must be a tensor, got None")
-    # The CUDA key computes on the host when the core cannot (ops_cuda.cpp); the
-    # first such fallback of the process is announced here, as the Python API does.
-    first_fallback = tensors[0].is_cuda and _core.fallback_stats()["calls"] == 0
+    watch = isinstance(args[0], torch.Tensor) and args[0].is_cuda and _may_fall_back()
+    fallbacks_before = _core.fallback_stats()["calls"] if watch else None
     try:
         result = op.redispatch(keyset & _BELOW_BACKEND_SELECT, *args)
     except RuntimeError as e:
         if str(e).startswith(_TYPE_ERROR):
             raise TypeError(str(e)[len(_TYPE_ERROR):]) from None
         raise
-    if first_fallback:
+    except NotImplementedError:  # nothing to dispatch on when no argument is a tensor
+        if not any(isinstance(a, torch.Tensor) for a in args):
+            raise TypeError(f"{op._schema.arguments[0].name} must be a tensor, got None") from None
+        raise
+    if fallbacks_before == 0:
         stats = _core.fallback_stats()
-        if stats["calls"] > 0:
+        if stats["calls"] > 0:  # this call made the process's first fallback
             warnings.warn(_core.fallback_warning_message(stats["last_reason"], stats["bytes"]),
                           RuntimeWarning, stacklevel=4)
     return result
+
+
+@functools.lru_cache(maxsize=None)
+def _may_fall_back() -> bool:
+    """Whether the CUDA key computes on the host (ops_cuda.cpp): the core has no
+    backend for torch's GPU tensors, or no device. Its count is watched then, so
+    that the first fallback of the process gets the Python API's RuntimeWarning
+    (a c10 warning from a torch.ops call reaches only stderr)."""
+    status = _core.gpu_status("hip" if torch.version.hip else "cuda")
+    return not (status["compiled"] and status["device_count"] > 0)
 
 
 def _compute_puff_advantage_writes(keyset, values, rewards, dones, importance, advantages,
@@ -74,7 +84,7 @@ def _compute_puff_advantage_writes(keyset, values, rewards, dones, importance, a
     _torch_rules.mark_written(advantages)
 
 
-def _refuse_negative_views(values, rewards, dones, importance, advantages, *params):
+def refuse_negative_views(values, rewards, dones, importance, advantages, *params):
     """torch's Negative fallback would compute into a resolved copy of a negative view
     and then fail an internal assert (and crash) putting it back, because every
     tensor of PufferLib's schema is marked mutable."""
@@ -139,6 +149,6 @@ def register(lib: torch.library.Library) -> None:
     # requires grad, and no backward can silently return a wrong gradient.
     for name in ("compute_puff_advantage", *_FUNCTIONAL):
         lib.impl(name, torch.library.fallthrough_kernel, "Autograd")
-    lib.impl("compute_puff_advantage", _refuse_negative_views, "Negative")
+    lib.impl("compute_puff_advantage", refuse_negative_views, "Negative")
     if all(hasattr(torch, name) for name in _FUNCTIONALIZATION_API):
         lib.impl("compute_puff_advantage", _compute_puff_advantage_functionalized, "Functionalize")
