@@ -61,9 +61,10 @@ def check_writable(tensor, name: str) -> None:
         "torch.no_grad()")
 
 
-def mark_written(tensor) -> None:
-    """Bump the version counter, as torch's in-place ops do after a write, so that
-    a backward that saved this tensor earlier fails instead of using new values.
-    Inference tensors have no counter and are left alone."""
-    if isinstance(tensor, torch.Tensor):
-        torch.autograd.graph.increment_version(tensor)
+def mark_written(*tensors) -> None:
+    """Bump the version counters, as torch's in-place ops do after a write, so that
+    a backward that saved one of these tensors earlier fails instead of using new
+    values. None is skipped; inference tensors have no counter and are left alone."""
+    written = [t for t in tensors if isinstance(t, torch.Tensor)]
+    if written:
+        torch.autograd.graph.increment_version(written)
