@@ -127,7 +127,7 @@ estimator estimator_from_name(const std::string& name) {
     throw value_error("kind must be 'gae', 'td_lambda' or 'vtrace', got '" + name + "'");
 }
 
-argument_problem apply_time_axis(matrix& m, int time_axis, const char* name) {
+argument_problem apply_time_axis(matrix& m, std::int64_t time_axis, const char* name) {
     if (m.ndim != 2) return {};
     if (time_axis < -2 || time_axis > 1) {
         return {argument_problem::value,
@@ -141,7 +141,7 @@ argument_problem apply_time_axis(matrix& m, int time_axis, const char* name) {
     return {};
 }
 
-argument_problem apply_time_axis(standard_arrays& a, int time_axis) {
+argument_problem apply_time_axis(standard_arrays& a, std::int64_t time_axis) {
     const std::pair<matrix*, const char*> required[] = {
         {&a.rewards, "rewards"}, {&a.values, "values"}, {&a.terminated, "terminated"}};
     for (auto [m, name] : required)
