@@ -80,7 +80,7 @@ def compute_puff_advantage(values, rewards, dones, importance, advantages=None,
                                         (returns, abs_sums, sums, square_sums), params, stream)
         result = _frameworks.finish(framework, values, out) if advantages is None else out
         return _conventions.Estimate(result, *extra)
-    _dispatch.call_core(_core.puff_advantage, framework, inputs, (out,), params, stream)
+    _dispatch.call_core(_core.puff_advantage, framework, inputs, (out,), params, stream, ("advantages",))
     return out if advantages is not None else _frameworks.finish(framework, values, out)
 
 

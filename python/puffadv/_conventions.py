@@ -118,6 +118,7 @@ def _batch_size(x, time_axis: int) -> int:
 _STANDARD_NAMES = ("rewards", "values", "terminated", "truncated", "last_value", "bootstrap_values",
                    "importance", "advantages", "returns", "abs_sums", "sums", "square_sums")
 _SCALAR_NAMES = {lam: ("gamma", lam, "rho_clip", "c_clip", "rho_pg_clip") for lam in ("gae_lambda", "lambda_")}
+_VTRACE_OUTPUT_NAMES = ("pg_advantages", "vs", "abs_sums", "sums", "square_sums")
 _SUMS = (False, False, True, True, True)  # which of the five outputs are [B] sums
 
 
@@ -177,7 +178,8 @@ def _estimate(kind, lambda_name, inputs: tuple, specs: tuple, scalars: tuple, ti
     rewards, values = inputs[0], inputs[1]
     outputs = _allocate(framework, rewards, values, time_axis, specs, given)
     _dispatch.call_core(_core.standard_estimate, framework, inputs, outputs,
-                        (kind, *scalars, time_axis, lambda_name), stream)
+                        (kind, *scalars, time_axis, lambda_name), stream,
+                        _VTRACE_OUTPUT_NAMES if kind == "vtrace" else _STANDARD_NAMES[7:])
     return _finish(framework, values, specs, outputs)
 
 
@@ -273,5 +275,5 @@ def puff_fused(framework, values, rewards, dones, importance, advantages, specs,
     _frameworks.framework_of_call((values,), given, _PUFF_FUSED_NAMES)
     outputs = _allocate(framework, values, values, -1, (False, *specs), [None, *given])[1:]
     _dispatch.call_core(_core.puff_advantage_fused, framework, (values, rewards, dones, importance),
-                        (advantages, *outputs), params, stream)
+                        (advantages, *outputs), params, stream, ("advantages", *_PUFF_FUSED_NAMES[1:]))
     return _finish(framework, values, specs, outputs)

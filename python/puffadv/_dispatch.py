@@ -9,18 +9,23 @@ from __future__ import annotations
 from . import _fallback, _frameworks
 
 
-def call_core(kernel, framework: str, inputs, outputs, scalars, stream=None):
+def call_core(kernel, framework: str, inputs, outputs, scalars, stream=None, output_names=()):
     """Runs `kernel(*inputs, *outputs, *scalars, stream_handle)`.
 
     `inputs` are read, `outputs` written in place; all are arrays of `framework`,
     or None for an absent optional one. GPU arrays that this build cannot
-    compute on go through the CPU fallback.
+    compute on go through the CPU fallback. torch outputs follow torch's rules
+    for in-place writes (`_torch_rules`); `output_names` name them in its errors.
     """
     # The kernel runs without the GIL, having read PUFFADV_NUM_THREADS with it
     # (src/bindings_release.hpp).
     if framework == "numpy" and stream is None:  # the common case: host memory, no stream
         kernel(*inputs, *outputs, *scalars, 0)
         return
+    if framework == "torch":
+        from . import _torch_rules
+        for name, out in zip(output_names, outputs):
+            _torch_rules.check_writable(out, name)
     handle = _frameworks.current_stream(framework, inputs[0], stream)
     reason = None
     try:
@@ -32,7 +37,9 @@ def call_core(kernel, framework: str, inputs, outputs, scalars, stream=None):
         kernel, inputs, outputs = _present_only(kernel, inputs, outputs)
         inputs = _frameworks.for_import(framework, inputs)
         _fallback.run_on_host(kernel, framework, inputs, outputs, scalars, reason, stream)
-    if framework == "jax" and _frameworks.is_gpu(inputs[0]):
+    if framework == "torch":
+        _torch_rules.mark_written(*outputs)
+    elif framework == "jax" and _frameworks.is_gpu(inputs[0]):
         _frameworks.wait_for_gpu(inputs[0])
 
 

@@ -103,3 +103,62 @@ def test_under_a_torch_function_mode(rng):
     with torch.device("cpu"):  # a TorchFunctionMode
         got = puffadv.compute_puff_advantage(*arrays, None, *PARAMS)
     assert torch.equal(got, want)
+
+
+# torch's rules for in-place writes hold on the Python API as on the operators
+# (test_torch_ops.py): a version bump after the write, refusals before it.
+def _python_api_writes(out, torch):
+    """(label, call writing `out`) for each public function and output slot."""
+    g = torch.Generator().manual_seed(7)
+    v, r, i = (torch.rand(out.shape, generator=g) for _ in range(3))
+    d = torch.rand(out.shape, generator=g) < 0.1
+    lv = v[:, 0].contiguous()
+    return [
+        ("puff", lambda: puffadv.compute_puff_advantage(v, r, d.float(), i, out, *PARAMS)),
+        ("puff fused returns", lambda: puffadv.compute_puff_advantage(
+            v, r, d.float(), i, None, *PARAMS, returns=out)),
+        ("gae advantages", lambda: puffadv.gae(r, v, d, last_value=lv, advantages=out)),
+        ("td returns", lambda: puffadv.td_lambda_returns(r, v, d, last_value=lv, returns=out)),
+        ("vtrace vs", lambda: puffadv.vtrace(r, v, d, last_value=lv, importance=i, vs=out)),
+    ]
+
+
+def test_python_api_write_bumps_the_torch_version_counter():
+    torch = pytest.importorskip("torch")
+    for k in range(5):
+        out = torch.zeros(5, 9)
+        weight = torch.ones_like(out, requires_grad=True)
+        loss = (weight * out).sum()  # saves out for the gradient of weight
+        label, call = _python_api_writes(out, torch)[k]
+        before = out._version
+        call()
+        assert out._version > before, label
+        with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+            loss.backward()
+
+
+@pytest.mark.parametrize("k", range(5))
+def test_python_api_refuses_leaf_requiring_grad_and_leaves_it_unwritten(k):
+    torch = pytest.importorskip("torch")
+    out = torch.zeros(5, 9, requires_grad=True)
+    label, call = _python_api_writes(out, torch)[k]
+    name = label.split()[-1] if " " in label else "advantages"
+    with pytest.raises(RuntimeError, match=f"^a leaf Variable that requires grad .*: {name}"):
+        call()
+    assert not out.detach().any(), label
+    with torch.no_grad():  # allowed there, as torch allows its own in-place ops
+        call()
+    assert out.detach().abs().sum() > 0, label
+
+
+def test_python_api_refuses_inference_tensor_outside_inference_mode():
+    torch = pytest.importorskip("torch")
+    with torch.inference_mode():
+        out = torch.full((5, 9), float("nan"))
+    label, call = _python_api_writes(out, torch)[0]
+    with pytest.raises(RuntimeError, match="^Inplace update to inference tensor outside InferenceMode"):
+        call()
+    assert torch.isnan(out).all()
+    with torch.inference_mode():
+        call()
+    assert not torch.isnan(out).any()
