@@ -92,7 +92,7 @@ else()
         list(APPEND _puff_kept "${_puff_below}-virtual")
       else()
         message(STATUS "puffadv: this machine's sm_${_cc} GPU is older than any architecture "
-                       "nvcc ${CMAKE_CUDA_COMPILER_VERSION} compiles for: not compiled for")
+                       "${CMAKE_CUDA_COMPILER} compiles for: not compiled for")
       endif()
     endforeach()
     list(REMOVE_DUPLICATES _puff_kept)

@@ -87,9 +87,7 @@ else()
     endif()
   endif()
   if(NOT _puff_local_gfx)
-    _puff_hip_unavailable("a HIP compiler was found but no AMD GPU on this machine, and PUFF_HIP=AUTO "
-      "compiles only for the GPUs it sees; -C cmake.define.PUFF_HIP=ON builds the release "
-      "architectures (${PUFF_HIP_RELEASE_ARCHITECTURES})")
+    _puff_hip_unavailable("a HIP compiler was found but no AMD GPU on this machine, and AUTO compiles only for the GPUs it sees; -C cmake.define.PUFF_HIP=ON builds the release architectures (${PUFF_HIP_RELEASE_ARCHITECTURES})")
     return()
   endif()
   set(CMAKE_HIP_ARCHITECTURES "${_puff_local_gfx}")
