@@ -15,11 +15,12 @@ cd "$(dirname "$0")/../.."
 
 build_and_test() {  # name, pip -C options...
   local name="$1"; shift
-  local site="build/ci-$name-site"
-  rm -rf "$site"
-  echo "--- building the $name backend"
-  python -m pip install -q --no-build-isolation --no-deps --target "$site" \
+  local site="build/ci-$name-site" dist="build/ci-$name-dist"
+  rm -rf "$site" "$dist"
+  echo "--- building the $name backend (a wheel, installed into $site)"
+  python -m pip wheel -q --no-build-isolation --no-deps -w "$dist" \
     -C build-dir="build/ci-$name" -C cmake.define.PUFF_TORCH=OFF -C cmake.define.PUFF_JAX=OFF "$@" .
+  python -m pip install -q --no-deps --target "$site" "$dist"/puffadv-*.whl
   echo "--- host-side tests of the $name build"
   (cd build && PYTHONPATH="$PWD/../$site" python -m puffadv)
   PYTHONPATH="$PWD/$site" python -m pytest -q -p no:cacheprovider \
@@ -41,8 +42,31 @@ started=$SECONDS
 bash tests/cmake/check_arch_choice.sh build/ci-arch-choice
 echo "architecture choice: $((SECONDS - started)) s"
 
+# The Linux wheels carry the CUDA backend (docs/packaging.md): this build is one,
+# and must repair to a manylinux tag with no CUDA library needed at run time
+# (cudart is linked statically; it finds the driver's libcuda itself).
+check_cuda_wheel() {
+  local dist=build/ci-cuda-dist
+  auditwheel repair -w "$dist/wheelhouse" "$dist"/puffadv-*.whl
+  python - "$dist"/wheelhouse/puffadv-*.whl <<'PY'
+import os, re, subprocess, sys, tempfile, zipfile
+wheel = sys.argv[1]
+assert re.search(r"-manylinux_2_\d+_x86_64\.whl$", wheel), wheel
+with tempfile.TemporaryDirectory() as tmp:
+    zipfile.ZipFile(wheel).extractall(tmp)
+    lib = os.path.join(tmp, "puffadv", "lib", "libpuffadv.so")
+    needed = re.findall(r"\(NEEDED\).*\[(.+)\]", subprocess.run(
+        ["readelf", "-d", lib], capture_output=True, text=True, check=True).stdout)
+    assert not [n for n in needed if "cuda" in n], needed
+    size = os.path.getsize(lib)
+print(f"{os.path.basename(wheel)}: {os.path.getsize(wheel) / 1e6:.1f} MB, "
+      f"libpuffadv.so {size / 1e6:.1f} MB; needs {', '.join(needed)}")
+PY
+}
+
 if command -v nvcc >/dev/null 2>&1; then
   build_and_test cuda -C cmake.define.PUFF_CUDA=ON -C cmake.define.PUFF_HIP=OFF
+  check_cuda_wheel
 else
   echo "NOTICE: nvcc not found; the CUDA backend was not compiled"
 fi
