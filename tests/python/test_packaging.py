@@ -87,3 +87,21 @@ def test_test_extra_matches_requirements_file():
         names = [_requirement_name(r) for r in listing]
         assert len(names) == len(set(names)), f"duplicates in {listing}"
     assert set(extra) <= set(lines), set(extra) - set(lines)
+
+
+def test_documentation_links_point_at_files_the_repository_has():
+    """README.md, CHANGELOG.md and docs/*.md link only to files that exist (a
+    link to a file outside the repository, like the old SPEC.md, is a dead end)."""
+    pages = [SOURCE / "README.md", SOURCE / "CHANGELOG.md", *sorted((SOURCE / "docs").glob("*.md"))]
+    if not pages[0].is_file():
+        pytest.skip("not run from a checkout")
+    link = re.compile(r"\]\(([^)\s]+)\)")
+    dead = []
+    for page in pages:
+        for target in link.findall(page.read_text()):
+            path = target.split("#", 1)[0]
+            if not path or re.match(r"[a-z]+:", path):  # an anchor on the same page, or a URL
+                continue
+            if not (page.parent / path).exists():
+                dead.append(f"{page.relative_to(SOURCE)}: {target}")
+    assert not dead, dead
