@@ -62,7 +62,7 @@ for pattern in (r"puffadv/py\.typed", r"puffadv/_core\.pyi", r"puffadv/_core\..*
                 r"puffadv/lib/cmake/puffadv/puffadvConfig\.cmake", r"puffadv/include/puffadv/puffadv\.hpp",
                 r"puffadv-[^/]+\.dist-info/licenses/LICENSE"):
     one(pattern)
-grafted = [i for f, i in files.items() if f.startswith("puffadv.libs/")]
+grafted = [i for f, i in files.items() if f.startswith("puffadv.libs/") and not i.is_dir()]
 assert not [i for i in grafted if "torch" in i.filename or "c10" in i.filename], grafted
 print(f"{name}: {os.path.getsize(repaired) / 1e6:.2f} MB (before repair "
       f"{os.path.getsize(raw) / 1e6:.2f} MB); grafted: "
