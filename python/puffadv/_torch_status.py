@@ -10,7 +10,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-REBUILD = "pip install --no-build-isolation ."  # run in puffadv's source folder
+REBUILD = "pip install scikit-build-core nanobind cmake ninja && pip install --no-build-isolation ."  # in puffadv's source folder
 
 _load_error: str | None = None  # why the last load() failed
 _loaded = False
