@@ -175,26 +175,30 @@ standard_producer<T> generic_standard_producer(const standard_arrays& a, const s
             T(p.gamma),          T(p.gamma) * T(p.lambda),  T(p.rho_clip),       T(p.c_clip)};
 }
 
-template <typename T>
+/// The epilogue of a standard call: V-trace's writes the pg advantages (in the
+/// scan, from A_{t+1}) and vs; the others A and the returns.
+template <typename T, bool PolicyGradient, typename Out>
+store_estimate<T, Out, PolicyGradient> standard_epilogue(Out advantages, Out returns, const standard_arrays& a,
+                                                         const standard_params& p) {
+    return {advantages, returns, T(p.gamma), T(p.rho_pg_clip), a.importance.has_value(), a.rewards.cols};
+}
+
+template <typename T, bool PolicyGradient>
 void run_standard(const standard_arrays& a, const standard_params& p, cudaStream_t stream) {
     const int device = a.rewards.device.index;
     device_guard guard(device);
     const std::int64_t rows = a.rewards.rows, horizon = a.rewards.cols;
-    const bool vtrace = p.kind == estimator::vtrace;
     const bool sums = a.fused.abs_sums || a.fused.sums || a.fused.square_sums;
-    if (vtrace && !a.fused.returns) unsupported("vtrace without vs (the pg advantages are derived from it)");
     if (sums && !a.advantages) unsupported("row sums without the advantages output");
 
-    // V-trace: the scan writes vs only; the pg advantages follow from it.
-    const std::optional<matrix> scan_advantages = vtrace ? std::nullopt : a.advantages;
     call_layout layout(a.rewards.type);
     for (const auto* m : {&a.rewards, &a.values}) layout.input(*m);
     layout.input(a.importance);
     layout.flag(a.terminated);
     layout.flag(a.truncated);
-    layout.output(scan_advantages);
+    layout.output(a.advantages);
     layout.output(a.fused.returns);
-    const matrix* scratch = scratch_output({&scan_advantages, &a.fused.returns});
+    const matrix* scratch = scratch_output({&a.advantages, &a.fused.returns});
 
     if (horizon > 0 && layout.fast()) {
         with_storage_types<T>(layout, [&](auto in_tag, auto flag_tag, auto out_tag) {
@@ -208,34 +212,25 @@ void run_standard(const standard_arrays& a, const standard_params& p, cudaStream
                 view_of<const In>(a.importance), view_of<const In>(a.bootstrap_values),
                 view_of<const In>(a.last_value), horizon,
                 T(p.gamma), T(p.gamma) * T(p.lambda), T(p.rho_clip), T(p.c_clip)};
-            const store_estimate<T, strided_view<Out>> epilogue{view_of<Out>(scan_advantages),
-                                                                view_of<Out>(a.fused.returns)};
+            const auto epilogue = standard_epilogue<T, PolicyGradient>(view_of<Out>(a.advantages),
+                                                                      view_of<Out>(a.fused.returns), a, p);
             launch_scan<standard_policy_for<In>, true>(producer, epilogue, scratch, rows, horizon, true, device, stream);
         });
     } else if (horizon > 0) {
-        const store_estimate<T> epilogue{typed(scan_advantages), typed(a.fused.returns)};
+        const auto epilogue = standard_epilogue<T, PolicyGradient>(typed(a.advantages), typed(a.fused.returns), a, p);
         launch_scan<scan_policy, false>(generic_standard_producer<T>(a, p), epilogue, scratch, rows, horizon,
                                         layout.contiguous, device, stream);
-    }
-
-    if (vtrace && a.advantages && horizon > 0) {
-        constexpr int threads = 256;
-        const std::int64_t wanted = (rows * horizon + threads - 1) / threads;
-        const auto blocks = static_cast<unsigned>(std::min<std::int64_t>(wanted, 1 << 20));
-        vtrace_pg_kernel<T><<<blocks, threads, 0, stream>>>(generic_standard_producer<T>(a, p),
-                                                            typed(a.fused.returns), typed(a.advantages),
-                                                            T(p.rho_pg_clip), rows);
-        PUFF_GPU_CHECK(cudaGetLastError(), device);
     }
     if (sums) launch_row_sums(*a.advantages, a.fused, rows, horizon, device, stream);
 }
 
 inline void standard_estimate(const standard_arrays& arrays, const standard_params& params, gpu_stream stream) {
     const auto s = static_cast<cudaStream_t>(stream);
+    const bool vtrace = params.kind == estimator::vtrace;
     if (arrays.rewards.type == dtype::float64)
-        run_standard<double>(arrays, params, s);
+        vtrace ? run_standard<double, true>(arrays, params, s) : run_standard<double, false>(arrays, params, s);
     else
-        run_standard<float>(arrays, params, s);
+        vtrace ? run_standard<float, true>(arrays, params, s) : run_standard<float, false>(arrays, params, s);
 }
 
 template <typename T>
