@@ -43,7 +43,7 @@ if [ "$mode" = explore ]; then
   stamp "variants timed"; tail -3 "$LOG/variants.txt"
   timeout 150 ncu --clock-control none --section SpeedOfLight --section Occupancy --section LaunchStats \
     --section WarpStateStats --section SchedulerStats --section MemoryWorkloadAnalysis \
-    -k regex:scan_whole_rows /tmp/variants --profile > "$LOG/ncu.txt" 2>&1 || echo "ncu exit $?"
+    -k regex:scan_whole_rows /tmp/variants --profile --variant 4x6,4x8 > "$LOG/ncu.txt" 2>&1 || echo "ncu exit $?"
   stamp "ncu done"
   timeout 150 python3 benchmarks/bench_conventions.py --quick --check-only > "$LOG/check-quick.txt" 2>&1 || status=1
   tail -3 "$LOG/check-quick.txt"
