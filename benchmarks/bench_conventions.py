@@ -230,6 +230,12 @@ def do_bench_us(fn):
     return do_bench(fn, warmup=10, rep=40, return_mode="median") * 1000.0
 
 
+def graph_us(fn, eager_us):
+    """Device time of one call: graph replays of as many calls as fill ~5 ms (2 to 100)."""
+    calls = max(2, min(100, int(5000 // max(eager_us, 1.0))))
+    return median_time_us(fn, calls, repeats=7)
+
+
 def peer_benchmark(rl, shapes, copy):
     """puffadv beside rl-triton (None: puffadv alone) on every estimator and shape."""
     table = []
@@ -238,7 +244,6 @@ def peer_benchmark(rl, shapes, copy):
         sets = max(1, min(32, math.ceil(3 * L2_BYTES / (n * 24))))
         g = torch.Generator(device=DEV).manual_seed(rows * 7919 + horizon)
         data = [peer.make_inputs(rows, horizon, g) for _ in range(sets)]
-        calls = max(2, min(100, int(2e9 // (n * 24) // 10)))
         for est in peer.ESTIMATORS:
             mine = [peer.puffadv_call(est, d) for d in data]
             names = mine[0][1]
@@ -254,12 +259,12 @@ def peer_benchmark(rl, shapes, copy):
                 row["rel_err"] = max(peer.relative_error(data[0][name], ref) for name, ref in zip(names, got))
                 if not row["rel_err"] <= 1e-5:  # timed anyway; the bars then fail
                     print(f"MISMATCH {est} {rows}x{horizon}: puffadv and rl-triton differ: {row['rel_err']:.2e}")
-            row["us"] = median_time_us(lambda i: mine[i % sets][0](), calls, repeats=10)
             row["eager_us"] = do_bench_us(mine[0][0])
+            row["us"] = graph_us(lambda i: mine[i % sets][0](), row["eager_us"])
             row["pct_copy"] = 100 * n * row["bytes"] / (row["us"] * 1e-6) / 1e9 / copy
             if rl is not None:
-                row["rl_us"] = median_time_us(lambda i: theirs[i % sets](), calls, repeats=10)
                 row["rl_eager_us"] = do_bench_us(theirs[0])
+                row["rl_us"] = graph_us(lambda i: theirs[i % sets](), row["rl_eager_us"])
                 row["rl_pct_copy"] = 100 * n * peer.BYTES[est][1] / (row["rl_us"] * 1e-6) / 1e9 / copy
                 row["speedup"] = row["rl_us"] / row["us"]
             table.append(row)

@@ -52,37 +52,55 @@ if [ "$mode" = explore ]; then
   tail -1 "$LOG/pytest-conventions-cuda.txt"
   stamp "checks done"
 else
+  # Side by side on the GPU: the tests, the full GPU == CPU sweep, and the two
+  # sanitizers over the kernel workload and the conventions tests on CUDA.
   sanitizer="$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)"
-  sanitize() {  # tool: the conventions kernels (fast and generic, every dtype/layout, split rows)
+  sanitize() {  # tool
     local tool="$1" rc=0 code
-    run_one() {
-      echo "=== $tool: $*" >> "$LOG/sanitizer-$tool.txt"
-      PUFFADV_UNDER_SANITIZER=1 timeout 200 "$sanitizer" --tool "$tool" --error-exitcode 99 "$@" \
-        >> "$LOG/sanitizer-$tool.txt" 2>&1
+    for args in "scripts/gpu/kernel_workload.py" "-m pytest -q -p no:cacheprovider tests/python/test_conventions.py -k cuda"; do
+      echo "=== $tool: python3 $args" >> "$LOG/sanitizer-$tool.txt"
+      # shellcheck disable=SC2086
+      PUFFADV_UNDER_SANITIZER=1 timeout "${LIMIT:-120}" "$sanitizer" --tool "$tool" --error-exitcode 99 \
+        python3 $args >> "$LOG/sanitizer-$tool.txt" 2>&1
       code=$?
-      echo "=== $tool exit status $code: $*" >> "$LOG/sanitizer-$tool.txt"
-      return $code
-    }
-    run_one python3 -m pytest -q -p no:cacheprovider tests/python/test_conventions.py -k cuda || rc=1
-    run_one python3 benchmarks/bench_conventions.py --quick --check-only || rc=1
-    run_one python3 -m pytest -q -p no:cacheprovider tests/python/test_gpu.py -k "conventions or long_memory" || rc=1
+      echo "=== $tool exit status $code: python3 $args" >> "$LOG/sanitizer-$tool.txt"
+      [ $code -eq 0 ] || rc=1
+    done
     return $rc
   }
   sanitize memcheck & m=$!
   sanitize racecheck & r=$!
-  timeout 300 python3 -m pytest -q -p no:cacheprovider tests/python/test_conventions.py tests/python/test_nonfinite.py \
-    tests/python/test_gpu.py -k "not 300007 and not 131072" > "$LOG/pytest-gpu.txt" 2>&1 || status=1
-  tail -1 "$LOG/pytest-gpu.txt"
+  timeout "${LIMIT:-120}" python3 -m pytest -q -p no:cacheprovider tests/python/test_conventions.py \
+    tests/python/test_nonfinite.py tests/python/test_gpu.py -k "not 300007 and not 131072" \
+    > "$LOG/pytest-gpu.txt" 2>&1 & p=$!
+  timeout "${LIMIT:-120}" python3 benchmarks/bench_conventions.py --check-only > "$LOG/check-full.txt" 2>&1 & c=$!
+  wait $p || status=1
+  wait $c || status=1
   wait $m || status=1
   wait $r || status=1
-  grep -E "ERROR SUMMARY|RACECHECK SUMMARY|passed|failed|GPU == CPU" "$LOG"/sanitizer-*.txt | tail -12
-  stamp "tests and sanitizers done"
+  tail -1 "$LOG/pytest-gpu.txt"; tail -2 "$LOG/check-full.txt"
+  grep -E "exit status|ERROR SUMMARY|RACECHECK SUMMARY|kernel workload|passed|failed" "$LOG"/sanitizer-*.txt | tail -12
+  stamp "tests, sweep and sanitizers done"
 fi
 
-timeout 240 python3 benchmarks/bench_conventions.py --sections peers ${SHAPES:+--shapes $SHAPES} --markdown "$LOG/peers.md" \
-  --json "$LOG/peers.json" --plot "$LOG/peers.png" > "$LOG/peers.txt" 2>&1 || echo "peer bars missed or failed"
+if [ "$mode" = explore ]; then
+  timeout "${PEERS_LIMIT:-240}" python3 benchmarks/bench_conventions.py --sections peers ${SHAPES:+--shapes $SHAPES} \
+    --markdown "$LOG/peers.md" --json "$LOG/peers.json" --plot "$LOG/peers.png" > "$LOG/peers.txt" 2>&1 \
+    || echo "peer bars missed or failed"
+else
+  # Triton compiles each rl-triton kernel per block size (seconds each on a fresh
+  # machine): rl-triton beside puffadv on the shapes of one block size, then
+  # puffadv alone on the whole grid.
+  timeout "${PEERS_LIMIT:-70}" python3 benchmarks/bench_conventions.py --sections peers \
+    --shapes "${SHAPES:-65536x128,262144x128}" --markdown "$LOG/peers-rl.md" --json "$LOG/peers-rl.json" \
+    > "$LOG/peers-rl.txt" 2>&1 || echo "peer bars missed or failed (rl-triton shapes)"
+  stamp "peers beside rl-triton"
+  env -u PUFFADV_RL_TRITON timeout "${GRID_LIMIT:-70}" python3 benchmarks/bench_conventions.py --sections peers \
+    --markdown "$LOG/peers-grid.md" --json "$LOG/peers-grid.json" > "$LOG/peers-grid.txt" 2>&1 \
+    || echo "peer bars missed or failed (grid)"
+fi
 stamp "peers benchmarked"
-grep -E "MISSED|differ|Error|error" "$LOG/peers.txt" | head -30
+grep -hE "MISMATCH|MISSED|Error" "$LOG"/peers*.txt | head -40
 if [ "$mode" = final ] && [ -n "${DTYPES:-}" ]; then
   timeout 200 python3 benchmarks/bench_conventions.py --sections dtypes --json "$LOG/dtypes.json" \
     > "$LOG/dtypes.txt" 2>&1 || echo "dtype bars missed or failed"

@@ -102,8 +102,10 @@ __device__ __forceinline__ affine<typename Producer::value_type> scan_span(
                 if (t[j] == horizon) t[j] = 0, ++row[j];
             }
         }
+        // Vectorised groups never straddle a row or the span's end (the host
+        // checked that horizons are multiples of `items`): one check per thread.
 #pragma unroll
-        for (int j = 0; j < items; ++j) valid[j] = first + j < span.length;
+        for (int j = 0; j < items; ++j) valid[j] = Vec && j > 0 ? valid[0] : first + j < span.length;
 
         step s[items] = {};
         if constexpr (Vec) {  // host checked: a thread's steps never straddle rows, and are aligned
@@ -124,7 +126,8 @@ __device__ __forceinline__ affine<typename Producer::value_type> scan_span(
 #pragma unroll
         for (int j = 0; j < items; ++j) {
             const ahead next = j + 1 < items ? Producer::ahead(s[j + 1]) : after;
-            m[j] = valid[j] ? producer.map(s[j], next, t[j] == horizon - 1) : identity_map<T>();
+            const bool row_end = Vec ? j == items - 1 && last_step : t[j] == horizon - 1;
+            m[j] = valid[j] ? producer.map(s[j], next, row_end) : identity_map<T>();
         }
         affine<T> mine = m[items - 1];
 #pragma unroll

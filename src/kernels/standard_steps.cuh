@@ -68,15 +68,19 @@ struct standard_producer {
     /// Steps t..t+N-1 of one row. The bootstrap of a row's last step is loaded
     /// with the other inputs (its address does not depend on them): a load that
     /// waited for the flags put a second memory round trip into every block.
+    /// With truncations, bootstrap_values is read like the other inputs (one
+    /// vector load, used where the step is truncated or the row's last): a
+    /// branch and a scalar load per truncated step cost more than the bytes.
     template <int N>
     __device__ __forceinline__ void load_items(std::int64_t row, std::int64_t t, step (&s)[N]) const {
         T v[N], r[N], d[N], u[N], w[N];
         const bool holds_end = t + N == horizon;  // a thread's steps never straddle rows here
-        const T end_value = holds_end ? end_bootstrap(row) : T(0);
+        const bool truncations = present(truncated);  // then bootstrap_values is present (checked)
+        const T end_value = holds_end && !truncations ? end_bootstrap(row) : T(0);
         read_items(values, row, t, v);
         read_items(rewards, row, t, r);
         read_items(terminated, row, t, d);
-        if (present(truncated))
+        if (truncations)
             read_items(truncated, row, t, u);
         else
             for (int j = 0; j < N; ++j) u[j] = T(0);
@@ -86,12 +90,14 @@ struct standard_producer {
             for (int j = 0; j < N; ++j) w[j] = T(1);
 #pragma unroll
         for (int j = 0; j < N; ++j) s[j] = make_step(v[j], r[j], d[j], u[j], w[j]);
-        if (holds_end) bootstrap(s[N - 1], end_value);
-        if (present(truncated)) {
+        if (truncations) {
+            T b[N];
+            read_items(bootstrap_values, row, t, b);
 #pragma unroll
             for (int j = 0; j < N; ++j)
-                if ((s[j].flags & 3u) == 2u && !(holds_end && j == N - 1))  // rare: a branch
-                    bootstrap(s[j], read<T>(bootstrap_values, row, t + j));
+                if ((s[j].flags & 2u) || (holds_end && j == N - 1)) bootstrap(s[j], b[j]);
+        } else if (holds_end) {
+            bootstrap(s[N - 1], end_value);
         }
     }
 
