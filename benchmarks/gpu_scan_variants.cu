@@ -48,7 +48,7 @@ const char* name_of(kind k) {
 int bytes_of(kind k) {
     switch (k) {
         case kind::gae_last: return 16;   // r, v, term; A
-        case kind::gae_trunc: return 20;  // r, v, term, trunc; A (bootstrap read at truncations only)
+        case kind::gae_trunc: return 24;  // r, v, term, trunc, bootstrap_values; A
         case kind::td_lambda: return 16;  // r, v, term; G
         case kind::vtrace: return 24;     // r, v, term, ratio; vs, pg
         default: return 20;               // v, r, d, imp; A

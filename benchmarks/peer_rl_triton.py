@@ -36,7 +36,7 @@ GAMMA, LAM, RHO_BAR, C_BAR = 0.99, 0.95, 1.0, 1.0
 # Bytes each side really reads and writes per element, float32 (flags as float32).
 BYTES = {  # estimator: (puffadv, rl-triton)
     "gae last_value": (16, 16),             # r, v, term; A
-    "gae trunc+bootstrap": (20, 24),        # + trunc; rl-triton also reads bootstrap_values
+    "gae trunc+bootstrap": (24, 24),        # + trunc, bootstrap_values (both read it whole)
     "td_lambda returns": (16, 16),          # r, v (next values), term; G
     "vtrace vs+pg": (24, 28),               # r, v, term, ratio (rl-triton: two log-probs); vs, pg
 }
