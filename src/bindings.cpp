@@ -13,6 +13,7 @@
 #include <puffadv/puffadv.hpp>
 
 #include "bindings_arrays.hpp"
+#include "bindings_release.hpp"
 #include "bindings_conventions.hpp"
 
 #if PUFF_HAS_JAX
@@ -37,7 +38,7 @@ void puff_advantage(nb::handle values, nb::handle rewards, nb::handle dones, nb:
 
     const puff_arrays arrays{in[0], in[1], in[2], in[3], in[4]};
     const puff_params params{gamma, gae_lambda, rho_clip, c_clip};
-    nb::gil_scoped_release release;  // the arrays above stay alive until after this scope
+    const bindings::released_gil release;  // the arrays above stay alive until after this scope
     compute_puff_advantage(arrays, params, reinterpret_cast<gpu_stream>(handle));
 }
 

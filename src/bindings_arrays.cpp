@@ -5,8 +5,10 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <string>
 
+#include "bindings_exchange.hpp"
 #include "bindings_export_errors.hpp"
 #include "checks.hpp"
 
@@ -120,6 +122,38 @@ void check_tensor(const dl_tensor& t, const char* name) {
                                ") in its DLPack tensor that wraps around the address space"));
 }
 
+// The matrix view of a DLTensor, every field checked before it is read.
+matrix view_of(const dl_tensor& t, const char* name, std::uint64_t flags) {
+    check_tensor(t, name);
+    matrix m;
+    m.ndim = t.ndim;
+    m.type = dtype_of(t, name);
+    m.device = device_of(t, name);
+    m.writable = !(flags & kReadOnly);
+    // As integers: DLPack allows a NULL data pointer for an empty tensor, with any offset.
+    m.data = reinterpret_cast<void*>(reinterpret_cast<std::uintptr_t>(t.data) + t.byte_offset);
+    if (m.ndim == 2) {
+        m.rows = t.shape[0];
+        m.cols = t.shape[1];
+        m.row_stride = t.strides ? t.strides[0] : t.shape[1];
+        m.col_stride = t.strides ? t.strides[1] : 1;
+    } else if (m.ndim == 1) {
+        m.rows = t.shape[0];
+        m.cols = 1;
+        m.row_stride = t.strides ? t.strides[0] : 1;
+        m.col_stride = 1;
+    }
+    return m;
+}
+
+// The same for a tensor described through torch's exchange API (no capsule, no flags).
+matrix view_of(const nb::dlpack::dltensor& exchanged, const char* name) {
+    static_assert(sizeof(dl_tensor) == sizeof(nb::dlpack::dltensor), "both are DLPack's DLTensor");
+    dl_tensor t;
+    std::memcpy(&t, &exchanged, sizeof t);
+    return view_of(t, name, 0);
+}
+
 // Checks and consumes the capsule (DLPack: rename it "used_..." and own the
 // tensor, whose deleter the holder calls), and describes the tensor.
 matrix consume(PyObject* capsule, const char* name, bool from_producer, bool output, array_holder& keep) {
@@ -141,28 +175,10 @@ matrix consume(PyObject* capsule, const char* name, bool from_producer, bool out
         flags = v->flags;
         t = &v->tensor;
     }
-    check_tensor(*t, name);
     if (output && (flags & kIsCopied))
         throw value_error(std::string(name) + " was exported as a copy (DLPack's IS_COPIED flag): results "
                           "written there would not reach it; pass an array that exports its own memory");
-    matrix m;
-    m.ndim = t->ndim;
-    m.type = dtype_of(*t, name);
-    m.device = device_of(*t, name);
-    m.writable = !(flags & kReadOnly);
-    // As integers: DLPack allows a NULL data pointer for an empty tensor, with any offset.
-    m.data = reinterpret_cast<void*>(reinterpret_cast<std::uintptr_t>(t->data) + t->byte_offset);
-    if (m.ndim == 2) {
-        m.rows = t->shape[0];
-        m.cols = t->shape[1];
-        m.row_stride = t->strides ? t->strides[0] : t->shape[1];
-        m.col_stride = t->strides ? t->strides[1] : 1;
-    } else if (m.ndim == 1) {
-        m.rows = t->shape[0];
-        m.cols = 1;
-        m.row_stride = t->strides ? t->strides[0] : 1;
-        m.col_stride = 1;
-    }
+    const matrix m = view_of(*t, name, flags);
     // From here on the tensor is ours: the producer's capsule destructor must not free it.
     if (PyCapsule_SetDestructor(capsule, nullptr) != 0 ||
         PyCapsule_SetName(capsule, versioned ? "used_dltensor_versioned" : "used_dltensor") != 0)
@@ -216,6 +232,8 @@ array_holder::~array_holder() {
 std::optional<matrix> import_array(nb::handle obj, const char* name, array_holder& keep, bool optional,
                                    bool output) {
     if (optional && obj.is_none()) return std::nullopt;
+    // torch tensors: described by torch's C function, with no capsule (bindings_exchange.hpp).
+    if (exchanged_array exchanged; exchanged.import(obj)) return view_of(exchanged.tensor(), name);
     if (PyCapsule_CheckExact(obj.ptr())) return consume(obj.ptr(), name, false, output, keep);
     nb::object capsule = export_capsule(obj, name);
     if (!capsule.is_valid()) {

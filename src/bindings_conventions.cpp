@@ -13,6 +13,7 @@
 #include <puffadv/conventions.hpp>
 
 #include "bindings_arrays.hpp"
+#include "bindings_release.hpp"
 #include "bindings_conventions.hpp"
 #include "conventions_detail.hpp"
 
@@ -71,7 +72,7 @@ void standard_estimate(nb::handle rewards, nb::handle values, nb::handle termina
 
     const standard_params p{estimator_from_name(kind), gamma, lambda, rho_clip, c_clip, rho_pg_clip,
                             lambda_name.c_str()};
-    nb::gil_scoped_release release;  // `keep` holds the arrays until after this scope
+    const bindings::released_gil release;  // `keep` holds the arrays until after this scope
     compute_standard_estimate(a, p, reinterpret_cast<gpu_stream>(handle));
 }
 
@@ -91,7 +92,7 @@ void puff_advantage_fused(nb::handle values, nb::handle rewards, nb::handle done
     a.fused.square_sums = output(square_sums, "square_sums", keep[8]);
     const std::uintptr_t handle = bindings::stream_handle(stream);
     const puff_params params{gamma, gae_lambda, rho_clip, c_clip};
-    nb::gil_scoped_release release;
+    const bindings::released_gil release;
     compute_puff_advantage(a, params, reinterpret_cast<gpu_stream>(handle));
 }
 

@@ -7,25 +7,76 @@ through DLPack, so it is written once for every framework.
 from __future__ import annotations
 
 import numbers
+import sys
 
 import numpy as np
 
 # DLPack device types (dlpack.h, DLDeviceType).
 _DLPACK_CPU, _DLPACK_CUDA, _DLPACK_CUDA_HOST, _DLPACK_ROCM = 1, 2, 3, 10
 
+# The framework of each array type seen so far (a type's module never changes).
+# Bare DLPack producers are not cached: that answer depends on the object.
+_FRAMEWORK_OF_TYPE: dict = {np.ndarray: "numpy"}
+
 
 def framework_of(x) -> str | None:
     """'numpy', 'torch', 'cupy', 'jax', 'dlpack' (any other producer) or None."""
+    framework = _FRAMEWORK_OF_TYPE.get(type(x))
+    if framework is not None:
+        return framework
     if isinstance(x, np.ndarray):
+        # An ndarray subclass: not cached, so that require_arrays sees every one
+        # (masked arrays are refused there).
         return "numpy"
     module = type(x).__module__.split(".", 1)[0]
     if module in ("torch", "cupy"):
-        return module
-    if module in ("jax", "jaxlib"):
-        return "jax"
+        framework = module
+    elif module in ("jax", "jaxlib"):
+        framework = "jax"
+    if framework is not None:
+        _FRAMEWORK_OF_TYPE[type(x)] = framework
+        return framework
     if hasattr(x, "__dlpack__"):
         return "dlpack"
     return None
+
+
+def framework_of_call(required: tuple, optional: tuple, names: tuple) -> str:
+    """require_arrays() for one call, decided once. `required` are arrays,
+    `optional` arrays or None (absent), `names` name them in that order. Arrays
+    of one type seen before cost one look-up (plus torch's neg-bit test);
+    anything else gets require_arrays' full check and its messages."""
+    kind = type(required[0])
+    framework = _FRAMEWORK_OF_TYPE.get(kind)
+    if framework is not None:
+        torch = framework == "torch"
+        for x in required:
+            if type(x) is not kind or (torch and x.is_neg()):
+                break
+        else:
+            for x in optional:
+                if x is not None and (type(x) is not kind or (torch and x.is_neg())):
+                    break
+            else:
+                return framework
+    arrays = (*required, *optional)
+    return require_arrays({name: x for position, (name, x) in enumerate(zip(names, arrays))
+                           if x is not None or position < len(required)})
+
+
+_is_compiling = None  # torch.compiler.is_compiling, once torch is imported
+
+
+def torch_compiling() -> bool:
+    """True while torch.compile (dynamo) traces the caller. Never imports torch:
+    without torch in the process nothing can be compiling."""
+    global _is_compiling
+    if _is_compiling is None:
+        torch = sys.modules.get("torch")
+        if torch is None or not hasattr(torch, "compiler"):
+            return False
+        _is_compiling = torch.compiler.is_compiling
+    return _is_compiling()
 
 
 def describe(x) -> str:
@@ -136,36 +187,97 @@ def wait_for_gpu(x) -> None:
         torch.cuda.synchronize(index)
 
 
-def for_import(framework: str, x):
-    """The object to hand to the core: torch tensors lose autograd history,
-    which DLPack refuses to export (advantages are targets, never differentiated)."""
-    if framework == "torch" and x.requires_grad:
-        return x.detach()
-    return x
+def for_import(framework: str, inputs):
+    """The inputs to hand to the core through Tensor.__dlpack__, which refuses
+    autograd history: torch tensors are detached (advantages are targets, never
+    differentiated). None (an absent optional input) stays None."""
+    if framework == "torch":
+        return [x.detach() if x is not None and x.requires_grad else x for x in inputs]
+    return inputs
 
 
-def for_kernel(framework: str, arrays):
-    """The arrays as the core imports them. torch >= 2.13's Tensor.__dlpack__
-    refuses a CUDA tensor that is not on the current device (BufferError), so
-    such tensors go as the capsule of torch.utils.dlpack.to_dlpack, the export
-    that __dlpack__ itself ends with: inputs on cuda:1 work whatever the current
-    device is. Everything else goes as it is."""
-    if framework != "torch" or not any(x is not None and x.is_cuda for x in arrays):
-        return arrays
-    import torch
-    from torch.utils.dlpack import to_dlpack
-    current = torch.cuda.current_device()
-    return [to_dlpack(x) if x is not None and x.is_cuda and x.device.index != current else x for x in arrays]
+def for_kernel(framework: str, inputs, outputs):
+    """The arguments as the core imports them: inputs, then outputs.
+
+    torch's Tensor.__dlpack__ first spends ~2 us per tensor in Python, and torch
+    >= 2.13's refuses a CUDA tensor off the current device (BufferError), while
+    inputs on cuda:1 must work whatever the current device is. So the core
+    imports plain torch.Tensor objects itself, through DLPack's C exchange API
+    (src/bindings_exchange.hpp), where torch has one (>= 2.10); with an older
+    torch they go as capsules of torch.utils.dlpack.to_dlpack, the export that
+    __dlpack__ ends with (and nanobind's fallback when __dlpack__ refuses).
+    Neither refuses autograd history, and neither passes through a
+    torch-function mode as a __dlpack__ call would (modes that pass it through
+    unchanged, such as `with torch.device(...)`, give the same result).
+    Subclasses go the old way, since they may override __dlpack__, which
+    refuses autograd history: their inputs are detached first. Other
+    frameworks' arrays go as they are."""
+    if framework != "torch":
+        return (*inputs, *outputs)
+    torch = _torch()
+    tensor = torch.Tensor
+    if torch.exchange_api:
+        for x in inputs:
+            if type(x) is not tensor and x is not None:
+                return (*for_import(framework, inputs), *outputs)
+        return (*inputs, *outputs)
+    to_dlpack = torch.to_dlpack
+    arguments = []
+    for x in inputs:
+        if type(x) is tensor:
+            try:
+                x = to_dlpack(x)
+            except Exception:  # noqa: BLE001 - torch cannot describe it; the core says why
+                pass
+        elif x is not None and x.requires_grad:
+            x = x.detach()
+        arguments.append(x)
+    for x in outputs:
+        if type(x) is tensor:
+            try:
+                x = to_dlpack(x)
+            except Exception:  # noqa: BLE001
+                pass
+        arguments.append(x)
+    return arguments
+
+
+class _TorchFunctions:
+    """What the per-call path uses from torch, looked up once (torch is imported
+    by then: a torch tensor was passed)."""
+
+    def __init__(self):
+        import torch
+        from torch.utils.dlpack import to_dlpack
+        self.Tensor = torch.Tensor
+        self.to_dlpack = to_dlpack
+        self.empty, self.empty_like = torch.empty, torch.empty_like
+        self.contiguous_format = torch.contiguous_format
+        # The core reads plain tensors through DLPack's C exchange API (bindings_exchange.hpp).
+        self.exchange_api = "__dlpack_c_exchange_api__" in torch.Tensor.__dict__
+        # The current stream's handle from C (what torch.compile's generated code
+        # uses); torch.cuda.current_stream() builds a Stream object per call.
+        self.raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+        self.current_stream = torch.cuda.current_stream
+
+
+_torch_functions = None
+
+
+def _torch() -> _TorchFunctions:
+    global _torch_functions
+    if _torch_functions is None:
+        _torch_functions = _TorchFunctions()
+    return _torch_functions
 
 
 def empty_like(framework: str, x, name: str = "values"):
     """A fresh row-major output with x's shape, dtype and device, in x's framework."""
-    shape = tuple(getattr(x, "shape", ()))  # a bare DLPack producer may have no .shape
     if framework == "numpy":
-        return np.empty(shape, dtype=x.dtype)
+        return np.empty(x.shape, dtype=x.dtype)
     if framework == "torch":
-        import torch
-        return torch.empty(shape, dtype=x.dtype, device=x.device)
+        return torch_empty_like(x, x.dtype)
+    shape = tuple(getattr(x, "shape", ()))  # a bare DLPack producer may have no .shape
     if framework == "cupy":
         import cupy
         with cupy.cuda.Device(x.device.id):
@@ -178,6 +290,25 @@ def empty_like(framework: str, x, name: str = "values"):
         # before puffadv's kernel (on another stream) can write it.
         return (jnp.zeros(shape, dtype=x.dtype, device=x.device) + 0).block_until_ready()
     return host_like(x, name)
+
+
+def torch_empty(like, shape, dtype):
+    """torch.empty(shape, dtype=dtype, device=like.device): row-major, plain."""
+    if shape == like.shape:
+        return torch_empty_like(like, dtype)
+    return _torch().empty(tuple(int(s) for s in shape), dtype=dtype, device=like.device)
+
+
+def torch_empty_like(like, dtype):
+    """torch_empty(like, like.shape, dtype), through torch.empty_like where that
+    gives the same tensor: it skips parsing a device and costs half as much."""
+    torch = _torch()
+    if type(like) is torch.Tensor:  # a subclass might come back as itself
+        try:
+            return torch.empty_like(like, dtype=dtype, memory_format=torch.contiguous_format)
+        except RuntimeError:  # no strided layout (sparse): the core refuses `like` anyway
+            pass
+    return torch.empty(tuple(like.shape), dtype=dtype, device=like.device)
 
 
 def finish(framework: str, like, out):
@@ -199,18 +330,32 @@ def current_stream(framework: str, x, stream) -> int:
             return stream
         raise TypeError(f"stream must be an int handle, a torch.cuda.Stream or a cupy Stream, "
                         f"got {describe(stream)}")
+    if framework == "torch":  # before is_gpu: a tensor's __dlpack_device__ is slow Python
+        if not x.is_cuda:  # True under ROCm torch too (HIP tensors are torch "cuda")
+            return 0
+        torch = _torch()
+        if torch.raw_stream is not None:
+            return int(torch.raw_stream(x.get_device()))
+        return int(torch.current_stream(x.device).cuda_stream)
     if not is_gpu(x):
         return 0
-    if framework == "torch":
-        import torch
-        return int(torch.cuda.current_stream(x.device).cuda_stream)
     if framework == "cupy":
         import cupy
         return int(cupy.cuda.get_current_stream().ptr)
     return 0  # JAX and others: the legacy default stream, ordered after all blocking streams
 
 
+def real_parameters(values: tuple, names: tuple) -> tuple:
+    """real_parameter() over one call's scalars: plain floats, the common case, as they are."""
+    for value in values:
+        if type(value) is not float:
+            return tuple(real_parameter(v, n) for v, n in zip(values, names))
+    return values
+
+
 def real_parameter(value, name: str) -> float:
+    if type(value) is float:
+        return value
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         return _zero_d_parameter(value, name)
     return _to_float(value, name)

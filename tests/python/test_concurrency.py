@@ -293,7 +293,9 @@ def test_the_gil_is_released_during_a_call(monkeypatch, kind):
 FORK_ROWS, FORK_STEPS = 512, 257  # 131584 elements: enough work for 4 threads
 fork_only = pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork() on this platform")
 # Python >= 3.12 warns about fork() in a process with threads (ours, sleeping at the fork).
-no_fork_warning = pytest.mark.filterwarnings("ignore:This process .* is multi-threaded:DeprecationWarning")
+# JAX (when a test imported it) warns about any fork.
+no_fork_warning = pytest.mark.filterwarnings("ignore:This process .* is multi-threaded:DeprecationWarning",
+                                             r"ignore:os.fork\(\) was called:RuntimeWarning")
 
 
 def child_error(seed):

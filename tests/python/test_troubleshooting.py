@@ -166,18 +166,23 @@ class _FakeTorch:
     __version__ = "2.13.0"
 
 
-def produce_torch_mismatch(template, monkeypatch):
+class _OldTorch:
+    __version__ = "2.9.1+cu128"
+
+
+def produce_torch_too_old(template, monkeypatch):
     status = _torch_status()
 
     class Facts:
-        TORCH_VERSION = "2.11.0+cu130"
+        TORCH_FLOOR = "2.10"
+        TORCH_VERSION = "2.13.0+cpu"
         LIBRARY = "libpuffadv_torch.so"
 
     monkeypatch.setattr(status, "build_facts", lambda: Facts)
     monkeypatch.setattr(status, "_loaded", False)
     monkeypatch.setattr(status, "_load_error", status._load_error)  # load() records its failure
     with pytest.raises(ImportError) as info:  # what `import puffadv.torch` raises
-        status.load(_FakeTorch)
+        status.load(_OldTorch)
     return str(info.value), template
 
 
@@ -265,7 +270,7 @@ PRODUCERS = {
     "cmake-no-hip": produce_cmake_no_hip,
     "report-no-device": produce_report_no_device,
     "report-runtime-driver": produce_report_runtime_driver,
-    "torch-mismatch": produce_torch_mismatch,
+    "torch-too-old": produce_torch_too_old,
     "torch-not-built": produce_torch_not_built,
     "report-debug-build": produce_report_debug_build,
 }
