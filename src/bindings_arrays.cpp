@@ -159,9 +159,9 @@ matrix view_of(const nb::dlpack::dltensor& exchanged, const char* name) {
 matrix consume(PyObject* capsule, const char* name, bool from_producer, bool output, array_holder& keep) {
     const char* capsule_name = PyCapsule_GetName(capsule);  // NULL: an unnamed capsule
     if (capsule_name == nullptr && PyErr_Occurred()) throw nb::python_error();
-    const std::string named = capsule_name ? capsule_name : "";
-    const bool versioned = named == "dltensor_versioned";
-    if (!versioned && named != "dltensor") throw_foreign_capsule(name, capsule_name, from_producer);
+    const char* named = capsule_name ? capsule_name : "";
+    const bool versioned = std::strcmp(named, "dltensor_versioned") == 0;
+    if (!versioned && std::strcmp(named, "dltensor") != 0) throw_foreign_capsule(name, capsule_name, from_producer);
     void* pointer = PyCapsule_GetPointer(capsule, capsule_name);
     if (pointer == nullptr) throw nb::python_error();
 
@@ -193,17 +193,31 @@ nb::object export_capsule(nb::handle obj, const char* name) {
     static PyObject* method_name = PyUnicode_InternFromString("__dlpack__");
     static PyObject* keywords = Py_BuildValue("(s)", "max_version");
     static PyObject* version = Py_BuildValue("(ii)", 1, 1);
-    nb::object method = nb::steal(PyObject_GetAttr(obj.ptr(), method_name));
-    if (!method.is_valid()) {
-        if (!PyErr_ExceptionMatches(PyExc_AttributeError)) throw nb::python_error();
-        PyErr_Clear();
-        return {};
+    // The type's plain method, called with obj as its first argument (as nanobind
+    // does: no bound method per call); anything else through getattr.
+#if PY_VERSION_HEX >= 0x030D0000
+    nb::object method = nb::steal(_PyType_LookupRef(Py_TYPE(obj.ptr()), method_name));
+#else
+    nb::object method = nb::borrow(_PyType_Lookup(Py_TYPE(obj.ptr()), method_name));
+#endif
+    PyObject* args[3] = {nullptr, obj.ptr(), version};
+    PyObject** first = args + 1;  // obj, then the keyword's value
+    std::size_t positional = 1;
+    if (!method.is_valid() || !(PyFunction_Check(method.ptr()) || Py_IS_TYPE(method.ptr(), &PyMethodDescr_Type))) {
+        method = nb::steal(PyObject_GetAttr(obj.ptr(), method_name));
+        if (!method.is_valid()) {
+            if (!PyErr_ExceptionMatches(PyExc_AttributeError)) throw nb::python_error();
+            PyErr_Clear();
+            return {};
+        }
+        first = args + 2;  // a bound callable: only the keyword's value
+        positional = 0;
     }
-    PyObject* args[2] = {nullptr, version};
-    PyObject* capsule = PyObject_Vectorcall(method.ptr(), args + 1, PY_VECTORCALL_ARGUMENTS_OFFSET, keywords);
+    const std::size_t nargs = positional | PY_VECTORCALL_ARGUMENTS_OFFSET;
+    PyObject* capsule = PyObject_Vectorcall(method.ptr(), first, nargs, keywords);
     if (capsule == nullptr && PyErr_ExceptionMatches(PyExc_TypeError)) {
         PyErr_Clear();
-        capsule = PyObject_Vectorcall(method.ptr(), args + 1, PY_VECTORCALL_ARGUMENTS_OFFSET, nullptr);
+        capsule = PyObject_Vectorcall(method.ptr(), first, nargs, nullptr);
     }
     if (capsule == nullptr) {
         nb::python_error refusal;
