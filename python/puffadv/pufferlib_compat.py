@@ -209,8 +209,11 @@ def _real_keys() -> str:
 
 
 def _stand_in() -> types.ModuleType:
-    return types.ModuleType(EXTENSION, "puffadv's stand-in for PufferLib's extension: "
-                            "torch.ops.pufferlib.compute_puff_advantage runs puffadv's kernel.")
+    module = types.ModuleType(EXTENSION, "puffadv's stand-in for PufferLib's extension: "
+                              "torch.ops.pufferlib.compute_puff_advantage runs puffadv's kernel.")
+    module.__spec__ = importlib.machinery.ModuleSpec(EXTENSION, _Handover(module), origin="puffadv")
+    module.__loader__ = module.__spec__.loader
+    return module
 
 
 def _bind(module):

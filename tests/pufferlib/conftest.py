@@ -26,7 +26,7 @@ def _sdist() -> Path:
     if not value or not (Path(value) / "pufferlib" / "pufferl.py").exists():
         pytest.fail("PUFFADV_PUFFERLIB_SDIST must name PufferLib 3.0.0's unpacked sdist; "
                     "run scripts/test.d/50-pufferlib.sh, which fetches it")
-    return Path(value)
+    return Path(value).resolve()
 
 
 @pytest.fixture(scope="session")
@@ -53,7 +53,7 @@ def tree_with_extension(sdist) -> Path:
     done = subprocess.run([sys.executable, "-c", build, str(source), str(built)],
                           capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
-    tree = BUILD / "tree-with-extension"
+    tree = BUILD / "tree-with-extension"  # symbolic links to the sdist's files, and _C.so
     package = tree / "pufferlib"
     package.mkdir(parents=True, exist_ok=True)
     for entry in (sdist / "pufferlib").iterdir():
@@ -69,6 +69,7 @@ def tree_with_extension(sdist) -> Path:
 def run_python(code_or_args, pythonpath=None, timeout=300, cwd=None):
     """A fresh interpreter of this environment (so with the import hook installed)."""
     args = ["-c", code_or_args] if isinstance(code_or_args, str) else list(code_or_args)
+    BUILD.mkdir(parents=True, exist_ok=True)
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     if pythonpath:
         env["PYTHONPATH"] = os.pathsep.join(str(p) for p in pythonpath)

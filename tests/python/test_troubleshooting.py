@@ -125,7 +125,7 @@ def produce_report_fallback_line(template, monkeypatch):
     dlpack_type = DLPACK_CUDA if kind == "cuda" else DLPACK_ROCM
     arrays = [FakeGpuArray(np.ones((2, 3), np.float32), dlpack_type) for _ in range(5)]
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)
+        warnings.simplefilter("ignore", puffadv.FallbackWarning)
         puffadv.compute_puff_advantage(*arrays)
     return _line(str(puffadv.backend()), "  CPU fallback"), template
 
