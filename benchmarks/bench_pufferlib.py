@@ -24,6 +24,9 @@ import torch.utils.cpp_extension as cpp_extension
 import puffadv
 import puffadv.torch  # noqa: F401  torch.ops.puffadv
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "python"))
+from reference import puff_advantage as reference_puff_advantage  # noqa: E402
+
 SHAPES = [(32, 64), (256, 64), (2048, 64), (1024, 256), (16384, 256), (65536, 128)]
 PARAMS = (0.95, 0.90, 1.0, 1.0)  # puffer_pysquared's gamma and lambda, PufferLib's clips
 
@@ -71,6 +74,20 @@ def main():
         print(f"| {rows}x{horizon} | {t_best * 1e6:.1f} / {t_median * 1e6:.1f} "
               f"| {o_best * 1e6:.1f} / {o_median * 1e6:.1f} "
               f"| {t_best / o_best:.1f}x / {t_median / o_median:.1f}x | {diff:.1e} |")
+    strided_check(theirs, ours, generator)
+
+
+def strided_check(theirs, ours, generator, rows=64, horizon=32):
+    """Every other column of a wider buffer (`x[:, ::2]`): each kernel against float64."""
+    inputs = [torch.randn(rows, 2 * horizon, generator=generator)[:, ::2] for _ in range(2)]
+    inputs.append((torch.rand(rows, 2 * horizon, generator=generator) < 0.05).float()[:, ::2])
+    inputs.append((torch.rand(rows, 2 * horizon, generator=generator) * 2)[:, ::2])
+    reference = reference_puff_advantage(*(t.numpy() for t in inputs), *PARAMS)
+    for name, kernel in (("PufferLib", theirs), ("puffadv", ours)):
+        out = torch.zeros(rows, horizon)
+        kernel(*inputs, out, *PARAMS)
+        error = float(np.abs(out.numpy() - reference).max())
+        print(f"{name}: x[:, ::2] inputs, {rows}x{horizon}: max abs error vs float64 {error:.2e}")
 
 
 if __name__ == "__main__":

@@ -10,12 +10,18 @@ then hands the import to ``puffadv.pufferlib_compat``, which loads PufferLib's
 own extension when it can and puffadv's stand-in when it cannot.
 
 If puffadv is no longer importable (uninstalled, another environment), the
-finder steps aside and the import goes on as if it were not there.
+finder steps aside and the import goes on as if it were not there; if puffadv
+is there but cannot serve (no torch, no torch operator library), it says why,
+once, and steps aside too.
 """
+import logging
 import sys
 
 EXTENSION = "pufferlib._C"
 MARK = "_puffadv_pufferlib_finder"  # one finder per process, whichever copy installed it
+UNAVAILABLE = ("puffadv: cannot serve torch.ops.pufferlib.compute_puff_advantage ({error}); "
+               "the import of pufferlib._C goes on without puffadv.")
+_reported = []
 
 
 class PufferLibExtensionFinder:
@@ -29,7 +35,11 @@ class PufferLibExtensionFinder:
             return None
         try:
             from puffadv import pufferlib_compat
-        except ImportError:
+        except ImportError as e:
+            if e.name != "puffadv" and not _reported:  # installed, but cannot serve: say why
+                _reported.append(e)
+                logging.getLogger("puffadv").warning(
+                    UNAVAILABLE.format(error=" ".join(f"{type(e).__name__}: {e}".split())))
             return None
         return pufferlib_compat.extension_spec(name)
 

@@ -176,3 +176,30 @@ def test_fallback_warning_survives_pufferlibs_warning_filter():
         pytest.skip("cuda is usable here")
     assert done.returncode == 0, done.stderr
     assert done.stdout.split("\n")[0] == "['FallbackWarning'] True True"
+
+
+def test_hook_steps_aside_silently_without_puffadv(tmp_path):
+    """puffadv uninstalled but the hook left behind: imports go on as without it."""
+    from puffadv import _pufferlib_install
+    site_dir = tmp_path / "site"
+    site_dir.mkdir()
+    _pufferlib_install.install(site_dir)
+    root = fake_pufferlib(tmp_path / "pkg", files={"_C.so": b"not ELF"})
+    code = textwrap.dedent(f"""
+        import site, sys
+        site.addsitedir({str(site_dir)!r})
+        print(any(getattr(f, "_puffadv_pufferlib_finder", False) for f in sys.meta_path))
+        try:
+            import puffadv
+        except ImportError:
+            print("no puffadv")
+        try:
+            import pufferlib._C
+        except ImportError as e:
+            print("ImportError", "_C.so: file too short" in str(e))  # the loader's own error
+        """)
+    done = subprocess.run([sys.executable, "-S", "-c", code], capture_output=True, text=True,
+                          env=dict(os.environ, PYTHONPATH=str(root)), timeout=60, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split("\n")[:3] == ["True", "no puffadv", "ImportError True"]
+    assert said(done.stderr) == []
