@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 torch = pytest.importorskip("torch")
+import puffadv  # noqa: E402
 import puffadv.pufferlib_compat as compat  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
@@ -203,3 +204,30 @@ def test_hook_steps_aside_silently_without_puffadv(tmp_path):
     assert done.returncode == 0, done.stderr
     assert done.stdout.split("\n")[:3] == ["True", "no puffadv", "ImportError True"]
     assert said(done.stderr) == []
+
+
+def test_gpu_build_registers_a_cuda_kernel_for_pufferlib_cores_check():
+    """pufferlib-core keeps tensors on the GPU only when the dispatcher has a CUDA kernel
+    for the operator: a build with a GPU backend registers one (and its autograd key);
+    a CPU-only build does not, so that trainer moves tensors to the CPU itself."""
+    done = run("""
+        import torch, puffadv._report as report
+        real = report.backend
+        def with_cuda():
+            r = real()
+            r["cuda"] = dict(r["cuda"], compiled=True)
+            return r
+        report.backend = with_cuda
+        import puffadv.pufferlib_compat as compat
+        has = lambda key: torch._C._dispatch_has_kernel_for_dispatch_key(compat.OPERATOR, key)
+        print(has("CUDA"), has("AutogradCUDA"), has("CompositeImplicitAutograd"), compat._devices())
+        """, CALL_AND_COMPARE)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0] == "True True True CPU and CUDA tensors"
+    assert lines[1].startswith("same True ")
+    done = run("import torch, puffadv.pufferlib_compat as c\n"
+               "print(torch._C._dispatch_has_kernel_for_dispatch_key(c.OPERATOR, 'CUDA'))\n")
+    report = puffadv.backend()
+    gpu_build = report["cuda"]["compiled"] or report["hip"]["compiled"]
+    assert done.stdout.strip() == str(gpu_build), done.stderr
