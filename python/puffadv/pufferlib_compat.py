@@ -139,6 +139,9 @@ def _decide() -> Resolution:
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
     except Exception as e:  # noqa: BLE001 - any failure to load means it cannot serve
+        if _operator_registered():  # its static initialisers ran before the failure
+            return Resolution("pufferlib", _stand_in(), spec.origin, MESSAGES["own"].format(
+                path=spec.origin, keys=_real_keys()))
         error = " ".join(f"{type(e).__name__}: {e}".split())
         _register()
         return Resolution("puffadv", _stand_in(), spec.origin, MESSAGES["replaced"].format(
