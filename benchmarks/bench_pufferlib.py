@@ -3,7 +3,7 @@ PufferLib 3.0.0's own CPU kernel (torch.ops.pufferlib.compute_puff_advantage,
 built from its sdist's pufferlib/extensions/pufferlib.cpp with -O3, the flag
 its setup.py passes), float32, contiguous, in one process. Needs torch's
 cpp_extension toolchain (a C++ compiler, ninja) and PufferLib 3.0.0's unpacked
-sdist, e.g. the one scripts/test.d/50-pufferlib.sh fetches into build/pufferlib.
+sdist, e.g. the one scripts/test.d/55-pufferlib.sh fetches into build/pufferlib.
 
     python benchmarks/bench_pufferlib.py [--sdist build/pufferlib/pufferlib-3.0.0]
 """

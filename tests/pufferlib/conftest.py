@@ -1,5 +1,5 @@
 """PufferLib's real trainer on puffadv. These tests run in a virtual environment of
-their own (PufferLib 3.0.0 pins numpy<2), which scripts/test.d/50-pufferlib.sh
+their own (PufferLib 3.0.0 pins numpy<2), which scripts/test.d/55-pufferlib.sh
 builds: torch, puffadv's wheel, PufferLib 3.0.0's pure-Python dependencies, the
 pufferlib-core 3.0.23 wheel (--no-deps), and the import hook of
 `python -m puffadv.pufferlib_compat install`. PufferLib 3.0.0's sdist tree
@@ -25,7 +25,7 @@ def _sdist() -> Path:
     value = os.environ.get("PUFFADV_PUFFERLIB_SDIST")
     if not value or not (Path(value) / "pufferlib" / "pufferl.py").exists():
         pytest.fail("PUFFADV_PUFFERLIB_SDIST must name PufferLib 3.0.0's unpacked sdist; "
-                    "run scripts/test.d/50-pufferlib.sh, which fetches it")
+                    "run scripts/test.d/55-pufferlib.sh, which fetches it")
     return Path(value).resolve()
 
 

@@ -44,7 +44,7 @@ if [ ! -f "$sdist/pufferlib/pufferl.py" ]; then
   unpacked="$(find "$fetch" -maxdepth 3 -name PKG-INFO -path '*/pufferlib_*/PKG-INFO' -printf '%h\n' | head -1)"
   if [ -z "$unpacked" ] || ! grep -qx "Version: 3.0.0" "$unpacked/PKG-INFO" \
      || ! grep -q "No module named 'numpy'" "$fetch/pip.log"; then
-    echo "50-pufferlib: pip did not fetch and unpack PufferLib 3.0.0 as expected:" >&2
+    echo "55-pufferlib: pip did not fetch and unpack PufferLib 3.0.0 as expected:" >&2
     tail -40 "$fetch/pip.log" >&2
     exit 1
   fi
@@ -64,4 +64,4 @@ echo "--- the documented step"
 
 echo "--- PufferLib's trainer on puffadv"
 PUFFADV_PUFFERLIB_SDIST="$sdist" "$venv/bin/python" -m pytest -q -s -p no:cacheprovider tests/pufferlib
-echo "50-pufferlib: $((SECONDS - started)) s in all ($((installed - started)) s for the environment)"
+echo "55-pufferlib: $((SECONDS - started)) s in all ($((installed - started)) s for the environment)"
