@@ -5,7 +5,7 @@ puffadv.torch right after it loads the library:
 - Autograd: a fallthrough, so no graph is recorded (targets are not differentiated);
 - BackendSelect, the one key below autograd that every eager call passes
   (inference mode included): type problems raised as TypeError, the host
-  fallback's one-time RuntimeWarning, and torch's rules for the in-place op's
+  fallback's one-time FallbackWarning, and torch's rules for the in-place op's
   write (refusals, version counter);
 - Negative: the in-place op refuses negative views by name (torch's fallback crashes);
 - Functionalize: the in-place op under torch.compile;
@@ -18,7 +18,7 @@ import warnings
 
 import torch
 
-from . import _core, _torch_conventions, _torch_rules
+from . import _core, _fallback, _torch_conventions, _torch_rules
 
 _PUFF_NAMES = ("values", "rewards", "dones", "importance", "advantages")
 _FUNCTIONAL = ("puff_advantage", "gae", "td_lambda_returns", "vtrace")
@@ -60,7 +60,7 @@ def _run_kernel(op, keyset, *args):
         stats = _core.fallback_stats()
         if stats["calls"] > 0:  # this call made the process's first fallback
             warnings.warn(_core.fallback_warning_message(stats["last_reason"], stats["bytes"]),
-                          RuntimeWarning, stacklevel=4)
+                          _fallback.FallbackWarning, stacklevel=4)
     return result
 
 
@@ -68,7 +68,7 @@ def _run_kernel(op, keyset, *args):
 def _may_fall_back() -> bool:
     """Whether the CUDA key computes on the host (ops_cuda.cpp): the core has no
     backend for torch's GPU tensors, or no device. Its count is watched then, so
-    that the first fallback of the process gets the Python API's RuntimeWarning
+    that the first fallback of the process gets the Python API's FallbackWarning
     (a c10 warning from a torch.ops call reaches only stderr)."""
     status = _core.gpu_status("hip" if torch.version.hip else "cuda")
     return not (status["compiled"] and status["device_count"] > 0)

@@ -385,7 +385,7 @@ def test_gpu_arrays_without_a_usable_backend_fall_back_to_the_host(rng, monkeypa
     adv = FakeGpuArray(np.full((5, 33), np.nan, np.float32))
     sums = FakeGpuArray(np.full(5, np.nan, np.float32))
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)  # the once-per-process fallback warning
+        warnings.simplefilter("ignore", puffadv.FallbackWarning)  # the once-per-process fallback warning
         out = puffadv.gae(fake(e["rewards"]), fake(e["values"]), fake(e["terminated"]), fake(e["truncated"]),
                           bootstrap_values=fake(e["bootstrap_values"]), gamma=GAMMA, gae_lambda=LAM,
                           advantages=adv, returns=False, sums=sums)

@@ -546,7 +546,7 @@ def test_cuda_tensors_without_cuda_backend_fall_back_visibly(monkeypatch):
     assert len(messages) == (1 if before == 0 else 0), messages  # once per process
     if messages:
         assert "pip install . -C cmake.define.PUFF_CUDA=ON" in messages[0]
-        assert [w.category for w in caught if str(w.message) == messages[0]] == [RuntimeWarning]
+        assert [w.category for w in caught if str(w.message) == messages[0]] == [puffadv.FallbackWarning]
     assert puffadv.backend()["fallback"]["calls"] == before + 2
     monkeypatch.setenv("PUFFADV_FALLBACK", "error")
     with pytest.raises(RuntimeError, match="PUFFADV_FALLBACK=error"):
@@ -572,4 +572,4 @@ def test_first_fallback_of_a_process_warns_once():
                           env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path), PUFFADV_FALLBACK="warn"),
                           timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
-    assert done.stdout.split("\n")[0] == "[('RuntimeWarning', True)]"
+    assert done.stdout.split("\n")[0] == "[('FallbackWarning', True)]"
