@@ -1,7 +1,6 @@
 // See cpu_threads.hpp.
 #include "cpu_threads.hpp"
 
-#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -46,25 +45,36 @@ bool poll(const Done& done) {
     }
 }
 
-// A job is published by storing a new `job` word (under `lock`, so that a
-// worker going to sleep cannot miss it): a generation count and the number of
-// parts workers take, [1, parts), in one atomic so a worker reads both at once.
-// task and context are written before it and read only by workers taking part,
-// which the owner waits for before it writes the next job.
-constexpr int kPartBits = 16;  // parts <= 1024 (cpu_thread_count's cap) fit
-std::uint64_t job_word(std::uint64_t generation, int parts) {
-    return generation << kPartBits | static_cast<std::uint64_t>(parts);
-}
+// The current job in one atomic word: its generation, its number of parts, and
+// the next part nobody has claimed. Every thread, the owner included, claims
+// parts from it until none is left, so a worker the scheduler is slow to run
+// delays nothing: the owner does its part too (with static parts, a call on the
+// loaded machine waited up to a scheduler tick for one late worker).
+struct job_word {
+    static constexpr int kBits = 16;  // parts <= 1024 (cpu_thread_count's cap) fit
+    static constexpr std::uint64_t kMask = (std::uint64_t{1} << kBits) - 1;
+    std::uint64_t word;
+    std::uint32_t generation() const { return static_cast<std::uint32_t>(word >> (2 * kBits)); }
+    int parts() const { return static_cast<int>((word >> kBits) & kMask); }
+    int next() const { return static_cast<int>(word & kMask); }
+    static std::uint64_t make(std::uint32_t generation, int parts) {
+        return std::uint64_t{generation} << (2 * kBits) | static_cast<std::uint64_t>(parts) << kBits;
+    }
+};
 
+// A job is published by storing a new word (under `lock`, so that a worker
+// going to sleep cannot miss it). task and context are written before it and
+// read only after a part is claimed; the owner writes the next job only when
+// every claimed part has finished.
 struct pool {
     std::mutex owner;  // held by the one call that uses the workers, and across fork()
     std::mutex lock;   // for sleeping and waking
     std::condition_variable wake, finished;
-    std::vector<std::thread> workers;  // worker i runs part i + 1; only the owner touches this
+    std::vector<std::thread> workers;  // only the owner touches this
     int sleepers = 0;                  // workers waiting on `wake` (under `lock`)
-    std::uint64_t generation = 0;      // the owner's count of jobs
+    std::uint32_t generation = 0;      // the owner's count of jobs (wrapping)
     std::atomic<std::uint64_t> job{0};
-    std::atomic<int> unfinished{0};
+    std::atomic<int> unfinished{0};   // parts not yet done
     std::atomic<bool> polling{true};  // false once there are more threads than cores
     void (*task)(void*, int) = nullptr;
     void* context = nullptr;
@@ -77,26 +87,39 @@ struct pool {
 pool* the_pool = nullptr;
 std::once_flag created;
 
-void work(pool* p, int part, std::uint64_t seen) {
+// Claims and runs parts of job `generation` until none is left.
+void run_claimed(pool& p, std::uint32_t generation) {
+    job_word w{p.job.load(std::memory_order_acquire)};
+    for (;;) {
+        if (w.generation() != generation || w.next() >= w.parts()) return;
+        if (!p.job.compare_exchange_weak(w.word, w.word + 1, std::memory_order_acq_rel,
+                                         std::memory_order_acquire))
+            continue;  // w now holds the current word
+        p.task(p.context, w.next());
+        if (p.unfinished.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+            std::lock_guard<std::mutex> guard(p.lock);
+            p.finished.notify_one();
+        }
+        w.word = p.job.load(std::memory_order_acquire);
+    }
+}
+
+void work(pool* p, std::uint32_t seen) {
 #if defined(__linux__)
     pthread_setname_np(pthread_self(), "puffadv-cpu");  // as top -H and /proc show it
 #endif
     for (;;) {
-        auto published = [&] { return p->job.load(std::memory_order_acquire) >> kPartBits != seen; };
+        auto published = [&] {
+            return job_word{p->job.load(std::memory_order_acquire)}.generation() != seen;
+        };
         if (!p->polling.load(std::memory_order_relaxed) || !poll(published)) {
             std::unique_lock<std::mutex> guard(p->lock);
             ++p->sleepers;
             p->wake.wait(guard, published);
             --p->sleepers;
         }
-        const std::uint64_t word = p->job.load(std::memory_order_acquire);
-        seen = word >> kPartBits;
-        if (part >= static_cast<int>(word & ((1u << kPartBits) - 1))) continue;  // not needed this time
-        p->task(p->context, part);
-        if (p->unfinished.fetch_sub(1, std::memory_order_acq_rel) == 1) {
-            std::lock_guard<std::mutex> guard(p->lock);
-            p->finished.notify_one();
-        }
+        seen = job_word{p->job.load(std::memory_order_acquire)}.generation();
+        run_claimed(*p, seen);
     }
 }
 
@@ -118,9 +141,10 @@ pool& get_pool() {
     return *the_pool;
 }
 
-// Workers for parts [1, parts), as many as can be started; returns how many there are.
-int grow(pool& p, int parts) {
-    if (static_cast<int>(p.workers.size()) >= parts - 1) return static_cast<int>(p.workers.size());
+// At least `count` workers if they can be started (out of threads, the owner
+// does more of the parts itself).
+void grow(pool& p, int count) {
+    if (static_cast<int>(p.workers.size()) >= count) return;
 #if PUFF_POSIX_THREADS
     // Workers start with every signal blocked (a thread inherits its creator's
     // mask): signal handlers, Python's included, run on the callers' threads.
@@ -128,10 +152,10 @@ int grow(pool& p, int parts) {
     sigfillset(&all);
     pthread_sigmask(SIG_SETMASK, &all, &previous);
 #endif
-    while (static_cast<int>(p.workers.size()) < parts - 1) {
+    while (static_cast<int>(p.workers.size()) < count) {
         try {
-            p.workers.emplace_back(work, &p, static_cast<int>(p.workers.size()) + 1, p.generation);
-        } catch (const std::system_error&) {  // out of threads: the caller does the rest
+            p.workers.emplace_back(work, &p, p.generation);
+        } catch (const std::system_error&) {
             break;
         }
     }
@@ -141,7 +165,6 @@ int grow(pool& p, int parts) {
     // Polling threads beyond the cores would take turns with the ones doing the work.
     static const unsigned cores = std::thread::hardware_concurrency();
     p.polling.store(cores == 0 || p.workers.size() < cores, std::memory_order_relaxed);
-    return static_cast<int>(p.workers.size());
 }
 
 }  // namespace
@@ -157,18 +180,18 @@ void run_parts(int parts, void (*task)(void*, int), void* context) {
         for (int part = 0; part < parts; ++part) task(context, part);
         return;
     }
-    // Parts [1, shared) go to workers; the rest stay on this thread.
-    const int shared = std::min(parts, grow(p, parts) + 1);
+    grow(p, parts - 1);
+    std::uint32_t generation;
     {
         std::lock_guard<std::mutex> guard(p.lock);
         p.task = task;
         p.context = context;
-        p.unfinished.store(shared - 1, std::memory_order_relaxed);
-        p.job.store(job_word(++p.generation, shared), std::memory_order_release);
+        p.unfinished.store(parts, std::memory_order_relaxed);
+        generation = ++p.generation;
+        p.job.store(job_word::make(generation, parts), std::memory_order_release);
         if (p.sleepers > 0) p.wake.notify_all();
     }
-    task(context, 0);
-    for (int part = shared; part < parts; ++part) task(context, part);
+    run_claimed(p, generation);
     auto done = [&] { return p.unfinished.load(std::memory_order_acquire) == 0; };
     if (!poll(done)) {
         std::unique_lock<std::mutex> guard(p.lock);
