@@ -3,8 +3,10 @@
 Each example builds a whole call: every array gets its own dtype, framework and
 memory layout (contiguous, column-major, stepped, negative, zero and huge
 strides, self-overlapping, misaligned, read-only), some arguments are not arrays
-at all, outputs may alias inputs, and the scalars range over good values, bad
-values and non-numbers. The one rule checked: the call returns the float64
+at all or arrays DLPack cannot carry (NumPy byte orders and dtype kinds, torch
+sparse, quantized and meta tensors), outputs may alias inputs, and the scalars
+range over good values, bad values and non-numbers. A third fuzz hands puffadv
+DLPack producers that lie in their capsules (dlpack_producers.py). The one rule checked: the call returns the float64
 reference's answer (tests/python/reference.py), writing nothing outside the
 output, or raises TypeError/ValueError, the class the faults in the call imply,
 with a message naming the argument at fault. Never a crash, never another
