@@ -8,7 +8,7 @@ endif()
 find_package(nanobind CONFIG REQUIRED)
 
 nanobind_add_module(_core NB_STATIC src/bindings.cpp src/bindings_arrays.cpp src/bindings_exchange.cpp
-                    src/bindings_conventions.cpp)
+                    src/bindings_export_errors.cpp src/bindings_conventions.cpp)
 target_link_libraries(_core PRIVATE puffadv)
 puff_configure_cxx_target(_core)
 # The core library sits in puffadv/lib inside the installed package.

@@ -74,11 +74,4 @@ bool exchanged_array::import(nanobind::handle obj) {
     return true;
 }
 
-std::int64_t exchanged_array::stride(std::size_t i) const {
-    if (t_.strides) return t_.strides[i];
-    std::int64_t row_major = 1;
-    for (std::size_t k = i + 1; k < ndim(); ++k) row_major *= t_.shape[k];
-    return row_major;
-}
-
 }  // namespace puffadv::bindings

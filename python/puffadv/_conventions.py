@@ -130,6 +130,10 @@ def _given(specs: tuple) -> list:
 def _allocate(framework, rewards, values, time_axis, specs: tuple, outputs: list) -> list:
     """The output arrays: `outputs` (the given ones, from _given) with each True
     spec's array allocated in place ([rows, horizon] like rewards, or [B] sums)."""
+    if framework == "dlpack" and any(spec is True for spec in specs):
+        # A plain producer may have no .shape or .dtype: allocate like what the core read of it.
+        framework = "numpy"
+        rewards, values = _frameworks.host_like(rewards, "rewards"), _frameworks.host_like(values, "values")
     series = None  # allocates one [rows, horizon] output; made on first use
     for k, spec in enumerate(specs):
         if spec is True:

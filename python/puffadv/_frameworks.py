@@ -25,13 +25,14 @@ def framework_of(x) -> str | None:
     if framework is not None:
         return framework
     if isinstance(x, np.ndarray):
-        framework = "numpy"
-    else:
-        module = type(x).__module__.split(".", 1)[0]
-        if module in ("torch", "cupy"):
-            framework = module
-        elif module in ("jax", "jaxlib"):
-            framework = "jax"
+        # An ndarray subclass: not cached, so that require_arrays sees every one
+        # (masked arrays are refused there).
+        return "numpy"
+    module = type(x).__module__.split(".", 1)[0]
+    if module in ("torch", "cupy"):
+        framework = module
+    elif module in ("jax", "jaxlib"):
+        framework = "jax"
     if framework is not None:
         _FRAMEWORK_OF_TYPE[type(x)] = framework
         return framework
@@ -102,7 +103,51 @@ def require_arrays(named: dict) -> str:
         if fw == "torch" and x.is_neg():
             raise ValueError(f"{name} is a negative view (torch's neg bit: its memory holds -x); "
                              f"call .resolve_neg() first")
+        if fw == "numpy" and type(x) is not np.ndarray:
+            check_ndarray_subclass(x, name)
+        elif fw == "dlpack":
+            check_producer(x, name)
     return framework
+
+
+def check_ndarray_subclass(x, name: str) -> None:
+    """A masked array exports its data through DLPack without its mask: reading
+    it would silently use the masked values, so it is refused by name."""
+    if isinstance(x, np.ma.MaskedArray):
+        raise TypeError(f"{name} is a numpy.ma.MaskedArray; puffadv would read its masked values as "
+                        f"data and drop the mask: pass {name}.filled(fill_value) (or the plain "
+                        f"{name}.data after deciding what masked steps mean)")
+
+
+def check_producer(x, name: str) -> None:
+    """A DLPack producer that is none of the known frameworks must say where its
+    data lives: __dlpack_device__() returns a (device_type, device_id) pair of ints."""
+    method = getattr(x, "__dlpack_device__", None)
+    if method is None:
+        return  # DLPack before 2021 had no __dlpack_device__: the capsule says where
+    try:
+        device = method()
+    except Exception as error:
+        raise TypeError(f"{name} ({describe(x)}): its __dlpack_device__() raised "
+                        f"{type(error).__name__}: {error}") from error
+    if not (isinstance(device, tuple) and len(device) == 2
+            and all(isinstance(v, numbers.Integral) and not isinstance(v, bool) for v in device)):
+        raise TypeError(f"{name} ({describe(x)}): its __dlpack_device__() returned {device!r}; "
+                        f"expected a (device_type, device_id) pair of ints")
+
+
+def host_like(x, name: str) -> np.ndarray:
+    """An empty NumPy array shaped like a plain DLPack producer's data, to allocate
+    outputs beside it. The core reads the producer (checking its capsule first)."""
+    from . import _core
+    shape, dtype, device = _core.describe_array(x, name)
+    if device != "cpu":
+        raise TypeError(f"{name} is a {describe(x)} in {device} memory; puffadv cannot allocate an "
+                        f"output beside it: pass the outputs explicitly")
+    if dtype == "bfloat16":
+        raise TypeError(f"{name} is a bfloat16 {describe(x)}, which NumPy cannot hold; puffadv cannot "
+                        f"allocate an output beside it: pass the outputs explicitly")
+    return np.empty(shape if shape is not None else (0, 0), dtype=dtype)
 
 
 def dlpack_device(x) -> tuple[int, int]:
@@ -110,8 +155,11 @@ def dlpack_device(x) -> tuple[int, int]:
     if isinstance(x, np.ndarray):
         return (_DLPACK_CPU, 0)
     if hasattr(x, "__dlpack_device__"):
-        kind, index = x.__dlpack_device__()
-        return (int(kind), int(index))
+        try:
+            kind, index = x.__dlpack_device__()
+            return (int(kind), int(index))
+        except Exception:  # a meta tensor, a deleted JAX array: the core names the argument
+            return (0, 0)  # no device: neither CPU nor GPU
     return (_DLPACK_CPU, 0)
 
 
@@ -241,12 +289,7 @@ def empty_like(framework: str, x, name: str = "values"):
         # A fresh buffer nobody else references, written once through DLPack; ready
         # before puffadv's kernel (on another stream) can write it.
         return (jnp.zeros(shape, dtype=x.dtype, device=x.device) + 0).block_until_ready()
-    if dlpack_device(x)[0] in (_DLPACK_CPU, _DLPACK_CUDA_HOST):
-        host = np.from_dlpack(x)
-        return np.empty(host.shape, dtype=host.dtype)
-    raise TypeError(
-        f"{name} is a {describe(x)} on a GPU; puffadv cannot allocate an output for it: "
-        f"pass advantages= explicitly")
+    return host_like(x, name)
 
 
 def torch_empty(like, shape, dtype):
@@ -282,9 +325,9 @@ def current_stream(framework: str, x, stream) -> int:
     if stream is not None:
         for attribute in ("cuda_stream", "ptr", "handle"):
             if hasattr(stream, attribute):
-                return int(getattr(stream, attribute))
+                return getattr(stream, attribute)  # the core checks it is a handle
         if isinstance(stream, numbers.Integral):
-            return int(stream)
+            return stream
         raise TypeError(f"stream must be an int handle, a torch.cuda.Stream or a cupy Stream, "
                         f"got {describe(stream)}")
     if framework == "torch":  # before is_gpu: a tensor's __dlpack_device__ is slow Python
@@ -314,15 +357,34 @@ def real_parameter(value, name: str) -> float:
     if type(value) is float:
         return value
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        # 0-d numeric arrays and tensors; a 0-d string or bool array is no more a number than a str.
-        numeric = getattr(getattr(value, "dtype", None), "kind", "f") in "iuf"
-        try:
-            if numeric and (getattr(value, "ndim", None) == 0 or getattr(value, "shape", None) == ()):
-                return _to_float(value, name)
-        except (TypeError, ValueError):
-            pass
-        raise TypeError(f"{name} must be a real number, got {describe(value)}")
+        return _zero_d_parameter(value, name)
     return _to_float(value, name)
+
+
+def _zero_d_parameter(value, name: str) -> float:
+    """A parameter that is not a Python number: a 0-d array or tensor of an integer
+    or real floating dtype, with data, is one; bool, complex and anything else
+    are not, in every framework alike (True is not 1.0, 0.5+0.3j is not 0.5)."""
+    shape = getattr(value, "shape", None)
+    if shape is None or tuple(shape) != ():
+        raise TypeError(f"{name} must be a real number, got {describe(value)}")
+    dtype = getattr(value, "dtype", None)
+    kind = getattr(dtype, "kind", None)  # NumPy, CuPy, JAX
+    if kind is None and dtype is not None:  # torch
+        kind = "c" if dtype.is_complex else "f" if dtype.is_floating_point else \
+            "b" if str(dtype) == "torch.bool" else "i" if str(dtype).startswith(("torch.int", "torch.uint")) else "?"
+    if kind not in ("i", "u", "f"):
+        raise TypeError(f"{name} must be a real number, got a 0-d {describe(value)} of dtype {dtype}")
+    if getattr(value, "is_meta", False):
+        raise TypeError(f"{name} is a 0-d tensor on the meta device, which holds no value; "
+                        f"pass a number")
+    try:
+        return _to_float(value, name)
+    except (TypeError, ValueError, RuntimeError) as error:
+        if isinstance(error, ValueError) and "finite" in str(error):
+            raise
+        raise TypeError(f"{name} must be a real number; float() of the 0-d {describe(value)} "
+                        f"raised {type(error).__name__}: {error}") from error
 
 
 def _to_float(value, name: str) -> float:
