@@ -5,6 +5,7 @@ import hook and its install command, and the fallback warning under PufferLib's
 warning filters. puffadv decides once per process, so each case is a fresh one."""
 from __future__ import annotations
 
+import importlib.machinery
 import os
 import subprocess
 import sys
@@ -16,6 +17,8 @@ import pytest
 torch = pytest.importorskip("torch")
 import puffadv  # noqa: E402
 import puffadv.pufferlib_compat as compat  # noqa: E402
+
+EXTENSION_SUFFIX = importlib.machinery.EXTENSION_SUFFIXES[0]  # this Python's tag, e.g. .cpython-311-x86_64-linux-gnu.so
 
 HERE = Path(__file__).resolve().parent
 CORE_STYLE_INIT = textwrap.dedent("""
@@ -57,7 +60,7 @@ def said(stderr: str) -> list[str]:
 
 
 def test_unloadable_extension_is_replaced_and_named_once(tmp_path):
-    root = fake_pufferlib(tmp_path, CORE_STYLE_INIT, {"_C.cpython-311-x86_64-linux-gnu.so": b"not ELF"})
+    root = fake_pufferlib(tmp_path, CORE_STYLE_INIT, {"_C" + EXTENSION_SUFFIX: b"not ELF"})
     done = run("""
         import puffadv.pufferlib_compat as compat
         import pufferlib, pufferlib._C
@@ -69,7 +72,7 @@ def test_unloadable_extension_is_replaced_and_named_once(tmp_path):
     lines = done.stdout.splitlines()
     assert lines[0] == "puffadv True True <module 'pufferlib._C' (puffadv)>"
     assert lines[1].startswith("same True ")
-    path = root / "pufferlib" / "_C.cpython-311-x86_64-linux-gnu.so"
+    path = root / "pufferlib" / ("_C" + EXTENSION_SUFFIX)
     [message] = said(done.stderr)  # once, however often it is imported
     prefix, suffix = compat.MESSAGES["replaced"].split("{error}")
     assert message.startswith(prefix.format(path=path) + "ImportError: ")
