@@ -95,6 +95,44 @@ def test_flag_dtypes_and_strided_views(rng, flag_dtype):
     assert ref.relative_error(out.returns, want_ret) <= 1e-5
 
 
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("flag_dtype", [bool, np.float32])
+@pytest.mark.parametrize("time_axis", [-1, 0])
+def test_many_rows_in_blocks_tiles_and_threads(rng, kind, flag_dtype, time_axis):
+    """Enough rows for several row blocks (time-major), tiles and both threads,
+    rows and steps that are no multiple of a vector (padded remainders)."""
+    rows, horizon = 603, int(rng.choice([8, 45]))
+    e = ref.random_episodes(rng, rows, horizon, np.float32)
+    want_adv, want_ret = expected(kind, e, "bootstrap_values", True)
+    lay = (lambda x: x) if time_axis == -1 else (lambda x: np.ascontiguousarray(x.T))
+    kw = dict(gamma=GAMMA, gae_lambda=LAM, rho_clip=RHO, c_clip=C, time_axis=time_axis)
+    if kind == "vtrace":
+        kw["rho_pg_clip"] = RHO_PG
+    adv, ret, sums = run(kind, lay(e["rewards"]), lay(e["values"]), lay(e["terminated"].astype(flag_dtype)),
+                         lay(e["truncated"].astype(flag_dtype)), bootstrap_values=lay(e["bootstrap_values"]),
+                         importance=lay(e["importance"]), **kw)
+    back = (lambda x: x) if time_axis == -1 else (lambda x: x.T)
+    assert ref.relative_error(back(adv), want_adv) <= 1e-5
+    assert ref.relative_error(back(ret), want_ret) <= 1e-5
+    check_sums(sums, want_adv, 1e-4)
+
+
+@pytest.mark.parametrize("time_axis", [-1, 0])
+@pytest.mark.parametrize("flag_dtype", [bool, np.float32])
+def test_first_step_both_terminated_and_truncated_is_named(time_axis, flag_dtype):
+    """The error names the first such step in [rows, horizon] order, whatever
+    order the kernels and threads met them in."""
+    e = ref.random_episodes(np.random.default_rng(1), 603, 45, np.float32)
+    term, trunc = e["terminated"].copy(), e["truncated"].copy()
+    for row, t in [(590, 3), (301, 40), (301, 17), (412, 0)]:
+        term[row, t] = trunc[row, t] = True
+    lay = (lambda x: x) if time_axis == -1 else (lambda x: np.ascontiguousarray(x.T))
+    with pytest.raises(ValueError, match="both set at row 301, step 17 "):
+        puffadv.gae(lay(e["rewards"]), lay(e["values"]), lay(term.astype(flag_dtype)),
+                    lay(trunc.astype(flag_dtype)), bootstrap_values=lay(e["bootstrap_values"]),
+                    time_axis=time_axis)
+
+
 def test_outputs_written_in_place_and_poisoned_first(rng):
     e = ref.random_episodes(rng, 6, 40, np.float32)
     adv = np.full((6, 40), np.nan, np.float32)
