@@ -309,6 +309,41 @@ block_scratch<C>& scratch_for(int n, bool sums) {
     return s;
 }
 
+template <typename C>
+constexpr int kLineElements = 64 / sizeof(C);  // a cache line
+
+// The lines of step t - 1, prefetched one cache line ahead of the reads and
+// writes of step t: beside them, the hardware prefetcher restarted at every
+// page of every step's line. 65536x128 f32 time-major GAE, one thread, 8192-row
+// blocks: 8.0 -> 6.4 ms (4096 rows: 8.8 -> 6.4; 16384: 7.1 -> 6.3).
+struct next_step_lines {
+    const char *rewards = nullptr, *values = nullptr, *flags = nullptr, *importance = nullptr;
+    char *advantages = nullptr, *returns = nullptr;
+    int flag_size = 0;
+
+    template <typename C>
+    next_step_lines(const kernel_args<C>& a, std::int64_t first, std::int64_t t) {
+        if (t == 0) return;
+        auto line = [&](const view& v) { return v.present ? static_cast<char*>(v.at(first, t - 1)) : nullptr; };
+        rewards = line(a.rewards), values = line(a.values), flags = line(a.dones);
+        importance = line(a.importance), advantages = line(a.advantages), returns = line(a.returns);
+        flag_size = a.dones.size;
+    }
+    /// Element i of every line, C being the float type (called once per cache line of
+    /// floats: byte flags get their lines four times, truncations none).
+    template <typename C>
+    PUFF_SIMD_INLINE void prefetch(std::int64_t i) const {
+        if (!rewards) return;
+        const std::int64_t at = i * std::int64_t(sizeof(C));
+        __builtin_prefetch(rewards + at);
+        __builtin_prefetch(values + at);
+        __builtin_prefetch(flags + i * flag_size);
+        if (importance) __builtin_prefetch(importance + at);
+        if (advantages) __builtin_prefetch(advantages + at, 1);
+        if (returns) __builtin_prefetch(returns + at, 1);
+    }
+};
+
 // Rows [first, first + n) step back through time together: at each step the
 // block's rows are adjacent, read as long runs (the blocks are large for that:
 // simd_block_rows).
@@ -339,10 +374,13 @@ PUFF_SIMD_CLONES bad_step rows_across_time(const kernel_args<C>& a, std::int64_t
         const C* imp = kImp ? at<C>(a.importance, first, t) : nullptr;
         C* adv = out_at<C>(a.advantages, first, t);
         C* ret = out_at<C>(a.returns, first, t);
-        for (int i = 0; i < full; i += W<C>)
+        const next_step_lines ahead(a, first, t);
+        for (int i = 0; i < full; i += W<C>) {
+            if (i % kLineElements<C> == 0) ahead.prefetch<C>(i);
             rows_step<C, F, kImp, kPg>(a, k, first + i, t, r + i, v + i, v_next + i, term + i,
                                        trunc ? trunc + i : nullptr, imp + (kImp ? i : 0), carry + i,
                                        adv ? adv + i : nullptr, ret ? ret + i : nullptr, sums_at(i), bad);
+        }
         if (full < n) {
             const int rest = n - full;
             alignas(32) C r_pad[W<C>] = {}, v_pad[W<C>] = {}, vn_pad[W<C>] = {}, imp_pad[W<C>] = {};
