@@ -602,7 +602,8 @@ void block_rows(const kernel_args<C>& a, std::int64_t first, int n, data_error& 
 template <typename C>
 void run(const kernel_args<C>& a, bool time_contiguous) {
     data_error error;
-    const std::int64_t unit = time_contiguous ? kTileRows : a.simd ? simd_block_rows(a.rows) : kBlockRows;
+    const std::int64_t unit = time_contiguous ? (a.simd ? kSimdTileRows : kTileRows)
+                                              : (a.simd ? simd_block_rows(a.rows) : kBlockRows);
     const std::int64_t units = (a.rows + unit - 1) / unit;
     const std::int64_t by_work = std::max<std::int64_t>(1, a.rows * a.horizon / kElementsPerThread);
     const int threads = static_cast<int>(std::min<std::int64_t>({cpu_thread_count(), units, by_work}));
@@ -693,6 +694,7 @@ void run_standard(const standard_arrays& a, const standard_params& p) {
         all_time_contiguous({&k.values, &k.rewards, &k.dones, &k.truncated, &k.importance, &k.advantages,
                              &k.returns});
     k.simd = standard_simd_serves(k, contiguous);
+    k.stream = k.simd && standard_simd_streams(k, contiguous);
     run(k, contiguous);
 }
 

@@ -11,6 +11,15 @@
 
 namespace puffadv::detail {
 
+/// Rows per unit of thread work for the SIMD kernel on time-contiguous rows
+/// (the general kernel takes 8): each unit ends with a store fence when the
+/// outputs are streamed, and units of 8 rows made 2 threads slower than one.
+constexpr int kSimdTileRows = 64;
+
+/// Outputs of at least this many bytes are streamed past the caches (see
+/// standard_simd_streams): they would not stay cached beside the inputs.
+constexpr std::int64_t kStreamingBytes = std::int64_t(1) << 24;
+
 /// Rows per unit of thread work on layouts whose steps are not adjacent
 /// (time-major [T, B] data above all): the row-block traversal.
 constexpr int kBlockRows = 256;
@@ -52,7 +61,8 @@ template <typename C>
 struct kernel_args {
     producer kind;
     bool pg;    // V-trace: the advantages output is the pg advantage
-    bool simd;  // the one-pass SIMD kernels serve this call (standard_simd_serves)
+    bool simd;    // the one-pass SIMD kernels serve this call (standard_simd_serves)
+    bool stream;  // ... and store the outputs past the caches (standard_simd_streams)
     std::int64_t rows, horizon;
     view values, rewards, dones, truncated, last_value, bootstrap, importance;  // dones: puff dones / terminated
     view advantages, returns, abs_sums, sums, square_sums;
@@ -73,6 +83,13 @@ struct bad_step {
 /// steps adjacent (`time_contiguous`) or its rows adjacent (otherwise).
 template <typename C>
 bool standard_simd_serves(const kernel_args<C>& a, bool time_contiguous);
+
+/// Whether the SIMD kernels should store the outputs past the caches: outputs
+/// too large to stay cached for whoever reads them next, whose rows (or time-
+/// major lines) start 16-byte aligned. Saves reading each output line before
+/// writing it: 65536x128 f32 GAE, one thread, X -> Y ms.
+template <typename C>
+bool standard_simd_streams(const kernel_args<C>& a, bool time_contiguous);
 
 /// The standard estimate of rows [first, first + count): time-contiguous rows
 /// one at a time; or, for row-adjacent layouts, the rows (a block of

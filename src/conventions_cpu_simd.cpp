@@ -103,6 +103,18 @@ void write_sums(const kernel_args<C>& a, std::int64_t row, const double* totals)
     }
 }
 
+// An output's W lanes at p (null: not requested), past the caches if `stream`
+// (a copy of a.stream: the streaming stores may alias anything, so a.stream
+// itself would be reloaded after each).
+template <typename C>
+PUFF_SIMD_INLINE void store_output(bool stream, C* p, V<C> x) {
+    if (!p) return;
+    if (stream)
+        simd::stream<C>(p, x);
+    else
+        simd::store<C>(p, x);
+}
+
 // V' where truncated: lanes of `truncated` take bootstrap_values at (rows[i], steps[i]).
 // Also finds a step both terminated and truncated (an error the caller reports).
 template <typename C>
@@ -149,7 +161,7 @@ PUFF_SIMD_INLINE void prefetch_bootstraps(const F* flags, std::int64_t n, const 
 template <typename C, typename F, bool kImp, bool kPg>
 PUFF_SIMD_INLINE void steps_block(const kernel_args<C>& a, const coefficients<C>& k, std::int64_t row,
                                   std::int64_t t, const C* r, const C* v, V<C> v_next, const F* term,
-                                  const F* trunc, const C* imp, V<C>& chained, C* adv, C* ret,
+                                  const F* trunc, const C* imp, V<C>& chained, C* adv, C* ret, bool stream,
                                   simd::double_sums* sums, bad_step& bad) {
     const V<C> values = simd::load<C>(v);
     const M<C> terminated = simd::set_lanes<C>(term);
@@ -168,8 +180,8 @@ PUFF_SIMD_INLINE void steps_block(const kernel_args<C>& a, const coefficients<C>
     V<C> out = advantage;
     if (kPg) out = m.q + m.p * simd::shift_in<C>(advantage, chained);  // needs A_{t+1} .. A_{t+W}
     chained = simd::broadcast_first<C>(advantage);
-    if (adv) simd::store<C>(adv, out);
-    if (ret) simd::store<C>(ret, advantage + values);
+    store_output(stream, adv, out);
+    store_output(stream, ret, advantage + values);
     if (sums) sums->add(out);
 }
 
@@ -179,12 +191,12 @@ PUFF_SIMD_INLINE void steps_block(const kernel_args<C>& a, const coefficients<C>
 template <typename C, typename F, bool kImp, bool kPg>
 PUFF_SIMD_INLINE void top_block(const kernel_args<C>& a, const coefficients<C>& k, std::int64_t row,
                                 std::int64_t t, int n, const C* r, const C* v, const F* term, const F* trunc,
-                                const C* imp, C end, V<C>& chained, C* adv, C* ret,
+                                const C* imp, C end, V<C>& chained, C* adv, C* ret, bool stream,
                                 simd::double_sums* sums, bad_step& bad) {
     if (n == W<C>) {
         const V<C> v_next = simd::shift_in<C>(simd::load<C>(v), simd::splat<C>(end));
         return steps_block<C, F, kImp, kPg>(a, k, row, t, r, v, v_next, term, trunc, imp, chained, adv, ret,
-                                            sums, bad);
+                                            stream, sums, bad);
     }
     alignas(32) C r_pad[W<C>] = {}, v_pad[W<C>] = {}, vn_pad[W<C>] = {}, imp_pad[W<C>] = {};
     alignas(32) C adv_pad[W<C>], ret_pad[W<C>];
@@ -200,7 +212,7 @@ PUFF_SIMD_INLINE void top_block(const kernel_args<C>& a, const coefficients<C>& 
     // The padding's lanes come out +0 and add nothing to the sums.
     steps_block<C, F, kImp, kPg>(a, k, row, t, r_pad, v_pad, simd::load<C>(vn_pad), term_pad,
                                  trunc ? trunc_pad : nullptr, imp_pad, chained, adv ? adv_pad : nullptr,
-                                 ret ? ret_pad : nullptr, sums, bad);
+                                 ret ? ret_pad : nullptr, false, sums, bad);
     if (adv) std::copy(adv_pad, adv_pad + n, adv);
     if (ret) std::copy(ret_pad, ret_pad + n, ret);
 }
@@ -214,6 +226,7 @@ PUFF_SIMD_CLONES bad_step rows_along_time(const kernel_args<C>& a, std::int64_t 
     const bool want_sums = wants_sums(a.abs_sums, a.sums, a.square_sums);
     const std::int64_t horizon = a.horizon;
     const int top = static_cast<int>((horizon - 1) % W<C>) + 1;  // steps in the top block: 1 .. W
+    const bool stream = a.stream;
     bad_step bad;
     if (horizon == 0) {  // nothing to estimate, but the row sums are written: zeros
         const double zeros[3] = {0, 0, 0};
@@ -240,17 +253,19 @@ PUFF_SIMD_CLONES bad_step rows_along_time(const kernel_args<C>& a, std::int64_t 
         std::int64_t t = horizon - top;
         top_block<C, F, kImp, kPg>(a, k, row, t, top, r + t, v + t, term + t, trunc ? trunc + t : nullptr,
                                    imp + (kImp ? t : 0), value_after_end(a, row), chained,
-                                   adv ? adv + t : nullptr, ret ? ret + t : nullptr, sums_or_null, bad);
+                                   adv ? adv + t : nullptr, ret ? ret + t : nullptr, stream, sums_or_null, bad);
         for (t -= W<C>; t >= 0; t -= W<C>)
             steps_block<C, F, kImp, kPg>(a, k, row, t, r + t, v + t, simd::load<C>(v + t + 1), term + t,
                                          trunc ? trunc + t : nullptr, imp + (kImp ? t : 0), chained,
-                                         adv ? adv + t : nullptr, ret ? ret + t : nullptr, sums_or_null, bad);
+                                         adv ? adv + t : nullptr, ret ? ret + t : nullptr, stream, sums_or_null,
+                                         bad);
         if (want_sums) {
             double totals[3] = {0, 0, 0};
             sums.total_into(totals);
             write_sums(a, row, totals);
         }
     }
+    if (stream) simd::fence();
     return bad;
 }
 
@@ -266,8 +281,8 @@ struct row_sums {
 template <typename C, typename F, bool kImp, bool kPg>
 PUFF_SIMD_INLINE void rows_step(const kernel_args<C>& a, const coefficients<C>& k, std::int64_t row,
                                 std::int64_t t, const C* r, const C* v, const C* v_next, const F* term,
-                                const F* trunc, const C* imp, C* carry, C* adv, C* ret, const row_sums& sums,
-                                bad_step& bad) {
+                                const F* trunc, const C* imp, C* carry, C* adv, C* ret, bool stream,
+                                const row_sums& sums, bad_step& bad) {
     const V<C> values = simd::load<C>(v);
     V<C> next = simd::load<C>(v_next);
     const M<C> terminated = simd::set_lanes<C>(term);
@@ -285,8 +300,8 @@ PUFF_SIMD_INLINE void rows_step(const kernel_args<C>& a, const coefficients<C>& 
     const V<C> advantage = m.delta + m.decay * later;
     simd::store<C>(carry, advantage);
     const V<C> out = kPg ? m.q + m.p * later : advantage;
-    if (adv) simd::store<C>(adv, out);
-    if (ret) simd::store<C>(ret, advantage + values);
+    store_output(stream, adv, out);
+    store_output(stream, ret, advantage + values);
     if (sums.abs) simd::add_to_lanes(out, sums.abs, sums.sum, sums.square);
 }
 
@@ -326,7 +341,8 @@ struct next_step_lines {
         if (t == 0) return;
         auto line = [&](const view& v) { return v.present ? static_cast<char*>(v.at(first, t - 1)) : nullptr; };
         rewards = line(a.rewards), values = line(a.values), flags = line(a.dones);
-        importance = line(a.importance), advantages = line(a.advantages), returns = line(a.returns);
+        importance = line(a.importance);
+        if (!a.stream) advantages = line(a.advantages), returns = line(a.returns);  // streamed: no line to fetch
         flag_size = a.dones.size;
     }
     /// Element i of every line, C being the float type (called once per cache line of
@@ -360,6 +376,7 @@ PUFF_SIMD_CLONES bad_step rows_across_time(const kernel_args<C>& a, std::int64_t
         return sums ? row_sums{sums + i, sums + pitch + i, sums + 2 * pitch + i} : row_sums{};
     };
     const int full = n - n % W<C>;  // rows in whole vectors; the rest go through padded copies
+    const bool stream = a.stream;
     bad_step bad;
     std::fill(carry, carry + pitch, C(0));
     if (a.horizon > 0)
@@ -379,7 +396,7 @@ PUFF_SIMD_CLONES bad_step rows_across_time(const kernel_args<C>& a, std::int64_t
             if (i % kLineElements<C> == 0) ahead.prefetch<C>(i);
             rows_step<C, F, kImp, kPg>(a, k, first + i, t, r + i, v + i, v_next + i, term + i,
                                        trunc ? trunc + i : nullptr, imp + (kImp ? i : 0), carry + i,
-                                       adv ? adv + i : nullptr, ret ? ret + i : nullptr, sums_at(i), bad);
+                                       adv ? adv + i : nullptr, ret ? ret + i : nullptr, stream, sums_at(i), bad);
         }
         if (full < n) {
             const int rest = n - full;
@@ -394,7 +411,7 @@ PUFF_SIMD_CLONES bad_step rows_across_time(const kernel_args<C>& a, std::int64_t
             if (kImp) std::copy(imp + full, imp + n, imp_pad);
             rows_step<C, F, kImp, kPg>(a, k, first + full, t, r_pad, v_pad, vn_pad, term_pad,
                                        trunc ? trunc_pad : nullptr, imp_pad, carry + full,
-                                       adv ? adv_pad : nullptr, ret ? ret_pad : nullptr, sums_at(full), bad);
+                                       adv ? adv_pad : nullptr, ret ? ret_pad : nullptr, false, sums_at(full), bad);
             if (adv) std::copy(adv_pad, adv_pad + rest, adv + full);
             if (ret) std::copy(ret_pad, ret_pad + rest, ret + full);
         }
@@ -404,6 +421,7 @@ PUFF_SIMD_CLONES bad_step rows_across_time(const kernel_args<C>& a, std::int64_t
             const double totals[3] = {sums[i], sums[pitch + i], sums[2 * pitch + i]};
             write_sums(a, first + i, totals);
         }
+    if (stream) simd::fence();
     return bad;
 }
 
@@ -461,6 +479,18 @@ bool standard_simd_serves(const kernel_args<C>& a, bool time_contiguous) {
 }
 
 template <typename C>
+bool standard_simd_streams(const kernel_args<C>& a, bool time_contiguous) {
+    std::int64_t bytes = 0;
+    for (const view* v : {&a.advantages, &a.returns}) {
+        if (!v->present) continue;
+        const std::int64_t outer = (time_contiguous ? v->row_stride : v->col_stride) * v->size;
+        if (reinterpret_cast<std::uintptr_t>(v->base) % 16 != 0 || outer % 16 != 0) return false;
+        bytes += a.rows * a.horizon * v->size;
+    }
+    return bytes >= kStreamingBytes;
+}
+
+template <typename C>
 bad_step standard_simd_rows(const kernel_args<C>& a, std::int64_t first, int count) {
     return run<C, true>(a, first, count);
 }
@@ -472,6 +502,8 @@ bad_step standard_simd_block(const kernel_args<C>& a, std::int64_t first, int co
 
 template bool standard_simd_serves(const kernel_args<float>&, bool);
 template bool standard_simd_serves(const kernel_args<double>&, bool);
+template bool standard_simd_streams(const kernel_args<float>&, bool);
+template bool standard_simd_streams(const kernel_args<double>&, bool);
 template bad_step standard_simd_rows(const kernel_args<float>&, std::int64_t, int);
 template bad_step standard_simd_rows(const kernel_args<double>&, std::int64_t, int);
 template bad_step standard_simd_block(const kernel_args<float>&, std::int64_t, int);

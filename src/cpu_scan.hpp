@@ -16,6 +16,10 @@
 #include <cstring>
 #include <utility>
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
 // Runtime dispatch for the kernels that use these vectors: an AVX2 clone picked
 // by the loader on CPUs that have it, the portable SSE2 baseline everywhere else.
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(PUFF_NO_CLONES)
@@ -73,6 +77,31 @@ PUFF_SIMD_INLINE vec<T> load(const T* p) {
 template <typename T>
 PUFF_SIMD_INLINE void store(T* p, vec<T> v) {
     *reinterpret_cast<typename lanes<T>::unaligned*>(p) = v;
+}
+
+/// Stores v at p (16-byte aligned) past the caches, where the target has such
+/// stores (SSE2: two 16-byte halves, the same code in every clone); callers
+/// fence() before their results are read. Elsewhere a plain store.
+template <typename T>
+PUFF_SIMD_INLINE void stream(T* p, vec<T> v) {
+#if defined(__SSE2__)
+    if constexpr (sizeof(T) == 4) {
+        _mm_stream_ps(p, (__m128)__builtin_shufflevector(v, v, 0, 1, 2, 3));
+        _mm_stream_ps(p + 4, (__m128)__builtin_shufflevector(v, v, 4, 5, 6, 7));
+    } else {
+        _mm_stream_pd(p, (__m128d)__builtin_shufflevector(v, v, 0, 1));
+        _mm_stream_pd(p + 2, (__m128d)__builtin_shufflevector(v, v, 2, 3));
+    }
+#else
+    store<T>(p, v);
+#endif
+}
+
+/// Orders the stream() stores before any later store (another thread may read them next).
+PUFF_SIMD_INLINE void fence() {
+#if defined(__SSE2__)
+    _mm_sfence();
+#endif
 }
 
 template <typename T>
