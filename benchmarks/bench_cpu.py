@@ -220,11 +220,14 @@ def peer_table(rows, horizon, threads, reps, copy_gbps):
     missing = []
     try:
         import torch
+        import torchrl.objectives.value.functional  # noqa: F401
     except ImportError as error:
-        torch, missing = None, missing + [f"TorchRL ({error})"]
+        torch = None
+        missing.append(f"TorchRL ({error})")
     try:
         import rlax  # noqa: F401
     except ImportError as error:
+        rlax = None
         missing.append(f"rlax ({error})")
     bt, tb, last_value = make_inputs(np.random.default_rng(1), rows, horizon)
     table = Table(copy_gbps)
@@ -234,17 +237,19 @@ def peer_table(rows, horizon, threads, reps, copy_gbps):
         fn = puffadv_call(kind, bt, last_value, ours, -1)
         with_threads(threads, fn)()
         numpy_out = outputs_for(kind, (horizon, rows))
-        numpy_s = table.add(kind, "[T, B]", "NumPy loop over time", 1,
-                            best_seconds(numpy_call(kind, tb, last_value, numpy_out), reps), nbytes)
+        numpy_fn = numpy_call(kind, tb, last_value, numpy_out)
+        numpy_fn()
+        check_equal(f"{kind} NumPy loop", [(o, w.T) for o, w in zip(ours, numpy_out)])
+        numpy_s = table.add(kind, "[T, B]", "NumPy loop over time", 1, best_seconds(numpy_fn, reps), nbytes)
         for n in sorted({1, threads}):
             table.add(kind, "[B, T]", "puffadv", n, best_seconds(with_threads(n, fn), reps), nbytes, numpy_s)
-        if torch is not None and "TorchRL" not in " ".join(missing):
+        if torch is not None:
             for name, call in torchrl_calls(kind, bt, last_value).items():
                 check_equal(f"{kind} {name}", [(o, g[..., 0]) for o, g in zip(ours, call())], 2e-4)
                 for n in sorted({1, threads}):
                     torch.set_num_threads(n)
                     table.add(kind, "[B, T, 1]", name, n, best_seconds(call, reps), nbytes, numpy_s)
-        if "rlax" not in " ".join(missing):
+        if rlax is not None:
             call = rlax_call(kind, bt, last_value)
             check_equal(f"{kind} rlax", [(o, np.asarray(g)) for o, g in zip(ours, call())], 2e-4)
             table.add(kind, "[B, T]", "rlax, jit(vmap)", "XLA", best_seconds(call, reps), nbytes, numpy_s)
@@ -364,5 +369,4 @@ def main():
 
 
 if __name__ == "__main__":
-    sys.path.insert(0, str(HERE))
     sys.exit(main())

@@ -12,6 +12,9 @@
 // Two traversals: time-contiguous rows take chunks of steps per row (the
 // two-pass style of advantage_cpu.cpp); any other layout (time-major [T, B]
 // data above all) takes blocks of rows per step, vectorised across rows.
+// The standard estimates most code asks for (float32/float64 data, flags of
+// that type or bool/uint8, [B, T] or [T, B]) skip the scratch lines: the
+// one-pass SIMD kernels of conventions_cpu_simd*.cpp serve them (kernel_args::simd).
 #include <algorithm>
 #include <cmath>
 #include <cstdint>

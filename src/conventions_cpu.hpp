@@ -1,7 +1,7 @@
 // Private to the CPU kernels of the standard conventions and the fused puff
 // advantage: the typed strided views they read through and the arguments of
 // one call, shared by the general kernels (conventions_cpu.cpp) and the
-// one-pass SIMD kernels (conventions_cpu_simd.cpp).
+// one-pass SIMD kernels (conventions_cpu_simd.cpp, conventions_cpu_simd_blocks.cpp).
 #pragma once
 
 #include <cstdint>
@@ -87,7 +87,7 @@ bool standard_simd_serves(const kernel_args<C>& a, bool time_contiguous);
 /// Whether the SIMD kernels should store the outputs past the caches: outputs
 /// too large to stay cached for whoever reads them next, whose rows (or time-
 /// major lines) start 16-byte aligned. Saves reading each output line before
-/// writing it: 65536x128 f32 GAE, one thread, X -> Y ms.
+/// writing it: 65536x128 f32 time-major GAE, one thread, 6.0 -> 3.7 ms.
 template <typename C>
 bool standard_simd_streams(const kernel_args<C>& a, bool time_contiguous);
 

@@ -61,7 +61,7 @@ __attribute__((noinline)) void partial_top_block(const kernel_args<C>& a, const 
     std::fill(term_pad, term_pad + W<C>, F(1));
     std::copy(r, r + n, r_pad);
     std::copy(v, v + n, v_pad);
-    std::copy(v + 1, v + n, vn_pad);
+    for (int i = 0; i + 1 < n; ++i) vn_pad[i] = v[i + 1];  // n >= 1
     vn_pad[n - 1] = end;
     std::copy(term, term + n, term_pad);
     if (trunc) std::copy(trunc, trunc + n, trunc_pad);

@@ -1,5 +1,5 @@
 // SIMD building blocks for the CPU backends: a reverse scan of affine maps
-// inside one vector register.
+// inside one vector register, flag masks, streaming stores and row sums.
 //
 // The advantage recurrence A_t = delta_t + k_t * A_{t+1} composes associatively:
 // (d_i, k_i) o (d_j, k_j) = (d_i + k_i d_j, k_i k_j). A vector holding the maps
