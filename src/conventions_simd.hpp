@@ -16,8 +16,8 @@
 #include "conventions_cpu.hpp"
 #include "cpu_scan.hpp"
 
-// The vectors never cross a non-inlined call boundary (cpu_scan.hpp).
-#if defined(__GNUC__) && !defined(__clang__)
+// The vectors never cross a non-inlined call boundary by value (cpu_scan.hpp).
+#if defined(__GNUC__)  // GCC and Clang
 #pragma GCC diagnostic ignored "-Wpsabi"
 #endif
 

@@ -30,7 +30,7 @@
 
 // The vectors never cross a non-inlined call boundary, so the ABI note GCC
 // gives for 32-byte vectors in an SSE2 build does not apply.
-#if defined(__GNUC__) && !defined(__clang__)
+#if defined(__GNUC__)  // GCC and Clang
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wpsabi"
 #endif
@@ -223,6 +223,6 @@ struct double_sums {
 
 }  // namespace puffadv::detail::simd
 
-#if defined(__GNUC__) && !defined(__clang__)
+#if defined(__GNUC__)
 #pragma GCC diagnostic pop
 #endif
