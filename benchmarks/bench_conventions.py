@@ -6,20 +6,30 @@ puff advantage (issue 6), run by scripts/gpu/60-conventions.sh.
    over dtypes (float32, float64, bfloat16, float16 inputs; bool/uint8/float
    flags), layouts ([B, T], time-major [T, B], sliced), bootstraps, ratios and
    fused outputs. Exits non-zero on a mismatch.
-2. Time: float32 against bfloat16 inputs at large sizes, with the copy
-   bandwidth measured in the same run. Two times per case: the GPU time of one
-   call (median over replays of a CUDA graph of 20 calls: launch overhead
-   hidden, as in bench_gpu.py) and the eager time of one call as a user sees it
-   (CUDA events around a single Python call: host overhead included). The bar,
-   on GPU time: bf16 inputs take <= 0.65x the float32 time (puff advantage;
-   GAE with float flags).
+2. Peers: every estimator (GAE with last_value, GAE with truncations and
+   bootstrap_values, TD(lambda) returns, V-trace vs + pg; float32) on every
+   SPEC section 5 grid shape, puffadv beside rl-triton on the same inputs and
+   semantics (peer_rl_triton.py), checked equal before timing. Per cell: device
+   time (median of CUDA-graph replays, inputs cycling past the L2), eager time
+   (triton.testing.do_bench: one call at a time, L2 flushed before each), % of
+   the copy bandwidth (bytes each side really moves) and rl-triton's time over
+   puffadv's. rl-triton is found by --rl-triton PATH or PUFFADV_RL_TRITON.
+3. Dtypes: float32 against bfloat16 inputs at large sizes. Two times per case:
+   the GPU time of one call (graph replay, as above) and the eager time of one
+   call (CUDA events around a single Python call: host overhead included). The
+   bar, on GPU time: bf16 inputs take <= 0.65x the float32 time (puff
+   advantage; GAE with float flags).
+The copy bandwidth is measured in the same run (an eager 1 GiB device-to-device copy).
 
-    python benchmarks/bench_conventions.py [--json out.json] [--quick]
+    python benchmarks/bench_conventions.py [--json out.json] [--quick] [--sections check,peers,dtypes]
+        [--rl-triton PATH] [--markdown out.md] [--plot out.png]
 """
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
+import math
 import sys
 
 import numpy as np
@@ -29,7 +39,8 @@ import puffadv
 
 sys.path.insert(0, "tests/python")
 import reference as ref  # noqa: E402
-from bench_gpu import eager_time_us, median_time_us  # noqa: E402  (this folder is on sys.path)
+from bench_gpu import GRID, eager_time_us, median_time_us  # noqa: E402  (this folder is on sys.path)
+import peer_rl_triton as peer  # noqa: E402
 
 DEV = "cuda"
 GAMMA, LAM, RHO, C, RHO_PG = 0.97, 0.9, 1.5, 0.8, 1.2
@@ -157,9 +168,9 @@ RATIOS = [("puff bf16 in, f32 out", "puff f32 (fast path)"),
           ("gae bf16, bool flags, bf16 out", "gae f32, bool flags")]
 
 
-def benchmark(quick):
+def benchmark(quick, copy=None):
     rows_list = [(262144, 128), (65536, 128), (4096, 1024), (8, 131072)] if not quick else [(65536, 128)]
-    copy = copy_bandwidth()
+    copy = copy or copy_bandwidth()
     table = []
     for rows, horizon in rows_list:
         g = torch.Generator(device=DEV).manual_seed(0)
@@ -189,8 +200,8 @@ def benchmark(quick):
             "gae bf16, bool flags, bf16 out": (lambda: puffadv.gae(bf["r"], bf["v"], d, last_value=bf["last"], advantages=out16, returns=False), 7),
             # scan 17 bytes (r, v, flags, A, returns), then the sums re-read A (4)
             "gae f32 + returns + 3 sums": (lambda: puffadv.gae(r, v, d, last_value=last, advantages=out32, returns=vs32, abs_sums=True, sums=True, square_sums=True), 21),
-            # scan 17 (r, v, flags, ratio, vs), then the pg pass 21 (r, v, flags, ratio, vs, pg)
-            "vtrace f32 (vs + pg)": (lambda: puffadv.vtrace(r, v, d, last_value=last, importance=imp, vs=vs32, pg_advantages=out32), 38),
+            # one pass: r, v, bool flags, ratio read; vs, pg written
+            "vtrace f32 (vs + pg)": (lambda: puffadv.vtrace(r, v, d, last_value=last, importance=imp, vs=vs32, pg_advantages=out32), 21),
         }
         times = {}
         for name, (fn, bytes_per) in cases.items():
@@ -207,38 +218,185 @@ def benchmark(quick):
     return copy, table
 
 
+L2_BYTES = 60e6  # H200; inputs cycle through >= 3x this
+
+
+def do_bench_us(fn):
+    """Eager time of one call with the L2 flushed before it (triton.testing.do_bench, median)."""
+    try:
+        from triton.testing import do_bench
+    except ImportError:
+        return eager_time_us(fn, repeats=20)
+    return do_bench(fn, warmup=10, rep=40, return_mode="median") * 1000.0
+
+
+def graph_us(fn, eager_us):
+    """Device time of one call: graph replays of as many calls as fill ~5 ms (2 to 100)."""
+    calls = max(2, min(100, int(5000 // max(eager_us, 1.0))))
+    return median_time_us(fn, calls, repeats=7)
+
+
+def peer_benchmark(rl, shapes, copy):
+    """puffadv beside rl-triton (None: puffadv alone) on every estimator and shape."""
+    table = []
+    for rows, horizon in shapes:
+        n = rows * horizon
+        sets = max(1, min(32, math.ceil(3 * L2_BYTES / (n * 24))))
+        g = torch.Generator(device=DEV).manual_seed(rows * 7919 + horizon)
+        data = [peer.make_inputs(rows, horizon, g) for _ in range(sets)]
+        for est in peer.ESTIMATORS:
+            mine = [peer.puffadv_call(est, d) for d in data]
+            names = mine[0][1]
+            for name in names:
+                data[0][name].fill_(float("nan"))  # every element must be written
+            mine[0][0]()
+            row = dict(shape=f"{rows}x{horizon}", rows=rows, horizon=horizon, estimator=est,
+                       bytes=peer.BYTES[est][0], mbytes=n * peer.BYTES[est][0] / 1e6)
+            if rl is not None:
+                theirs = [peer.rl_triton_call(rl, est, d) for d in data]
+                got = theirs[0]()
+                torch.cuda.synchronize()
+                row["rel_err"] = max(peer.relative_error(data[0][name], ref) for name, ref in zip(names, got))
+                if not row["rel_err"] <= 1e-5:  # timed anyway; the bars then fail
+                    print(f"MISMATCH {est} {rows}x{horizon}: puffadv and rl-triton differ: {row['rel_err']:.2e}")
+            row["eager_us"] = do_bench_us(mine[0][0])
+            row["us"] = graph_us(lambda i: mine[i % sets][0](), row["eager_us"])
+            row["pct_copy"] = 100 * n * row["bytes"] / (row["us"] * 1e-6) / 1e9 / copy
+            if rl is not None:
+                row["rl_eager_us"] = do_bench_us(theirs[0])
+                row["rl_us"] = graph_us(lambda i: theirs[i % sets](), row["rl_eager_us"])
+                row["rl_pct_copy"] = 100 * n * peer.BYTES[est][1] / (row["rl_us"] * 1e-6) / 1e9 / copy
+                row["speedup"] = row["rl_us"] / row["us"]
+            table.append(row)
+            print(f"{row['shape']:>12} {est:<20} {row['us']:9.2f} us {row['pct_copy']:6.1f}%"
+                  + (f"   rl-triton {row['rl_us']:9.2f} us  x{row['speedup']:.2f}" if rl is not None else ""),
+                  flush=True)
+        del data
+        torch.cuda.empty_cache()
+    return table
+
+
+def peer_bars(table):
+    """The issue's bars on the peer table, each (name, met, value)."""
+    bars = []
+    for r in table:
+        if "rel_err" in r:
+            bars.append((f"{r['estimator']} {r['shape']} equal to rl-triton", r["rel_err"] <= 1e-5,
+                         f"rel err {r['rel_err']:.1e}"))
+        if r["mbytes"] >= 64:
+            bars.append((f"{r['estimator']} {r['shape']} >= 90% of copy BW", r["pct_copy"] >= 90,
+                         f"{r['pct_copy']:.1f}%"))
+        if (r["rows"], r["horizon"]) in ((8, 131072), (64, 16384)):
+            bars.append((f"{r['estimator']} {r['shape']} < 25 us", r["us"] < 25, f"{r['us']:.1f} us"))
+        if "speedup" in r and r["estimator"] != "td_lambda returns":
+            bars.append((f"{r['estimator']} {r['shape']} <= rl-triton", r["speedup"] >= 1, f"x{r['speedup']:.2f}"))
+    speedups = [r["speedup"] for r in table if "speedup" in r and r["estimator"] != "td_lambda returns"]
+    if speedups:
+        geomean = math.exp(sum(map(math.log, speedups)) / len(speedups))
+        bars.append(("geomean speedup over rl-triton (GAE both forms, V-trace) >= 1.5x", geomean >= 1.5,
+                     f"{geomean:.2f}x"))
+    return bars
+
+
+def peer_markdown(table, bars, meta):
+    lines = [f"Measured {meta['date']} on {meta['device']} (torch {meta['torch']}, {meta['peer']}); "
+             f"copy bandwidth {meta['copy']:.0f} GB/s (eager 1 GiB device-to-device copy, read + write).", "",
+             "| shape | estimator | puffadv device us | eager us | % of copy BW | rl-triton device us | eager us "
+             "| % of copy BW | rl-triton / puffadv |",
+             "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
+    for r in table:
+        peer_cols = (f"{r['rl_us']:.2f} | {r['rl_eager_us']:.1f} | {r['rl_pct_copy']:.1f} | {r['speedup']:.2f}x"
+                     if "rl_us" in r else "- | - | - | -")
+        lines.append(f"| {r['shape']} | {r['estimator']} | {r['us']:.2f} | {r['eager_us']:.1f} | "
+                     f"{r['pct_copy']:.1f} | {peer_cols} |")
+    lines += ["", "Bars:", ""] + [f"- {n}: {'met' if ok else 'MISSED'} ({v})" for n, ok, v in bars]
+    return "\n".join(lines)
+
+
+def peer_plot(table, path, copy):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, axes = plt.subplots(len(peer.ESTIMATORS), 1, figsize=(11, 3.2 * len(peer.ESTIMATORS)), sharex=True)
+    for ax, est in zip(axes, peer.ESTIMATORS):
+        rows = [r for r in table if r["estimator"] == est]
+        x = np.arange(len(rows))
+        ax.bar(x - 0.2, [r["pct_copy"] for r in rows], 0.4, label="puffadv")
+        ax.bar(x + 0.2, [r.get("rl_pct_copy", 0) for r in rows], 0.4, label="rl-triton 0.1.3")
+        ax.axhline(90, color="k", ls="--", lw=1)
+        ax.set_ylabel("% of copy BW")
+        ax.set_title(f"{est}, float32 (device time; copy {copy:.0f} GB/s)", fontsize=9)
+        ax.set_xticks(x, [r["shape"] for r in rows], rotation=35, ha="right")
+        ax.legend(loc="upper left", fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--json")
+    parser.add_argument("--markdown", help="write the peer table here")
+    parser.add_argument("--plot", help="chart of puffadv vs rl-triton per estimator")
     parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--sections", default="check,peers,dtypes")
+    parser.add_argument("--shapes", help="comma-separated RxH subset of the SPEC grid (peers)")
+    parser.add_argument("--rl-triton", help="the rl_triton package folder (or PUFFADV_RL_TRITON)")
     parser.add_argument("--bench-only", action="store_true", help="skip the GPU == CPU check")
     parser.add_argument("--check-only", action="store_true", help="skip the timings")
     args = parser.parse_args()
+    sections = set(args.sections.split(","))
+    if args.bench_only:
+        sections.discard("check")
+    if args.check_only:
+        sections &= {"check"}
     print(f"device: {torch.cuda.get_device_name()}, torch {torch.__version__}, puffadv {puffadv.__version__}")
-    checks, failures = (0, []) if args.bench_only else check_gpu_matches_cpu(np.random.default_rng(0), args.quick)
-    print(f"GPU == CPU: {checks - len(failures)}/{checks} comparisons within tolerance")
+    checks, failures = check_gpu_matches_cpu(np.random.default_rng(0), args.quick) if "check" in sections else (0, [])
+    if "check" in sections:
+        print(f"GPU == CPU: {checks - len(failures)}/{checks} comparisons within tolerance")
     for f in failures[:40]:
         print("  MISMATCH", f)
-    if args.check_only:
+    if not sections - {"check"}:
         sys.exit(1 if failures else 0)
-    copy, table = benchmark(args.quick)
+    copy = copy_bandwidth()
     print(f"copy bandwidth: {copy:.0f} GB/s (read + write)")
-    print("| shape | case | GPU ms (graph) | eager ms | bytes/elem | GB/s | of copy | ratio |")
-    print("|---|---|---|---|---|---|---|---|")
+    result = dict(copy_gb_s=copy, checks=checks, failures=failures)
     bar_ok = True
-    for row in table:
-        if "ratio" in row:
-            ok = row["ratio"] <= 0.65
-            barred = row["barred"]
-            bar_ok = bar_ok and (ok or not barred)
-            print(f"| {row['shape']} | {row['case']} | | | {row['ideal']:.2f} (bytes) | | | {row['ratio']:.3f}"
-                  f"{' (no bar: < 64 MB)' if not barred else (' (bar met)' if ok else ' (BAR MISSED)')} |")
-        else:
-            print(f"| {row['shape']} | {row['case']} | {row['ms']:.4f} | {row['eager_ms']:.3f} | {row['bytes_per_element']} | "
-                  f"{row['gb_s']:.0f} | {100 * row['copy_fraction']:.0f}% | |")
+    if "peers" in sections:
+        rl, why = peer.load(args.rl_triton)
+        print(why)
+        shapes = GRID if not args.quick else [(65536, 128), (8, 131072)]
+        if args.shapes:
+            shapes = [tuple(int(x) for x in s.split("x")) for s in args.shapes.split(",")]
+        table = peer_benchmark(rl, shapes, copy)
+        bars = peer_bars(table)
+        meta = dict(date=datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+                    device=torch.cuda.get_device_name(), torch=torch.__version__, peer=why, copy=copy)
+        text = peer_markdown(table, bars, meta)
+        print(text)
+        if args.markdown:
+            open(args.markdown, "w").write(text + "\n")
+        if args.plot:
+            peer_plot(table, args.plot, copy)
+        result.update(peers=table, peer_bars=bars, meta=meta)
+        bar_ok = all(ok for _, ok, _ in bars)
+    if "dtypes" in sections:
+        _, table = benchmark(args.quick, copy)
+        print("| shape | case | GPU ms (graph) | eager ms | bytes/elem | GB/s | of copy | ratio |")
+        print("|---|---|---|---|---|---|---|---|")
+        for row in table:
+            if "ratio" in row:
+                ok = row["ratio"] <= 0.65
+                barred = row["barred"]
+                bar_ok = bar_ok and (ok or not barred)
+                print(f"| {row['shape']} | {row['case']} | | | {row['ideal']:.2f} (bytes) | | | {row['ratio']:.3f}"
+                      f"{' (no bar: < 64 MB)' if not barred else (' (bar met)' if ok else ' (BAR MISSED)')} |")
+            else:
+                print(f"| {row['shape']} | {row['case']} | {row['ms']:.4f} | {row['eager_ms']:.3f} | "
+                      f"{row['bytes_per_element']} | {row['gb_s']:.0f} | {100 * row['copy_fraction']:.0f}% | |")
+        result["table"] = table
     if args.json:
         with open(args.json, "w") as f:
-            json.dump(dict(copy_gb_s=copy, table=table, checks=checks, failures=failures), f, indent=1)
+            json.dump(result, f, indent=1)
     sys.exit(1 if failures or not bar_ok else 0)
 
 

@@ -2,13 +2,17 @@
 # defines puff_add_hip_sources(target) and appends to PUFF_GPU_ARCHITECTURES.
 #
 # The same kernel source as CUDA (src/kernels/*.cuh), compiled as LANGUAGE HIP by
-# a HIP-capable clang. Architectures (override with -DCMAKE_HIP_ARCHITECTURES):
-#   gfx90a  CDNA2 (MI210, MI250X), 64-wide wavefronts: the default.
+# a HIP-capable clang. Architectures:
+#   gfx90a  CDNA2 (MI210, MI250X), 64-wide wavefronts: the release default.
 #   gfx942  CDNA3 (MI300X) needs ROCm >= 5.7 device libraries (Debian 12's 5.2 lacks them).
 #   gfx1100 RDNA3 (RX 7900), 32-wide wavefronts.
+# Which ones a build compiles, as for CUDA: CMAKE_HIP_ARCHITECTURES (or HIPARCHS) if
+# given; else PUFF_HIP=ON: PUFF_HIP_RELEASE_ARCHITECTURES; else (AUTO) the AMD GPUs
+# of this machine (rocm_agent_enumerator), and no HIP backend when there is none.
 # Debian 12 (apt install hipcc: ROCm 5.2, clang 15) has no /opt/rocm: this file
 # then picks clang++-15 and points it at /usr and Debian's device bitcode.
 # CMake >= 3.28 is needed there (pip install cmake).
+set(PUFF_HIP_RELEASE_ARCHITECTURES gfx90a)
 set(PUFFADV_HAS_HIP 0)
 if(NOT DEFINED PUFF_GPU_ARCHITECTURES)
   set(PUFF_GPU_ARCHITECTURES "")
@@ -63,8 +67,31 @@ if(NOT CMAKE_HIP_COMPILER)
   _puff_hip_unavailable("no HIP compiler was found")
   return()
 endif()
-if(NOT DEFINED CMAKE_HIP_ARCHITECTURES)
-  set(CMAKE_HIP_ARCHITECTURES gfx90a)
+if(DEFINED CMAKE_HIP_ARCHITECTURES OR DEFINED ENV{HIPARCHS})
+  set(_puff_hip_arch_reason "as requested (CMAKE_HIP_ARCHITECTURES / HIPARCHS)")
+elseif(PUFF_HIP STREQUAL "ON")
+  set(CMAKE_HIP_ARCHITECTURES "${PUFF_HIP_RELEASE_ARCHITECTURES}")
+  set(_puff_hip_arch_reason "the release architectures (PUFF_HIP=ON)")
+else()
+  # AUTO: the GPUs ROCm sees (gfx000 is the CPU agent). The tool exits non-zero without a GPU.
+  find_program(PUFF_ROCM_AGENT_ENUMERATOR rocm_agent_enumerator
+               HINTS "$ENV{ROCM_PATH}/bin" /opt/rocm/bin)
+  set(_puff_local_gfx "")
+  if(PUFF_ROCM_AGENT_ENUMERATOR)
+    execute_process(COMMAND "${PUFF_ROCM_AGENT_ENUMERATOR}" OUTPUT_VARIABLE _puff_agents
+                    ERROR_QUIET RESULT_VARIABLE _puff_rc TIMEOUT 30)
+    if(_puff_rc EQUAL 0)
+      string(REGEX MATCHALL "gfx[0-9a-f]+" _puff_local_gfx "${_puff_agents}")
+      list(REMOVE_ITEM _puff_local_gfx gfx000)
+      list(REMOVE_DUPLICATES _puff_local_gfx)
+    endif()
+  endif()
+  if(NOT _puff_local_gfx)
+    _puff_hip_unavailable("a HIP compiler was found but no AMD GPU on this machine, and AUTO compiles only for the GPUs it sees; -C cmake.define.PUFF_HIP=ON builds the release architectures (${PUFF_HIP_RELEASE_ARCHITECTURES})")
+    return()
+  endif()
+  set(CMAKE_HIP_ARCHITECTURES "${_puff_local_gfx}")
+  set(_puff_hip_arch_reason "this machine's GPUs (PUFF_HIP=AUTO)")
 endif()
 enable_language(HIP)
 find_library(PUFF_AMDHIP64 amdhip64 HINTS "$ENV{ROCM_PATH}/lib" /opt/rocm/lib)
@@ -76,7 +103,7 @@ set(PUFFADV_HAS_HIP 1)
 string(REPLACE ";" " " _puff_hip_archs "${CMAKE_HIP_ARCHITECTURES}")
 string(STRIP "${PUFF_GPU_ARCHITECTURES} hip ${_puff_hip_archs} (${CMAKE_HIP_COMPILER_ID} ${CMAKE_HIP_COMPILER_VERSION})"
        PUFF_GPU_ARCHITECTURES)
-message(STATUS "puffadv: HIP backend on: ${_puff_hip_archs}")
+message(STATUS "puffadv: HIP backend on: ${_puff_hip_archs}, ${_puff_hip_arch_reason}")
 
 # Like the CUDA sources: an object library of its own, joined to `target`.
 # PUFF_HIP selects the HIP names in src/kernels/vendor.cuh.

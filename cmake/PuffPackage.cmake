@@ -40,12 +40,12 @@ install(FILES "${PROJECT_BINARY_DIR}/include/puffadv/config.hpp"
         DESTINATION ${PUFF_INSTALL_INCLUDEDIR}/puffadv)
 
 # find_dependency only for what consumers must link themselves: private links of
-# a shared library (OpenMP, static cudart) stay inside it; a static core or a
+# a shared library (Threads, static cudart) stay inside it; a static core or a
 # public GPU runtime target would appear in INTERFACE_LINK_LIBRARIES.
 get_target_property(_puff_interface_links puffadv INTERFACE_LINK_LIBRARIES)
 set(PUFF_CONFIG_DEPENDENCIES "")
-if(_puff_interface_links MATCHES "OpenMP::")
-  string(APPEND PUFF_CONFIG_DEPENDENCIES "find_dependency(OpenMP COMPONENTS CXX)\n")
+if(_puff_interface_links MATCHES "Threads::")
+  string(APPEND PUFF_CONFIG_DEPENDENCIES "find_dependency(Threads)\n")
 endif()
 if(_puff_interface_links MATCHES "CUDA::")
   string(APPEND PUFF_CONFIG_DEPENDENCIES "find_dependency(CUDAToolkit)\n")

@@ -5,12 +5,20 @@
 # It needs the torch the build's Python imports: under `pip install .` (build
 # isolation) there is none, so users build it with `pip install --no-build-isolation .`.
 #
-# It uses only libc10 + libtorch_cpu and c10's device-agnostic stream/guard
-# interface, never ATen/cuda headers or c10_cuda, so one binary serves a
-# CPU-only torch and a CUDA torch. That is also why it does not call
-# find_package(Torch): with a CUDA torch, Caffe2's config demands a matching
-# CUDA toolkit, nvrtc and TORCH_CUDA_ARCH_LIST that this library never uses.
+# It uses only torch's LibTorch Stable ABI (torch/csrc/stable: C shims in
+# libtorch_cpu plus header-only C++), compiled for TORCH_TARGET_VERSION =
+# PUFF_TORCH_FLOOR, so one binary loads into every torch release from the floor
+# on, CPU-only and CUDA builds alike (the CUDA stream shim is looked up at run
+# time, src/torch/ops_cuda.cpp). The headers of any torch >= the floor build it.
+# That is also why it does not call find_package(Torch): with a CUDA torch,
+# Caffe2's config demands a matching CUDA toolkit, nvrtc and TORCH_CUDA_ARCH_LIST
+# that this library never uses.
 set(PUFF_HAS_TORCH 0)
+# The oldest torch this library loads into: 2.10, the first release whose Stable
+# ABI has everything the operators use (versioned torch_library_impl, typed data
+# pointers, empty/new_empty/to with options, std::string returns).
+set(PUFF_TORCH_FLOOR "2.10")
+set(PUFF_TORCH_TARGET_VERSION "0x020a000000000000")  # [major][minor][patch][abi tag 5 bytes]
 
 function(_puff_find_torch)
   if(PUFF_TORCH STREQUAL "OFF")
@@ -26,7 +34,7 @@ function(_puff_find_torch)
     # torch.utils.cmake_prefix_path is <torch>/share/cmake; headers and libs sit beside it.
     execute_process(
       COMMAND "${Python_EXECUTABLE}" -c
-        "import torch, torch.utils; print(torch.utils.cmake_prefix_path); print(torch.__version__); print(int(torch.compiled_with_cxx11_abi())); print(torch.version.hip or ''); print(torch.version.cuda or '')"
+        "import torch, torch.utils; print(torch.utils.cmake_prefix_path); print(torch.__version__)"
       RESULT_VARIABLE _rc OUTPUT_VARIABLE _out ERROR_VARIABLE _err
       OUTPUT_STRIP_TRAILING_WHITESPACE)
     if(NOT _rc EQUAL 0)
@@ -38,20 +46,11 @@ function(_puff_find_torch)
       string(REPLACE "\n" ";" _out "${_out}")
       list(GET _out 0 _prefix)
       list(GET _out 1 _version)
-      list(GET _out 2 _abi)
-      list(LENGTH _out _n)
-      set(_hip "")
-      set(_cuda "")
-      if(_n GREATER 3)
-        list(GET _out 3 _hip)
-      endif()
-      if(_n GREATER 4)
-        list(GET _out 4 _cuda)
-      endif()
-      # The core's API passes std::string; torch < 2.7 wheels use the pre-C++11 string ABI.
-      if(NOT _abi EQUAL 1)
-        set(_why "torch ${_version} uses the pre-C++11 std::string ABI, which the core library "
-                 "does not; use torch >= 2.7")
+      # The Stable ABI headers of the floor release (torch/csrc/stable/version.h) are needed.
+      string(REGEX MATCH "^[0-9]+\\.[0-9]+" _release "${_version}")
+      if(_release VERSION_LESS PUFF_TORCH_FLOOR)
+        set(_why "torch ${_version} predates the LibTorch Stable ABI the operators are built on; "
+                 "use torch >= ${PUFF_TORCH_FLOOR} to build them")
       endif()
     endif()
   endif()
@@ -65,18 +64,16 @@ function(_puff_find_torch)
   endif()
 
   get_filename_component(_root "${_prefix}/../.." ABSOLUTE)
-  find_library(PUFF_TORCH_C10 c10 PATHS "${_root}/lib" NO_DEFAULT_PATH REQUIRED)
   find_library(PUFF_TORCH_CPU torch_cpu PATHS "${_root}/lib" NO_DEFAULT_PATH REQUIRED)
   set(PUFF_TORCH_ROOT "${_root}" PARENT_SCOPE)
   set(PUFF_TORCH_VERSION "${_version}" PARENT_SCOPE)
-  set(PUFF_TORCH_HIP_VERSION "${_hip}" PARENT_SCOPE)
-  set(PUFF_TORCH_CUDA_VERSION "${_cuda}" PARENT_SCOPE)
   set(PUFF_HAS_TORCH 1 PARENT_SCOPE)
 endfunction()
 _puff_find_torch()
 
 if(PUFF_HAS_TORCH)
-  message(STATUS "puffadv: torch operator library against torch ${PUFF_TORCH_VERSION} (${PUFF_TORCH_ROOT})")
+  message(STATUS "puffadv: torch operator library on the LibTorch Stable ABI, for torch >= "
+                 "${PUFF_TORCH_FLOOR} (headers of torch ${PUFF_TORCH_VERSION}, ${PUFF_TORCH_ROOT})")
   # MODULE: only ever dlopen'ed (torch.ops.load_library), never linked against.
   add_library(puffadv_torch MODULE
     src/torch/ops.cpp        # schema, tensor -> matrix, CPU kernels, build facts
@@ -84,18 +81,15 @@ if(PUFF_HAS_TORCH)
     src/torch/conventions_ops.cpp  # gae / td_lambda_returns / vtrace (issue 6)
   )
   target_include_directories(puffadv_torch SYSTEM PRIVATE "${PUFF_TORCH_ROOT}/include")
-  target_link_libraries(puffadv_torch PRIVATE puffadv "${PUFF_TORCH_C10}" "${PUFF_TORCH_CPU}")
+  # libtorch_cpu holds every Stable ABI shim; linking it names the missing one
+  # when a torch older than the floor loads the library.
+  # dlopen/dlsym find the CUDA stream shim of a CUDA torch at run time (ops_cuda.cpp).
+  target_link_libraries(puffadv_torch PRIVATE puffadv "${PUFF_TORCH_CPU}" ${CMAKE_DL_LIBS})
   # torch's own extensions build as C++20 from torch 2.14 on; older headers accept it too.
   target_compile_features(puffadv_torch PRIVATE cxx_std_20)
-  # ROCm torch puts HIP tensors under the CUDA key; the core calls that memory rocm.
-  if(PUFF_TORCH_HIP_VERSION)
-    set(_puff_torch_rocm 1)
-  else()
-    set(_puff_torch_rocm 0)
-  endif()
   target_compile_definitions(puffadv_torch PRIVATE
-    PUFF_TORCH_BUILT_WITH="${PUFF_TORCH_VERSION}"
-    PUFF_TORCH_ROCM=${_puff_torch_rocm})
+    TORCH_TARGET_VERSION=${PUFF_TORCH_TARGET_VERSION}  # only the Stable ABI of the floor release
+    PUFF_TORCH_BUILT_WITH="${PUFF_TORCH_VERSION}")
   # Not puff_configure_cxx_target: LTO over torch's headers costs link time for
   # glue code; the sanitizers still cover it.
   if(NOT MSVC)
@@ -105,14 +99,14 @@ if(PUFF_HAS_TORCH)
     target_compile_options(puffadv_torch PRIVATE ${PUFF_SANITIZER_FLAGS})
     target_link_options(puffadv_torch PRIVATE ${PUFF_SANITIZER_FLAGS})
   endif()
-  # Installed beside the core library (puffadv/lib in the wheel). libc10 and
-  # libtorch_cpu are not on the RPATH: `import torch` has loaded them already.
+  # Installed beside the core library (puffadv/lib in the wheel). libtorch_cpu
+  # is not on the RPATH: `import torch` has loaded it already.
   set_target_properties(puffadv_torch PROPERTIES INSTALL_RPATH "$ORIGIN")
   include(GNUInstallDirs)
   if(SKBUILD)
     install(TARGETS puffadv_torch LIBRARY DESTINATION puffadv/lib COMPONENT python)
-    # Read by puffadv/_torch_status.py before loading, so a torch mismatch is
-    # reported by name instead of as an undefined-symbol traceback.
+    # Read by puffadv/_torch_status.py before loading, so a torch older than the
+    # floor is reported by name instead of as an undefined-symbol traceback.
     set(PUFF_TORCH_LIBRARY_NAME "${CMAKE_SHARED_MODULE_PREFIX}puffadv_torch${CMAKE_SHARED_MODULE_SUFFIX}")
     configure_file("${PROJECT_SOURCE_DIR}/cmake/torch_build.py.in"
                    "${PROJECT_BINARY_DIR}/_torch_build.py" @ONLY)

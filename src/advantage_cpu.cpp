@@ -5,17 +5,15 @@
 // steps (a vector register) computes delta_t and k_t from shifted loads, scans
 // its W affine maps in registers, and chains to the next block through one
 // multiply-add: one dependent operation per W steps, and a few rows stepped
-// together so even those chains overlap. Groups of rows go to OpenMP threads.
+// together so even those chains overlap. Groups of rows go to the CPU threads
+// (cpu_threads.hpp).
 // Views whose time steps are not adjacent (time-major data, transposes) take a
 // generic strided path, where adjacent rows share cache lines instead.
 #include <algorithm>
 #include <cstdint>
 
-#if defined(_OPENMP)
-#include <omp.h>
-#endif
-
 #include "cpu_scan.hpp"
+#include "cpu_threads.hpp"
 #include "gpu_backend.hpp"
 
 namespace puffadv::detail {
@@ -210,14 +208,9 @@ void run(const puff_arrays& a, const puff_params& params) {
             tile_strided(p, first, count);
         }
     };
-#if defined(_OPENMP)
-    if (threads > 1) {
-#pragma omp parallel for schedule(static) num_threads(threads)
-        for (std::int64_t tile = 0; tile < tiles; ++tile) do_tile(tiles - 1 - tile);
-        return;
-    }
-#endif
-    for (std::int64_t tile = 0; tile < tiles; ++tile) do_tile(tiles - 1 - tile);
+    parallel_ranges(threads, tiles, [&](std::int64_t begin, std::int64_t end) {
+        for (std::int64_t tile = begin; tile < end; ++tile) do_tile(tiles - 1 - tile);
+    });
 }
 
 }  // namespace

@@ -13,6 +13,7 @@
 #include <puffadv/puffadv.hpp>
 
 #include "bindings_arrays.hpp"
+#include "bindings_release.hpp"
 #include "bindings_conventions.hpp"
 
 #if PUFF_HAS_JAX
@@ -26,17 +27,30 @@ namespace {
 
 void puff_advantage(nb::handle values, nb::handle rewards, nb::handle dones, nb::handle importance,
                     nb::handle advantages, double gamma, double gae_lambda, double rho_clip,
-                    double c_clip, std::uintptr_t stream) {
+                    double c_clip, nb::handle stream) {
     bindings::array_holder keep[5];
     const char* names[5] = {"values", "rewards", "dones", "importance", "advantages"};
     nb::handle objects[5] = {values, rewards, dones, importance, advantages};
     matrix in[5];
-    for (int i = 0; i < 5; ++i) in[i] = *bindings::import_array(objects[i], names[i], keep[i]);
+    for (int i = 0; i < 5; ++i)
+        in[i] = *bindings::import_array(objects[i], names[i], keep[i], false, /*output=*/i == 4);
+    const std::uintptr_t handle = bindings::stream_handle(stream);
 
     const puff_arrays arrays{in[0], in[1], in[2], in[3], in[4]};
     const puff_params params{gamma, gae_lambda, rho_clip, c_clip};
-    nb::gil_scoped_release release;  // the arrays above stay alive until after this scope
-    compute_puff_advantage(arrays, params, reinterpret_cast<gpu_stream>(stream));
+    const bindings::released_gil release;  // the arrays above stay alive until after this scope
+    compute_puff_advantage(arrays, params, reinterpret_cast<gpu_stream>(handle));
+}
+
+// What the core reads of an array: for allocating outputs beside a plain DLPack
+// producer, whose capsule must be checked before anything (NumPy included) reads it.
+nb::tuple describe_array(nb::handle obj, const char* name) {
+    bindings::array_holder keep;
+    const matrix m = *bindings::import_array(obj, name, keep);
+    nb::object shape = m.ndim == 2   ? nb::make_tuple(m.rows, m.cols)
+                       : m.ndim == 1 ? nb::make_tuple(m.rows)
+                                     : nb::object(nb::none());  // not read: the core names the ndim
+    return nb::make_tuple(shape, dtype_name(m.type), device_type_name(m.device.type));
 }
 
 nb::dict build_info_dict() {
@@ -102,6 +116,8 @@ NB_MODULE(_core, m) {
         nb::gil_scoped_release release;
         synchronize_device({kind == "cuda" ? device_type::cuda : device_type::rocm, index});
     }, nb::arg("kind"), nb::arg("index"), "Waits for all work queued on a GPU (for JAX arrays).");
+    m.def("describe_array", &describe_array, nb::arg("array"), nb::arg("name"),
+          "(shape or None, dtype name, device type) of an array, as the core reads it.");
     m.def("build_info", &build_info_dict, "What this build of the core contains.");
     m.def("gpu_status", &gpu_status_dict, nb::arg("kind"), "What a GPU backend sees right now.");
     // Reads PUFFADV_NUM_THREADS with the GIL held, where os.environ changes happen.

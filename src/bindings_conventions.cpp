@@ -13,7 +13,9 @@
 #include <puffadv/conventions.hpp>
 
 #include "bindings_arrays.hpp"
+#include "bindings_release.hpp"
 #include "bindings_conventions.hpp"
+#include "conventions_detail.hpp"
 
 namespace nb = nanobind;
 
@@ -26,6 +28,19 @@ std::optional<matrix> import(nb::handle obj, const char* name, array_holder& kee
     return bindings::import_array(obj, name, keep, /*optional=*/true);
 }
 
+std::optional<matrix> output(nb::handle obj, const char* name, array_holder& keep) {
+    return bindings::import_array(obj, name, keep, /*optional=*/true, /*output=*/true);
+}
+
+// time_axis as the core's int64, or the core's own message for a Python int beyond it.
+std::int64_t time_axis_of(nb::handle time_axis) {
+    int overflow = 0;
+    const long long value = PyLong_AsLongLongAndOverflow(time_axis.ptr(), &overflow);
+    if (value == -1 && PyErr_Occurred()) throw nb::python_error();
+    if (overflow) throw value_error(detail::time_axis_message("rewards", nb::str(time_axis).c_str()));
+    return value;
+}
+
 matrix required(std::optional<matrix> m, const char* name) {
     if (!m) throw type_error(std::string(name) + " must be an array, got None");
     return *m;
@@ -35,8 +50,8 @@ void standard_estimate(nb::handle rewards, nb::handle values, nb::handle termina
                        nb::handle last_value, nb::handle bootstrap_values, nb::handle importance,
                        nb::handle advantages, nb::handle returns, nb::handle abs_sums, nb::handle sums,
                        nb::handle square_sums, const std::string& kind, double gamma, double lambda,
-                       double rho_clip, double c_clip, double rho_pg_clip, int time_axis,
-                       const std::string& lambda_name, std::uintptr_t stream) {
+                       double rho_clip, double c_clip, double rho_pg_clip, nb::int_ time_axis,
+                       const std::string& lambda_name, nb::handle stream) {
     array_holder keep[12];
     standard_arrays a;
     a.rewards = required(import(rewards, "rewards", keep[0]), "rewards");
@@ -46,37 +61,39 @@ void standard_estimate(nb::handle rewards, nb::handle values, nb::handle termina
     a.last_value = import(last_value, "last_value", keep[4]);
     a.bootstrap_values = import(bootstrap_values, "bootstrap_values", keep[5]);
     a.importance = import(importance, "importance", keep[6]);
-    a.advantages = import(advantages, "advantages", keep[7]);
-    a.fused.returns = import(returns, "returns", keep[8]);
-    a.fused.abs_sums = import(abs_sums, "abs_sums", keep[9]);
-    a.fused.sums = import(sums, "sums", keep[10]);
-    a.fused.square_sums = import(square_sums, "square_sums", keep[11]);
+    a.advantages = output(advantages, "advantages", keep[7]);
+    a.fused.returns = output(returns, "returns", keep[8]);
+    a.fused.abs_sums = output(abs_sums, "abs_sums", keep[9]);
+    a.fused.sums = output(sums, "sums", keep[10]);
+    a.fused.square_sums = output(square_sums, "square_sums", keep[11]);
 
-    if (auto problem = apply_time_axis(a, time_axis)) throw value_error(problem.message);
+    const std::uintptr_t handle = bindings::stream_handle(stream);
+    if (auto problem = apply_time_axis(a, time_axis_of(time_axis))) throw value_error(problem.message);
 
     const standard_params p{estimator_from_name(kind), gamma, lambda, rho_clip, c_clip, rho_pg_clip,
                             lambda_name.c_str()};
-    nb::gil_scoped_release release;  // `keep` holds the arrays until after this scope
-    compute_standard_estimate(a, p, reinterpret_cast<gpu_stream>(stream));
+    const bindings::released_gil release;  // `keep` holds the arrays until after this scope
+    compute_standard_estimate(a, p, reinterpret_cast<gpu_stream>(handle));
 }
 
 void puff_advantage_fused(nb::handle values, nb::handle rewards, nb::handle dones, nb::handle importance,
                           nb::handle advantages, nb::handle returns, nb::handle abs_sums, nb::handle sums,
                           nb::handle square_sums, double gamma, double gae_lambda, double rho_clip,
-                          double c_clip, std::uintptr_t stream) {
+                          double c_clip, nb::handle stream) {
     array_holder keep[9];
     puff_arrays a{required(import(values, "values", keep[0]), "values"),
                   required(import(rewards, "rewards", keep[1]), "rewards"),
                   required(import(dones, "dones", keep[2]), "dones"),
                   required(import(importance, "importance", keep[3]), "importance"),
-                  required(import(advantages, "advantages", keep[4]), "advantages")};
-    a.fused.returns = import(returns, "returns", keep[5]);
-    a.fused.abs_sums = import(abs_sums, "abs_sums", keep[6]);
-    a.fused.sums = import(sums, "sums", keep[7]);
-    a.fused.square_sums = import(square_sums, "square_sums", keep[8]);
+                  required(output(advantages, "advantages", keep[4]), "advantages")};
+    a.fused.returns = output(returns, "returns", keep[5]);
+    a.fused.abs_sums = output(abs_sums, "abs_sums", keep[6]);
+    a.fused.sums = output(sums, "sums", keep[7]);
+    a.fused.square_sums = output(square_sums, "square_sums", keep[8]);
+    const std::uintptr_t handle = bindings::stream_handle(stream);
     const puff_params params{gamma, gae_lambda, rho_clip, c_clip};
-    nb::gil_scoped_release release;
-    compute_puff_advantage(a, params, reinterpret_cast<gpu_stream>(stream));
+    const bindings::released_gil release;
+    compute_puff_advantage(a, params, reinterpret_cast<gpu_stream>(handle));
 }
 
 }  // namespace

@@ -20,7 +20,7 @@ build_info get_build_info() {
     info.build_type = PUFF_BUILD_TYPE;
     info.compiler = PUFF_CXX_COMPILER;
     info.cxx_flags = PUFF_CXX_FLAGS;
-    info.openmp = PUFF_OPENMP != 0;
+    info.openmp = false;  // CPU threads are puffadv's own pool since issue 15
     info.sanitizers = PUFF_SANITIZE != 0;
     return info;
 }
@@ -52,7 +52,7 @@ gpu_status query_gpu(device_type type) {
 }
 
 namespace {
-// Per calling thread; 0: unpinned. OpenMP workers never ask.
+// Per calling thread; 0: unpinned. Pool workers never ask.
 thread_local int pinned_threads = 0;
 
 int threads_from_environment() {

@@ -22,9 +22,17 @@ const char* dtype_name(dtype t) noexcept {
 }
 
 std::string unreadable_dtype_message(const char* name, const std::string& described) {
-    return std::string(name) + " has dtype " + described +
-           ", which puffadv does not read; expected float32, float64, bfloat16 or float16 "
-           "(flags: also bool or uint8)";
+    // What this argument accepts, known from its name (the names are the core's own).
+    const std::string n = name;
+    const char* expected = "float32, float64, bfloat16 or float16";
+    if (n == "dones" || n == "terminated" || n == "truncated")
+        expected = "bool, uint8 or the float inputs' dtype (float32, float64, bfloat16 or float16)";
+    else if (n == "advantages" || n == "returns")
+        expected = "the float inputs' dtype (float32, float64, bfloat16 or float16), or float32 for "
+                   "bfloat16/float16 inputs";
+    else if (n == "abs_sums" || n == "sums" || n == "square_sums")
+        expected = "float32 or float64";
+    return n + " has dtype " + described + ", which puffadv does not read; expected " + expected;
 }
 
 std::size_t dtype_size(dtype t) noexcept {
@@ -137,7 +145,8 @@ argument_problem check_array_layout(const matrix& m, const char* name, const mat
 }
 
 argument_problem check_output(const matrix& out, const char* name,
-                              std::initializer_list<std::pair<const matrix*, const char*>> inputs) {
+                              std::initializer_list<std::pair<const matrix*, const char*>> inputs,
+                              bool others_are_outputs) {
     if (!out.writable) {
         return {argument_problem::value,
                 std::string(name) + " is read-only; pass a writable array or leave it as None"};
@@ -152,8 +161,10 @@ argument_problem check_output(const matrix& out, const char* name,
     for (auto [input, input_name] : inputs) {
         byte_range in_range{};
         if (byte_extent(*input, in_range) && in_range.lo < out_range.hi && out_range.lo < in_range.hi) {
-            return {argument_problem::value, std::string(name) + " overlaps " + input_name +
-                                                 " in memory; the output must not alias an input"};
+            return {argument_problem::value,
+                    std::string(name) + " overlaps " + input_name + " in memory; " +
+                        (others_are_outputs ? "two outputs must not share memory"
+                                            : "the output must not alias an input")};
         }
     }
     return {};

@@ -50,9 +50,11 @@ bool has_self_overlap(const matrix& m);
 argument_problem check_array_layout(const matrix& m, const char* name, const matrix& ref,
                                     const char* ref_name);
 
-/// An output must be writable, have distinct elements and not overlap any input.
+/// An output must be writable, have distinct elements and not overlap any input
+/// (or, with `others_are_outputs`, any of the call's other outputs).
 argument_problem check_output(const matrix& out, const char* name,
-                              std::initializer_list<std::pair<const matrix*, const char*>> inputs);
+                              std::initializer_list<std::pair<const matrix*, const char*>> inputs,
+                              bool others_are_outputs = false);
 
 argument_problem check_unit_interval(double value, const char* name);
 argument_problem check_non_negative(double value, const char* name);

@@ -75,10 +75,11 @@ argument_problem check_fused_outputs(const fused_outputs& f, const matrix& ref, 
                                      std::initializer_list<named_matrix> outputs) {
     // Every output must be clear of every input and of every other output.
     auto clear_of_others = [&](const matrix& out, const char* name) -> argument_problem {
+        // `outputs` holds the reference input itself when a call has no advantages output.
         for (auto [other, other_name] : outputs)
-            if (auto problem = check_output(out, name, {{other, other_name}})) return problem;
+            if (auto problem = check_output(out, name, {{other, other_name}}, other != &ref)) return problem;
         if (f.returns && &out != &*f.returns)
-            if (auto problem = check_output(out, name, {{&*f.returns, "returns"}})) return problem;
+            if (auto problem = check_output(out, name, {{&*f.returns, "returns"}}, true)) return problem;
         for (auto [input, input_name] : inputs)
             if (auto problem = check_output(out, name, {{input, input_name}})) return problem;
         return check_output(out, name, {});
@@ -100,7 +101,7 @@ argument_problem check_fused_outputs(const fused_outputs& f, const matrix& ref, 
         if (auto problem = clear_of_others(m, name)) return problem;
         for (auto [other, other_name] : sums)
             if (other != sum && *other)
-                if (auto problem = check_output(m, name, {{&**other, other_name}})) return problem;
+                if (auto problem = check_output(m, name, {{&**other, other_name}}, true)) return problem;
     }
     return {};
 }
@@ -127,13 +128,17 @@ estimator estimator_from_name(const std::string& name) {
     throw value_error("kind must be 'gae', 'td_lambda' or 'vtrace', got '" + name + "'");
 }
 
-argument_problem apply_time_axis(matrix& m, int time_axis, const char* name) {
+namespace detail {
+std::string time_axis_message(const char* name, const std::string& got) {
+    return join("time_axis must be 0 or -2 (time-major [T, B]) or 1 or -1 (batch-major [B, T]) for the 2-D ",
+                name, ", got ", got);
+}
+}  // namespace detail
+
+argument_problem apply_time_axis(matrix& m, std::int64_t time_axis, const char* name) {
     if (m.ndim != 2) return {};
-    if (time_axis < -2 || time_axis > 1) {
-        return {argument_problem::value,
-                detail::join("time_axis must be 0 or -2 (time-major [T, B]) or 1 or -1 (batch-major [B, T]) "
-                     "for the 2-D ", name, ", got ", time_axis)};
-    }
+    if (time_axis < -2 || time_axis > 1)
+        return {argument_problem::value, detail::time_axis_message(name, std::to_string(time_axis))};
     if (time_axis == 0 || time_axis == -2) {
         std::swap(m.rows, m.cols);
         std::swap(m.row_stride, m.col_stride);
@@ -141,7 +146,7 @@ argument_problem apply_time_axis(matrix& m, int time_axis, const char* name) {
     return {};
 }
 
-argument_problem apply_time_axis(standard_arrays& a, int time_axis) {
+argument_problem apply_time_axis(standard_arrays& a, std::int64_t time_axis) {
     const std::pair<matrix*, const char*> required[] = {
         {&a.rewards, "rewards"}, {&a.values, "values"}, {&a.terminated, "terminated"}};
     for (auto [m, name] : required)

@@ -23,11 +23,10 @@
 #include <string>
 #include <type_traits>
 
-#if defined(_OPENMP)
-#include <omp.h>
-#endif
+#include <mutex>
 
 #include "conventions_cpu.hpp"
+#include "cpu_threads.hpp"
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -219,10 +218,9 @@ inline C zero_where_set(C flag, C x) {
 // First (row, step) found with terminated and truncated both set.
 struct data_error {
     std::int64_t row = -1, step = -1;
+    std::mutex lock;  // threads may find errors at once
     void record(std::int64_t r, std::int64_t t) {
-#if defined(_OPENMP)
-#pragma omp critical(puffadv_data_error)
-#endif
+        std::lock_guard<std::mutex> guard(lock);
         if (row < 0 || r < row || (r == row && t < step)) row = r, step = t;
     }
 };
@@ -618,16 +616,9 @@ void run(const kernel_args<C>& a, bool time_contiguous) {
         else
             block_rows(a, first, count, error);
     };
-#if defined(_OPENMP)
-    if (threads > 1) {
-#pragma omp parallel for schedule(static) num_threads(threads)
-        for (std::int64_t u = 0; u < units; ++u) do_unit(u);
-    } else
-#endif
-    {
-        (void)threads;
-        for (std::int64_t u = 0; u < units; ++u) do_unit(u);
-    }
+    parallel_ranges(threads, units, [&](std::int64_t begin, std::int64_t end) {
+        for (std::int64_t u = begin; u < end; ++u) do_unit(u);
+    });
     if (error.row >= 0)
         throw value_error("terminated and truncated are both set at row " + std::to_string(error.row) +
                           ", step " + std::to_string(error.step) +

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <initializer_list>
+#include <string>
 #include <utility>
 
 #include <puffadv/conventions.hpp>
@@ -38,6 +39,9 @@ argument_problem check_vector_layout(const matrix& m, const char* name, const ma
 argument_problem check_fused_outputs(const fused_outputs& fused, const matrix& ref, const char* ref_name,
                                      dtype float_type, std::initializer_list<named_matrix> inputs,
                                      std::initializer_list<named_matrix> outputs);
+
+/// The message for a time_axis that is none of 0, -2, 1, -1 (`got`: as the caller wrote it).
+std::string time_axis_message(const char* name, const std::string& got);
 
 /// The puff advantage takes the general kernel (conventions_cpu.cpp) when the
 /// fast float path of advantage_cpu.cpp cannot serve it.

@@ -71,12 +71,13 @@ argument_problem find_standard_problem(const standard_arrays& arrays, const stan
 /// Turns a view of the caller's 2-D array into the [rows, horizon] view the core
 /// reads: time_axis 1 or -1 is batch-major [B, T] (unchanged), 0 or -2 is
 /// time-major [T, B] (rows and strides swapped, no copy). Arrays that are not
-/// 2-D are left alone for the layout check to name.
-argument_problem apply_time_axis(matrix& m, int time_axis, const char* name);
+/// 2-D are left alone for the layout check to name. 64-bit, so that bindings pass
+/// the caller's integer unnarrowed (2**32 must not read as 0).
+argument_problem apply_time_axis(matrix& m, std::int64_t time_axis, const char* name);
 
 /// apply_time_axis on every [rows, horizon] array of a call (not last_value or
 /// the per-row sums, which have no time axis), as every binding needs it.
-argument_problem apply_time_axis(standard_arrays& a, int time_axis);
+argument_problem apply_time_axis(standard_arrays& a, std::int64_t time_axis);
 
 /// Checks, then computes on the arrays' device. Throws value_error when a step
 /// is both terminated and truncated (naming its row and step).

@@ -100,7 +100,7 @@ struct build_info {
     std::string build_type;         ///< CMAKE_BUILD_TYPE
     std::string compiler;           ///< C++ compiler id and version
     std::string cxx_flags;          ///< flags the core was compiled with
-    bool openmp = false;            ///< CPU threads come from OpenMP
+    bool openmp = false;            ///< always false: CPU threads are puffadv's own fork-safe pool
     bool sanitizers = false;        ///< built with ASan/UBSan
 };
 build_info get_build_info();

@@ -3,11 +3,11 @@ V-trace) for CPU, CUDA and HIP, taking any DLPack array."""
 from ._api import compute_puff_advantage
 from ._conventions import Estimate, VTraceEstimate, gae, td_lambda_returns, vtrace
 from ._core import build_info as _build_info
-from ._fallback import BackendUnavailableError, set_fallback
+from ._fallback import BackendUnavailableError, FallbackWarning, set_fallback
 from ._report import backend, cmake_dir
 
 __version__ = _build_info()["version"]
 
 __all__ = ["compute_puff_advantage", "gae", "td_lambda_returns", "vtrace", "Estimate",
            "VTraceEstimate", "backend", "cmake_dir", "__version__",
-           "set_fallback", "BackendUnavailableError"]
+           "set_fallback", "BackendUnavailableError", "FallbackWarning"]

@@ -1,7 +1,36 @@
 """The public functions of puffadv."""
 from __future__ import annotations
 
+from typing import Any, Literal, Optional, Union, overload
+
+import numpy as np
+
 from . import _conventions, _core, _dispatch, _frameworks
+from ._types import Array, ArrayT, Real, Stream
+
+_ARRAY_NAMES = ("values", "rewards", "dones", "importance", "advantages")
+_PARAMETER_NAMES = ("gamma", "gae_lambda", "rho_clip", "c_clip")
+
+
+_Fused = Union[Array, bool, None]  # a fused output: True allocates, an array is written
+
+
+@overload
+def compute_puff_advantage(values: ArrayT, rewards: Array, dones: Array, importance: Array,
+                           advantages: Optional[ArrayT] = None, gamma: Real = 0.99,
+                           gae_lambda: Real = 0.95, rho_clip: Real = 1.0, c_clip: Real = 1.0, *,
+                           stream: Optional[Stream] = None, returns: Literal[None, False] = None,
+                           abs_sums: Literal[None, False] = None, sums: Literal[None, False] = None,
+                           square_sums: Literal[None, False] = None) -> ArrayT: ...
+
+
+@overload
+def compute_puff_advantage(values: Array, rewards: Array, dones: Array, importance: Array,
+                           advantages: Optional[Array] = None, gamma: Real = 0.99,
+                           gae_lambda: Real = 0.95, rho_clip: Real = 1.0, c_clip: Real = 1.0, *,
+                           stream: Optional[Stream] = None, returns: _Fused = None,
+                           abs_sums: _Fused = None, sums: _Fused = None,
+                           square_sums: _Fused = None) -> Any: ...  # an Estimate if any is asked for
 
 
 def compute_puff_advantage(values, rewards, dones, importance, advantages=None,
@@ -31,20 +60,33 @@ def compute_puff_advantage(values, rewards, dones, importance, advantages=None,
     the ``[rows]`` sums over time of the advantages ``abs_sums`` (sum |A|, for
     prioritised replay), ``sums`` and ``square_sums`` (for normalisation). When
     any is requested the result is a ``puffadv.Estimate`` instead of an array.
+
+    On torch tensors it also runs inside ``torch.compile(fullgraph=True)``,
+    computing exactly what the eager call computes (an explicit ``stream`` must
+    then be an int handle).
     """
-    named = {"values": values, "rewards": rewards, "dones": dones, "importance": importance}
-    if advantages is not None:
-        named["advantages"] = advantages
-    framework = _frameworks.require_arrays(named)
-    params = [_frameworks.real_parameter(p, n) for p, n in
-              ((gamma, "gamma"), (gae_lambda, "gae_lambda"), (rho_clip, "rho_clip"), (c_clip, "c_clip"))]
+    if type(values) is not np.ndarray and _frameworks.torch_compiling():
+        from . import _compiled
+        return _compiled.compute_puff_advantage(
+            values, rewards, dones, importance, advantages, gamma, gae_lambda, rho_clip, c_clip,
+            stream=stream, returns=returns, abs_sums=abs_sums, sums=sums, square_sums=square_sums)
+    inputs = (values, rewards, dones, importance)
+    framework = _frameworks.framework_of_call(inputs, (advantages,), _ARRAY_NAMES)
+    params = _frameworks.real_parameters((gamma, gae_lambda, rho_clip, c_clip), _PARAMETER_NAMES)
     out = advantages if advantages is not None else _conventions.output_like(framework, values)
-    fused = {"returns": returns, "abs_sums": abs_sums, "sums": sums, "square_sums": square_sums}
-    if any(spec is not None and spec is not False for spec in fused.values()):
-        extra = _conventions.puff_fused(framework, values, rewards, dones, importance, out, fused,
-                                        params, stream)
+    if (returns is not None or abs_sums is not None or sums is not None or square_sums is not None) \
+            and _requested(returns, abs_sums, sums, square_sums):
+        extra = _conventions.puff_fused(framework, values, rewards, dones, importance, out,
+                                        (returns, abs_sums, sums, square_sums), params, stream)
         result = _frameworks.finish(framework, values, out) if advantages is None else out
         return _conventions.Estimate(result, *extra)
-    _dispatch.call_core(_core.puff_advantage, framework, (values, rewards, dones, importance),
-                        (out,), params, stream)
-    return _frameworks.finish(framework, values, out) if advantages is None else out
+    _dispatch.call_core(_core.puff_advantage, framework, inputs, (out,), params, stream, ("advantages",))
+    return out if advantages is not None else _frameworks.finish(framework, values, out)
+
+
+def _requested(*specs) -> bool:
+    """Whether any fused output is asked for (True or an array; None and False are not)."""
+    for spec in specs:
+        if spec is not None and spec is not False:
+            return True
+    return False

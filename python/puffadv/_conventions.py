@@ -5,11 +5,14 @@ docs/conventions.md maps each library's arguments to these."""
 from __future__ import annotations
 
 import numbers
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Optional, Union
 
 import numpy as np
 
 from . import _core, _dispatch, _frameworks
+from ._types import Array, Real, Stream
+
+_Output = Union[Array, bool, None]  # an output argument: True allocates, False skips, an array is written
 
 
 class Estimate(NamedTuple):
@@ -35,14 +38,29 @@ class VTraceEstimate(NamedTuple):
 _REDUCED = {"bfloat16", "float16"}
 
 
+_dtype_names: dict = {}  # dtype object -> its short name: str(np.dtype) alone costs ~1 us
+
+
 def _dtype_name(x) -> str:
-    return str(getattr(x, "dtype", "")).rsplit(".", 1)[-1]
+    """'float32', 'bfloat16', ... (NumPy, torch, CuPy and JAX spellings agree)."""
+    dtype = getattr(x, "dtype", "")
+    try:
+        return _dtype_names[dtype]
+    except KeyError:
+        name = _dtype_names[dtype] = str(dtype).rsplit(".", 1)[-1]
+        return name
+    except TypeError:  # an unhashable dtype attribute
+        return str(dtype).rsplit(".", 1)[-1]
+
+
+def _is_reduced(like) -> bool:
+    return _dtype_name(like) in _REDUCED
 
 
 def _output_dtype(framework: str, like):
     """float32 for bfloat16/float16 inputs (the arithmetic is float32, and a
     bf16 advantage keeps under 3 significant digits), else the input's dtype."""
-    if _dtype_name(like) not in _REDUCED:
+    if not _is_reduced(like):
         return like.dtype
     if framework == "torch":
         import torch
@@ -54,10 +72,11 @@ def _output_dtype(framework: str, like):
 
 def _empty(framework: str, like, shape, dtype):
     """A fresh contiguous array beside `like` (same framework and device)."""
-    shape = tuple(int(s) for s in shape)
+    if framework == "numpy":
+        return np.empty(shape, dtype=dtype)
     if framework == "torch":
-        import torch
-        return torch.empty(shape, dtype=dtype, device=like.device)
+        return _frameworks.torch_empty(like, shape, dtype)
+    shape = tuple(int(s) for s in shape)
     if framework == "cupy":
         import cupy
         with cupy.cuda.Device(like.device.id):
@@ -73,12 +92,16 @@ def _empty(framework: str, like, shape, dtype):
 
 def output_like(framework: str, like):
     """The default advantages output for `like` (see _output_dtype)."""
-    if _dtype_name(like) not in _REDUCED:
+    if framework == "torch":
+        return _frameworks.torch_empty_like(like, _output_dtype(framework, like))
+    if not _is_reduced(like):
         return _frameworks.empty_like(framework, like)
     return _empty(framework, like, like.shape, _output_dtype(framework, like))
 
 
 def _check_time_axis(time_axis) -> int:
+    if type(time_axis) is int:
+        return time_axis
     if isinstance(time_axis, bool) or not isinstance(time_axis, numbers.Integral):
         raise TypeError(f"time_axis must be an int (0: time-major [T, B], 1: batch-major [B, T]), "
                         f"got {_frameworks.describe(time_axis)}")
@@ -92,83 +115,84 @@ def _batch_size(x, time_axis: int) -> int:
     return shape[1] if time_axis in (0, -2) else shape[0]
 
 
-def _want(spec, name: str):
-    """An output argument: True (allocate), False/None (skip) or an array (write into it)."""
-    if spec is None or spec is False:
-        return None
-    return spec
+_STANDARD_NAMES = ("rewards", "values", "terminated", "truncated", "last_value", "bootstrap_values",
+                   "importance", "advantages", "returns", "abs_sums", "sums", "square_sums")
+_SCALAR_NAMES = {lam: ("gamma", lam, "rho_clip", "c_clip", "rho_pg_clip") for lam in ("gae_lambda", "lambda_")}
+_VTRACE_OUTPUT_NAMES = ("pg_advantages", "vs", "abs_sums", "sums", "square_sums")
+_SUMS = (False, False, True, True, True)  # which of the five outputs are [B] sums
 
 
-def _call(kernel, framework, inputs, outputs, scalars, stream):
-    """call_core with optional (None) arrays: only present ones go through the
-    dispatcher (and any host fallback), the kernel gets them back in place."""
-    present_in = [i for i, x in enumerate(inputs) if x is not None]
-    present_out = [i for i, x in enumerate(outputs) if x is not None]
-
-    def bound(*args):
-        full_in, full_out = [None] * len(inputs), [None] * len(outputs)
-        for i, x in zip(present_in, args[:len(present_in)]):
-            full_in[i] = x
-        rest = args[len(present_in):]
-        for i, x in zip(present_out, rest[:len(present_out)]):
-            full_out[i] = x
-        kernel(*full_in, *full_out, *rest[len(present_out):])
-
-    _dispatch.call_core(bound, framework, [inputs[i] for i in present_in],
-                        [outputs[i] for i in present_out], scalars, stream)
+def _given(specs: tuple) -> list:
+    """The output arrays the caller gave: each spec that is not True (allocate), False or None (skip)."""
+    return [None if spec is True or spec is False else spec for spec in specs]
 
 
-def _allocate(framework, rewards, values, time_axis, specs):
-    """Resolves output specs into arrays: [rows, horizon]-shaped like rewards, or [B] sums."""
-    out = {}
-    for name, spec in specs.items():
-        spec = _want(spec, name)
+def _allocate(framework, rewards, values, time_axis, specs: tuple, outputs: list) -> list:
+    """The output arrays: `outputs` (the given ones, from _given) with each True
+    spec's array allocated in place ([rows, horizon] like rewards, or [B] sums)."""
+    if framework == "dlpack" and any(spec is True for spec in specs):
+        # A plain producer may have no .shape or .dtype: allocate like what the core read of it.
+        framework = "numpy"
+        rewards, values = _frameworks.host_like(rewards, "rewards"), _frameworks.host_like(values, "values")
+    series = None  # allocates one [rows, horizon] output; made on first use
+    for k, spec in enumerate(specs):
         if spec is True:
-            if name in ("abs_sums", "sums", "square_sums"):
+            if _SUMS[k]:
                 dtype = np.float64 if _dtype_name(values) == "float64" else np.float32
                 if framework == "torch":
                     import torch
                     dtype = torch.float64 if dtype is np.float64 else torch.float32
-                spec = _empty(framework, values, (_batch_size(rewards, time_axis),), dtype)
+                outputs[k] = _empty(framework, values, (_batch_size(rewards, time_axis),), dtype)
             else:
-                spec = _empty(framework, values, getattr(rewards, "shape", ()),
-                              _output_dtype(framework, values))
-            out[name] = (spec, True)
-        elif spec is not None:
-            out[name] = (spec, False)
-    return out
+                if series is None:
+                    series = _series_allocator(framework, rewards, values)
+                outputs[k] = series()
+    return outputs
 
 
-def _estimate(kind, rewards, values, terminated, truncated, last_value, bootstrap_values, importance,
-              gamma, lam, lambda_name, rho_clip, c_clip, rho_pg_clip, time_axis, specs, stream):
-    named = {"rewards": rewards, "values": values, "terminated": terminated}
-    for name, x in (("truncated", truncated), ("last_value", last_value),
-                    ("bootstrap_values", bootstrap_values), ("importance", importance)):
-        if x is not None:
-            named[name] = x
-    for name, spec in specs.items():
-        if spec is not None and spec is not True and spec is not False:
-            named[name] = spec
-    framework = _frameworks.require_arrays(named)
+def _series_allocator(framework, rewards, values):
+    """A function allocating a [rows, horizon] output: rewards' shape, values'
+    device and output dtype, everything decided once per call."""
+    shape, dtype = getattr(rewards, "shape", ()), _output_dtype(framework, values)
+    if framework == "torch" and shape == values.shape:
+        return lambda: _frameworks.torch_empty_like(values, dtype)
+    return lambda: _empty(framework, values, shape, dtype)
+
+
+def _finish(framework, values, specs, outputs) -> list:
+    """Allocated outputs handed back in the caller's framework (JAX from host arrays)."""
+    if framework != "jax":
+        return outputs
+    return [_frameworks.finish(framework, values, out) if spec is True else out
+            for spec, out in zip(specs, outputs)]
+
+
+def _estimate(kind, lambda_name, inputs: tuple, specs: tuple, scalars: tuple, time_axis, stream):
+    """The shared body of gae / td_lambda_returns / vtrace. `inputs`: the seven
+    input arrays (None: absent); `specs`: advantages, returns, abs_sums, sums,
+    square_sums (True, False, None or an array); `scalars`: gamma, lambda,
+    rho_clip, c_clip, rho_pg_clip. Returns the five outputs (None: not asked for)."""
+    if type(inputs[0]) is not np.ndarray and _frameworks.torch_compiling():
+        from . import _compiled
+        return _compiled.estimate(kind, lambda_name, inputs, specs, scalars, time_axis, stream)
+    given = _given(specs)
+    framework = _frameworks.framework_of_call(inputs[:3], (*inputs[3:], *given), _STANDARD_NAMES)
     time_axis = _check_time_axis(time_axis)
-    scalars = [_frameworks.real_parameter(p, n) for p, n in
-               ((gamma, "gamma"), (lam, lambda_name), (rho_clip, "rho_clip"), (c_clip, "c_clip"),
-                (rho_pg_clip, "rho_pg_clip"))]
-    outs = _allocate(framework, rewards, values, time_axis, specs)
-    order = ("advantages", "returns", "abs_sums", "sums", "square_sums")
-    arrays = [outs[n][0] if n in outs else None for n in order]
-    _call(_core.standard_estimate, framework,
-          [rewards, values, terminated, truncated, last_value, bootstrap_values, importance], arrays,
-          [kind, scalars[0], scalars[1], scalars[2], scalars[3], scalars[4], time_axis, lambda_name],
-          stream)
-    return [None if n not in outs else (_frameworks.finish(framework, values, outs[n][0])
-                                        if outs[n][1] else outs[n][0]) for n in order]
+    scalars = _frameworks.real_parameters(scalars, _SCALAR_NAMES[lambda_name])
+    rewards, values = inputs[0], inputs[1]
+    outputs = _allocate(framework, rewards, values, time_axis, specs, given)
+    _dispatch.call_core(_core.standard_estimate, framework, inputs, outputs,
+                        (kind, *scalars, time_axis, lambda_name), stream,
+                        _VTRACE_OUTPUT_NAMES if kind == "vtrace" else _STANDARD_NAMES[7:])
+    return _finish(framework, values, specs, outputs)
 
 
-def gae(rewards, values, terminated, truncated=None, *, last_value=None, bootstrap_values=None,
-        importance=None, gamma=0.99, gae_lambda=0.95, rho_clip=1.0, c_clip=1.0, time_axis=-1,
-        advantages=True, returns=True, abs_sums=False, sums=False, square_sums=False,
-        stream=None) -> Estimate:
+def gae(rewards: Array, values: Array, terminated: Array, truncated: Optional[Array] = None, *,
+        last_value: Optional[Array] = None, bootstrap_values: Optional[Array] = None,
+        importance: Optional[Array] = None, gamma: Real = 0.99, gae_lambda: Real = 0.95,
+        rho_clip: Real = 1.0, c_clip: Real = 1.0, time_axis: int = -1, advantages: _Output = True,
+        returns: _Output = True, abs_sums: _Output = False, sums: _Output = False,
+        square_sums: _Output = False, stream: Optional[Stream] = None) -> Estimate:
     """Generalised advantage estimation as TorchRL, SB3, CleanRL and rlax define it.
 
     ``rewards[t]``, ``terminated[t]`` and ``truncated[t]`` belong to the step that
@@ -196,33 +220,37 @@ def gae(rewards, values, terminated, truncated=None, *, last_value=None, bootstr
     rewards' shape, and the inputs' dtype, except float32 for bfloat16/float16
     inputs. Returns an :class:`Estimate`.
     """
-    result = _estimate("gae", rewards, values, terminated, truncated, last_value, bootstrap_values,
-                       importance, gamma, gae_lambda, "gae_lambda", rho_clip, c_clip, 1.0, time_axis,
-                       {"advantages": advantages, "returns": returns, "abs_sums": abs_sums,
-                        "sums": sums, "square_sums": square_sums}, stream)
-    return Estimate(*result)
+    return Estimate(*_estimate(
+        "gae", "gae_lambda", (rewards, values, terminated, truncated, last_value, bootstrap_values, importance),
+        (advantages, returns, abs_sums, sums, square_sums), (gamma, gae_lambda, rho_clip, c_clip, 1.0),
+        time_axis, stream))
 
 
-def td_lambda_returns(rewards, values, terminated, truncated=None, *, last_value=None,
-                      bootstrap_values=None, importance=None, gamma=0.99, lambda_=0.95, rho_clip=1.0,
-                      c_clip=1.0, time_axis=-1, returns=True, advantages=False, abs_sums=False,
-                      sums=False, square_sums=False, stream=None) -> Estimate:
+def td_lambda_returns(rewards: Array, values: Array, terminated: Array, truncated: Optional[Array] = None,
+                      *, last_value: Optional[Array] = None, bootstrap_values: Optional[Array] = None,
+                      importance: Optional[Array] = None, gamma: Real = 0.99, lambda_: Real = 0.95,
+                      rho_clip: Real = 1.0, c_clip: Real = 1.0, time_axis: int = -1,
+                      returns: _Output = True, advantages: _Output = False, abs_sums: _Output = False,
+                      sums: _Output = False, square_sums: _Output = False,
+                      stream: Optional[Stream] = None) -> Estimate:
     """TD(lambda) returns ``G_t = r_t + gamma (1 - terminated_t) [(1 - lambda) V'_t + lambda G_{t+1}]``,
     with ``G_{t+1}`` replaced by ``V'_t`` where an episode ends (TorchRL's
     ``td_lambda_return_estimate``, rlax's ``lambda_returns``). Equal to
     ``gae(...).returns``; with importance ratios, the lambda-V-trace targets.
     Arguments as :func:`gae`; ``advantages`` here are ``G - values``."""
-    result = _estimate("td_lambda", rewards, values, terminated, truncated, last_value,
-                       bootstrap_values, importance, gamma, lambda_, "lambda_", rho_clip, c_clip, 1.0,
-                       time_axis, {"advantages": advantages, "returns": returns, "abs_sums": abs_sums,
-                                   "sums": sums, "square_sums": square_sums}, stream)
-    return Estimate(*result)
+    return Estimate(*_estimate(
+        "td_lambda", "lambda_", (rewards, values, terminated, truncated, last_value, bootstrap_values, importance),
+        (advantages, returns, abs_sums, sums, square_sums), (gamma, lambda_, rho_clip, c_clip, 1.0),
+        time_axis, stream))
 
 
-def vtrace(rewards, values, terminated, truncated=None, *, last_value=None, bootstrap_values=None,
-           importance=None, gamma=0.99, lambda_=1.0, rho_clip=1.0, c_clip=1.0, rho_pg_clip=1.0,
-           time_axis=-1, vs=True, pg_advantages=True, abs_sums=False, sums=False, square_sums=False,
-           stream=None) -> VTraceEstimate:
+def vtrace(rewards: Array, values: Array, terminated: Array, truncated: Optional[Array] = None, *,
+           last_value: Optional[Array] = None, bootstrap_values: Optional[Array] = None,
+           importance: Optional[Array] = None, gamma: Real = 0.99, lambda_: Real = 1.0,
+           rho_clip: Real = 1.0, c_clip: Real = 1.0, rho_pg_clip: Real = 1.0, time_axis: int = -1,
+           vs: _Output = True, pg_advantages: _Output = True, abs_sums: _Output = False,
+           sums: _Output = False, square_sums: _Output = False,
+           stream: Optional[Stream] = None) -> VTraceEstimate:
     """V-trace (IMPALA): targets ``vs_t = V_t + A_t`` from the recurrence of
     :func:`gae` with ``c_t = min(importance[t], c_clip)`` and ``lambda_`` (1 in
     IMPALA), and the policy-gradient advantages::
@@ -233,24 +261,23 @@ def vtrace(rewards, values, terminated, truncated=None, *, last_value=None, boot
     where it ends (truncation, last step). ``importance`` is the ratio pi/mu
     (``exp(log_pi - log_mu)``), 1 when omitted. The sums are over ``pg_t``.
     Returns a :class:`VTraceEstimate`; arguments otherwise as :func:`gae`."""
-    result = _estimate("vtrace", rewards, values, terminated, truncated, last_value, bootstrap_values,
-                       importance, gamma, lambda_, "lambda_", rho_clip, c_clip, rho_pg_clip, time_axis,
-                       {"advantages": pg_advantages, "returns": vs, "abs_sums": abs_sums,
-                        "sums": sums, "square_sums": square_sums}, stream)
+    result = _estimate(
+        "vtrace", "lambda_", (rewards, values, terminated, truncated, last_value, bootstrap_values, importance),
+        (pg_advantages, vs, abs_sums, sums, square_sums), (gamma, lambda_, rho_clip, c_clip, rho_pg_clip),
+        time_axis, stream)
     return VTraceEstimate(result[1], result[0], *result[2:])
 
 
+_PUFF_FUSED_NAMES = ("values", "returns", "abs_sums", "sums", "square_sums")
+
+
 def puff_fused(framework, values, rewards, dones, importance, advantages, specs, params, stream):
-    """compute_puff_advantage with fused outputs (called from _api.py). Returns an Estimate."""
-    named = {name: spec for name, spec in specs.items()
-             if spec is not None and spec is not True and spec is not False}
-    if named:
-        _frameworks.require_arrays({"values": values, **named})
-    outs = _allocate(framework, values, values, -1, specs)
-    order = ("returns", "abs_sums", "sums", "square_sums")
-    arrays = [outs[n][0] if n in outs else None for n in order]
-    _call(_core.puff_advantage_fused, framework, [values, rewards, dones, importance],
-          [advantages, *arrays], params, stream)
-    fused = [None if n not in outs else (_frameworks.finish(framework, values, outs[n][0])
-                                         if outs[n][1] else outs[n][0]) for n in order]
-    return fused
+    """compute_puff_advantage's fused outputs (called from _api.py, after the
+    arrays, parameters and advantages): `specs` are returns, abs_sums, sums,
+    square_sums. Returns those four outputs (None: not asked for)."""
+    given = _given(specs)
+    _frameworks.framework_of_call((values,), given, _PUFF_FUSED_NAMES)
+    outputs = _allocate(framework, values, values, -1, (False, *specs), [None, *given])[1:]
+    _dispatch.call_core(_core.puff_advantage_fused, framework, (values, rewards, dones, importance),
+                        (advantages, *outputs), params, stream, ("advantages", *_PUFF_FUSED_NAMES[1:]))
+    return _finish(framework, values, specs, outputs)

@@ -23,11 +23,25 @@ MODES = ("warn", "error")
 BackendUnavailableError = _core.BackendUnavailableError
 
 
+class FallbackWarning(UserWarning):
+    """puffadv computed GPU arrays on the CPU (shown once per process).
+
+    A UserWarning, not a RuntimeWarning: training loops turn RuntimeWarning into
+    an error (PufferLib's trainer runs ``warnings.filterwarnings("error",
+    category=RuntimeWarning)`` at import), which would make a correct, slow result
+    a crash. Silence it with ``warnings.filterwarnings("ignore",
+    category=puffadv.FallbackWarning)``, or refuse fallbacks with
+    ``PUFFADV_FALLBACK=error``. The torch operators' warning is torch's
+    UserWarning with the same text.
+    """
+
+
 def set_fallback(mode: str) -> str:
     """What puffadv does with GPU arrays it cannot compute on; returns the previous mode.
 
     ``"warn"`` (the default): compute on the CPU, copying inputs to the host and
-    results back, with a one-time ``RuntimeWarning``. ``"error"``: raise
+    results back, with a one-time ``puffadv.FallbackWarning`` (a ``UserWarning``).
+    ``"error"``: raise
     ``puffadv.BackendUnavailableError`` (a ``RuntimeError``) instead. Sets the
     environment variable ``PUFFADV_FALLBACK``, which the torch ops read too.
     """
@@ -72,7 +86,7 @@ def run_on_host(kernel, framework: str, inputs, outputs, scalars, reason: str, s
         _synchronize(framework, inputs[0])
     moved = sum(_nbytes(a) for a in (*host_inputs, *host_outputs))
     if _core.record_fallback(moved, reason):
-        warnings.warn(_core.fallback_warning_message(reason, moved), RuntimeWarning,
+        warnings.warn(_core.fallback_warning_message(reason, moved), FallbackWarning,
                       stacklevel=_caller_stacklevel())
 
 

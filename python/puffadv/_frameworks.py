@@ -7,25 +7,76 @@ through DLPack, so it is written once for every framework.
 from __future__ import annotations
 
 import numbers
+import sys
 
 import numpy as np
 
 # DLPack device types (dlpack.h, DLDeviceType).
 _DLPACK_CPU, _DLPACK_CUDA, _DLPACK_CUDA_HOST, _DLPACK_ROCM = 1, 2, 3, 10
 
+# The framework of each array type seen so far (a type's module never changes).
+# Bare DLPack producers are not cached: that answer depends on the object.
+_FRAMEWORK_OF_TYPE: dict = {np.ndarray: "numpy"}
+
 
 def framework_of(x) -> str | None:
     """'numpy', 'torch', 'cupy', 'jax', 'dlpack' (any other producer) or None."""
+    framework = _FRAMEWORK_OF_TYPE.get(type(x))
+    if framework is not None:
+        return framework
     if isinstance(x, np.ndarray):
+        # An ndarray subclass: not cached, so that require_arrays sees every one
+        # (masked arrays are refused there).
         return "numpy"
     module = type(x).__module__.split(".", 1)[0]
     if module in ("torch", "cupy"):
-        return module
-    if module in ("jax", "jaxlib"):
-        return "jax"
+        framework = module
+    elif module in ("jax", "jaxlib"):
+        framework = "jax"
+    if framework is not None:
+        _FRAMEWORK_OF_TYPE[type(x)] = framework
+        return framework
     if hasattr(x, "__dlpack__"):
         return "dlpack"
     return None
+
+
+def framework_of_call(required: tuple, optional: tuple, names: tuple) -> str:
+    """require_arrays() for one call, decided once. `required` are arrays,
+    `optional` arrays or None (absent), `names` name them in that order. Arrays
+    of one type seen before cost one look-up (plus torch's neg-bit test);
+    anything else gets require_arrays' full check and its messages."""
+    kind = type(required[0])
+    framework = _FRAMEWORK_OF_TYPE.get(kind)
+    if framework is not None:
+        torch = framework == "torch"
+        for x in required:
+            if type(x) is not kind or (torch and x.is_neg()):
+                break
+        else:
+            for x in optional:
+                if x is not None and (type(x) is not kind or (torch and x.is_neg())):
+                    break
+            else:
+                return framework
+    arrays = (*required, *optional)
+    return require_arrays({name: x for position, (name, x) in enumerate(zip(names, arrays))
+                           if x is not None or position < len(required)})
+
+
+_is_compiling = None  # torch.compiler.is_compiling, once torch is imported
+
+
+def torch_compiling() -> bool:
+    """True while torch.compile (dynamo) traces the caller. Never imports torch:
+    without torch in the process nothing can be compiling."""
+    global _is_compiling
+    if _is_compiling is None:
+        torch = sys.modules.get("torch")
+        if torch is None or not hasattr(torch, "compiler"):
+            return False
+        _is_compiling = torch.compiler.is_compiling
+    return _is_compiling()
 
 
 def describe(x) -> str:
@@ -52,7 +103,51 @@ def require_arrays(named: dict) -> str:
         if fw == "torch" and x.is_neg():
             raise ValueError(f"{name} is a negative view (torch's neg bit: its memory holds -x); "
                              f"call .resolve_neg() first")
+        if fw == "numpy" and type(x) is not np.ndarray:
+            check_ndarray_subclass(x, name)
+        elif fw == "dlpack":
+            check_producer(x, name)
     return framework
+
+
+def check_ndarray_subclass(x, name: str) -> None:
+    """A masked array exports its data through DLPack without its mask: reading
+    it would silently use the masked values, so it is refused by name."""
+    if isinstance(x, np.ma.MaskedArray):
+        raise TypeError(f"{name} is a numpy.ma.MaskedArray; puffadv would read its masked values as "
+                        f"data and drop the mask: pass {name}.filled(fill_value) (or the plain "
+                        f"{name}.data after deciding what masked steps mean)")
+
+
+def check_producer(x, name: str) -> None:
+    """A DLPack producer that is none of the known frameworks must say where its
+    data lives: __dlpack_device__() returns a (device_type, device_id) pair of ints."""
+    method = getattr(x, "__dlpack_device__", None)
+    if method is None:
+        return  # DLPack before 2021 had no __dlpack_device__: the capsule says where
+    try:
+        device = method()
+    except Exception as error:
+        raise TypeError(f"{name} ({describe(x)}): its __dlpack_device__() raised "
+                        f"{type(error).__name__}: {error}") from error
+    if not (isinstance(device, tuple) and len(device) == 2
+            and all(isinstance(v, numbers.Integral) and not isinstance(v, bool) for v in device)):
+        raise TypeError(f"{name} ({describe(x)}): its __dlpack_device__() returned {device!r}; "
+                        f"expected a (device_type, device_id) pair of ints")
+
+
+def host_like(x, name: str) -> np.ndarray:
+    """An empty NumPy array shaped like a plain DLPack producer's data, to allocate
+    outputs beside it. The core reads the producer (checking its capsule first)."""
+    from . import _core
+    shape, dtype, device = _core.describe_array(x, name)
+    if device != "cpu":
+        raise TypeError(f"{name} is a {describe(x)} in {device} memory; puffadv cannot allocate an "
+                        f"output beside it: pass the outputs explicitly")
+    if dtype == "bfloat16":
+        raise TypeError(f"{name} is a bfloat16 {describe(x)}, which NumPy cannot hold; puffadv cannot "
+                        f"allocate an output beside it: pass the outputs explicitly")
+    return np.empty(shape if shape is not None else (0, 0), dtype=dtype)
 
 
 def dlpack_device(x) -> tuple[int, int]:
@@ -60,8 +155,11 @@ def dlpack_device(x) -> tuple[int, int]:
     if isinstance(x, np.ndarray):
         return (_DLPACK_CPU, 0)
     if hasattr(x, "__dlpack_device__"):
-        kind, index = x.__dlpack_device__()
-        return (int(kind), int(index))
+        try:
+            kind, index = x.__dlpack_device__()
+            return (int(kind), int(index))
+        except Exception:  # a meta tensor, a deleted JAX array: the core names the argument
+            return (0, 0)  # no device: neither CPU nor GPU
     return (_DLPACK_CPU, 0)
 
 
@@ -89,36 +187,97 @@ def wait_for_gpu(x) -> None:
         torch.cuda.synchronize(index)
 
 
-def for_import(framework: str, x):
-    """The object to hand to the core: torch tensors lose autograd history,
-    which DLPack refuses to export (advantages are targets, never differentiated)."""
-    if framework == "torch" and x.requires_grad:
-        return x.detach()
-    return x
+def for_import(framework: str, inputs):
+    """The inputs to hand to the core through Tensor.__dlpack__, which refuses
+    autograd history: torch tensors are detached (advantages are targets, never
+    differentiated). None (an absent optional input) stays None."""
+    if framework == "torch":
+        return [x.detach() if x is not None and x.requires_grad else x for x in inputs]
+    return inputs
 
 
-def for_kernel(framework: str, arrays):
-    """The arrays as the core imports them. torch >= 2.13's Tensor.__dlpack__
-    refuses a CUDA tensor that is not on the current device (BufferError), so
-    such tensors go as the capsule of torch.utils.dlpack.to_dlpack, the export
-    that __dlpack__ itself ends with: inputs on cuda:1 work whatever the current
-    device is. Everything else goes as it is."""
-    if framework != "torch" or not any(x is not None and x.is_cuda for x in arrays):
-        return arrays
-    import torch
-    from torch.utils.dlpack import to_dlpack
-    current = torch.cuda.current_device()
-    return [to_dlpack(x) if x is not None and x.is_cuda and x.device.index != current else x for x in arrays]
+def for_kernel(framework: str, inputs, outputs):
+    """The arguments as the core imports them: inputs, then outputs.
+
+    torch's Tensor.__dlpack__ first spends ~2 us per tensor in Python, and torch
+    >= 2.13's refuses a CUDA tensor off the current device (BufferError), while
+    inputs on cuda:1 must work whatever the current device is. So the core
+    imports plain torch.Tensor objects itself, through DLPack's C exchange API
+    (src/bindings_exchange.hpp), where torch has one (>= 2.10); with an older
+    torch they go as capsules of torch.utils.dlpack.to_dlpack, the export that
+    __dlpack__ ends with (and nanobind's fallback when __dlpack__ refuses).
+    Neither refuses autograd history, and neither passes through a
+    torch-function mode as a __dlpack__ call would (modes that pass it through
+    unchanged, such as `with torch.device(...)`, give the same result).
+    Subclasses go the old way, since they may override __dlpack__, which
+    refuses autograd history: their inputs are detached first. Other
+    frameworks' arrays go as they are."""
+    if framework != "torch":
+        return (*inputs, *outputs)
+    torch = _torch()
+    tensor = torch.Tensor
+    if torch.exchange_api:
+        for x in inputs:
+            if type(x) is not tensor and x is not None:
+                return (*for_import(framework, inputs), *outputs)
+        return (*inputs, *outputs)
+    to_dlpack = torch.to_dlpack
+    arguments = []
+    for x in inputs:
+        if type(x) is tensor:
+            try:
+                x = to_dlpack(x)
+            except Exception:  # noqa: BLE001 - torch cannot describe it; the core says why
+                pass
+        elif x is not None and x.requires_grad:
+            x = x.detach()
+        arguments.append(x)
+    for x in outputs:
+        if type(x) is tensor:
+            try:
+                x = to_dlpack(x)
+            except Exception:  # noqa: BLE001
+                pass
+        arguments.append(x)
+    return arguments
+
+
+class _TorchFunctions:
+    """What the per-call path uses from torch, looked up once (torch is imported
+    by then: a torch tensor was passed)."""
+
+    def __init__(self):
+        import torch
+        from torch.utils.dlpack import to_dlpack
+        self.Tensor = torch.Tensor
+        self.to_dlpack = to_dlpack
+        self.empty, self.empty_like = torch.empty, torch.empty_like
+        self.contiguous_format = torch.contiguous_format
+        # The core reads plain tensors through DLPack's C exchange API (bindings_exchange.hpp).
+        self.exchange_api = "__dlpack_c_exchange_api__" in torch.Tensor.__dict__
+        # The current stream's handle from C (what torch.compile's generated code
+        # uses); torch.cuda.current_stream() builds a Stream object per call.
+        self.raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+        self.current_stream = torch.cuda.current_stream
+
+
+_torch_functions = None
+
+
+def _torch() -> _TorchFunctions:
+    global _torch_functions
+    if _torch_functions is None:
+        _torch_functions = _TorchFunctions()
+    return _torch_functions
 
 
 def empty_like(framework: str, x, name: str = "values"):
     """A fresh row-major output with x's shape, dtype and device, in x's framework."""
-    shape = tuple(getattr(x, "shape", ()))  # a bare DLPack producer may have no .shape
     if framework == "numpy":
-        return np.empty(shape, dtype=x.dtype)
+        return np.empty(x.shape, dtype=x.dtype)
     if framework == "torch":
-        import torch
-        return torch.empty(shape, dtype=x.dtype, device=x.device)
+        return torch_empty_like(x, x.dtype)
+    shape = tuple(getattr(x, "shape", ()))  # a bare DLPack producer may have no .shape
     if framework == "cupy":
         import cupy
         with cupy.cuda.Device(x.device.id):
@@ -130,12 +289,26 @@ def empty_like(framework: str, x, name: str = "values"):
         # A fresh buffer nobody else references, written once through DLPack; ready
         # before puffadv's kernel (on another stream) can write it.
         return (jnp.zeros(shape, dtype=x.dtype, device=x.device) + 0).block_until_ready()
-    if dlpack_device(x)[0] in (_DLPACK_CPU, _DLPACK_CUDA_HOST):
-        host = np.from_dlpack(x)
-        return np.empty(host.shape, dtype=host.dtype)
-    raise TypeError(
-        f"{name} is a {describe(x)} on a GPU; puffadv cannot allocate an output for it: "
-        f"pass advantages= explicitly")
+    return host_like(x, name)
+
+
+def torch_empty(like, shape, dtype):
+    """torch.empty(shape, dtype=dtype, device=like.device): row-major, plain."""
+    if shape == like.shape:
+        return torch_empty_like(like, dtype)
+    return _torch().empty(tuple(int(s) for s in shape), dtype=dtype, device=like.device)
+
+
+def torch_empty_like(like, dtype):
+    """torch_empty(like, like.shape, dtype), through torch.empty_like where that
+    gives the same tensor: it skips parsing a device and costs half as much."""
+    torch = _torch()
+    if type(like) is torch.Tensor:  # a subclass might come back as itself
+        try:
+            return torch.empty_like(like, dtype=dtype, memory_format=torch.contiguous_format)
+        except RuntimeError:  # no strided layout (sparse): the core refuses `like` anyway
+            pass
+    return torch.empty(tuple(like.shape), dtype=dtype, device=like.device)
 
 
 def finish(framework: str, like, out):
@@ -152,33 +325,66 @@ def current_stream(framework: str, x, stream) -> int:
     if stream is not None:
         for attribute in ("cuda_stream", "ptr", "handle"):
             if hasattr(stream, attribute):
-                return int(getattr(stream, attribute))
+                return getattr(stream, attribute)  # the core checks it is a handle
         if isinstance(stream, numbers.Integral):
-            return int(stream)
+            return stream
         raise TypeError(f"stream must be an int handle, a torch.cuda.Stream or a cupy Stream, "
                         f"got {describe(stream)}")
+    if framework == "torch":  # before is_gpu: a tensor's __dlpack_device__ is slow Python
+        if not x.is_cuda:  # True under ROCm torch too (HIP tensors are torch "cuda")
+            return 0
+        torch = _torch()
+        if torch.raw_stream is not None:
+            return int(torch.raw_stream(x.get_device()))
+        return int(torch.current_stream(x.device).cuda_stream)
     if not is_gpu(x):
         return 0
-    if framework == "torch":
-        import torch
-        return int(torch.cuda.current_stream(x.device).cuda_stream)
     if framework == "cupy":
         import cupy
         return int(cupy.cuda.get_current_stream().ptr)
     return 0  # JAX and others: the legacy default stream, ordered after all blocking streams
 
 
+def real_parameters(values: tuple, names: tuple) -> tuple:
+    """real_parameter() over one call's scalars: plain floats, the common case, as they are."""
+    for value in values:
+        if type(value) is not float:
+            return tuple(real_parameter(v, n) for v, n in zip(values, names))
+    return values
+
+
 def real_parameter(value, name: str) -> float:
+    if type(value) is float:
+        return value
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        # 0-d numeric arrays and tensors; a 0-d string or bool array is no more a number than a str.
-        numeric = getattr(getattr(value, "dtype", None), "kind", "f") in "iuf"
-        try:
-            if numeric and (getattr(value, "ndim", None) == 0 or getattr(value, "shape", None) == ()):
-                return _to_float(value, name)
-        except (TypeError, ValueError):
-            pass
-        raise TypeError(f"{name} must be a real number, got {describe(value)}")
+        return _zero_d_parameter(value, name)
     return _to_float(value, name)
+
+
+def _zero_d_parameter(value, name: str) -> float:
+    """A parameter that is not a Python number: a 0-d array or tensor of an integer
+    or real floating dtype, with data, is one; bool, complex and anything else
+    are not, in every framework alike (True is not 1.0, 0.5+0.3j is not 0.5)."""
+    shape = getattr(value, "shape", None)
+    if shape is None or tuple(shape) != ():
+        raise TypeError(f"{name} must be a real number, got {describe(value)}")
+    dtype = getattr(value, "dtype", None)
+    kind = getattr(dtype, "kind", None)  # NumPy, CuPy, JAX
+    if kind is None and dtype is not None:  # torch
+        kind = "c" if dtype.is_complex else "f" if dtype.is_floating_point else \
+            "b" if str(dtype) == "torch.bool" else "i" if str(dtype).startswith(("torch.int", "torch.uint")) else "?"
+    if kind not in ("i", "u", "f"):
+        raise TypeError(f"{name} must be a real number, got a 0-d {describe(value)} of dtype {dtype}")
+    if getattr(value, "is_meta", False):
+        raise TypeError(f"{name} is a 0-d tensor on the meta device, which holds no value; "
+                        f"pass a number")
+    try:
+        return _to_float(value, name)
+    except (TypeError, ValueError, RuntimeError) as error:
+        if isinstance(error, ValueError) and "finite" in str(error):
+            raise
+        raise TypeError(f"{name} must be a real number; float() of the 0-d {describe(value)} "
+                        f"raised {type(error).__name__}: {error}") from error
 
 
 def _to_float(value, name: str) -> float:

@@ -24,7 +24,7 @@ class BackendReport(dict):
         lines.append(f"  compiled backends : {', '.join(self['compiled'])}")
         lines.append(f"  usable now        : {', '.join(self['usable'])}")
         lines.append(f"  CPU threads       : {self['cpu_threads']}"
-                     f" ({'OpenMP' if self['openmp'] else 'no OpenMP: one thread'};"
+                     f" (puffadv's own pool, fork-safe;"
                      f" PUFFADV_NUM_THREADS={os.environ.get('PUFFADV_NUM_THREADS', 'unset')})")
         for kind in ("cuda", "hip"):
             gpu = self[kind]

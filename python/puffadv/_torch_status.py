@@ -1,12 +1,16 @@
 """The torch operator library (lib/libpuffadv_torch.so): whether it was built,
-which torch it was built against, and loading it with a message a user can act
-on. Imports torch only in load(), so backend() stays cheap."""
+which torch releases it loads into, and loading it with a message a user can
+act on. Imports torch only in load(), so backend() stays cheap.
+
+The library is built on torch's LibTorch Stable ABI for the floor release
+(cmake/PuffTorch.cmake), so it loads into that torch and every later one, CPU
+and CUDA builds alike: only a torch older than the floor is refused."""
 from __future__ import annotations
 
 import sys
 from pathlib import Path
 
-REBUILD = "pip install --no-build-isolation ."  # run in puffadv's source folder
+REBUILD = "pip install scikit-build-core nanobind cmake ninja && pip install --no-build-isolation ."  # in puffadv's source folder
 
 _load_error: str | None = None  # why the last load() failed
 _loaded = False
@@ -37,17 +41,19 @@ def installed_torch() -> str | None:
         return None
 
 
-def _release(version: str) -> tuple:
-    """'2.11.0+cu130' -> (2, 11): libtorch's C++ ABI changes between minor releases."""
-    return tuple(version.split("+")[0].split(".")[:2])
+def _release(version: str) -> tuple[int, int]:
+    """'2.11.0+cu130' -> (2, 11); '2.14.0a0+git1234' -> (2, 14)."""
+    major, minor = version.split("+")[0].split(".")[:2]
+    return int(major), int("".join(c for c in minor if c.isdigit()) or 0)
 
 
-def mismatch(built: str, running: str) -> str | None:
-    """The message for a library built against another torch release, or None."""
-    if _release(built) == _release(running):
+def too_old(floor: str, running: str) -> str | None:
+    """The message for a torch older than the library's floor, or None."""
+    if _release(running) >= _release(floor):
         return None
-    return (f"puffadv's torch operator library was built against torch {built}, but this "
-            f"process uses torch {running}; rebuild puffadv against this torch with: {REBUILD}")
+    return (f"puffadv's torch operator library needs torch >= {floor} (it is built on the LibTorch "
+            f"Stable ABI of torch {floor}), but this process uses torch {running}; upgrade torch, "
+            f"e.g. pip install 'torch>={floor}'")
 
 
 def not_built_message() -> str:
@@ -62,15 +68,14 @@ def load(torch) -> None:
     if _loaded:
         return
     facts = build_facts()
-    problem = not_built_message() if facts is None else mismatch(facts.TORCH_VERSION,
-                                                                 torch.__version__)
+    problem = not_built_message() if facts is None else too_old(facts.TORCH_FLOOR, torch.__version__)
     if problem is None:
         try:
             torch.ops.load_library(str(library_path()))
         except OSError as e:  # e.g. an undefined symbol from a torch with another ABI
-            problem = (f"puffadv's torch operator library {library_path()} (built against torch "
-                       f"{facts.TORCH_VERSION}) does not load into torch {torch.__version__}: "
-                       f"{str(e).splitlines()[0]}. Rebuild puffadv against this torch with: {REBUILD}")
+            problem = (f"puffadv's torch operator library {library_path()} (for torch >= "
+                       f"{facts.TORCH_FLOOR}) does not load into torch {torch.__version__}: "
+                       f"{str(e).splitlines()[0]}. Rebuild puffadv in this environment with: {REBUILD}")
     _load_error = problem
     if problem is not None:
         raise ImportError(problem)
@@ -78,10 +83,11 @@ def load(torch) -> None:
 
 
 def status() -> dict:
-    """For backend(): built, built against which torch, loaded."""
+    """For backend(): built, for which torch releases, loaded."""
     facts = build_facts()
     report = {
         "built": facts is not None,
+        "torch_floor": facts.TORCH_FLOOR if facts else None,
         "built_against": facts.TORCH_VERSION if facts else None,
         "library": str(library_path()) if facts else None,
         "torch_installed": installed_torch(),
@@ -91,7 +97,7 @@ def status() -> dict:
     if facts is None:
         report["error"] = not_built_message()
     elif report["error"] is None and report["torch_installed"]:
-        report["error"] = mismatch(facts.TORCH_VERSION, report["torch_installed"])
+        report["error"] = too_old(facts.TORCH_FLOOR, report["torch_installed"])
     return report
 
 
@@ -99,7 +105,8 @@ def describe(report: dict) -> str:
     """One line for backend()'s printout."""
     if not report["built"]:
         return "not built (needs torch at build time: " + REBUILD + ")"
-    line = f"built against torch {report['built_against']}"
+    line = (f"built for torch >= {report['torch_floor']} (Stable ABI; headers of torch "
+            f"{report['built_against']})")
     if report["loaded"]:
         line += "; loaded (torch.ops.puffadv)"
     elif report["error"]:

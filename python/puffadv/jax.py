@@ -1,11 +1,21 @@
-"""puffadv inside JAX: XLA FFI handlers usable under ``jax.jit`` and ``jax.vmap``.
+"""puffadv inside JAX: XLA FFI handlers usable under ``jax.jit``, ``jax.vmap`` and sharding.
 
 ``import puffadv.jax`` provides :func:`compute_puff_advantage` and the standard
 conventions :func:`gae`, :func:`td_lambda_returns` and :func:`vtrace`. The
 handlers (compiled into ``puffadv._core`` for CPU and, in GPU builds, CUDA or
-ROCm) are registered with XLA on the first call, for the platforms ``"cpu"``,
-``"CUDA"`` and ``"ROCM"``. On a GPU the kernel runs on XLA's own stream, with no
-host round trip, no synchronisation and no allocation.
+ROCm; all four functions have both) are registered with XLA on the first call,
+for the platforms ``"cpu"``, ``"CUDA"`` and ``"ROCM"``. On a GPU the kernel runs
+on XLA's own stream, with no host round trip, no synchronisation and no
+allocation.
+
+Sharding: rows are independent, so under ``jax.jit`` inputs sharded over rows
+(and over any leading axes) stay sharded: each device computes its own rows, the
+compiled program has no collective, and the outputs are sharded like the inputs
+(``jax.experimental.custom_partitioning`` with a sharding rule; see
+``_jax_sharding.py`` and docs/scaling.md). A sharded time axis is gathered by XLA
+before the call under Auto mesh axes, and refused with ``ValueError`` under
+Explicit ones. Inside ``shard_map`` and ``pmap`` a call computes the block it is
+given.
 
 Arguments are checked before lowering by the core's own checks (run on the
 arrays' shapes and dtypes), so errors are the ``TypeError``/``ValueError`` of
@@ -20,7 +30,6 @@ message that names both versions (build against the oldest jaxlib you run).
 from __future__ import annotations
 
 import functools
-import math
 import numbers
 import re
 import threading
@@ -32,6 +41,7 @@ import numpy as np
 
 from . import _core
 from ._conventions import Estimate, VTraceEstimate
+from ._jax_sharding import RowwiseCall, result_type
 
 if not hasattr(_core, "jax_ffi_targets"):
     raise ImportError(
@@ -156,16 +166,26 @@ def _not_differentiable(name: str) -> str:
 # ----------------------------------------------------------------- puff advantage
 
 
-@functools.partial(jax.custom_jvp, nondiff_argnums=(4, 5, 6, 7))
-def _puff_advantage(values, rewards, dones, importance, gamma, gae_lambda, rho_clip, c_clip):
+def _puff_per_shard(params, values, rewards, dones, importance):
+    """The custom call on whatever block of rows XLA hands it ([..., rows, horizon])."""
     dtype = np.dtype(values.dtype)
     # Attributes in the arrays' precision: float32 for float32 (np.float32, the
     # handler's attribute type), float64 under x64 so no digit of gamma is lost.
-    scalar = dtype.type
+    gamma, gae_lambda, rho_clip, c_clip = (dtype.type(p) for p in params)
     call = jax.ffi.ffi_call(f"puffadv_puff_advantage_{'f64' if dtype == np.float64 else 'f32'}",
-                            jax.ShapeDtypeStruct(values.shape, dtype), vmap_method="broadcast_all")
-    return call(values, rewards, dones, importance, gamma=scalar(gamma),
-                gae_lambda=scalar(gae_lambda), rho_clip=scalar(rho_clip), c_clip=scalar(c_clip))
+                            result_type(values, dtype), vmap_method="broadcast_all")
+    return (call(values, rewards, dones, importance, gamma=gamma, gae_lambda=gae_lambda,
+                 rho_clip=rho_clip, c_clip=c_clip),)
+
+
+_PUFF_CALL = RowwiseCall(_puff_per_shard, "puffadv.jax.compute_puff_advantage")
+
+
+@functools.partial(jax.custom_jvp, nondiff_argnums=(4, 5, 6, 7))
+def _puff_advantage(values, rewards, dones, importance, gamma, gae_lambda, rho_clip, c_clip):
+    (advantages,) = _PUFF_CALL((gamma, gae_lambda, rho_clip, c_clip), (values, rewards, dones, importance),
+                               ("values", "rewards", "dones", "importance"), "its last axis, the horizon")
+    return advantages
 
 
 @_puff_advantage.defjvp
@@ -202,7 +222,11 @@ def compute_puff_advantage(values, rewards, dones, importance, gamma=0.99, gae_l
     core's checks, with the messages of :func:`puffadv.compute_puff_advantage`.
 
     ``jax.vmap`` over any number of leading batch axes runs one call over all rows
-    (``vmap_method="broadcast_all"``: an unbatched argument is broadcast first).
+    (an unbatched argument is broadcast first). Under ``jit``, arrays sharded over
+    rows (or leading axes) stay sharded: each device computes its rows, with no
+    collective, and the result is sharded like the inputs. Do not shard the
+    horizon: XLA gathers it first (Auto mesh axes) or this raises ``ValueError``
+    (Explicit mesh axes).
 
     Not differentiable, by design: advantages are targets. ``jax.grad`` through an
     input that carries a gradient raises ``ValueError``; inputs wrapped in
@@ -227,25 +251,38 @@ _KINDS = {"gae": 0, "td_lambda": 1, "vtrace": 2}
 _OPTIONAL = (("truncated", 1), ("last_value", 2), ("bootstrap_values", 4), ("importance", 8))
 
 
-@functools.partial(jax.custom_jvp, nondiff_argnums=(0,))
-def _standard_estimate(static, rewards, values, terminated, optional):
+def _standard_per_shard(static, rewards, values, terminated, *optional):
+    """The custom call on whatever block of rows XLA hands it."""
     kind, present, gamma, lam, rho_clip, c_clip, rho_pg_clip = static
     dtype = np.dtype(rewards.dtype)
     scalar = dtype.type
-    out = jax.ShapeDtypeStruct(rewards.shape, dtype)
+    out = result_type(rewards, dtype)
     call = jax.ffi.ffi_call(f"puffadv_standard_estimate_{'f64' if dtype == np.float64 else 'f32'}",
                             (out, out), vmap_method="broadcast_all")
-    return call(rewards, values, terminated, *optional, kind=np.int32(kind), present=np.int32(present),
-                gamma=scalar(gamma), lambda_=scalar(lam), rho_clip=scalar(rho_clip),
-                c_clip=scalar(c_clip), rho_pg_clip=scalar(rho_pg_clip))
+    return tuple(call(rewards, values, terminated, *optional, kind=np.int32(kind),
+                      present=np.int32(present), gamma=scalar(gamma), lambda_=scalar(lam),
+                      rho_clip=scalar(rho_clip), c_clip=scalar(c_clip), rho_pg_clip=scalar(rho_pg_clip)))
+
+
+_STANDARD_CALLS = {kind: RowwiseCall(_standard_per_shard, f"puffadv.jax.{function}")
+                   for kind, function in (("gae", "gae"), ("td_lambda", "td_lambda_returns"),
+                                          ("vtrace", "vtrace"))}
+
+
+@functools.partial(jax.custom_jvp, nondiff_argnums=(0, 1))
+def _standard_estimate(static, layout, rewards, values, terminated, optional):
+    """`layout`: (names of the arrays passed, how the time axis is named in messages)."""
+    names, time_axis_label = layout
+    kind = next(k for k, code in _KINDS.items() if code == static[0])
+    return _STANDARD_CALLS[kind](static, (rewards, values, terminated, *optional), names, time_axis_label)
 
 
 @_standard_estimate.defjvp
-def _standard_estimate_jvp(static, primals, tangents):
+def _standard_estimate_jvp(static, layout, primals, tangents):
     raise ValueError(_not_differentiable(("gae", "td_lambda_returns", "vtrace")[static[0]]))
 
 
-_standard_estimate_jit = jax.jit(_standard_estimate, static_argnums=(0,))
+_standard_estimate_jit = jax.jit(_standard_estimate, static_argnums=(0, 1))
 
 
 def _standard(kind, lambda_name, rewards, values, terminated, optional, gamma, lam, rho_clip, c_clip,
@@ -275,8 +312,10 @@ def _standard(kind, lambda_name, rewards, values, terminated, optional, gamma, l
     present = sum(bit for name, bit in _OPTIONAL if name in named)
     extra = tuple(prepare(name) for name, _ in _OPTIONAL if name in named)
     static = (_KINDS[kind], present, *params)
-    advantages, returns = _standard_estimate_jit(static, prepare("rewards"), prepare("values"),
-                                                 prepare("terminated"), extra)
+    names = ("rewards", "values", "terminated", *(name for name, _ in _OPTIONAL if name in named))
+    time_axis_label = f"axis {'0' if time_major else '-1'}, time_axis={int(time_axis)}"
+    advantages, returns = _standard_estimate_jit(static, (names, time_axis_label), prepare("rewards"),
+                                                 prepare("values"), prepare("terminated"), extra)
     if time_major:
         advantages, returns = jnp.swapaxes(advantages, 0, 1), jnp.swapaxes(returns, 0, 1)
     return advantages, returns
@@ -293,9 +332,12 @@ _CONVENTIONS_DOC = """
     before lowering with the messages of the NumPy function; a step both terminated
     and truncated depends on the data and fails when the call runs. Scalars must be
     concrete (static under ``jit``). ``jax.vmap`` adds leading batch axes to one
-    call. Not differentiable: ``jax.grad`` through an input raises ``ValueError``.
-    Standard conventions run on the CPU only in this release: on a GPU the call
-    fails when it runs, with the core's message.
+    call. Under ``jit``, arrays sharded over the batch axis ``B`` (axis 0, or axis
+    1 with ``time_axis=0``) stay sharded: no collective, outputs sharded alike.
+    Not differentiable: ``jax.grad`` through an input raises ``ValueError``.
+    On a GPU the GPU kernels run, on XLA's stream; there a step both terminated
+    and truncated gives NaN in its row instead of an error (the host never waits
+    for the GPU to check the data).
 """
 
 

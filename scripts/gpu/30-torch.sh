@@ -2,8 +2,8 @@
 # GPU machine step (scripts/gpu/run_all.sh runs it after building with CUDA):
 # the torch operator tests on CUDA tensors: opcheck, torch.compile(fullgraph)
 # vs eager, CUDA graph capture/replay, a side stream behind a long sleep, the
-# stream-handle identity (c10's device-agnostic getStream == torch's current
-# stream), cuda:1 when there are two GPUs. Then the same tests with a CPU-only
+# stream-handle identity (the CUDA stream shim found at run time == torch's
+# current stream), cuda:1 when there are two GPUs. Then the same tests with a CPU-only
 # core (PUFF_CUDA=OFF) to run the CUDA key's host fallback on real CUDA tensors.
 # Logs: $OUT/torch-ops.txt, $OUT/torch-ops-cpu-only.txt. ~3 min on 16 cores.
 set -uo pipefail
@@ -17,7 +17,7 @@ print("op library", s.library_path(), "built with torch", torch.ops.puffadv._bui
 print(puffadv.backend())'
 {
   python3 -c "$facts"
-  # One binary for CPU and CUDA torch: no libc10_cuda / libtorch_cuda / libcudart.
+  # One binary for CPU and CUDA torch (Stable ABI): only libtorch_cpu, no libtorch_cuda / libcudart.
   readelf -d "$(python3 -c 'import puffadv._torch_status as s; print(s.library_path())')" | grep NEEDED
   python3 -m pytest -q -rs -p no:cacheprovider tests/python/test_torch_ops.py
 } 2>&1 | tee "$OUT/torch-ops.txt"

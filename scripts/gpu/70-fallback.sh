@@ -3,7 +3,7 @@
 # puffadv (PUFF_CUDA=OFF, torch ops included) into a private folder, then runs
 # CUDA torch tensors, CuPy arrays (and JAX GPU arrays, if present) through it:
 # results against the float64 reference, in the caller's framework and device,
-# one RuntimeWarning per process, PUFFADV_FALLBACK=error, and the cost per call.
+# one puffadv.FallbackWarning per process, PUFFADV_FALLBACK=error, and the cost per call.
 # Log: $OUT/fallback.log. Build: ~2 min on 16 cores.
 set -uo pipefail
 OUT="${OUT:-/tmp/puffadv-gpu-out}"; mkdir -p "$OUT"
@@ -77,8 +77,8 @@ with warnings.catch_warnings(record=True) as caught:
     except Exception as e:  # reported, not fatal: JAX output write-back needs CuPy or torch
         print(f"  jax gpu: {type(e).__name__}: {e}")
 
-ours = [w for w in caught if issubclass(w.category, RuntimeWarning) and "puffadv" in str(w.message)]
-print(f"RuntimeWarnings from puffadv: {len(ours)} (expect 1)")
+ours = [w for w in caught if issubclass(w.category, puffadv.FallbackWarning) and "puffadv" in str(w.message)]
+print(f"FallbackWarnings from puffadv: {len(ours)} (expect 1)")
 for w in ours:
     print("  ", w.filename, w.lineno, "|", w.message)
 if len(ours) != 1:

@@ -135,9 +135,9 @@ auto gpu_binding() {
 XLA_FFI_DEFINE_HANDLER(cpu_f32, standard_estimate_cpu<float>, cpu_binding<float>());
 XLA_FFI_DEFINE_HANDLER(cpu_f64, standard_estimate_cpu<double>, cpu_binding<double>());
 
-// GPU handlers exist so that GPU arrays get the core's own message (these
-// conventions have no GPU kernel yet) instead of XLA's "no handler registered".
-// Not marked command-buffer compatible: nothing is launched to record.
+// GPU handlers: the core runs the conventions' GPU kernels (src/conventions_cuda.cu)
+// on XLA's stream. Not marked command-buffer compatible: that has not been tested
+// on a GPU for these kernels (the puff advantage's handlers are, and are tested).
 #if PUFFADV_HAS_CUDA
 XLA_FFI_DEFINE_HANDLER(cuda_f32, (standard_estimate_gpu<device_type::cuda, cudaStream_t, float>),
                        (gpu_binding<cudaStream_t, float>()));

@@ -48,11 +48,25 @@ using half_scan_policy = row_scan_policy<PUFF_HALF_ITEMS, PUFF_HALF_MIN_BLOCKS>;
 #define PUFF_STANDARD_MIN_BLOCKS 6
 #endif
 using standard_scan_policy = row_scan_policy<4, PUFF_STANDARD_MIN_BLOCKS>;
+/// These kernels are bound by instructions issued (Nsight Compute on the H200:
+/// 0.86-0.90 warp instructions per cycle and scheduler for float32 GAE), and a
+/// round's scan costs the same for 4 steps per thread as for 8. float32 GAE /
+/// TD(lambda) without truncations therefore take 8 steps (two 16-byte loads per
+/// array) at 4 blocks/SM (64 registers): 43.9 -> 39.0 us at 65536x128, 24.9 ->
+/// 21.4 us at 8x131072 (benchmarks/gpu_scan_variants.cu, 2026-12-01). With
+/// truncations 8 steps were slower (67.9 against 62.5 us). V-trace keeps its
+/// step's four words live for the pg advantage: 4 steps at 4 blocks/SM
+/// (63 registers, no spills) ran 58.8 us against 67.4 at 6 (40, spilling).
+using wide_standard_policy = row_scan_policy<8, 4>;
+using vtrace_scan_policy = row_scan_policy<4, 4>;
 
 template <typename In>
 using policy_for = std::conditional_t<sizeof(In) == 2, half_scan_policy, scan_policy>;
-template <typename In>
-using standard_policy_for = std::conditional_t<sizeof(In) == 2, half_scan_policy, standard_scan_policy>;
+template <typename In, bool PolicyGradient = false>
+using standard_policy_for =
+    std::conditional_t<sizeof(In) == 2, half_scan_policy,
+                       std::conditional_t<PolicyGradient && sizeof(In) == 4, vtrace_scan_policy,
+                                          standard_scan_policy>>;
 
 inline int items_for(dtype float_type) {
     return dtype_size(float_type) == 2 ? half_scan_policy::items : scan_policy::items;
@@ -72,6 +86,7 @@ struct call_layout {
     dtype float_type;
     int items;
     bool contiguous = true, vectorized = true, byte_flags = false, float_out = false;
+    bool vectorized_wide = true;  ///< every array also allows 2 * items steps per access
     bool flags_mixed = false, outputs_mixed = false, has_flags = false, has_outputs = false;
 
     call_layout(dtype t) : float_type(t), items(items_for(t)) {}
@@ -79,6 +94,7 @@ struct call_layout {
     void input(const matrix& m) {
         contiguous = contiguous && m.time_contiguous();
         vectorized = vectorized && vectorizable(m, items);
+        vectorized_wide = vectorized_wide && vectorizable(m, 2 * items);
     }
     void input(const std::optional<matrix>& m) {
         if (m) input(*m);
@@ -175,26 +191,31 @@ standard_producer<T> generic_standard_producer(const standard_arrays& a, const s
             T(p.gamma),          T(p.gamma) * T(p.lambda),  T(p.rho_clip),       T(p.c_clip)};
 }
 
-template <typename T>
+/// The epilogue of a standard call: V-trace's writes the pg advantages (in the
+/// scan, from A_{t+1}) and vs; the others A and the returns.
+template <typename T, bool PolicyGradient, typename Out>
+store_estimate<T, Out, PolicyGradient> standard_epilogue(Out advantages, Out returns, const standard_arrays& a,
+                                                         const standard_params& p) {
+    return {advantages, returns, T(p.gamma), T(p.rho_pg_clip), a.importance.has_value(), a.rewards.cols};
+}
+
+template <typename T, bool PolicyGradient>
 void run_standard(const standard_arrays& a, const standard_params& p, cudaStream_t stream) {
     const int device = a.rewards.device.index;
     device_guard guard(device);
     const std::int64_t rows = a.rewards.rows, horizon = a.rewards.cols;
-    const bool vtrace = p.kind == estimator::vtrace;
     const bool sums = a.fused.abs_sums || a.fused.sums || a.fused.square_sums;
-    if (vtrace && !a.fused.returns) unsupported("vtrace without vs (the pg advantages are derived from it)");
     if (sums && !a.advantages) unsupported("row sums without the advantages output");
 
-    // V-trace: the scan writes vs only; the pg advantages follow from it.
-    const std::optional<matrix> scan_advantages = vtrace ? std::nullopt : a.advantages;
     call_layout layout(a.rewards.type);
     for (const auto* m : {&a.rewards, &a.values}) layout.input(*m);
     layout.input(a.importance);
     layout.flag(a.terminated);
     layout.flag(a.truncated);
-    layout.output(scan_advantages);
+    if (a.truncated) layout.input(a.bootstrap_values);  // read like the others then (load_items)
+    layout.output(a.advantages);
     layout.output(a.fused.returns);
-    const matrix* scratch = scratch_output({&scan_advantages, &a.fused.returns});
+    const matrix* scratch = scratch_output({&a.advantages, &a.fused.returns});
 
     if (horizon > 0 && layout.fast()) {
         with_storage_types<T>(layout, [&](auto in_tag, auto flag_tag, auto out_tag) {
@@ -208,34 +229,31 @@ void run_standard(const standard_arrays& a, const standard_params& p, cudaStream
                 view_of<const In>(a.importance), view_of<const In>(a.bootstrap_values),
                 view_of<const In>(a.last_value), horizon,
                 T(p.gamma), T(p.gamma) * T(p.lambda), T(p.rho_clip), T(p.c_clip)};
-            const store_estimate<T, strided_view<Out>> epilogue{view_of<Out>(scan_advantages),
-                                                                view_of<Out>(a.fused.returns)};
-            launch_scan<standard_policy_for<In>, true>(producer, epilogue, scratch, rows, horizon, true, device, stream);
+            const auto epilogue = standard_epilogue<T, PolicyGradient>(view_of<Out>(a.advantages),
+                                                                      view_of<Out>(a.fused.returns), a, p);
+            if constexpr (std::is_same_v<In, float> && !PolicyGradient) {
+                if (!a.truncated && layout.vectorized_wide)
+                    return launch_scan<wide_standard_policy, true>(producer, epilogue, scratch, rows, horizon, true,
+                                                                   device, stream);
+            }
+            launch_scan<standard_policy_for<In, PolicyGradient>, true>(producer, epilogue, scratch, rows, horizon,
+                                                                       true, device, stream);
         });
     } else if (horizon > 0) {
-        const store_estimate<T> epilogue{typed(scan_advantages), typed(a.fused.returns)};
+        const auto epilogue = standard_epilogue<T, PolicyGradient>(typed(a.advantages), typed(a.fused.returns), a, p);
         launch_scan<scan_policy, false>(generic_standard_producer<T>(a, p), epilogue, scratch, rows, horizon,
                                         layout.contiguous, device, stream);
-    }
-
-    if (vtrace && a.advantages && horizon > 0) {
-        constexpr int threads = 256;
-        const std::int64_t wanted = (rows * horizon + threads - 1) / threads;
-        const auto blocks = static_cast<unsigned>(std::min<std::int64_t>(wanted, 1 << 20));
-        vtrace_pg_kernel<T><<<blocks, threads, 0, stream>>>(generic_standard_producer<T>(a, p),
-                                                            typed(a.fused.returns), typed(a.advantages),
-                                                            T(p.rho_pg_clip), rows);
-        PUFF_GPU_CHECK(cudaGetLastError(), device);
     }
     if (sums) launch_row_sums(*a.advantages, a.fused, rows, horizon, device, stream);
 }
 
 inline void standard_estimate(const standard_arrays& arrays, const standard_params& params, gpu_stream stream) {
     const auto s = static_cast<cudaStream_t>(stream);
+    const bool vtrace = params.kind == estimator::vtrace;
     if (arrays.rewards.type == dtype::float64)
-        run_standard<double>(arrays, params, s);
+        vtrace ? run_standard<double, true>(arrays, params, s) : run_standard<double, false>(arrays, params, s);
     else
-        run_standard<float>(arrays, params, s);
+        vtrace ? run_standard<float, true>(arrays, params, s) : run_standard<float, false>(arrays, params, s);
 }
 
 template <typename T>

@@ -11,13 +11,22 @@
 //                                     steps t..t+N-1 of one row, called only when the
 //                                     host said every array is time-contiguous and
 //                                     aligned to N elements there
-//   affine<value_type> map(const step& cur, const step& next, bool last) const;
-//                                     the map of step t; `next` is step t+1, not
+//   struct lookahead;                 what the map of step t needs of step t+1 (a whole
+//                                     number of 32-bit words: a thread gets it from
+//                                     the next lane by shuffles, one per word)
+//   static lookahead ahead(const step& s);          that part of a loaded step
+//   lookahead load_ahead(row, t) const;             or loaded alone (a warp's top lane)
+//   affine<value_type> map(const step& cur, const lookahead& next, bool last) const;
+//                                     the map of step t; `next` is of step t+1, not
 //                                     loaded (default) when t is the row's last step
 // Epilogue concept:
-//   void store(row, t, value_type a, const step& cur) const;
-//   template <int N> void store_items(row, t, const value_type (&a)[N], const step (&s)[N]) const;
-// Both get the producer's steps, so fused outputs (returns = A + V) need no reload.
+//   void store(row, t, value_type a, const step& cur, value_type a_next,
+//              const lookahead& next) const;
+//   template <int N> void store_items(row, t, const value_type (&a)[N], const step (&s)[N],
+//                                     value_type a_after, const lookahead& after) const;
+// Both get the producer's steps, so fused outputs (returns = A + V) need no reload,
+// and A and the lookahead of the step after (t + 1, or t + N: unspecified past a
+// row's last step), so outputs that need A_{t+1} (V-trace's pg advantages) too.
 #pragma once
 
 #include "affine_scan.cuh"
@@ -38,6 +47,9 @@ struct puff_producer {
     struct step {
         T value, reward, done, importance;
     };
+    struct lookahead {
+        T value, reward, done;
+    };
 
     Values values, rewards;
     Flags dones;
@@ -47,6 +59,12 @@ struct puff_producer {
     __device__ __forceinline__ step load(std::int64_t row, std::int64_t t) const {
         return {read<T>(values, row, t), read<T>(rewards, row, t), read<T>(dones, row, t),
                 read<T>(importance, row, t)};
+    }
+
+    static __device__ __forceinline__ lookahead ahead(const step& s) { return {s.value, s.reward, s.done}; }
+
+    __device__ __forceinline__ lookahead load_ahead(std::int64_t row, std::int64_t t) const {
+        return {read<T>(values, row, t), read<T>(rewards, row, t), read<T>(dones, row, t)};
     }
 
     template <int N>
@@ -63,7 +81,7 @@ struct puff_producer {
     // An explicit select, as the CPU backend: a NaN importance gives the clip (C fmin).
     static __device__ __forceinline__ T clip(T x, T limit) { return x < limit ? x : limit; }
 
-    __device__ __forceinline__ affine<T> map(const step& cur, const step& next, bool last) const {
+    __device__ __forceinline__ affine<T> map(const step& cur, const lookahead& next, bool last) const {
         if (last) return {T(0), T(0), true};
         const T not_done = T(1) - next.done;
         const T delta = clip(cur.importance, rho_clip) *
@@ -77,13 +95,13 @@ template <typename T>
 struct store_advantage {
     strided_view<T> out;
 
-    template <typename Step>
-    __device__ __forceinline__ void store(std::int64_t row, std::int64_t t, T a, const Step&) const {
+    template <typename Step, typename Next>
+    __device__ __forceinline__ void store(std::int64_t row, std::int64_t t, T a, const Step&, T, const Next&) const {
         *out.at(row, t) = a;
     }
-    template <int N, typename Step>
+    template <int N, typename Step, typename Next>
     __device__ __forceinline__ void store_items(std::int64_t row, std::int64_t t, const T (&a)[N],
-                                                const Step (&)[N]) const {
+                                                const Step (&)[N], T, const Next&) const {
         write_items(out, row, t, a);
     }
 };

@@ -76,6 +76,7 @@ __device__ __forceinline__ affine<typename Producer::value_type> scan_span(
     scan_shared<typename Producer::value_type, Policy::threads / physical_warp_size>& shared) {
     using T = typename Producer::value_type;
     using step = typename Producer::step;
+    using ahead = typename Producer::lookahead;
     constexpr int warp = physical_warp_size;
     constexpr int warps = Policy::threads / warp;
     constexpr int items = Policy::items;
@@ -101,8 +102,10 @@ __device__ __forceinline__ affine<typename Producer::value_type> scan_span(
                 if (t[j] == horizon) t[j] = 0, ++row[j];
             }
         }
+        // Vectorised groups never straddle a row or the span's end (the host
+        // checked that horizons are multiples of `items`): one check per thread.
 #pragma unroll
-        for (int j = 0; j < items; ++j) valid[j] = first + j < span.length;
+        for (int j = 0; j < items; ++j) valid[j] = Vec && j > 0 ? valid[0] : first + j < span.length;
 
         step s[items] = {};
         if constexpr (Vec) {  // host checked: a thread's steps never straddle rows, and are aligned
@@ -112,17 +115,19 @@ __device__ __forceinline__ affine<typename Producer::value_type> scan_span(
             for (int j = 0; j < items; ++j)
                 if (valid[j]) s[j] = producer.load(row[j], t[j]);
         }
-        // Step t+1 of the last item: the next lane's first item, or a load at a warp's top.
-        step after = shfl_down_struct<warp>(s[0], 1);
+        // What the last item's map needs of step t+1: from the next lane's first
+        // item, or loaded at a warp's top (only that part of the step).
+        ahead after = shfl_down_struct<warp>(Producer::ahead(s[0]), 1);
         const bool last_step = t[items - 1] == horizon - 1;
         if (lane == warp - 1 && valid[items - 1] && !last_step)
-            after = producer.load(row[items - 1], t[items - 1] + 1);
+            after = producer.load_ahead(row[items - 1], t[items - 1] + 1);
 
         affine<T> m[items];
 #pragma unroll
         for (int j = 0; j < items; ++j) {
-            const step& next = j + 1 < items ? s[j + 1] : after;
-            m[j] = valid[j] ? producer.map(s[j], next, t[j] == horizon - 1) : identity_map<T>();
+            const ahead next = j + 1 < items ? Producer::ahead(s[j + 1]) : after;
+            const bool row_end = Vec ? j == items - 1 && last_step : t[j] == horizon - 1;
+            m[j] = valid[j] ? producer.map(s[j], next, row_end) : identity_map<T>();
         }
         affine<T> mine = m[items - 1];
 #pragma unroll
@@ -141,16 +146,21 @@ __device__ __forceinline__ affine<typename Producer::value_type> scan_span(
                 a = apply(shared.warp_total[buffer][w], a);
             }
             carry.d = a;  // A at the round's first step: the next round's carry
+            // A at the step after this thread's last (the next lane's, warp's or
+            // round's first, or the segment's carry): V-trace's pg advantage needs it.
+            const T a_after = apply(exclusive, entering_warp);
             T out[items];
-            T x = apply(exclusive, entering_warp);
+            T x = a_after;
 #pragma unroll
             for (int j = items - 1; j >= 0; --j) out[j] = x = apply(m[j], x);
             if constexpr (Vec) {
-                if (valid[0]) epilogue.store_items(row[0], t[0], out, s);
+                if (valid[0]) epilogue.store_items(row[0], t[0], out, s, a_after, after);
             } else {
 #pragma unroll
                 for (int j = 0; j < items; ++j)
-                    if (valid[j]) epilogue.store(row[j], t[j], out[j], s[j]);
+                    if (valid[j])
+                        epilogue.store(row[j], t[j], out[j], s[j], j + 1 < items ? out[j + 1] : a_after,
+                                       j + 1 < items ? Producer::ahead(s[j + 1]) : after);
             }
         } else {
 #pragma unroll
@@ -256,13 +266,14 @@ scan_strided_rows_kernel(Producer producer, Epilogue epilogue, std::int64_t rows
     using step = typename Producer::step;
     const std::int64_t row = static_cast<std::int64_t>(blockIdx.x) * Policy::strided_threads + threadIdx.x;
     if (row >= rows) return;
-    step next{};
+    typename Producer::lookahead next{};
     T a = T(0);
     for (std::int64_t t = horizon - 1; t >= 0; --t) {
         const step cur = producer.load(row, t);
+        const T a_next = a;
         a = apply(producer.map(cur, next, t == horizon - 1), a);
-        epilogue.store(row, t, a, cur);
-        next = cur;
+        epilogue.store(row, t, a, cur, a_next, next);
+        next = Producer::ahead(cur);
     }
 }
 

@@ -22,13 +22,17 @@ __device__ __forceinline__ T quiet_nan() { return T(__int_as_float(0x7fc00000));
 /// SPEC section 6. A step loads its value, reward, flags and ratio. Where the
 /// buffer does not hold V_{t+1} (truncation, last step) the bootstrap is read
 /// then and folded into the reward, r_t + gamma V'_t, so that a step stays four
-/// words (register pressure) and the map needs no row or time.
+/// words (register pressure) and the map needs no row or time. The map of step
+/// t needs only V_{t+1} of the next step (its lookahead: one shuffle).
 template <typename T, typename Values = typed_view, typename Flags = Values>
 struct standard_producer {
     using value_type = T;
     struct step {
         T value, reward, ratio;
         std::uint32_t flags;  ///< bit 0 terminated, bit 1 truncated, bit 2 bootstrapped (V'_t is in reward)
+    };
+    struct lookahead {
+        T value;  ///< V_{t+1}
     };
 
     Values values, rewards;
@@ -38,31 +42,45 @@ struct standard_producer {
     std::int64_t horizon;
     T gamma, gamma_lambda, rho_clip, c_clip;
 
-    __device__ __forceinline__ step finish(std::int64_t row, std::int64_t t, T value, T reward, T term, T trunc,
-                                           T ratio) const {
-        step s{value, reward, ratio, std::uint32_t(term != T(0)) | (std::uint32_t(trunc != T(0)) << 1)};
-        if (((s.flags & 2u) || t == horizon - 1) && !(s.flags & 1u)) {  // rare: a branch, not a stream
-            const T bootstrap = present(bootstrap_values) ? read<T>(bootstrap_values, row, t)
-                                                          : read<T>(last_value, row, 0);
-            s.reward = reward + gamma * bootstrap;
-            s.flags |= 4u;
-        }
-        return s;
+    static __device__ __forceinline__ step make_step(T value, T reward, T term, T trunc, T ratio) {
+        return {value, reward, ratio, std::uint32_t(term != T(0)) | (std::uint32_t(trunc != T(0)) << 1)};
+    }
+    /// V'_t at a row's last step: bootstrap_values there, else last_value.
+    __device__ __forceinline__ T end_bootstrap(std::int64_t row) const {
+        return present(bootstrap_values) ? read<T>(bootstrap_values, row, horizon - 1) : read<T>(last_value, row, 0);
+    }
+    /// Folds gamma V'_t into the reward of a step that is not terminated.
+    __device__ __forceinline__ void bootstrap(step& s, T v_next) const {
+        if (!(s.flags & 1u)) s.reward = s.reward + gamma * v_next, s.flags |= 4u;
     }
 
     __device__ __forceinline__ step load(std::int64_t row, std::int64_t t) const {
-        return finish(row, t, read<T>(values, row, t), read<T>(rewards, row, t), read<T>(terminated, row, t),
-                      present(truncated) ? read<T>(truncated, row, t) : T(0),
-                      present(importance) ? read<T>(importance, row, t) : T(1));
+        step s = make_step(read<T>(values, row, t), read<T>(rewards, row, t), read<T>(terminated, row, t),
+                           present(truncated) ? read<T>(truncated, row, t) : T(0),
+                           present(importance) ? read<T>(importance, row, t) : T(1));
+        if (t == horizon - 1)
+            bootstrap(s, end_bootstrap(row));
+        else if ((s.flags & 3u) == 2u)  // truncated inside the buffer: rare, a branch
+            bootstrap(s, read<T>(bootstrap_values, row, t));
+        return s;
     }
 
+    /// Steps t..t+N-1 of one row. The bootstrap of a row's last step is loaded
+    /// with the other inputs (its address does not depend on them): a load that
+    /// waited for the flags put a second memory round trip into every block.
+    /// With truncations, bootstrap_values is read like the other inputs (one
+    /// vector load, used where the step is truncated or the row's last): a
+    /// branch and a scalar load per truncated step cost more than the bytes.
     template <int N>
     __device__ __forceinline__ void load_items(std::int64_t row, std::int64_t t, step (&s)[N]) const {
         T v[N], r[N], d[N], u[N], w[N];
+        const bool holds_end = t + N == horizon;  // a thread's steps never straddle rows here
+        const bool truncations = present(truncated);  // then bootstrap_values is present (checked)
+        const T end_value = holds_end && !truncations ? end_bootstrap(row) : T(0);
         read_items(values, row, t, v);
         read_items(rewards, row, t, r);
         read_items(terminated, row, t, d);
-        if (present(truncated))
+        if (truncations)
             read_items(truncated, row, t, u);
         else
             for (int j = 0; j < N; ++j) u[j] = T(0);
@@ -71,7 +89,21 @@ struct standard_producer {
         else
             for (int j = 0; j < N; ++j) w[j] = T(1);
 #pragma unroll
-        for (int j = 0; j < N; ++j) s[j] = finish(row, t + j, v[j], r[j], d[j], u[j], w[j]);
+        for (int j = 0; j < N; ++j) s[j] = make_step(v[j], r[j], d[j], u[j], w[j]);
+        if (truncations) {
+            T b[N];
+            read_items(bootstrap_values, row, t, b);
+#pragma unroll
+            for (int j = 0; j < N; ++j)
+                if ((s[j].flags & 2u) || (holds_end && j == N - 1)) bootstrap(s[j], b[j]);
+        } else if (holds_end) {
+            bootstrap(s[N - 1], end_value);
+        }
+    }
+
+    static __device__ __forceinline__ lookahead ahead(const step& s) { return {s.value}; }
+    __device__ __forceinline__ lookahead load_ahead(std::int64_t row, std::int64_t t) const {
+        return {read<T>(values, row, t)};
     }
 
     /// r_t + gamma (1 - terminated_t) V'_t - V_t, with V'_t = `next_value` inside an episode.
@@ -79,7 +111,7 @@ struct standard_producer {
         return cur.reward + (cur.flags & 5u ? T(0) : gamma * next_value) - cur.value;
     }
 
-    __device__ __forceinline__ affine<T> map(const step& cur, const step& next, bool last) const {
+    __device__ __forceinline__ affine<T> map(const step& cur, const lookahead& next, bool last) const {
         const bool has_ratio = present(importance);
         const T rho = has_ratio ? clip_to(cur.ratio, rho_clip) : T(1);
         const T c = has_ratio ? clip_to(cur.ratio, c_clip) : T(1);
@@ -90,20 +122,60 @@ struct standard_producer {
     }
 };
 
-/// Stores A and the returns A + V (any float dtype, `Out` columns); either may be absent.
-template <typename T, typename Out = typed_view>
+/// Stores A and the returns A + V (any float dtype, `Out` columns); either may be
+/// absent. PolicyGradient (V-trace): `advantages` gets the pg advantages
+///   pg_t = min(ratio_t, rho_pg_clip) (r_t + gamma (1 - term_t) vs'_t - V_t)
+/// from vs_{t+1} = A_{t+1} + V_{t+1}, which the scan hands over with each step
+/// (the next lane's, the next round's or the next segment's A): one pass, no
+/// second read of the inputs; `returns` gets vs = A + V.
+template <typename T, typename Out = typed_view, bool PolicyGradient = false>
 struct store_estimate {
     Out advantages, returns;
+    T gamma = T(0), rho_pg_clip = T(1);
+    bool has_ratio = false;
+    std::int64_t horizon = 0;
 
+    /// pg_t from step t, A_{t+1} and V_{t+1}.
     template <typename Step>
-    __device__ __forceinline__ void store(std::int64_t row, std::int64_t t, T a, const Step& s) const {
-        if (present(advantages)) write(advantages, row, t, a);
+    __device__ __forceinline__ T pg_advantage(const Step& s, std::int64_t t, T a_next, T value_next) const {
+        // vs_{t+1} is multiplied in wherever the row holds it, never selected away,
+        // so that a NaN there reaches pg_t as on the CPU (pg_t = q_t + p_t A_{t+1}):
+        // times (1 - term_t) inside an episode, times 0 where the bootstrap was read
+        // (it is in s.reward then; step t+1 belongs to the next episode). Past the
+        // row's last step there is nothing (a_next and next belong to another row).
+        const T vs_next = t + 1 < horizon ? a_next + value_next : T(0);
+        const T not_terminated = s.flags & 1u ? T(0) : T(1);
+        const T v_next = s.flags & 4u ? T(0) * vs_next : vs_next * not_terminated;
+        const T rho = has_ratio ? clip_to(s.ratio, rho_pg_clip) : T(1);
+        const T td = (s.flags & 3u) == 3u ? quiet_nan<T>() : s.reward + gamma * v_next - s.value;
+        return rho * td;
+    }
+
+    template <typename Step, typename Next>
+    __device__ __forceinline__ void store(std::int64_t row, std::int64_t t, T a, const Step& s, T a_next,
+                                          const Next& next) const {
+        if constexpr (PolicyGradient) {
+            if (present(advantages)) write(advantages, row, t, pg_advantage(s, t, a_next, next.value));
+        } else {
+            if (present(advantages)) write(advantages, row, t, a);
+        }
         if (present(returns)) write(returns, row, t, a + s.value);
     }
-    template <int N, typename Step>
+    template <int N, typename Step, typename Next>
     __device__ __forceinline__ void store_items(std::int64_t row, std::int64_t t, const T (&a)[N],
-                                                const Step (&s)[N]) const {
-        if (present(advantages)) write_items(advantages, row, t, a);
+                                                const Step (&s)[N], T a_after, const Next& after) const {
+        if constexpr (PolicyGradient) {
+            if (present(advantages)) {
+                T pg[N];
+#pragma unroll
+                for (int j = 0; j < N; ++j)
+                    pg[j] = pg_advantage(s[j], t + j, j + 1 < N ? a[j + 1] : a_after,
+                                         j + 1 < N ? s[j + 1].value : after.value);
+                write_items(advantages, row, t, pg);
+            }
+        } else {
+            if (present(advantages)) write_items(advantages, row, t, a);
+        }
         if (present(returns)) {
             T r[N];
 #pragma unroll
@@ -112,30 +184,6 @@ struct store_estimate {
         }
     }
 };
-
-/// V-trace's pg advantages from the targets vs (already written) in one
-/// elementwise pass: pg_t = min(ratio_t, rho_pg_clip) (r_t + gamma (1 - term_t) vs'_t - V_t).
-template <typename T>
-__global__ void vtrace_pg_kernel(standard_producer<T> p, typed_view vs, typed_view pg, T rho_pg_clip,
-                                 std::int64_t rows) {
-    const std::int64_t total = rows * p.horizon;
-    for (std::int64_t i = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x; i < total;
-         i += std::int64_t(gridDim.x) * blockDim.x) {
-        const std::int64_t row = i / p.horizon, t = i % p.horizon;
-        const auto s = p.load(row, t);
-        // vs_{t+1} is multiplied in wherever the row holds it, never selected away,
-        // so that a NaN there reaches pg_t as on the CPU (pg_t = q_t + p_t A_{t+1}):
-        // times (1 - term_t) inside an episode, times 0 where the bootstrap was read
-        // (it is in s.reward then; step t+1 belongs to the next episode).
-        const T vs_next = t + 1 < p.horizon ? read<T>(vs, row, t + 1) : T(0);
-        const T not_terminated = s.flags & 1u ? T(0) : T(1);
-        const T next = s.flags & 4u ? T(0) * vs_next : vs_next * not_terminated;
-        const T rho = present(p.importance) ? clip_to(s.ratio, rho_pg_clip) : T(1);
-        const T td = (s.flags & 3u) == 3u ? quiet_nan<T>()
-                                           : s.reward + p.gamma * next - s.value;
-        write(pg, row, t, rho * td);
-    }
-}
 
 /// Row sums of |A|, A and A^2 (any of the three outputs may be absent), a warp
 /// per row, accumulated in float64 whatever the dtype.

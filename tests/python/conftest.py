@@ -2,7 +2,10 @@
 machine has (NumPy, torch CPU, and on a GPU machine torch CUDA and CuPy)."""
 from __future__ import annotations
 
+import os
+import secrets
 import sys
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -75,6 +78,28 @@ def target(request):
     return Target(request.param)
 
 
+# The rng fixture's seeds: one per test, from the test's id and a session seed that
+# is fresh every run (more inputs seen over time) unless PUFFADV_TEST_SEED replays one.
+# A failing test that used it reports its seed (pytest's "rng seed" section).
+SESSION_SEED = int(os.environ.get("PUFFADV_TEST_SEED") or secrets.randbits(32))
+
+
+def pytest_report_header(config):
+    return f"puffadv rng fixture: session seed {SESSION_SEED} (replay with PUFFADV_TEST_SEED={SESSION_SEED})"
+
+
 @pytest.fixture
-def rng():
-    return np.random.default_rng()
+def rng(request):
+    seed = (SESSION_SEED ^ zlib.crc32(request.node.nodeid.encode())) & 0xFFFFFFFF
+    request.node.puffadv_rng_seed = seed
+    return np.random.default_rng(seed)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    report = outcome.get_result()
+    seed = getattr(item, "puffadv_rng_seed", None)
+    if report.failed and seed is not None:
+        report.sections.append(("rng seed", f"np.random.default_rng({seed}); rerun with "
+                                            f"PUFFADV_TEST_SEED={SESSION_SEED} to get the same inputs"))

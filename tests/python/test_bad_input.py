@@ -7,6 +7,8 @@ import numpy as np
 import pytest
 
 import puffadv
+import reference
+from reference import relative_error
 
 R, H = 4, 6
 
@@ -108,14 +110,16 @@ def test_output_interleaved_with_an_input_is_rejected():
 
 def test_inputs_may_share_memory():
     a = np.random.default_rng(2).standard_normal((R, H)).astype(np.float32)
-    out = puffadv.compute_puff_advantage(a, a, np.zeros_like(a), a)
-    assert np.isfinite(out).all()
+    zeros = np.zeros_like(a)
+    out = puffadv.compute_puff_advantage(a, a, zeros, a, gamma=0.9, gae_lambda=0.8, rho_clip=2.0)
+    want = reference.puff_advantage(a, a, zeros, a, gamma=0.9, gae_lambda=0.8, rho_clip=2.0)
+    assert relative_error(out, want) <= 1e-5
 
 
 def test_input_that_is_read_only_is_fine():
     args = {k: readonly(v) for k, v in good().items()}
-    out = puffadv.compute_puff_advantage(**args)
-    assert np.isfinite(out).all()
+    out = puffadv.compute_puff_advantage(**args, gamma=0.9, gae_lambda=0.8)
+    assert relative_error(out, reference.puff_advantage(**good(), gamma=0.9, gae_lambda=0.8)) <= 1e-5
 
 
 def test_mixed_frameworks_are_rejected():
@@ -152,18 +156,225 @@ def test_negative_view_is_a_value_error(which):
         assert neg.is_neg()  # what this test is about
         out = torch.full((R, H), float("nan"), device=device)
         name = which.split("-")[-1]
+        last_value = args["values"][:, 0].contiguous()
         with pytest.raises(ValueError, match=f"{name} is a negative view"):
             if which == "advantages":
                 puffadv.compute_puff_advantage(**args, advantages=neg)
             elif which == "gae-rewards":
-                puffadv.gae(neg, args["values"], args["dones"] > 0, last_value=args["values"][:, 0])
+                puffadv.gae(neg, args["values"], args["dones"] > 0, last_value=last_value,
+                            advantages=out, returns=False)
             elif which == "gae-returns":
                 puffadv.gae(args["rewards"], args["values"], args["dones"] > 0,
-                            last_value=args["values"][:, 0], advantages=out, returns=neg)
+                            last_value=last_value, advantages=out, returns=neg)
             else:
                 args[which] = neg
                 puffadv.compute_puff_advantage(**args, advantages=out)
-        assert torch.isnan(out).all()  # nothing written
+        if which == "advantages":
+            assert neg.is_neg()  # refused before anything was written through it
+        else:
+            assert torch.isnan(out).all()  # nothing written
         # The resolved tensor is an ordinary one and is read as it is.
-        args[name if name in args else "values"] = neg.resolve_neg()
+        resolved = neg.resolve_neg()
+        if which.startswith("gae"):
+            plain = {k: v.cpu().numpy() for k, v in args.items()}
+            result = puffadv.gae(resolved if which == "gae-rewards" else args["rewards"], args["values"],
+                                 args["dones"] > 0, last_value=last_value, advantages=out, returns=False)
+            want, _ = reference.standard_estimate(
+                "gae", resolved.cpu().numpy() if which == "gae-rewards" else plain["rewards"], plain["values"],
+                plain["dones"] > 0, last_value=plain["values"][:, 0])
+            assert result.advantages is out
+        else:
+            target = which if which != "advantages" else "values"
+            args[target] = resolved
+            result = puffadv.compute_puff_advantage(**args, advantages=out)
+            assert result is out
+            want = reference.puff_advantage(*(args[k].cpu().numpy() for k in ("values", "rewards", "dones",
+                                                                                 "importance")))
+        assert relative_error(out.cpu().numpy(), want) <= 1e-5
+
+
+# ---- arrays DLPack cannot carry (issue 15): each says what came and what would do ----
+
+def _structured():
+    return np.zeros((R, H), [("a", "f4"), ("b", "f4")])
+
+
+NUMPY_KINDS = [
+    # (id, array, fragments)
+    ("big-endian", lambda: np.ones((R, H), ">f4"),
+     ["has dtype >f4 in big-endian byte order", "expected the machine's native byte order",
+      ".astype('float32')"]),
+    ("big-endian-f8", lambda: np.ones((R, H), ">f8"), ["big-endian", ".astype('float64')"]),
+    ("structured", _structured, ["(a structured dtype), which puffadv does not read"]),
+    ("object", lambda: np.ones((R, H), object), ["has dtype object (Python objects)"]),
+    ("datetime64", lambda: np.zeros((R, H), "M8[s]"), ["has dtype datetime64[s] (dates)"]),
+    ("timedelta64", lambda: np.zeros((R, H), "m8[s]"), ["has dtype timedelta64[s] (time spans)"]),
+    ("str", lambda: np.zeros((R, H), "U4"), ["has dtype <U4 (text)"]),
+    ("bytes", lambda: np.zeros((R, H), "S4"), ["has dtype |S4 (byte strings)"]),
+    ("raw-void", lambda: np.zeros((R, H), "V4"), ["has dtype |V4 (raw bytes)"]),
+]
+if np.dtype(np.longdouble).itemsize > 8:
+    NUMPY_KINDS.append(("float128", lambda: np.ones((R, H), np.longdouble),
+                        [f"has dtype {np.dtype(np.longdouble).name} (extended precision, not an IEEE type)"]))
+
+
+@pytest.mark.parametrize("argument", ["values", "dones", "advantages"])
+@pytest.mark.parametrize("make,fragments", [k[1:] for k in NUMPY_KINDS], ids=[k[0] for k in NUMPY_KINDS])
+def test_numpy_dtypes_dlpack_cannot_carry(argument, make, fragments):
+    # Found 2026-12-01: all of these were "must be an array ... got ndarray".
+    with pytest.raises(TypeError) as info:
+        call(**{argument: make()})
+    message = str(info.value)
+    assert message.startswith(f"{argument} has dtype"), message
+    for fragment in fragments:
+        assert fragment in message, f"{fragment!r} not in {message!r}"
+    if "does not read" in message:  # what this argument accepts, by its role
+        expected = {"values": "expected float32, float64, bfloat16 or float16",
+                    "dones": "expected bool, uint8 or the float inputs' dtype",
+                    "advantages": "expected the float inputs' dtype"}[argument]
+        assert expected in message
+    assert isinstance(info.value.__cause__, BufferError)  # NumPy's own refusal, kept
+
+
+def _torch_kinds():
+    torch = pytest.importorskip("torch")
+    dense = torch.from_numpy(good()["values"])
+    return torch, {
+        "sparse_coo": (lambda: dense.to_sparse(), "is a tensor with layout torch.sparse_coo; puffadv reads "
+                                                  "dense tensors (layout torch.strided): pass {}.to_dense()"),
+        "sparse_csr": (lambda: dense.to_sparse_csr(), "is a tensor with layout torch.sparse_csr"),
+        "quantized": (lambda: torch.quantize_per_tensor(dense, 0.1, 0, torch.qint8),
+                      "is a quantized tensor (dtype torch.qint8); puffadv reads float tensors: "
+                      "pass {}.dequantize()"),
+        "meta": (lambda: dense.to("meta"), "is on the meta device, which holds no data; puffadv reads "
+                                           "arrays in cpu, cuda or rocm memory"),
+    }
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")  # torch: sparse CSR is beta; quantization deprecated
+@pytest.mark.parametrize("kind", ["sparse_coo", "sparse_csr", "quantized", "meta"])
+@pytest.mark.parametrize("argument", ["values", "importance", "advantages"])
+def test_torch_tensors_dlpack_cannot_carry(kind, argument):
+    # Found 2026-12-01: "must be an array ... got torch.Tensor", and for meta
+    # tensors torch's "Unknown device type meta for Dlpack", naming no argument.
+    torch, kinds = _torch_kinds()
+    make, words = kinds[kind]
+    args = {k: torch.from_numpy(v) for k, v in good().items()}
+    args[argument] = make()
+    with pytest.raises(TypeError) as info:
         puffadv.compute_puff_advantage(**args)
+    assert str(info.value).startswith(f"{argument} " + words.format(argument)), str(info.value)
+
+
+def test_gae_names_a_meta_tensor_too():
+    torch = pytest.importorskip("torch")
+    e = reference.random_episodes(np.random.default_rng(1), R, H, np.float32)
+    t = {k: torch.from_numpy(np.ascontiguousarray(v)) for k, v in e.items()}
+    with pytest.raises(TypeError, match="^terminated is on the meta device"):
+        puffadv.gae(t["rewards"], t["values"], t["terminated"].to("meta"), last_value=t["last_value"])
+
+
+def test_deleted_jax_array():
+    # Found 2026-12-01: "must be an array ... got jaxlib._jax.ArrayImpl" (then a
+    # TypeError about NoneType from __dlpack_device__).
+    jnp = pytest.importorskip("jax.numpy")
+    args = {k: jnp.asarray(v) for k, v in good().items()}
+    args["rewards"].delete()
+    with pytest.raises(TypeError, match=r"^rewards is a deleted JAX array \(.delete\(\) freed its buffer\); "
+                                        r"pass a live array$"):
+        puffadv.compute_puff_advantage(**args)
+
+
+@pytest.mark.parametrize("argument", ["values", "dones", "advantages"])
+def test_masked_array_is_refused(argument):
+    # Found 2026-12-01: the mask was ignored (masked values flowed into the result)
+    # and a plain ndarray came back. DLPack exports the data without the mask.
+    data = good()
+    masked = np.ma.masked_array(data[argument] if argument in data else np.zeros((R, H), np.float32),
+                                mask=np.eye(R, H, dtype=bool))
+    with pytest.raises(TypeError, match=f"^{argument} is a numpy.ma.MaskedArray; puffadv would read its "
+                                        f"masked values as data and drop the mask"):
+        call(**{argument: masked})
+    e = reference.random_episodes(np.random.default_rng(1), R, H, np.float32)
+    with pytest.raises(TypeError, match="^values is a numpy.ma.MaskedArray"):
+        puffadv.gae(e["rewards"], np.ma.masked_array(e["values"]), e["terminated"], last_value=e["last_value"])
+    # An ndarray subclass without a mask is read as the array it is.
+    subclass = type("Subclass", (np.ndarray,), {})
+    want = reference.puff_advantage(data["values"], data["rewards"], data["dones"], data["importance"])
+    assert relative_error(np.asarray(call(values=data["values"].view(subclass))), want) <= 1e-5
+
+
+# ---- stream ----
+
+class _StreamObject:
+    def __init__(self, **attributes):
+        self.__dict__.update(attributes)
+
+
+@pytest.mark.parametrize("stream,error,fragment", [
+    # Found 2026-12-01: nanobind's "incompatible function arguments" dump for the first three,
+    # and int()'s "invalid literal" (naming nothing) for the string.
+    (-1, ValueError, "stream must be a handle in [0, 2**64), got -1"),
+    (2**64, ValueError, "stream must be a handle in [0, 2**64), got 18446744073709551616"),
+    (_StreamObject(ptr=-5), ValueError, "stream must be a handle in [0, 2**64), got -5"),
+    (_StreamObject(cuda_stream="abc"), TypeError, "stream must be an int handle, a torch.cuda.Stream or a "
+                                                  "cupy Stream (an object whose .cuda_stream or .ptr is an "
+                                                  "int), got str"),
+    (_StreamObject(cuda_stream=1.5), TypeError, "got float"),
+    ("0", TypeError, "stream must be an int handle"),
+    (1.0, TypeError, "stream must be an int handle"),
+])
+@pytest.mark.parametrize("function", ["puff", "puff-fused", "gae"])
+def test_bad_stream_is_named(stream, error, fragment, function):
+    args = good()
+    with pytest.raises(error) as info:
+        if function == "gae":
+            puffadv.gae(args["rewards"], args["values"], args["dones"] > 0, last_value=args["values"][:, 0],
+                        stream=stream)
+        else:
+            puffadv.compute_puff_advantage(**args, stream=stream, returns=function == "puff-fused" or None)
+    assert fragment in str(info.value)
+
+
+@pytest.mark.parametrize("stream", [0, np.uint64(2**64 - 1), _StreamObject(cuda_stream=0), _StreamObject(ptr=0)])
+def test_good_stream_handles_are_accepted_on_the_cpu(stream):
+    out = call(stream=stream)
+    want = reference.puff_advantage(*good().values())
+    assert relative_error(out, want) <= 1e-5
+
+
+# ---- parameters that are arrays: one rule for every framework ----
+
+def _zero_d(framework, value, dtype):
+    if framework == "numpy":
+        return np.array(value, dtype=dtype)
+    torch = pytest.importorskip("torch")
+    return torch.tensor(value, dtype=getattr(torch, dtype))
+
+
+@pytest.mark.parametrize("framework", ["numpy", "torch"])
+@pytest.mark.parametrize("value,dtype,taken_as", [
+    (0.5, "float32", 0.5), (0.25, "float64", 0.25), (1, "uint8", 1.0), (0, "int64", 0.0), (1, "int32", 1.0),
+])
+def test_zero_d_real_numbers_are_numbers(framework, value, dtype, taken_as):
+    got = call(gamma=_zero_d(framework, value, dtype))
+    want = reference.puff_advantage(*good().values(), gamma=taken_as)
+    assert relative_error(got, want) <= 1e-5
+
+
+@pytest.mark.parametrize("framework", ["numpy", "torch"])
+@pytest.mark.parametrize("value,dtype,shown", [
+    # Found 2026-12-01: torch.tensor(True) was taken as 1.0 and a complex tensor
+    # raised RuntimeError, while np.array(True) was a TypeError.
+    (True, "bool", "bool"), (0.5 + 0.3j, "complex64", "complex64"), (0.5 + 0j, "complex128", "complex128"),
+])
+def test_zero_d_bool_and_complex_are_not_numbers(framework, value, dtype, shown):
+    with pytest.raises(TypeError, match=f"gamma must be a real number, got a 0-d .* of dtype .*{shown}"):
+        call(gamma=_zero_d(framework, value, dtype))
+
+
+def test_zero_d_meta_tensor_is_not_a_number():
+    # Found 2026-12-01: torch's RuntimeError "Tensor.item() cannot be called on meta tensors".
+    torch = pytest.importorskip("torch")
+    with pytest.raises(TypeError, match="^rho_clip is a 0-d tensor on the meta device, which holds no value"):
+        call(rho_clip=torch.tensor(0.5, device="meta"))

@@ -1,15 +1,19 @@
-"""Calls from several Python threads at once (issue 7).
+"""Calls from several Python threads at once (issue 7), and fork() and signals
+around calls (issue 15).
 
-The calls release the GIL, so they really overlap: each must give exactly the
-result of the same call made alone, whatever the other threads are doing
-(calling, dropping arrays, collecting garbage, changing PUFFADV_NUM_THREADS).
-Under the sanitizer CI step (40-sanitize.sh) these double as use-after-free
-and data-race probes.
+The calls release the GIL, so they really overlap: each must give the float64
+reference's answer, bitwise the result of the same call made alone, whatever
+the other threads are doing (calling, dropping arrays, collecting garbage,
+changing PUFFADV_NUM_THREADS). A process forked after (or during) a threaded
+call computes in the child with threads of its own. Under the sanitizer CI
+step (40-sanitize.sh) these double as use-after-free and data-race probes.
 """
 from __future__ import annotations
 
 import gc
+import multiprocessing
 import os
+import signal
 import threading
 import time
 
@@ -18,6 +22,7 @@ import pytest
 
 import puffadv
 import reference
+from reference import relative_error
 
 try:
     import torch
@@ -54,6 +59,19 @@ def call(kind, inputs):
     return as_numpy(estimate.advantages)
 
 
+def expected(kind, inputs):
+    """The float64 reference's answer for call(kind, inputs)."""
+    values, rewards, dones, importance = (as_numpy(a).astype(np.float64) for a in inputs)
+    if kind == "puff":
+        return reference.puff_advantage_by_step(values, rewards, dones, importance, **PARAMS)
+    return reference.standard_estimate("gae", rewards, values, dones > 0, last_value=values[:, 0],
+                                       importance=importance, gamma=0.99, lam=0.95)[0]
+
+
+def tolerance(inputs):
+    return 1e-5 if as_numpy(inputs[0]).dtype == np.float32 else 1e-12
+
+
 def in_threads(n, work):
     """Runs work(i) in n threads released together; re-raises the first error."""
     barrier = threading.Barrier(n)
@@ -88,6 +106,8 @@ def test_eight_threads_give_the_serial_results(kind):
 
     in_threads(N_THREADS, work)
     assert len(results) == 3 * len(cases)
+    for j, case in enumerate(cases):
+        assert relative_error(serial[j], expected(kind, case)) <= tolerance(case), f"case {j}"
     for (_, j), got in results.items():
         np.testing.assert_array_equal(got, serial[j])  # bitwise: rows never share work
 
@@ -95,7 +115,8 @@ def test_eight_threads_give_the_serial_results(kind):
 def test_threads_writing_disjoint_parts_of_one_output():
     rng = np.random.default_rng(5)
     inputs = reference.random_puff_inputs(rng, 8 * 40, 300)
-    expected = puffadv.compute_puff_advantage(*inputs, **PARAMS)
+    want = reference.puff_advantage_by_step(*inputs, **PARAMS)
+    alone = puffadv.compute_puff_advantage(*inputs, **PARAMS)
     out = np.full(inputs[0].shape, np.nan, np.float32)
 
     def work(i):
@@ -104,7 +125,8 @@ def test_threads_writing_disjoint_parts_of_one_output():
             puffadv.compute_puff_advantage(*(a[part] for a in inputs), out[part], **PARAMS)
 
     in_threads(N_THREADS, work)
-    np.testing.assert_array_equal(out, expected)
+    assert relative_error(out, want) <= 1e-5
+    np.testing.assert_array_equal(out, alone)
 
 
 def test_calls_while_other_threads_drop_arrays():
@@ -117,9 +139,9 @@ def test_calls_while_other_threads_drop_arrays():
 
     def publish(seed):
         inputs = puff_case(seed)
-        expected = call("puff", inputs)
+        want = expected("puff", inputs)
         with lock:
-            slot["case"] = (inputs, expected)
+            slot["case"] = (inputs, want, tolerance(inputs))
 
     def dropper(i):
         seed = 1000 * (i + 1)
@@ -140,11 +162,11 @@ def test_calls_while_other_threads_drop_arrays():
             if case is None:
                 time.sleep(0.001)
                 continue
-            inputs, expected = case
+            inputs, want, tol = case
             del case
             got = call("puff", inputs)
             del inputs
-            np.testing.assert_array_equal(got, expected)
+            assert relative_error(got, want) <= tol
             checked.append(1)
 
     publish(1)
@@ -168,6 +190,7 @@ def test_num_threads_changing_between_calls(monkeypatch, value, threads):
     monkeypatch.delenv("PUFFADV_NUM_THREADS", raising=False)
     default = puffadv.backend()["cpu_threads"]
     baseline = puffadv.compute_puff_advantage(*inputs, **PARAMS)
+    assert relative_error(baseline, reference.puff_advantage_by_step(*inputs, **PARAMS)) <= 1e-5
     if value is not None:
         monkeypatch.setenv("PUFFADV_NUM_THREADS", value)
     assert puffadv.backend()["cpu_threads"] == (threads or default)  # bad values: all cores
@@ -180,6 +203,8 @@ def test_num_threads_changing_while_other_threads_call():
     changed os.environ meanwhile (ASan caught it). Now it is read under the GIL."""
     cases = [puff_case(seed) for seed in (2, 4, 5)]
     serial = [call("puff", c) for c in cases]
+    for case, alone in zip(cases, serial):
+        assert relative_error(alone, expected("puff", case)) <= tolerance(case)
     stop = threading.Event()
     saved = os.environ.get("PUFFADV_NUM_THREADS")
 
@@ -257,3 +282,167 @@ def test_the_gil_is_released_during_a_call(monkeypatch, kind):
     busy = sum(b - a for a, b in middles)
     share = inside / (solo * busy)
     assert share > 0.3, f"the other thread ran at {share:.0%} of its speed during {busy:.3f} s of calls"
+
+
+# ---- fork() and signals (issue 15) ----------------------------------------------
+#
+# Found 2026-12-01: with GNU OpenMP, a process that called puffadv with several
+# threads and then forked hung for ever at its child's next large call (libgomp's
+# threads do not survive fork). puffadv's own pool gives the child a fresh one.
+
+FORK_ROWS, FORK_STEPS = 512, 257  # 131584 elements: enough work for 4 threads
+fork_only = pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork() on this platform")
+# Python >= 3.12 warns about fork() in a process with threads (ours, sleeping at the fork).
+# JAX (when a test imported it) warns about any fork.
+no_fork_warning = pytest.mark.filterwarnings("ignore:This process .* is multi-threaded:DeprecationWarning",
+                                             r"ignore:os.fork\(\) was called:RuntimeWarning")
+
+
+def child_error(seed):
+    """In a child: one threaded call's relative error against the reference."""
+    inputs = reference.random_puff_inputs(np.random.default_rng(seed), FORK_ROWS, FORK_STEPS)
+    out = puffadv.compute_puff_advantage(*inputs, **PARAMS)
+    return relative_error(out, reference.puff_advantage_by_step(*inputs, **PARAMS))
+
+
+def pool_threads():
+    """puffadv's worker threads in this process (Linux names them puffadv-cpu)."""
+    tasks = "/proc/self/task"
+    names = []
+    for tid in os.listdir(tasks):
+        try:
+            with open(f"{tasks}/{tid}/comm") as f:
+                names.append(f.read().strip())
+        except OSError:  # a thread that just ended
+            pass
+    return sum(name == "puffadv-cpu" for name in names)
+
+
+@pytest.fixture
+def threaded_parent(monkeypatch):
+    """This process has made a call with 4 threads (its pool has workers)."""
+    monkeypatch.setenv("PUFFADV_NUM_THREADS", "4")
+    assert child_error(0) <= 1e-5
+    if os.path.isdir("/proc/self/task"):
+        assert pool_threads() >= 3
+
+
+def wait_for(pid, seconds=60.0):
+    """The child's exit code, or a test failure (after killing it) if it hangs."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            return os.waitstatus_to_exitcode(status)
+        time.sleep(0.02)
+    os.kill(pid, signal.SIGKILL)
+    os.waitpid(pid, 0)
+    pytest.fail(f"the forked child did not finish one call in {seconds:.0f} s")
+
+
+def fork_and_check(seed):
+    """Forks a child that makes one threaded call; returns the child's exit code:
+    0 right answer (and, on Linux, computed with fresh pool threads), 2 wrong, 3 no threads."""
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            code = 0 if child_error(seed) <= 1e-5 else 2
+            if code == 0 and os.path.isdir("/proc/self/task") and pool_threads() < 3:
+                code = 3
+        finally:
+            os._exit(code)
+    return wait_for(pid)
+
+
+@fork_only
+@no_fork_warning
+def test_os_fork_after_a_threaded_call(threaded_parent):
+    assert fork_and_check(1) == 0
+    assert child_error(2) <= 1e-5  # and the parent goes on as before
+
+
+@fork_only
+@no_fork_warning
+def test_multiprocessing_fork_pool_after_a_threaded_call(threaded_parent):
+    # multiprocessing's fork pools and vectorised-environment workers fork exactly like this.
+    with multiprocessing.get_context("fork").Pool(2) as workers:
+        errors = workers.map_async(child_error, range(4)).get(timeout=120)
+    assert max(errors) <= 1e-5
+
+
+@fork_only
+@no_fork_warning
+def test_fork_while_another_thread_computes(threaded_parent):
+    """fork() waits for a call that holds the pool to finish, so the child never
+    inherits a half-done job; the calling thread goes on in the parent."""
+    inputs = reference.random_puff_inputs(np.random.default_rng(9), 1024, 1024)
+    want = reference.puff_advantage_by_step(*inputs, **PARAMS)
+    first = puffadv.compute_puff_advantage(*inputs, **PARAMS)
+    assert relative_error(first, want) <= 1e-5
+    stop = threading.Event()
+    same = []
+
+    def compute():
+        # No BLAS here (np.linalg.norm): NumPy's OpenBLAS hangs a thread that is inside
+        # it when another thread forks (its fork handler stops its pool), puffadv or not.
+        while not stop.is_set():
+            same.append(bool(np.array_equal(puffadv.compute_puff_advantage(*inputs, **PARAMS), first)))
+
+    thread = threading.Thread(target=compute)
+    thread.start()
+    try:
+        codes = [fork_and_check(seed) for seed in range(3, 8)]
+    finally:
+        stop.set()
+        thread.join()
+    assert codes == [0] * 5
+    assert same and all(same)
+
+
+def test_pool_threads_block_signals(threaded_parent):
+    """Signals go to the callers' threads, never to puffadv's workers."""
+    if not os.path.isdir("/proc/self/task"):
+        pytest.skip("reads /proc")
+    checked = 0
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{tid}/comm") as f:
+                if f.read().strip() != "puffadv-cpu":
+                    continue
+            with open(f"/proc/self/task/{tid}/status") as f:
+                blocked = next(int(line.split()[1], 16) for line in f if line.startswith("SigBlk:"))
+        except OSError:
+            continue
+        for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGCHLD, signal.SIGALRM):
+            assert blocked & (1 << (signum - 1)), f"{signal.Signals(signum).name} reaches worker {tid}"
+        checked += 1
+    assert checked >= 3
+
+
+def test_ctrl_c_during_a_call_comes_after_it(monkeypatch):
+    """A call cannot be interrupted half-way: SIGINT during one is handled when it
+    returns (KeyboardInterrupt), and the output is complete and right."""
+    monkeypatch.setenv("PUFFADV_NUM_THREADS", "2")
+    inputs = reference.random_puff_inputs(np.random.default_rng(4), 2048, 2048)
+    want = reference.puff_advantage_by_step(*inputs, **PARAMS)
+    out = np.full(inputs[0].shape, np.nan, np.float32)
+    puffadv.compute_puff_advantage(*inputs, out, **PARAMS)  # warm: page faults outside the timing
+    out[...] = np.nan
+    started = threading.Event()
+
+    def interrupt_once_writing():  # the call has begun once its output changes
+        while np.isnan(out[:, 0]).all() and not started.is_set():
+            time.sleep(0.0002)
+        os.kill(os.getpid(), signal.SIGINT)
+
+    sender = threading.Thread(target=interrupt_once_writing)
+    sender.start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            puffadv.compute_puff_advantage(*inputs, out, **PARAMS)
+            time.sleep(10)  # a signal that came after the call interrupts this instead
+    finally:
+        started.set()
+        sender.join()
+    assert relative_error(out, want) <= 1e-5

@@ -465,7 +465,7 @@ def test_gpu_arrays_without_a_usable_backend_fall_back_to_the_host(rng, monkeypa
     adv = FakeGpuArray(np.full((5, 33), np.nan, np.float32))
     sums = FakeGpuArray(np.full(5, np.nan, np.float32))
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)  # the once-per-process fallback warning
+        warnings.simplefilter("ignore", puffadv.FallbackWarning)  # the once-per-process fallback warning
         out = puffadv.gae(fake(e["rewards"]), fake(e["values"]), fake(e["terminated"]), fake(e["truncated"]),
                           bootstrap_values=fake(e["bootstrap_values"]), gamma=GAMMA, gae_lambda=LAM,
                           advantages=adv, returns=False, sums=sums)
@@ -473,3 +473,94 @@ def test_gpu_arrays_without_a_usable_backend_fall_back_to_the_host(rng, monkeypa
     want, _ = expected("gae", e, "bootstrap_values", False)
     assert ref.relative_error(adv.host, want) <= 1e-5
     assert ref.relative_error(sums.host, want.sum(1)) <= 1e-5
+
+
+# ---- issue 15: messages, a fixed time_axis=-2 test, identity of given outputs ----
+
+@pytest.mark.parametrize("time_axis", [2**31, 2**32, 2**63 - 1, 2**63, 2**64, -2**63 - 1, -2**31 - 1])
+def test_time_axis_beyond_int_is_named(time_axis):
+    # Found 2026-12-01: 2**31 and 2**64 gave nanobind's "incompatible function arguments".
+    e = _episode()
+    with pytest.raises(ValueError, match=rf"^time_axis must be 0 or -2 \(time-major \[T, B\]\) or 1 or -1 "
+                                         rf"\(batch-major \[B, T\]\) for the 2-D rewards, got {time_axis}$"):
+        puffadv.gae(e["rewards"], e["values"], e["terminated"], last_value=e["last_value"], time_axis=time_axis)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_time_axis_minus_two_is_time_major(rng, kind):
+    """-2 names the same axis as 0 on 2-D arrays: [T, B] data, read through its strides."""
+    e = ref.random_episodes(rng, 5, 37, np.float64)
+    want_adv, want_ret = expected(kind, e, "bootstrap_values", True)
+    t = lambda x: np.ascontiguousarray(x.T)
+    kw = dict(gamma=GAMMA, gae_lambda=LAM, rho_clip=RHO, c_clip=C, importance=t(e["importance"]),
+              bootstrap_values=t(e["bootstrap_values"]), time_axis=-2)
+    if kind == "vtrace":
+        kw["rho_pg_clip"] = RHO_PG
+    adv, ret, sums = run(kind, t(e["rewards"]), t(e["values"]), t(e["terminated"]), t(e["truncated"]), **kw)
+    assert adv.shape == (37, 5)
+    assert ref.relative_error(adv.T, want_adv) <= 1e-12
+    assert ref.relative_error(ret.T, want_ret) <= 1e-12
+    check_sums(sums, want_adv, 1e-12)
+
+
+@pytest.mark.parametrize("name", ["abs_sums", "sums", "square_sums"])
+@pytest.mark.parametrize("function", ["gae", "puff"])
+def test_sums_of_an_unreadable_dtype_say_what_sums_take(name, function):
+    # Found 2026-12-01: an int32 abs_sums was told bfloat16 and bool are accepted.
+    e = _episode()
+    with pytest.raises(TypeError) as info:
+        if function == "gae":
+            puffadv.gae(e["rewards"], e["values"], e["terminated"], last_value=e["last_value"],
+                        **{name: np.zeros(4, np.int32)})
+        else:
+            puffadv.compute_puff_advantage(e["values"], e["rewards"], e["terminated"].astype(np.float32),
+                                           e["importance"], **{name: np.zeros(4, np.int32)})
+    assert str(info.value) == f"{name} has dtype int32, which puffadv does not read; expected float32 or float64"
+
+
+def test_outputs_overlapping_each_other_are_not_called_inputs():
+    # Found 2026-12-01: two outputs sharing memory were said to "alias an input".
+    e = _episode()
+    buffer = np.zeros((4, 12), np.float32)
+    with pytest.raises(ValueError, match="^returns overlaps advantages in memory; two outputs must not share "
+                                         "memory$"):
+        puffadv.gae(e["rewards"], e["values"], e["terminated"], last_value=e["last_value"],
+                    advantages=buffer[:, :10], returns=buffer[:, 2:])
+    with pytest.raises(ValueError, match="^returns overlaps advantages in memory; two outputs must not share"):
+        puffadv.compute_puff_advantage(e["values"], e["rewards"], e["terminated"].astype(np.float32),
+                                       e["importance"], buffer[:, :10], returns=buffer[:, 2:])
+    with pytest.raises(ValueError, match="^abs_sums overlaps sums in memory; two outputs must not share"):
+        sums = np.zeros(4, np.float32)
+        puffadv.gae(e["rewards"], e["values"], e["terminated"], last_value=e["last_value"],
+                    abs_sums=sums, sums=sums)
+    with pytest.raises(ValueError, match="^returns overlaps values in memory; the output must not alias an "
+                                         "input$"):
+        puffadv.gae(e["rewards"], e["values"], e["terminated"], last_value=e["last_value"], returns=e["values"])
+
+
+FUSED = ["returns", "abs_sums", "sums", "square_sums"]
+
+
+@pytest.mark.parametrize("fused", FUSED)
+@pytest.mark.parametrize("given_fused", [False, True])
+def test_puff_given_advantages_come_back_with_each_fused_output(rng, fused, given_fused):
+    """Mutation testing found nothing checked that .advantages is the given array
+    when a fused output is requested (returning `values` there went unnoticed)."""
+    v, r, d, i = ref.random_puff_inputs(rng, 6, 40)
+    want = ref.puff_advantage(v, r, d, i, GAMMA, LAM, RHO, C)
+    out = np.full((6, 40), np.nan, np.float32)
+    extra = (np.full((6, 40), np.nan, np.float32) if fused == "returns" else np.full(6, np.nan, np.float32)) \
+        if given_fused else True
+    result = puffadv.compute_puff_advantage(v, r, d, i, out, GAMMA, LAM, RHO, C, **{fused: extra})
+    assert isinstance(result, puffadv.Estimate)
+    assert result.advantages is out
+    assert ref.relative_error(out, want) <= 1e-5
+    got = getattr(result, fused)
+    if given_fused:
+        assert got is extra
+    expected_extra = {"returns": want + v, "abs_sums": np.abs(want).sum(1), "sums": want.sum(1),
+                      "square_sums": (want * want).sum(1)}[fused]
+    assert ref.relative_error(got, expected_extra) <= 1e-5
+    for other in FUSED:
+        if other != fused:
+            assert getattr(result, other) is None

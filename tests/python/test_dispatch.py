@@ -4,6 +4,7 @@ GPU suite (scripts/gpu/10-gpu-tests.sh)."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 import puffadv
 from puffadv import _dispatch, _frameworks
@@ -40,11 +41,14 @@ def test_no_wait_after_an_argument_error(monkeypatch):
     monkeypatch.setattr(_frameworks, "current_stream", lambda framework, x, stream: 0)
     monkeypatch.setattr(_frameworks, "wait_for_gpu", lambda x: waits.append(x))
 
+    calls = []
+
     def kernel(*args):
+        calls.append(args)
         raise ValueError("gamma must be finite and in [0, 1], got nan")
 
-    try:
+    # The error reaches the caller (pytest.raises fails if it were swallowed) and nothing waits.
+    with pytest.raises(ValueError, match=r"^gamma must be finite and in \[0, 1\], got nan$"):
         _dispatch.call_core(kernel, "jax", [np.ones((2, 3))], [np.empty((2, 3))], [float("nan")] * 4)
-    except ValueError:
-        pass
+    assert len(calls) == 1
     assert waits == []

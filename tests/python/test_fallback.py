@@ -100,7 +100,7 @@ def test_warn_mode_computes_on_host_and_counts(rng, device_type, writable_fakes)
         out = FakeGpuArray(np.full(host[0].shape, np.nan, dtype), device_type)
         before = _core.fallback_stats()
         with warnings.catch_warnings():
-            warnings.simplefilter("ignore", RuntimeWarning)  # once per process: see below
+            warnings.simplefilter("ignore", puffadv.FallbackWarning)  # once per process: see below
             result = puffadv.compute_puff_advantage(*(FakeGpuArray(a, device_type) for a in host),
                                                     out, **PARAMS)
         assert result is out
@@ -147,7 +147,7 @@ def test_warning_once_per_process_names_cost_and_fix():
     warned = lines[:-2]
     assert len(warned) == 1, proc.stdout
     category, filename, lineno, rest = warned[0].split(" ", 3)
-    assert category == "RuntimeWarning" and filename == "<string>"
+    assert category == "FallbackWarning" and filename == "<string>"
     assert script.splitlines()[int(lineno) - 1].strip().endswith("# CALL")
     message = rest.lstrip("| ")
     assert message == expected  # the core's wording, shared with the torch ops

@@ -3,8 +3,10 @@
 Each example builds a whole call: every array gets its own dtype, framework and
 memory layout (contiguous, column-major, stepped, negative, zero and huge
 strides, self-overlapping, misaligned, read-only), some arguments are not arrays
-at all, outputs may alias inputs, and the scalars range over good values, bad
-values and non-numbers. The one rule checked: the call returns the float64
+at all or arrays DLPack cannot carry (NumPy byte orders and dtype kinds, torch
+sparse, quantized and meta tensors), outputs may alias inputs, and the scalars
+range over good values, bad values and non-numbers. A third fuzz hands puffadv
+DLPack producers that lie in their capsules (dlpack_producers.py). The one rule checked: the call returns the float64
 reference's answer (tests/python/reference.py), writing nothing outside the
 output, or raises TypeError/ValueError, the class the faults in the call imply,
 with a message naming the argument at fault. Never a crash, never another
@@ -30,6 +32,7 @@ from numpy.lib.stride_tricks import as_strided
 
 import puffadv
 import reference
+from dlpack_producers import IS_COPIED, READ_ONLY, LyingProducer
 from reference import relative_error
 
 try:
@@ -219,7 +222,36 @@ def random_data(rng, name, shape, dtype, scale):
     return data.astype(dtype)
 
 
-ARRAY_FAULTS = ["dtype", "shape", "ndim", "not-array", "framework"]
+ARRAY_FAULTS = ["dtype", "shape", "ndim", "not-array", "framework", "exotic"]
+
+
+# Arrays DLPack cannot carry (issue 15): NumPy dtype kinds and byte orders, torch
+# layouts and devices. Each is a TypeError naming the argument.
+def _numpy_exotic(kind, rows, cols, main):
+    if kind == "byte order":
+        native = np.dtype(main if main != "bfloat16" else np.float32)
+        return np.ones((rows, cols), native.newbyteorder(">" if native.isnative else "<"))
+    spelled = {"structured": [("a", "f4"), ("b", "f4")], "object": object, "datetime64": "M8[s]",
+               "timedelta64": "m8[s]", "str": "U4", "bytes": "S4", "raw bytes": "V4",
+               "extended float": np.longdouble}[kind]
+    return np.zeros((rows, cols), spelled)
+
+
+NUMPY_EXOTIC = ["byte order", "structured", "object", "datetime64", "timedelta64", "str", "bytes", "raw bytes"]
+if np.dtype(np.longdouble).itemsize > 8:
+    NUMPY_EXOTIC.append("extended float")
+TORCH_EXOTIC = ["sparse_coo", "sparse_csr", "quantized", "meta"]
+
+
+def _torch_exotic(kind, rows, cols):
+    dense = torch.ones(rows, cols)
+    if kind == "sparse_coo":
+        return dense.to_sparse()
+    if kind == "sparse_csr":
+        return dense.to_sparse_csr()
+    if kind == "quantized":
+        return torch.quantize_per_tensor(dense, 0.1, 0, torch.qint8)
+    return dense.to("meta")
 INPUT_LAYOUT_FAULTS = ["misaligned"]
 OUTPUT_LAYOUT_FAULTS = ["misaligned", "read-only", "shared", "alias"]
 
@@ -266,6 +298,16 @@ def calls(draw):
             # advantages=None is no fault: it asks puffadv to allocate the output
             arrays[name] = draw(st.sampled_from(NOT_ARRAYS[1:] if is_output else NOT_ARRAYS))
             faults.append((name, "not an array", TypeError))
+            continue
+        elif fault == "exotic":
+            if framework == "torch":
+                kind = draw(st.sampled_from(TORCH_EXOTIC))
+                arrays[name] = _torch_exotic(kind, a_rows, a_cols)
+                faults.append((name, f"torch {kind} tensor", TypeError))
+            else:
+                kind = draw(st.sampled_from(NUMPY_EXOTIC))
+                arrays[name] = _numpy_exotic(kind, a_rows, a_cols, dtype)
+                faults.append((name, f"NumPy {kind} dtype", TypeError))
             continue
 
         alias = layout_fault == "alias"
@@ -389,6 +431,7 @@ def check_success(case, result):
 
 @FUZZ
 @given(calls())
+@pytest.mark.filterwarnings("ignore::UserWarning")  # torch: sparse CSR is beta; quantization deprecated
 def test_fuzz_compute_puff_advantage(case):
     arrays = case["arrays"]
     before = {n: np.array(as_numpy(arrays[n])) for n in ARRAY_NAMES
@@ -667,6 +710,114 @@ def test_fuzz_conventions(kind, data):
     given_outputs = sum(not isinstance(v, bool) for v in case["requests"].values())
     TALLY[f"valid call | {label} | {case['framework']} {dtype_name(case['dtype'])} | "
           f"{'time-major' if case['time_major'] else 'batch-major'} | {given_outputs} outputs given"] += 1
+
+
+# --- lying DLPack producers (issue 15) -------------------------------------------
+#
+# Every array is a DLPack producer over NumPy memory (dlpack_producers.py); some
+# lie in their capsule. A lie puffadv must catch is a TypeError or ValueError
+# naming the argument; a harmless one (NULL strides over row-major data, a
+# byte_offset, flags on an input, a producer without max_version) gives the
+# reference's answer.
+
+def _lies(rows, cols, is_output, itemsize):
+    """(label, LyingProducer keywords, exception class or None) for one array."""
+    empty = rows * cols == 0
+    lies = [
+        ("NULL shape", dict(shape=None), ValueError),
+        ("NULL data", dict(data=None), None if empty else ValueError),
+        ("ndim -1", dict(ndim=-1), ValueError),
+        ("ndim 99", dict(ndim=99), ValueError),
+        ("negative extent", dict(shape=[-1, cols]), ValueError),
+        ("2 lanes", dict(lanes=2), TypeError),
+        ("int code", dict(code=0), TypeError),
+        ("foreign capsule name", dict(name=b"not_a_tensor"), TypeError),
+        ("no capsule returned", dict(returns=7), TypeError),
+        ("unknown device type", dict(device_type=7), TypeError),
+        ("junk __dlpack_device__", dict(device="junk"), TypeError),
+        ("DLPack 2.x", dict(name=b"dltensor_versioned", major=2), TypeError),
+        ("read-only flag", dict(name=b"dltensor_versioned", flags=READ_ONLY), ValueError if is_output else None),
+        ("is-copied flag", dict(name=b"dltensor_versioned", flags=IS_COPIED), ValueError if is_output else None),
+        ("versioned, honest", dict(name=b"dltensor_versioned"), None),
+        ("NULL strides, row-major", dict(strides=None), None),
+        ("byte_offset", "offset", None),
+        ("misaligned byte_offset", "misaligned", None if empty or itemsize == 1 else ValueError),
+        ("sizes beyond 64 bits", dict(shape=[1 << 62, 8], strides=[8, 1]), ValueError),
+    ]
+    return lies
+
+
+def _producer(array, lie):
+    """A LyingProducer telling `lie` about `array`, and the NumPy view of the memory
+    it describes (where it describes `array` rightly)."""
+    rows, cols = array.shape
+    if lie == "offset":  # the data 3 elements into a padded buffer, reached through byte_offset
+        padded = np.concatenate([np.zeros(3, array.dtype), np.ascontiguousarray(array).ravel()])
+        return LyingProducer(padded, ndim=2, shape=[rows, cols], strides=[cols, 1],
+                             byte_offset=3 * array.itemsize), padded[3:].reshape(rows, cols)
+    if lie == "misaligned":  # 1 byte in: a right answer only when there is nothing to read
+        padded = np.zeros(array.size + 1, array.dtype)
+        return LyingProducer(padded, ndim=2, shape=[rows, cols], strides=[cols, 1],
+                             byte_offset=1), np.empty((rows, cols), array.dtype)
+    producer = LyingProducer(np.ascontiguousarray(array), **lie)
+    return producer, producer.array
+
+
+@st.composite
+def producer_calls(draw):
+    rows = draw(st.sampled_from([0, 1, 2, 5, 9]))
+    cols = draw(st.sampled_from([0, 1, 3, 8, 17]))
+    dtype = draw(st.sampled_from(FLOATS))
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    data = {n: random_data(rng, n, (rows, cols), dtype, 1.0) for n in ARRAY_NAMES}
+    give_output = draw(st.booleans())
+    names = ARRAY_NAMES + (("advantages",) if give_output else ())
+    n_liars = draw(st.sampled_from([0, 1, 1, 1, 2]))
+    liars = set(draw(st.lists(st.sampled_from(names), min_size=n_liars, max_size=n_liars)))
+    itemsize = np.dtype(dtype).itemsize
+    arrays, faults, labels, out = {}, [], [], None
+    for name in names:
+        is_output = name == "advantages"
+        array = np.full((rows, cols), np.nan, dtype) if is_output else data[name]
+        if name in liars:
+            label, lie, error = draw(st.sampled_from(_lies(rows, cols, is_output, itemsize)))
+            arrays[name], view = _producer(array, lie)
+            labels.append(label)
+            if error is not None:
+                faults.append((name, f"lying producer: {label}", error))
+            if is_output:
+                out = view
+        else:
+            arrays[name] = LyingProducer(np.ascontiguousarray(array))
+            if is_output:
+                out = arrays[name].array
+    return dict(arrays=arrays, data=data, faults=faults, labels=labels, out=out, dtype=dtype,
+                give_output=give_output, rows=rows, cols=cols)
+
+
+@FUZZ
+@given(producer_calls())
+def test_fuzz_lying_producers(case):
+    classes = {cls for _, _, cls in case["faults"]}
+    params = dict(gamma=0.9, gae_lambda=0.8, rho_clip=1.5, c_clip=1.2)
+    try:
+        result = puffadv.compute_puff_advantage(**case["arrays"], **params)
+    except (TypeError, ValueError) as error:
+        assert classes, f"harmless lies {case['labels']} raised {type(error).__name__}: {error}"
+        assert type(error) in classes, f"raised {type(error).__name__} for {case['faults']}: {error}"
+        culprits = {name for name, _, cls in case["faults"] if cls is type(error)}
+        assert any(str(error).startswith(name) for name in culprits), f"names none of {culprits}: {error}"
+        tally("lying producers", case["faults"], type(error).__name__)
+        return
+    assert not classes, f"no error for {case['faults']}"
+    want = reference.puff_advantage(*(case["data"][n] for n in ARRAY_NAMES), **params)
+    got = case["out"] if case["give_output"] else np.asarray(result)
+    if case["give_output"]:
+        assert result is case["arrays"]["advantages"]
+    assert got.shape == (case["rows"], case["cols"])
+    assert relative_error(got, want) <= TOLERANCE[np.dtype(case["dtype"]).name]
+    tally("lying producers", [("", f"harmless: {', '.join(sorted(set(case['labels']))) or 'none'}", None)],
+          "right answer")
 
 
 # --- regressions found while fuzzing (each one a plain test) ---------------------

@@ -91,3 +91,44 @@ def test_no_graph_even_when_values_require_grad():
     assert not adv.requires_grad and not ret.requires_grad
     vs, pg = ops.vtrace(s["rewards"], values, s["terminated"], s["truncated"], None, s["bootstrap_values"])
     assert not vs.requires_grad and not pg.requires_grad
+
+
+@pytest.mark.parametrize("time_axis", [2**32, 2**63 - 1, 2**31, -2**31 - 1, -2**63, 3])
+def test_time_axis_is_checked_before_narrowing(time_axis):
+    """The schema's int is 64-bit: 2**32 must not be computed as 0, nor 2**63-1 as -1."""
+    s = sample("cpu")
+    for op in (ops.gae, ops.td_lambda_returns, ops.vtrace):
+        with pytest.raises(ValueError, match=f"time_axis must be 0 or -2 .* got {time_axis}$"):
+            op(s["rewards"], s["values"], s["terminated"], None, s["values"][:, 0], time_axis=time_axis)
+
+
+def test_meta_tensor_among_cpu_tensors_is_a_mixed_device_error():
+    """Meta outranks CPU in dispatch: such a call reaches the fake kernel, whose empty
+    result would pass for an answer."""
+    s = sample("cpu")
+    args = dict(truncated=s["truncated"], bootstrap_values=s["bootstrap_values"], importance=s["importance"])
+    for name in ("values", "terminated", "truncated", "bootstrap_values", "importance"):
+        if name in args:
+            call = dict(args, **{name: args[name].to("meta")})
+            fixed = (s["rewards"], s["values"], s["terminated"])
+        else:
+            call = args
+            fixed = tuple(s[n].to("meta") if n == name else s[n] for n in ("rewards", "values", "terminated"))
+        for op in (ops.gae, ops.td_lambda_returns, ops.vtrace):
+            with pytest.raises(ValueError, match=f"^{name} is on meta but rewards is on cpu; all arrays "
+                                                 "must be on one device$"):
+                op(*fixed, **call)
+    with pytest.raises(ValueError, match="^values is on cpu but rewards is on meta"):
+        ops.gae(s["rewards"].to("meta"), s["values"], s["terminated"], **args)
+    adv, ret = ops.gae(*(s[n].to("meta") for n in ("rewards", "values", "terminated")),
+                       **{k: v.to("meta") for k, v in args.items()})
+    assert adv.device.type == ret.device.type == "meta"
+
+
+def test_none_for_a_required_tensor_is_a_type_error_naming_it():
+    s = sample("cpu")
+    for k, name in enumerate(("rewards", "values", "terminated")):
+        required = [s["rewards"], s["values"], s["terminated"]]
+        required[k] = None
+        with pytest.raises(TypeError, match=f"^{name} must be a tensor, got None$"):
+            ops.gae(*required, None, s["values"][:, 0])

@@ -193,6 +193,189 @@ def test_bad_input_gets_the_cores_error(device):
             assert str(functional.value) == str(api.value), label
 
 
+def test_none_for_a_tensor_is_a_type_error_naming_it():
+    _, inputs = next(sample_inputs("cpu"))
+    for k, name in enumerate(("values", "rewards", "dones", "importance")):
+        arrays = list(inputs)
+        arrays[k] = None
+        for call in (lambda: ops.puff_advantage(*arrays, *PARAMS),
+                     lambda: ops.compute_puff_advantage(*arrays, poisoned_like(inputs[0]), *PARAMS)):
+            with pytest.raises(TypeError, match=f"^{name} must be a tensor, got None$"):
+                call()
+    with pytest.raises(TypeError, match="^advantages must be a tensor, got None$"):
+        ops.compute_puff_advantage(*inputs, None, *PARAMS)
+
+
+def test_a_complex_gamma_is_refused_by_torchs_schema_check():
+    """Scalars reach the kernels as doubles after torch's own conversion of `float`
+    arguments (Python numbers, 0-d real tensors); what it cannot convert it refuses
+    by name before puffadv runs."""
+    _, inputs = next(sample_inputs("cpu"))
+    with pytest.raises(RuntimeError, match="argument 'gamma'"):
+        ops.puff_advantage(*inputs, torch.tensor(0.5 + 0.3j), *PARAMS[1:])
+
+
+def test_meta_tensor_among_cpu_tensors_is_a_mixed_device_error():
+    """Meta outranks CPU in dispatch, so such a call reaches the fake kernel, whose
+    empty result would pass for an answer."""
+    _, inputs = next(sample_inputs("cpu"))
+    meta = inputs[0].to("meta")
+    with pytest.raises(ValueError, match="^rewards is on cpu but values is on meta; all arrays must be "
+                                         "on one device$"):
+        ops.puff_advantage(meta, *inputs[1:], *PARAMS)
+    out = poisoned_like(inputs[0])
+    with pytest.raises(ValueError, match="^advantages is on meta but values is on cpu"):
+        ops.compute_puff_advantage(*inputs, out.to("meta"), *PARAMS)
+    with pytest.raises(ValueError, match="^importance is on meta but values is on cpu"):
+        ops.compute_puff_advantage(*inputs[:3], inputs[3].to("meta"), out, *PARAMS)
+    assert torch.isnan(out).all()
+    assert ops.puff_advantage(*(t.to("meta") for t in inputs), *PARAMS).device.type == "meta"
+
+
+NEGATIVE_VIEW_SCRIPT = """
+import torch, puffadv.torch
+x = torch.rand(4, 8)
+def negative():
+    return torch.zeros(4, 8, dtype=torch.complex64).conj().imag
+for mode in (torch.enable_grad, torch.inference_mode):
+    for position, name in enumerate(("values", "rewards", "dones", "importance", "advantages")):
+        with mode():
+            args = [x.clone() for _ in range(5)]
+            args[position] = negative()
+            try:
+                torch.ops.puffadv.compute_puff_advantage(*args, 0.99, 0.95, 1.0, 1.0)
+            except ValueError as e:
+                print(type(e).__name__, e)
+print("inputs intact:", bool(torch.isfinite(x).all()), float(x.sum()) == float(x.sum()))
+"""
+
+
+def test_negative_view_is_refused_by_name_without_a_crash():
+    """torch's fallback for the neg bit would compute into a resolved copy and then
+    fail an internal assert putting it back (every tensor of PufferLib's schema is
+    mutable), crashing the process: run in a child."""
+    done = subprocess.run([sys.executable, "-c", NEGATIVE_VIEW_SCRIPT], capture_output=True, text=True,
+                          env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)), timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    lines = done.stdout.splitlines()
+    names = ("values", "rewards", "dones", "importance", "advantages")
+    assert lines[:-1] == [f"ValueError {name} is a negative view (torch's neg bit: its memory holds -x); "
+                          "call .resolve_neg() first" for name in names * 2]
+    assert lines[-1] == "inputs intact: True True"
+
+
+def test_functional_op_reads_a_negative_view_as_its_values():
+    """The functional ops mutate nothing, so torch's Negative fallback hands them a
+    resolved copy: the answer is that of -x."""
+    _, inputs = next(sample_inputs("cpu"))
+    storage = torch.complex(torch.zeros_like(inputs[0]), -inputs[0])
+    negative_view = storage.conj().imag  # holds -(-values) = values, with the neg bit
+    assert negative_view.is_neg()
+    check_result(ops.puff_advantage(negative_view, *inputs[1:], *PARAMS), inputs)
+
+
+def test_inplace_write_bumps_the_version_like_torchs_inplace_ops():
+    """A backward that saved the output before the write must fail, not use new values."""
+    _, inputs = next(sample_inputs("cpu"))
+    out = torch.zeros_like(inputs[0])
+    weight = torch.ones_like(out, requires_grad=True)
+    loss = (weight * out).sum()  # saves out for the gradient of weight
+    before = out._version
+    ops.compute_puff_advantage(*inputs, out, *PARAMS)
+    assert out._version > before
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        loss.backward()
+    view = torch.zeros(inputs[0].shape[1], inputs[0].shape[0]).T  # a view shares the counter
+    base_before = view._base._version
+    ops.compute_puff_advantage(*inputs, view, *PARAMS)
+    assert view._base._version > base_before
+    check_result(view, inputs)
+
+
+def _outputs_refused_under_grad_mode():
+    """(label, output, message): a leaf that requires grad and a view of one, which
+    torch's in-place ops refuse, and a non-leaf that requires grad, whose history
+    torch would rebase onto its differentiable op but puffadv's has no gradient."""
+    leaf = torch.zeros((33, 67), requires_grad=True)
+    yield "leaf", leaf, "^a leaf Variable that requires grad is being used in an in-place operation: advantages"
+    yield "view of a leaf", leaf[:, :], "^a view of a leaf Variable that requires grad is being used"
+    yield "non-leaf", leaf * 1, "^advantages requires grad, but puffadv's outputs are training targets"
+
+
+def test_outputs_requiring_grad_are_refused_and_left_unwritten():
+    _, inputs = next(sample_inputs("cpu"))
+    for label, out, message in _outputs_refused_under_grad_mode():
+        before = out.detach().clone()
+        with pytest.raises(RuntimeError, match=message):  # the kind torch's in-place ops raise
+            ops.compute_puff_advantage(*inputs, out, *PARAMS)
+        assert torch.equal(out.detach(), before), label
+        if out.is_leaf or out._base is not None:
+            with pytest.raises(RuntimeError, match="leaf Variable that requires grad"):
+                out.add_(1)
+    with torch.no_grad():  # torch allows these writes there, as optimizers do
+        for label, out, _ in _outputs_refused_under_grad_mode():
+            ops.compute_puff_advantage(*inputs, out, *PARAMS)
+            check_result(out.detach(), inputs)
+
+
+def test_inference_tensor_is_written_only_inside_inference_mode():
+    _, inputs = next(sample_inputs("cpu"))
+    with torch.inference_mode():
+        out = torch.full(inputs[0].shape, float("nan"))
+    with pytest.raises(RuntimeError) as torch_own:
+        out.add_(1)
+    with pytest.raises(torch_own.type, match="^Inplace update to inference tensor outside InferenceMode "
+                                             "is not allowed: advantages"):
+        ops.compute_puff_advantage(*inputs, out, *PARAMS)
+    assert torch.isnan(out).all()
+    with torch.inference_mode():
+        ops.compute_puff_advantage(*inputs, out, *PARAMS)
+        normal = poisoned_like(inputs[0])  # a normal tensor may be written there too
+        ops.compute_puff_advantage(*inputs, normal, *PARAMS)
+    check_result(out, inputs)
+    check_result(normal, inputs)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_compile_inplace_with_half_inputs_and_a_float32_output_equals_eager(dtype):
+    _, inputs = next(sample_inputs("cpu"))
+    halves = [t.to(dtype) for t in inputs]
+
+    def in_place(v, r, d, i, out):
+        ops.compute_puff_advantage(v, r, d, i, out, *PARAMS)
+        return out * 2
+
+    eager_out = poisoned_like(inputs[0])
+    eager = in_place(*halves, eager_out)
+    compiled_out = poisoned_like(inputs[0])
+    compiled = torch.compile(in_place, fullgraph=True)(*halves, compiled_out)
+    assert compiled_out.dtype == torch.float32
+    torch.testing.assert_close(compiled_out, eager_out, rtol=0, atol=0)
+    torch.testing.assert_close(compiled, eager, rtol=0, atol=0)
+    reference_result = reference.puff_advantage(*(t.double().numpy() for t in halves), *PARAMS)
+    assert reference.relative_error(compiled_out.numpy(), reference_result) <= 1e-5
+
+
+def test_compile_refuses_the_output_dtypes_eager_refuses():
+    """The compiled form computes out of place and copies: it must not convert into
+    an output the eager op refuses."""
+    _, inputs = next(sample_inputs("cpu"))
+
+    def in_place(v, r, d, i, out):
+        ops.compute_puff_advantage(v, r, d, i, out, *PARAMS)
+        return out
+
+    for dtype in (torch.float64, torch.bool):
+        out = torch.zeros(inputs[0].shape, dtype=dtype)
+        with pytest.raises(TypeError) as eager:
+            in_place(*inputs, out)
+        torch._dynamo.reset()
+        with pytest.raises(Exception) as compiled:
+            torch.compile(in_place, fullgraph=True)(*inputs, out)
+        assert str(eager.value) in str(compiled.value)
+        assert not out.any()
+
+
 def test_pufferlib_alias_runs_pufferlib_calls():
     import puffadv.pufferlib_compat as compat
     op = torch.ops.pufferlib.compute_puff_advantage
@@ -226,15 +409,18 @@ def test_backend_reports_the_op_library():
     report = puffadv.backend()["torch_ops"]
     assert report["built"] and report["loaded"], report
     assert report["built_against"] == ops._built_with_torch()
+    assert report["torch_floor"] == "2.10"
     assert report["error"] is None
-    assert f"built against torch {report['built_against']}" in str(puffadv.backend())
+    assert f"built for torch >= {report['torch_floor']} (Stable ABI" in str(puffadv.backend())
 
 
-def test_torch_mismatch_is_named_with_the_rebuild_command():
-    message = _torch_status.mismatch("2.11.0+cu130", "2.13.0+cpu")
-    assert "2.11.0+cu130" in message and "2.13.0+cpu" in message
-    assert "pip install --no-build-isolation ." in message
-    assert _torch_status.mismatch("2.11.0+cu130", "2.11.1+cpu") is None  # one ABI per minor release
+def test_only_a_torch_older_than_the_floor_is_refused():
+    """One build serves every torch from the floor on (test_torch_versions.py loads it
+    into a second release); older ones lack the Stable ABI it needs."""
+    for running in ("2.10.0", "2.13.0+cpu", "2.14.1+cu130", "2.15.0a0+git1234", "3.0.0"):
+        assert _torch_status.too_old("2.10", running) is None, running
+    message = _torch_status.too_old("2.10", "2.9.1+cu128")
+    assert "needs torch >= 2.10" in message and "uses torch 2.9.1+cu128" in message
 
 
 def test_unloadable_library_gives_an_actionable_import_error(tmp_path, monkeypatch):
@@ -252,6 +438,19 @@ def test_missing_library_says_how_to_build_it(monkeypatch):
     monkeypatch.setattr(_torch_status, "build_facts", lambda: None)
     with pytest.raises(ImportError, match="--no-build-isolation"):
         _torch_status.load(torch)
+
+
+def test_cuda_stream_shim_is_found_in_cuda_builds_of_torch():
+    """The library links no CUDA: torch's current-stream shim is looked up in the
+    running torch. Found in a CUDA (or ROCm) torch even without a GPU; absent in a
+    CPU-only one (test_torch_versions.py runs this under PyPI's CUDA torch)."""
+    where = ops._cuda_stream_shim()
+    if torch.version.hip:
+        assert where in ("global", "libtorch_hip.so")
+    elif torch.version.cuda:
+        assert where in ("global", "libtorch_cuda.so")
+    else:
+        assert where == ""
 
 
 # ---- GPU machine ---------------------------------------------------------------
@@ -347,7 +546,30 @@ def test_cuda_tensors_without_cuda_backend_fall_back_visibly(monkeypatch):
     assert len(messages) == (1 if before == 0 else 0), messages  # once per process
     if messages:
         assert "pip install . -C cmake.define.PUFF_CUDA=ON" in messages[0]
+        assert [w.category for w in caught if str(w.message) == messages[0]] == [puffadv.FallbackWarning]
     assert puffadv.backend()["fallback"]["calls"] == before + 2
     monkeypatch.setenv("PUFFADV_FALLBACK", "error")
     with pytest.raises(RuntimeError, match="PUFFADV_FALLBACK=error"):
         ops.compute_puff_advantage(*inputs, poisoned_like(inputs[0]), *PARAMS)
+
+
+FIRST_FALLBACK_SCRIPT = """
+import warnings, torch, puffadv, puffadv.torch
+x = torch.rand(4, 8, device="cuda")
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    torch.ops.puffadv.puff_advantage(x, x, torch.zeros_like(x), torch.ones_like(x), 0.9, 0.9, 1.0, 1.0)
+    torch.ops.puffadv.puff_advantage(x, x, torch.zeros_like(x), torch.ones_like(x), 0.9, 0.9, 1.0, 1.0)
+print([(w.category.__name__, "computed on the CPU instead" in str(w.message)) for w in caught])
+"""
+
+
+@pytest.mark.skipif(not HAS_CUDA or CORE_CUDA,
+                    reason="needs a CUDA torch with a CPU-only puffadv (scripts/gpu/30-torch.sh)")
+def test_first_fallback_of_a_process_warns_once():
+    """In a fresh process, so that this really is the first fallback."""
+    done = subprocess.run([sys.executable, "-c", FIRST_FALLBACK_SCRIPT], capture_output=True, text=True,
+                          env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path), PUFFADV_FALLBACK="warn"),
+                          timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split("\n")[0] == "[('FallbackWarning', True)]"

@@ -125,7 +125,7 @@ def produce_report_fallback_line(template, monkeypatch):
     dlpack_type = DLPACK_CUDA if kind == "cuda" else DLPACK_ROCM
     arrays = [FakeGpuArray(np.ones((2, 3), np.float32), dlpack_type) for _ in range(5)]
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)
+        warnings.simplefilter("ignore", puffadv.FallbackWarning)
         puffadv.compute_puff_advantage(*arrays)
     return _line(str(puffadv.backend()), "  CPU fallback"), template
 
@@ -166,18 +166,23 @@ class _FakeTorch:
     __version__ = "2.13.0"
 
 
-def produce_torch_mismatch(template, monkeypatch):
+class _OldTorch:
+    __version__ = "2.9.1+cu128"
+
+
+def produce_torch_too_old(template, monkeypatch):
     status = _torch_status()
 
     class Facts:
-        TORCH_VERSION = "2.11.0+cu130"
+        TORCH_FLOOR = "2.10"
+        TORCH_VERSION = "2.13.0+cpu"
         LIBRARY = "libpuffadv_torch.so"
 
     monkeypatch.setattr(status, "build_facts", lambda: Facts)
     monkeypatch.setattr(status, "_loaded", False)
     monkeypatch.setattr(status, "_load_error", status._load_error)  # load() records its failure
     with pytest.raises(ImportError) as info:  # what `import puffadv.torch` raises
-        status.load(_FakeTorch)
+        status.load(_OldTorch)
     return str(info.value), template
 
 
@@ -254,6 +259,53 @@ def produce_report_debug_build(template, tmp_path):
     return "\n".join([lines[0], _line(str(report), "  C++ flags")]), template
 
 
+# PufferLib: the lines of puffadv.pufferlib_compat. tests/python/test_pufferlib_compat.py
+# and tests/pufferlib check that each scenario logs exactly these texts.
+def _pufferlib_message(name, **values):
+    pytest.importorskip("torch")
+    from puffadv import pufferlib_compat
+    return pufferlib_compat.MESSAGES[name].format(**values)
+
+
+def produce_pufferlib_own(template):
+    return _pufferlib_message("own", path="/venv/site-packages/pufferlib/_C.so",
+                              keys="CPU and CUDA tensors"), template
+
+
+def produce_pufferlib_replaced(template):
+    from puffadv import pufferlib_compat
+    error = ("ImportError: libcudart.so.12: cannot open shared object file: No such file or "
+             "directory")
+    return _pufferlib_message("replaced", path="/venv/site-packages/pufferlib/_C.so", error=error,
+                              devices=pufferlib_compat._devices()), template
+
+
+def produce_pufferlib_absent(template):
+    from puffadv import pufferlib_compat
+    return _pufferlib_message("absent", devices=pufferlib_compat._devices()), template
+
+
+def produce_pufferlib_late(template):
+    return _pufferlib_message("late", path="/src/PufferLib/pufferlib/_C.so"), template
+
+
+def produce_pufferlib_elsewhere(template):
+    return _pufferlib_message("elsewhere"), template
+
+
+def produce_pufferlib_unavailable(template, monkeypatch, caplog):
+    """The import hook, in a puffadv whose compat module cannot be imported."""
+    from puffadv import _pufferlib_hook
+    monkeypatch.setattr(_pufferlib_hook, "_reported", [])
+    monkeypatch.delattr(puffadv, "pufferlib_compat", raising=False)
+    monkeypatch.setitem(sys.modules, "puffadv.pufferlib_compat", None)
+    with caplog.at_level("WARNING", logger="puffadv"):
+        assert _pufferlib_hook.PufferLibExtensionFinder.find_spec("pufferlib._C") is None
+        assert _pufferlib_hook.PufferLibExtensionFinder.find_spec("pufferlib._C") is None
+    [record] = caplog.records  # once
+    return record.getMessage(), template
+
+
 PRODUCERS = {
     "fallback-warning": produce_fallback_warning,
     "reason-no-backend": produce_reason_no_backend,
@@ -265,9 +317,15 @@ PRODUCERS = {
     "cmake-no-hip": produce_cmake_no_hip,
     "report-no-device": produce_report_no_device,
     "report-runtime-driver": produce_report_runtime_driver,
-    "torch-mismatch": produce_torch_mismatch,
+    "torch-too-old": produce_torch_too_old,
     "torch-not-built": produce_torch_not_built,
     "report-debug-build": produce_report_debug_build,
+    "pufferlib-own": produce_pufferlib_own,
+    "pufferlib-replaced": produce_pufferlib_replaced,
+    "pufferlib-absent": produce_pufferlib_absent,
+    "pufferlib-late": produce_pufferlib_late,
+    "pufferlib-elsewhere": produce_pufferlib_elsewhere,
+    "pufferlib-unavailable": produce_pufferlib_unavailable,
 }
 
 

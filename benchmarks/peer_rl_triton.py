@@ -1,0 +1,119 @@
+"""puffadv against rl-triton (0.1.3, MIT; pure Python + Triton) on the same
+inputs and semantics, for benchmarks/bench_conventions.py.
+
+Where the conventions meet (docs/conventions.md):
+  - GAE, last_value:           puffadv.gae(r, v, term, last_value=lv)
+                               == rl_triton.compute_gae(r, v, term, last_value=lv)
+  - GAE, truncations:          puffadv.gae(r, v, term, trunc, bootstrap_values=bv)
+                               == rl_triton.compute_gae(r, v, term, trunc, bootstrap_values=bv)
+                               (bv zero except at truncated steps and the last
+                               column: rl-triton adds it everywhere, puffadv reads
+                               it only there)
+  - TD(lambda) returns:        puffadv.td_lambda_returns(r, v, term, last_value=lv)
+                               == rl_triton.compute_lambda_returns(r, next_values, term,
+                                  bootstrap_values=B) with next_values[:, t] = v[:, t+1],
+                               lv in the last column, B zero but its last column lv
+  - V-trace (vs, pg):          puffadv.vtrace(r, v, term, last_value=lv, importance=exp(lp_t - lp_b),
+                               lambda_=1, rho_clip=rho_pg_clip=rho_bar, c_clip=c_bar)
+                               == rl_triton.compute_vtrace(lp_t, lp_b, v, r, term, ...)
+rl-triton has no counterpart of the puff advantage (PufferLib's convention).
+
+rl-triton is found by `--rl-triton PATH` or the environment variable
+PUFFADV_RL_TRITON (the package folder, e.g. ../shared/peers/rl_triton).
+"""
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+
+import torch
+
+import puffadv
+
+GAMMA, LAM, RHO_BAR, C_BAR = 0.99, 0.95, 1.0, 1.0
+
+# Bytes each side really reads and writes per element, float32 (flags as float32).
+BYTES = {  # estimator: (puffadv, rl-triton)
+    "gae last_value": (16, 16),             # r, v, term; A
+    "gae trunc+bootstrap": (24, 24),        # + trunc, bootstrap_values (both read it whole)
+    "td_lambda returns": (16, 16),          # r, v (next values), term; G
+    "vtrace vs+pg": (24, 28),               # r, v, term, ratio (rl-triton: two log-probs); vs, pg
+}
+ESTIMATORS = tuple(BYTES)
+
+
+def load(path=None):
+    """The rl_triton module, or (None, why)."""
+    path = path or os.environ.get("PUFFADV_RL_TRITON")
+    if not path:
+        return None, "no --rl-triton PATH and no PUFFADV_RL_TRITON: rl-triton columns left out"
+    path = os.path.abspath(path)
+    if not os.path.isfile(os.path.join(path, "__init__.py")):
+        return None, f"rl-triton not found at {path} (expected the rl_triton package folder)"
+    parent, name = os.path.split(path)
+    if parent not in sys.path:
+        sys.path.insert(0, parent)
+    try:
+        module = importlib.import_module(name)
+    except Exception as error:  # noqa: BLE001 - say why, keep benchmarking puffadv
+        return None, f"rl-triton at {path} failed to import: {error!r}"
+    return module, f"rl-triton {getattr(module, '__version__', '?')} from {path}"
+
+
+def make_inputs(rows, horizon, generator, device="cuda"):
+    """One input set: float32, float flags (terminations 5 %, truncations 1 %, never both)."""
+    shape = (rows, horizon)
+    f = lambda: torch.randn(shape, device=device, generator=generator)  # noqa: E731
+    u = torch.rand(shape, device=device, generator=generator)
+    term, trunc = (u < 0.05).float(), ((u >= 0.05) & (u < 0.06)).float()
+    lv = torch.randn(rows, device=device, generator=generator)
+    bv = f() * (trunc > 0)
+    bv[:, -1] = lv
+    lp_t, lp_b = 0.3 * f(), 0.3 * f()
+    v = f()
+    d = dict(r=f(), v=v, term=term, trunc=trunc, lv=lv, bv=bv, lp_t=lp_t, lp_b=lp_b,
+             ratio=torch.exp(lp_t - lp_b))
+    nv = torch.empty_like(v)
+    nv[:, :-1], nv[:, -1] = v[:, 1:], lv
+    d["next_values"] = nv
+    d["lv_column"] = torch.zeros_like(v)
+    d["lv_column"][:, -1] = lv
+    for name in ("out", "out2"):
+        d[name] = torch.empty_like(v)
+    return d
+
+
+def puffadv_call(estimator, d):
+    """The puffadv call (outputs preallocated) and the arrays to compare."""
+    if estimator == "gae last_value":
+        return lambda: puffadv.gae(d["r"], d["v"], d["term"], last_value=d["lv"], gamma=GAMMA, gae_lambda=LAM,
+                                   advantages=d["out"], returns=False), ("out",)
+    if estimator == "gae trunc+bootstrap":
+        return lambda: puffadv.gae(d["r"], d["v"], d["term"], d["trunc"], bootstrap_values=d["bv"], gamma=GAMMA,
+                                   gae_lambda=LAM, advantages=d["out"], returns=False), ("out",)
+    if estimator == "td_lambda returns":
+        return lambda: puffadv.td_lambda_returns(d["r"], d["v"], d["term"], last_value=d["lv"], gamma=GAMMA,
+                                                 lambda_=LAM, returns=d["out"]), ("out",)
+    return lambda: puffadv.vtrace(d["r"], d["v"], d["term"], last_value=d["lv"], importance=d["ratio"],
+                                  gamma=GAMMA, lambda_=1.0, rho_clip=RHO_BAR, c_clip=C_BAR,
+                                  rho_pg_clip=RHO_BAR, vs=d["out"], pg_advantages=d["out2"]), ("out", "out2")
+
+
+def rl_triton_call(rl, estimator, d):
+    """The rl-triton call; returns a tuple of outputs in puffadv's order."""
+    if estimator == "gae last_value":
+        return lambda: (rl.compute_gae(d["r"], d["v"], d["term"], gamma=GAMMA, lambda_=LAM, last_value=d["lv"]),)
+    if estimator == "gae trunc+bootstrap":
+        return lambda: (rl.compute_gae(d["r"], d["v"], d["term"], d["trunc"], gamma=GAMMA, lambda_=LAM,
+                                       bootstrap_values=d["bv"]),)
+    if estimator == "td_lambda returns":
+        return lambda: (rl.compute_lambda_returns(d["r"], d["next_values"], d["term"], gamma=GAMMA, lambda_=LAM,
+                                                  bootstrap_values=d["lv_column"]),)
+    return lambda: tuple(rl.compute_vtrace(d["lp_t"], d["lp_b"], d["v"], d["r"], d["term"], gamma=GAMMA,
+                                           rho_bar=RHO_BAR, c_bar=C_BAR, last_value=d["lv"]))
+
+
+def relative_error(got, want):
+    got, want = got.double(), want.double()
+    return float(torch.linalg.vector_norm(got - want) / torch.linalg.vector_norm(want).clamp_min(1e-300))

@@ -1,0 +1,154 @@
+"""The Python half of torch.ops.puffadv: what torch's LibTorch Stable ABI, on
+which the C++ kernels are built (src/torch/), cannot express. Registered by
+puffadv.torch right after it loads the library:
+
+- Autograd: a fallthrough, so no graph is recorded (targets are not differentiated);
+- BackendSelect, the one key below autograd that every eager call passes
+  (inference mode included): type problems raised as TypeError, the host
+  fallback's one-time FallbackWarning, and torch's rules for the in-place op's
+  write (refusals, version counter);
+- Negative: the in-place op refuses negative views by name (torch's fallback crashes);
+- Functionalize: the in-place op under torch.compile;
+- the fake kernels of the puff ops (those of gae & co are in _torch_conventions).
+"""
+from __future__ import annotations
+
+import functools
+import warnings
+
+import torch
+
+from . import _core, _fallback, _torch_conventions, _torch_rules
+
+_PUFF_NAMES = ("values", "rewards", "dones", "importance", "advantages")
+_FUNCTIONAL = ("puff_advantage", "gae", "td_lambda_returns", "vtrace")
+_BELOW_BACKEND_SELECT = torch._C._dispatch_keyset_full_after(torch._C.DispatchKey.BackendSelect)
+_TYPE_ERROR = "TypeError: "  # how a kernel marks a type problem (type_error_prefix in src/torch/ops.hpp)
+
+
+# Fake kernels describe outputs only; the real kernels run the core's checks,
+# so a bad call traced by torch.compile fails with the same message when it runs.
+# The device check is theirs too: a meta tensor among CPU tensors dispatches here
+# (Meta outranks CPU), and an empty result would be garbage, not an error.
+def _compute_puff_advantage_fake(values, rewards, dones, importance, advantages,
+                                 gamma, lambda_, rho_clip, c_clip):
+    _torch_rules.check_one_device(zip(_PUFF_NAMES, (values, rewards, dones, importance, advantages)))
+
+
+def _puff_advantage_fake(values, rewards, dones, importance, gamma, gae_lambda, rho_clip, c_clip):
+    _torch_rules.check_one_device(zip(_PUFF_NAMES, (values, rewards, dones, importance)))
+    return torch.empty(values.shape, dtype=_torch_conventions.output_dtype(values.dtype),
+                       device=values.device)
+
+
+def _run_kernel(op, keyset, *args):
+    """The device kernel (or the fake) below BackendSelect, its type problems
+    raised as TypeError: no exception of the Stable ABI becomes one."""
+    watch = isinstance(args[0], torch.Tensor) and args[0].is_cuda and _may_fall_back()
+    fallbacks_before = _core.fallback_stats()["calls"] if watch else None
+    try:
+        result = op.redispatch(keyset & _BELOW_BACKEND_SELECT, *args)
+    except RuntimeError as e:
+        if str(e).startswith(_TYPE_ERROR):
+            raise TypeError(str(e)[len(_TYPE_ERROR):]) from None
+        raise
+    except NotImplementedError:  # nothing to dispatch on when no argument is a tensor
+        if not any(isinstance(a, torch.Tensor) for a in args):
+            raise TypeError(f"{op._schema.arguments[0].name} must be a tensor, got None") from None
+        raise
+    if fallbacks_before == 0:
+        stats = _core.fallback_stats()
+        if stats["calls"] > 0:  # this call made the process's first fallback
+            warnings.warn(_core.fallback_warning_message(stats["last_reason"], stats["bytes"]),
+                          _fallback.FallbackWarning, stacklevel=4)
+    return result
+
+
+@functools.lru_cache(maxsize=None)
+def _may_fall_back() -> bool:
+    """Whether the CUDA key computes on the host (ops_cuda.cpp): the core has no
+    backend for torch's GPU tensors, or no device. Its count is watched then, so
+    that the first fallback of the process gets the Python API's FallbackWarning
+    (a c10 warning from a torch.ops call reaches only stderr)."""
+    status = _core.gpu_status("hip" if torch.version.hip else "cuda")
+    return not (status["compiled"] and status["device_count"] > 0)
+
+
+def _compute_puff_advantage_writes(keyset, values, rewards, dones, importance, advantages,
+                                   gamma, lambda_, rho_clip, c_clip):
+    """torch's rules for an in-place write, which a kernel writing through a pointer
+    cannot follow: refuse what torch's in-place ops refuse, bump the version after."""
+    _torch_rules.check_writable(advantages, "advantages")
+    _run_kernel(torch.ops.puffadv.compute_puff_advantage.default, keyset, values, rewards, dones,
+                importance, advantages, gamma, lambda_, rho_clip, c_clip)
+    _torch_rules.mark_written(advantages)
+
+
+def refuse_negative_views(values, rewards, dones, importance, advantages, *params):
+    """torch's Negative fallback would compute into a resolved copy of a negative view
+    and then fail an internal assert (and crash) putting it back, because every
+    tensor of PufferLib's schema is marked mutable."""
+    for name, t in zip(_PUFF_NAMES, (values, rewards, dones, importance, advantages)):
+        if isinstance(t, torch.Tensor) and t.is_neg():
+            raise ValueError(f"{name} is a negative view (torch's neg bit: its memory holds -x); "
+                             "call .resolve_neg() first")
+    raise AssertionError("the Negative key was dispatched without a negative view")
+
+
+def _below_functionalize():
+    return torch._C._ExcludeDispatchKeyGuard(torch._C.DispatchKeySet(torch._C.DispatchKey.Functionalize))
+
+
+def _compute_puff_advantage_functionalized(values, rewards, dones, importance, advantages,
+                                           gamma, lambda_, rho_clip, c_clip):
+    """The in-place op as torch.compile sees it: the functional op, then its result
+    recorded as the new value of `advantages`. Without this kernel torch would
+    auto-functionalize the op, passing PufferLib's `lambda` argument by name,
+    which generated Python code cannot do. Eager calls never come here."""
+    inputs = [values, rewards, dones, importance]
+    if advantages.dtype not in (_torch_conventions.output_dtype(values.dtype), values.dtype):
+        _refuse_like_eager(inputs, advantages, (gamma, lambda_, rho_clip, c_clip))
+    for t in (*inputs, advantages):
+        torch._sync(t)
+    inputs = [torch._from_functional_tensor(t) for t in inputs]
+    with _below_functionalize():
+        # The kernel eager uses for these inputs (float32 arithmetic for half inputs);
+        # a half output of half inputs is its float32 result rounded, as eager writes it.
+        result = torch.ops.puffadv.puff_advantage(*inputs, gamma, lambda_, rho_clip, c_clip)
+        result = result.to(advantages.dtype)
+    torch._functionalize_replace(advantages, result)
+    torch._functionalize_commit_update(advantages)
+    torch._sync(advantages)
+
+
+def _refuse_like_eager(inputs, advantages, params):
+    """An output dtype the eager op refuses (the functional form would just convert):
+    the eager kernel's own error, from 1x1 real stand-ins of the same dtypes."""
+    from torch.utils._python_dispatch import _disable_current_modes
+    with _disable_current_modes(), _below_functionalize():
+        stand_ins = [torch.zeros(1, 1, dtype=t.dtype) for t in (*inputs, advantages)]
+        torch.ops.puffadv.compute_puff_advantage(*stand_ins, *params)
+    raise AssertionError(f"puffadv accepted {advantages.dtype} advantages for "
+                         f"{inputs[0].dtype} inputs eagerly but not under torch.compile")
+
+
+_FUNCTIONALIZATION_API = ("_sync", "_from_functional_tensor", "_functionalize_replace",
+                          "_functionalize_commit_update")  # private torch API
+
+
+def register(lib: torch.library.Library) -> None:
+    """Everything above, on the loaded op library (lib: a Library("puffadv", "IMPL"))."""
+    torch.library.register_fake("puffadv::compute_puff_advantage", _compute_puff_advantage_fake, lib=lib)
+    torch.library.register_fake("puffadv::puff_advantage", _puff_advantage_fake, lib=lib)
+    lib.impl("compute_puff_advantage", _compute_puff_advantage_writes, "BackendSelect", with_keyset=True)
+    for name in _FUNCTIONAL:
+        op = getattr(torch.ops.puffadv, name).default
+        lib.impl(name, functools.partial(_run_kernel, op), "BackendSelect", with_keyset=True)
+    # Advantages are training targets, never differentiated: the Autograd key is
+    # skipped (as under torch.no_grad), so no graph is recorded even when values
+    # requires grad, and no backward can silently return a wrong gradient.
+    for name in ("compute_puff_advantage", *_FUNCTIONAL):
+        lib.impl(name, torch.library.fallthrough_kernel, "Autograd")
+    lib.impl("compute_puff_advantage", refuse_negative_views, "Negative")
+    if all(hasattr(torch, name) for name in _FUNCTIONALIZATION_API):
+        lib.impl("compute_puff_advantage", _compute_puff_advantage_functionalized, "Functionalize")

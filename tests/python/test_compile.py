@@ -1,0 +1,199 @@
+"""The public functions under torch.compile(fullgraph=True): they trace (through
+the custom operators of puffadv/_compiled.py), and compiled results equal eager
+ones exactly, for allocated and given outputs, fused outputs, every convention,
+reduced precision and strided layouts. Errors are the eager call's. CUDA cases
+run where torch sees a GPU."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import reference as ref
+
+torch = pytest.importorskip("torch")
+import puffadv  # noqa: E402
+
+PARAMS = (0.97, 0.9, 1.5, 0.8)  # gamma, gae_lambda, rho_clip, c_clip: both clips bite
+DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(
+    not torch.cuda.is_available(), reason="no CUDA device"))]
+
+
+@pytest.fixture(autouse=True)
+def fresh_dynamo():
+    torch._dynamo.reset()  # each test compiles its own functions
+    yield
+
+
+def on(device, arrays):
+    return [torch.from_numpy(np.ascontiguousarray(a)).to(device) for a in arrays]
+
+
+def poison(shape, dtype, device):
+    return torch.full(shape, float("nan"), dtype=dtype, device=device)
+
+
+def assert_same(compiled, eager):
+    """Bit for bit: the compiled call runs the eager call's kernel."""
+    assert type(compiled) is type(eager)
+    if isinstance(eager, tuple):
+        for c, e in zip(compiled, eager):
+            assert_same(c, e)
+    elif eager is None:
+        assert compiled is None
+    else:
+        assert compiled.dtype == eager.dtype and compiled.shape == eager.shape
+        torch.testing.assert_close(compiled, eager, rtol=0, atol=0, equal_nan=False)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_puff_advantage_allocated_and_given(device, rng):
+    def allocate(v, r, d, i):
+        return puffadv.compute_puff_advantage(v, r, d, i, None, *PARAMS)
+
+    def into(v, r, d, i, out):  # PufferLib's in-place call, into a strided buffer here
+        result = puffadv.compute_puff_advantage(v, r, d, i, out, *PARAMS)
+        return result + 0
+
+    compiled_allocate, compiled_into = (torch.compile(f, fullgraph=True) for f in (allocate, into))
+    for layout in ("contiguous", "time-major"):
+        arrays = ref.random_puff_inputs(rng, 13, 37)
+        if layout == "time-major":
+            inputs = [t.T for t in on(device, [a.T for a in arrays])]
+        else:
+            inputs = on(device, arrays)
+        eager = allocate(*inputs)
+        assert_same(compiled_allocate(*inputs), eager)
+        want = ref.puff_advantage(*arrays, *PARAMS)
+        assert ref.relative_error(eager.cpu().numpy(), want) <= ref.TOLERANCE[np.dtype(np.float32)]
+        # Into a strided buffer: bit for bit against the eager call into the same
+        # layout (on a GPU the layout picks the kernel, whose rounding may differ
+        # in the last bit from the contiguous output's).
+        eager_buffer = poison((37, 13), torch.float32, device)
+        eager_into = into(*inputs, eager_buffer.T)
+        assert ref.relative_error(eager_buffer.T.cpu().numpy(), want) <= ref.TOLERANCE[np.dtype(np.float32)]
+        buffer = poison((37, 13), torch.float32, device)
+        returned = compiled_into(*inputs, buffer.T)
+        assert_same(buffer.T, eager_buffer.T)
+        assert_same(returned, eager_into)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_puff_advantage_fused_outputs(device, rng):
+    def fused(v, r, d, i, square_sums):
+        return puffadv.compute_puff_advantage(v, r, d, i, None, *PARAMS, returns=True, abs_sums=True,
+                                              sums=False, square_sums=square_sums)
+
+    inputs = on(device, ref.random_puff_inputs(rng, 9, 21, np.float64))
+    given, eager_given = poison((9,), torch.float64, device), poison((9,), torch.float64, device)
+    compiled = torch.compile(fused, fullgraph=True)(*inputs, given)
+    eager = fused(*inputs, eager_given)
+    assert isinstance(eager, puffadv.Estimate) and eager.sums is None
+    assert_same(compiled, eager)
+    assert compiled.square_sums is given
+    assert_same(given, eager_given)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_conventions(device, rng):
+    e = ref.random_episodes(rng, 7, 30)
+    r, v, term, trunc, boot, last, imp = on(device, [e[k] for k in (
+        "rewards", "values", "terminated", "truncated", "bootstrap_values", "last_value", "importance")])
+    gamma, lam, rho, c = PARAMS
+
+    def estimates(r, v, term, trunc, boot, last, imp, vs_out):
+        g = puffadv.gae(r, v, term | trunc, last_value=last, gamma=gamma, gae_lambda=lam, sums=True)
+        t = puffadv.td_lambda_returns(r.T, v.T, term.T, trunc.T, bootstrap_values=boot.T, importance=imp.T,
+                                      gamma=gamma, lambda_=lam, rho_clip=rho, c_clip=c, time_axis=0,
+                                      advantages=True)
+        x = puffadv.vtrace(r, v, term, trunc, bootstrap_values=boot, importance=imp, gamma=gamma,
+                           rho_clip=rho, c_clip=c, rho_pg_clip=1.2, vs=vs_out, abs_sums=True)
+        return g, t, x
+
+    vs_compiled, vs_eager = poison((7, 30), torch.float32, device), poison((7, 30), torch.float32, device)
+    compiled = torch.compile(estimates, fullgraph=True)(r, v, term, trunc, boot, last, imp, vs_compiled)
+    eager = estimates(r, v, term, trunc, boot, last, imp, vs_eager)
+    assert_same(compiled, eager)
+    assert compiled[2].vs is vs_compiled
+    want_adv, _ = ref.standard_estimate("gae", e["rewards"], e["values"], e["terminated"] | e["truncated"],
+                                        last_value=e["last_value"], gamma=gamma, lam=lam)
+    assert ref.relative_error(eager[0].advantages.cpu().numpy(), want_adv) <= 1e-5
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_reduced_precision_gives_float32_as_eager(device, rng):
+    def both(v, r, d, i, last):
+        return (puffadv.compute_puff_advantage(v, r, d, i, None, *PARAMS),
+                puffadv.gae(r, v, d > 0, last_value=last))
+
+    arrays = on(device, ref.random_puff_inputs(rng, 6, 17))
+    inputs = [t.to(torch.bfloat16) for t in arrays]
+    last = arrays[0][:, 0].to(torch.bfloat16)
+    compiled = torch.compile(both, fullgraph=True)(*inputs, last)
+    eager = both(*inputs, last)
+    assert eager[0].dtype == torch.float32
+    assert_same(compiled, eager)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_inputs_requiring_grad_give_targets_without_a_graph(device, rng):
+    def advantages(v, r, d, i):
+        return puffadv.compute_puff_advantage(v, r, d, i, None, *PARAMS)
+
+    inputs = [t.requires_grad_() for t in on(device, ref.random_puff_inputs(rng, 4, 11))]
+    compiled = torch.compile(advantages, fullgraph=True)(*inputs)
+    assert not compiled.requires_grad
+    assert_same(compiled, advantages(*inputs))
+
+
+def test_errors_are_the_eager_calls(rng):
+    inputs = on("cpu", ref.random_puff_inputs(rng, 3, 5))
+    with pytest.raises(ValueError) as eager:
+        puffadv.compute_puff_advantage(*inputs, None, 1.5)
+    with pytest.raises(ValueError) as compiled:
+        torch.compile(lambda *a: puffadv.compute_puff_advantage(*a, None, 1.5), fullgraph=True)(*inputs)
+    assert str(compiled.value) == str(eager.value)
+    assert "gamma" in str(eager.value)
+
+    # Found while tracing: fullgraph reports the eager exception inside dynamo's own.
+    with pytest.raises(torch._dynamo.exc.Unsupported, match="stream must be an int handle"):
+        torch.compile(lambda *a: puffadv.compute_puff_advantage(*a, stream="default"),
+                      fullgraph=True)(*inputs)
+    with pytest.raises(torch._dynamo.exc.Unsupported, match="values must be a torch tensor"):
+        torch.compile(lambda r, d: puffadv.gae(r, [[0.5] * 5] * 3, d > 0), fullgraph=True)(*inputs[1:3])
+
+
+def test_custom_ops_pass_opcheck(rng):
+    from puffadv import _compiled  # noqa: F401  registers the operators
+
+    v, r, d, i = on("cpu", ref.random_puff_inputs(rng, 5, 9))
+    out, returns, sums = poison((5, 9), torch.float32, "cpu"), poison((5, 9), torch.float32, "cpu"), \
+        poison((5,), torch.float32, "cpu")
+    torch.library.opcheck(torch.ops.puffadv_python.puff_advantage,
+                          (v, r, d, i, out, returns, None, sums, None, *PARAMS, None))
+    terminated = d > 0
+    torch.library.opcheck(torch.ops.puffadv_python.standard_estimate,
+                          (r, v, terminated, None, v[:, 0].contiguous(), None, i, out, None, None, sums, None,
+                           "vtrace", "lambda_", 0.97, 1.0, 1.5, 0.8, 1.2, -1, None))
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
+def test_compiled_call_runs_on_the_current_stream_at_run_time(rng):
+    """The stream is torch's current one when the graph runs, not when it was traced."""
+    def advantages(v, r, d, i):
+        return puffadv.compute_puff_advantage(v, r, d, i, None, *PARAMS)
+
+    compiled = torch.compile(advantages, fullgraph=True)
+    arrays = ref.random_puff_inputs(rng, 64, 256)
+    host = on("cpu", arrays)
+    compiled(*[t.cuda() for t in host])  # traced on the default stream
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        inputs = [torch.full_like(t, float("nan"), device="cuda") for t in host]
+        torch.cuda._sleep(100_000_000)  # the real data lands long after the call is queued
+        for dst, src in zip(inputs, host):
+            dst.copy_(src, non_blocking=True)
+        out = compiled(*inputs)
+    side.synchronize()
+    want = ref.puff_advantage(*arrays, *PARAMS)
+    assert ref.relative_error(out.cpu().numpy(), want) <= ref.TOLERANCE[np.dtype(np.float32)]

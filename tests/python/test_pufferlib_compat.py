@@ -1,0 +1,236 @@
+"""puffadv.pufferlib_compat against stand-in PufferLib packages written here (the
+real trainers run in tests/pufferlib, in an environment of their own): which
+kernel serves torch.ops.pufferlib.compute_puff_advantage, what puffadv says, the
+import hook and its install command, and the fallback warning under PufferLib's
+warning filters. puffadv decides once per process, so each case is a fresh one."""
+from __future__ import annotations
+
+import importlib.machinery
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+import puffadv  # noqa: E402
+import puffadv.pufferlib_compat as compat  # noqa: E402
+
+EXTENSION_SUFFIX = importlib.machinery.EXTENSION_SUFFIXES[0]  # this Python's tag, e.g. .cpython-311-x86_64-linux-gnu.so
+
+HERE = Path(__file__).resolve().parent
+CORE_STYLE_INIT = textwrap.dedent("""
+    try:  # as pufferlib-core's __init__ does
+        from . import _C
+    except ImportError:
+        pass
+    """)
+CALL_AND_COMPARE = textwrap.dedent("""
+    import torch
+    x, d = torch.rand(6, 9, dtype=torch.float64), (torch.rand(6, 9) < 0.2).double()
+    out, expected = torch.full((6, 9), float("nan"), dtype=torch.float64), torch.zeros(6, 9, dtype=torch.float64)
+    torch.ops.pufferlib.compute_puff_advantage(x, x.flip(1), d, x + 0.5, out, 0.9, 0.8, 1.0, 1.0)
+    torch.ops.puffadv.compute_puff_advantage(x, x.flip(1), d, x + 0.5, expected, 0.9, 0.8, 1.0, 1.0)
+    print("same", torch.equal(out, expected), "first", float(out[0, 0]))
+    """)
+
+
+def fake_pufferlib(root: Path, init: str = "", files: dict | None = None) -> Path:
+    package = root / "pufferlib"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text(init)
+    for name, content in (files or {}).items():
+        path = package / name
+        path.write_bytes(content) if isinstance(content, bytes) else path.write_text(content)
+    return root
+
+
+def run(*parts: str, paths=(), cwd=None):
+    """A fresh interpreter running the parts (each dedented) with `paths` on sys.path."""
+    code = "".join(textwrap.dedent(part) for part in parts)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([*map(str, paths), *sys.path]))
+    return subprocess.run([sys.executable, "-c", code], capture_output=True,
+                          text=True, env=env, timeout=180, cwd=cwd or HERE)
+
+
+def said(stderr: str) -> list[str]:
+    return [line for line in stderr.splitlines() if line.startswith("puffadv: ")]
+
+
+def test_unloadable_extension_is_replaced_and_named_once(tmp_path):
+    root = fake_pufferlib(tmp_path, CORE_STYLE_INIT, {"_C" + EXTENSION_SUFFIX: b"not ELF"})
+    done = run("""
+        import puffadv.pufferlib_compat as compat
+        import pufferlib, pufferlib._C
+        from pufferlib import _C
+        import importlib; importlib.import_module("pufferlib._C")
+        print(compat.kernel()["kernel"], compat.registered_here, _C is pufferlib._C, _C)
+        """, CALL_AND_COMPARE, paths=[root])
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0] == "puffadv True True <module 'pufferlib._C' (puffadv)>"
+    assert lines[1].startswith("same True ")
+    path = root / "pufferlib" / ("_C" + EXTENSION_SUFFIX)
+    [message] = said(done.stderr)  # once, however often it is imported
+    prefix, suffix = compat.MESSAGES["replaced"].split("{error}")
+    assert message.startswith(prefix.format(path=path) + "ImportError: ")
+    assert message.endswith(suffix.format(devices=compat._devices()))
+
+
+def test_pufferlib_imported_first_then_compat(tmp_path):
+    """pufferlib-core style: its __init__ swallowed the extension's ImportError."""
+    root = fake_pufferlib(tmp_path, CORE_STYLE_INIT, {"_C.so": b"not ELF"})
+    done = run("""
+        import pufferlib
+        assert not hasattr(pufferlib, "_C")
+        import puffadv.pufferlib_compat
+        from pufferlib import _C
+        print(pufferlib._C is _C, _C)
+        """, CALL_AND_COMPARE, paths=[root])
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0] == "True <module 'pufferlib._C' (puffadv)>" and lines[1].startswith("same True ")
+    assert len(said(done.stderr)) == 1
+
+
+def test_loadable_extension_stays_and_is_named(tmp_path):
+    """An extension that loads (a Python one here, registering the operator as
+    PufferLib's C++ one does) keeps serving the operator; puffadv registers nothing."""
+    extension = textwrap.dedent(f"""
+        import torch
+        _lib = torch.library.Library("pufferlib", "DEF")
+        _lib.define({compat.SCHEMA!r})
+        _lib.impl("compute_puff_advantage", lambda *a: [a[4].fill_(7.0), None][1], "CPU")
+        """)
+    root = fake_pufferlib(tmp_path, files={"_C.py": extension})
+    done = run("""
+        import puffadv.pufferlib_compat as compat
+        from pufferlib import _C
+        print(compat.kernel()["kernel"], compat.registered_here, _C.__name__, _C._lib is not None)
+        """, CALL_AND_COMPARE, paths=[root])
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0] == "pufferlib False pufferlib._C True"
+    assert lines[1] == "same False first 7.0"  # the extension's kernel ran, not puffadv's
+    assert said(done.stderr) == [compat.MESSAGES["own"].format(
+        path=root / "pufferlib" / "_C.py", keys="CPU tensors")]
+
+
+def test_no_pufferlib_at_all():
+    done = run("import puffadv.pufferlib_compat as c\nprint(c.kernel()['extension'])\n",
+               CALL_AND_COMPARE)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[0] == "None"
+    assert done.stdout.splitlines()[1].startswith("same True ")
+    assert said(done.stderr) == [compat.MESSAGES["absent"].format(devices=compat._devices())]
+
+
+def test_install_hook_acts_at_import_of_the_extension_only(tmp_path):
+    """The .pth installs the finder at startup without importing torch or puffadv;
+    importing pufferlib._C then decides. uninstall removes both files."""
+    site_dir = tmp_path / "site"
+    site_dir.mkdir()
+    root = fake_pufferlib(tmp_path / "pkg", CORE_STYLE_INIT, {"_C.so": b"not ELF"})
+    done = subprocess.run([sys.executable, "-m", "puffadv.pufferlib_compat", "install",
+                           "--site-packages", str(site_dir)], capture_output=True, text=True,
+                          env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)), timeout=180)
+    assert done.returncode == 0, done.stderr
+    assert sorted(p.name for p in site_dir.iterdir()) == ["_puffadv_pufferlib_hook.py",
+                                                          "puffadv-pufferlib.pth"]
+    assert said(done.stderr) == []  # installing decides nothing
+    (root / "pufferlib" / "pufferl_like_trainer.py").write_text(
+        "from pufferlib import _C\nimport torch\n" + CALL_AND_COMPARE)
+    done = run(f"""
+        import site, sys
+        site.addsitedir({str(site_dir)!r})  # what Python does with site-packages at startup
+        print("torch" in sys.modules, "puffadv" in sys.modules)
+        import pufferlib.pufferl_like_trainer
+        """, paths=[root], cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[0] == "False False"
+    assert done.stdout.splitlines()[1].startswith("same True ")
+    assert len(said(done.stderr)) == 1 and " cannot be loaded here (ImportError: " in said(done.stderr)[0]
+    done = subprocess.run([sys.executable, "-m", "puffadv.pufferlib_compat", "uninstall",
+                           "--site-packages", str(site_dir)], capture_output=True, text=True,
+                          env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)), timeout=180)
+    assert done.returncode == 0 and list(site_dir.iterdir()) == [], done.stderr
+
+
+def test_fallback_warning_survives_pufferlibs_warning_filter():
+    """PufferLib's trainer turns every RuntimeWarning into an error at its import; the
+    fallback warning must still be shown, not raised, and the result still written."""
+    done = run("""
+        import warnings, numpy as np, puffadv
+        warnings.filterwarnings("error", category=RuntimeWarning)  # pufferl.py, line 6 / 8
+        from puffadv import _fallback
+        from fake_device import FakeGpuArray
+        if puffadv.backend()["cuda"]["device_count"]:
+            raise SystemExit("skip: cuda is usable here")
+        _fallback._writer = lambda fw, out, name: ((lambda d, h: np.copyto(d.host, h)), out)
+        arrays = [FakeGpuArray(np.ones((4, 5), np.float32)) for _ in range(4)]
+        out = FakeGpuArray(np.full((4, 5), np.nan, np.float32))
+        with warnings.catch_warnings(record=True) as caught:  # PufferLib's filter stays in force
+            puffadv.compute_puff_advantage(*arrays, out)
+        print([w.category.__name__ for w in caught], issubclass(puffadv.FallbackWarning, UserWarning),
+              bool(np.isfinite(out.host).all()))
+        """)
+    if "skip:" in done.stderr:
+        pytest.skip("cuda is usable here")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split("\n")[0] == "['FallbackWarning'] True True"
+
+
+def test_hook_steps_aside_silently_without_puffadv(tmp_path):
+    """puffadv uninstalled but the hook left behind: imports go on as without it."""
+    from puffadv import _pufferlib_install
+    site_dir = tmp_path / "site"
+    site_dir.mkdir()
+    _pufferlib_install.install(site_dir)
+    root = fake_pufferlib(tmp_path / "pkg", files={"_C.so": b"not ELF"})
+    code = textwrap.dedent(f"""
+        import site, sys
+        site.addsitedir({str(site_dir)!r})
+        print(any(getattr(f, "_puffadv_pufferlib_finder", False) for f in sys.meta_path))
+        try:
+            import puffadv
+        except ImportError:
+            print("no puffadv")
+        try:
+            import pufferlib._C
+        except ImportError as e:
+            print("ImportError", "_C.so: file too short" in str(e))  # the loader's own error
+        """)
+    done = subprocess.run([sys.executable, "-S", "-c", code], capture_output=True, text=True,
+                          env=dict(os.environ, PYTHONPATH=str(root)), timeout=60, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split("\n")[:3] == ["True", "no puffadv", "ImportError True"]
+    assert said(done.stderr) == []
+
+
+def test_gpu_build_registers_a_cuda_kernel_for_pufferlib_cores_check():
+    """pufferlib-core keeps tensors on the GPU only when the dispatcher has a CUDA kernel
+    for the operator: a build with a GPU backend registers one (and its autograd key);
+    a CPU-only build does not, so that trainer moves tensors to the CPU itself."""
+    done = run("""
+        import torch, puffadv._report as report
+        real = report.backend
+        def with_cuda():
+            r = real()
+            r["cuda"] = dict(r["cuda"], compiled=True)
+            return r
+        report.backend = with_cuda
+        import puffadv.pufferlib_compat as compat
+        has = lambda key: torch._C._dispatch_has_kernel_for_dispatch_key(compat.OPERATOR, key)
+        print(has("CUDA"), has("AutogradCUDA"), has("CompositeImplicitAutograd"), compat._devices())
+        """, CALL_AND_COMPARE)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0] == "True True True CPU and CUDA tensors"
+    assert lines[1].startswith("same True ")
+    done = run("import torch, puffadv.pufferlib_compat as c\n"
+               "print(torch._C._dispatch_has_kernel_for_dispatch_key(c.OPERATOR, 'CUDA'))\n")
+    report = puffadv.backend()
+    gpu_build = report["cuda"]["compiled"] or report["hip"]["compiled"]
+    assert done.stdout.strip() == str(gpu_build), done.stderr
