@@ -16,14 +16,6 @@
 #include "cpu_threads.hpp"
 #include "gpu_backend.hpp"
 
-// Runtime dispatch: an AVX2 clone of the row kernel, picked by the loader on
-// CPUs that have it, with the portable SSE2 baseline everywhere else.
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(PUFF_NO_CLONES)
-#define PUFF_SIMD_CLONES __attribute__((target_clones("avx2", "default")))
-#else
-#define PUFF_SIMD_CLONES
-#endif
-
 namespace puffadv::detail {
 namespace {
 

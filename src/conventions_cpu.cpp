@@ -12,6 +12,9 @@
 // Two traversals: time-contiguous rows take chunks of steps per row (the
 // two-pass style of advantage_cpu.cpp); any other layout (time-major [T, B]
 // data above all) takes blocks of rows per step, vectorised across rows.
+// The standard estimates most code asks for (float32/float64 data, flags of
+// that type or bool/uint8, [B, T] or [T, B]) skip the scratch lines: the
+// one-pass SIMD kernels of conventions_cpu_simd*.cpp serve them (kernel_args::simd).
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -22,7 +25,7 @@
 
 #include <mutex>
 
-#include "conventions_detail.hpp"
+#include "conventions_cpu.hpp"
 #include "cpu_threads.hpp"
 
 #if defined(__x86_64__)
@@ -38,7 +41,6 @@ constexpr int kChunkSteps = 256;      // steps per chunk; a tile's scratch stays
 // and stores of different arrays share their low 12 address bits (4K aliasing),
 // which stalled it to a third of its speed.
 constexpr int kPitch = kChunkSteps + 16;
-constexpr int kBlockRows = 256;       // rows per block (row-block path)
 constexpr std::int64_t kElementsPerThread = 1 << 15;
 
 // ---- reduced-precision conversions, branch-free so the loops vectorise ----
@@ -113,25 +115,7 @@ bool has_f16c() {
 #define PUFF_F16C 0
 #endif
 
-// ---- strided, typed array access ----
-
-struct view {
-    char* base = nullptr;
-    dtype type = dtype::float32;
-    std::int64_t row_stride = 0, col_stride = 0;  // elements
-    int size = 4;
-    bool present = false;
-
-    void* at(std::int64_t row, std::int64_t t) const {
-        return base + (row * row_stride + t * col_stride) * size;
-    }
-};
-
-view view_of(const matrix& m) {
-    return {static_cast<char*>(m.data), m.type, m.row_stride, m.col_stride,
-            static_cast<int>(dtype_size(m.type)), true};
-}
-view view_of(const std::optional<matrix>& m) { return m ? view_of(*m) : view{}; }
+// ---- typed array access ----
 
 template <typename C, typename S, typename F>
 inline void gather(const void* first, std::int64_t stride, int n, C* out, F convert) {
@@ -229,19 +213,7 @@ inline C zero_where_set(C flag, C x) {
     return x;
 }
 
-// ---- the problem, in kernel terms ----
-
-enum class producer { puff, standard };
-
-template <typename C>
-struct kernel_args {
-    producer kind;
-    bool pg;  // V-trace: the advantages output is the pg advantage
-    std::int64_t rows, horizon;
-    view values, rewards, dones, truncated, last_value, bootstrap, importance;  // dones: puff dones / terminated
-    view advantages, returns, abs_sums, sums, square_sums;
-    C gamma, gamma_lambda, rho_clip, c_clip, rho_pg_clip;
-};
+// ---- data errors and line scratch ----
 
 // First (row, step) found with terminated and truncated both set.
 struct data_error {
@@ -520,6 +492,15 @@ static_assert(kTileRows == 8, "recur_tile_any unrolls up to 8 rows");
 
 template <typename C>
 void tile_time_contiguous(const kernel_args<C>& a, std::int64_t first, int count, data_error& error) {
+    if (a.simd) {
+        // run() hands each thread an ascending range of tiles, and the SIMD kernel
+        // walks rows downwards: it takes the mirror-image tile, so that each
+        // thread's reads form one descending stream (ascending tiles of descending
+        // rows ran 2.5x slower here: the prefetcher restarted at every tile).
+        const bad_step bad = standard_simd_rows(a, a.rows - first - count, count);
+        if (bad.row >= 0) error.record(bad.row, bad.step);
+        return;
+    }
     static thread_local tile_scratch<C> s;  // ~60 KB: too big for some thread stacks
     C carry[kTileRows] = {};
     double sums[kTileRows][3] = {};
@@ -552,6 +533,11 @@ struct block_scratch {
 
 template <typename C>
 void block_rows(const kernel_args<C>& a, std::int64_t first, int n, data_error& error) {
+    if (a.simd) {
+        const bad_step bad = standard_simd_block(a, first, n);
+        if (bad.row >= 0) error.record(bad.row, bad.step);
+        return;
+    }
     static thread_local block_scratch<C> s;
     auto& in = s.in;
     const bool sum = wants_sums(a);
@@ -617,7 +603,8 @@ void block_rows(const kernel_args<C>& a, std::int64_t first, int n, data_error& 
 template <typename C>
 void run(const kernel_args<C>& a, bool time_contiguous) {
     data_error error;
-    const std::int64_t unit = time_contiguous ? kTileRows : kBlockRows;
+    const std::int64_t unit = time_contiguous ? (a.simd ? kSimdTileRows : kTileRows)
+                                              : (a.simd ? simd_block_rows(a.rows) : kBlockRows);
     const std::int64_t units = (a.rows + unit - 1) / unit;
     const std::int64_t by_work = std::max<std::int64_t>(1, a.rows * a.horizon / kElementsPerThread);
     const int threads = static_cast<int>(std::min<std::int64_t>({cpu_thread_count(), units, by_work}));
@@ -700,6 +687,8 @@ void run_standard(const standard_arrays& a, const standard_params& p) {
     const bool contiguous = a.rewards.cols <= 1 ||
         all_time_contiguous({&k.values, &k.rewards, &k.dones, &k.truncated, &k.importance, &k.advantages,
                              &k.returns});
+    k.simd = standard_simd_serves(k, contiguous);
+    k.stream = k.simd && standard_simd_streams(k, contiguous);
     run(k, contiguous);
 }
 

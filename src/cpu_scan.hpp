@@ -1,5 +1,5 @@
 // SIMD building blocks for the CPU backends: a reverse scan of affine maps
-// inside one vector register.
+// inside one vector register, flag masks, streaming stores and row sums.
 //
 // The advantage recurrence A_t = delta_t + k_t * A_{t+1} composes associatively:
 // (d_i, k_i) o (d_j, k_j) = (d_i + k_i d_j, k_i k_j). A vector holding the maps
@@ -12,11 +12,25 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
+#include <cstring>
 #include <utility>
+
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
+// Runtime dispatch for the kernels that use these vectors: an AVX2 clone picked
+// by the loader on CPUs that have it, the portable SSE2 baseline everywhere else.
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(PUFF_NO_CLONES)
+#define PUFF_SIMD_CLONES __attribute__((target_clones("avx2", "default")))
+#else
+#define PUFF_SIMD_CLONES
+#endif
 
 // The vectors never cross a non-inlined call boundary, so the ABI note GCC
 // gives for 32-byte vectors in an SSE2 build does not apply.
-#if defined(__GNUC__) && !defined(__clang__)
+#if defined(__GNUC__)  // GCC and Clang
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wpsabi"
 #endif
@@ -32,20 +46,28 @@ namespace puffadv::detail::simd {
 /// drops vector_size on a typedef that depends on a template parameter.
 template <typename T>
 struct lanes;
+/// `mask` is what comparing two `vec` gives (all bits set in a true lane);
+/// `bytes` is W one-byte flags.
 template <>
 struct lanes<float> {
     static constexpr int width = 8;
     typedef float vec __attribute__((vector_size(32)));
     typedef float unaligned __attribute__((vector_size(32), aligned(alignof(float)), may_alias));
+    typedef std::int32_t mask __attribute__((vector_size(32)));
+    typedef std::uint8_t bytes __attribute__((vector_size(8), aligned(1), may_alias));
 };
 template <>
 struct lanes<double> {
     static constexpr int width = 4;
     typedef double vec __attribute__((vector_size(32)));
     typedef double unaligned __attribute__((vector_size(32), aligned(alignof(double)), may_alias));
+    typedef std::int64_t mask __attribute__((vector_size(32)));
+    typedef std::uint8_t bytes __attribute__((vector_size(4), aligned(1), may_alias));
 };
 template <typename T>
 using vec = typename lanes<T>::vec;
+template <typename T>
+using mask = typename lanes<T>::mask;
 
 template <typename T>
 PUFF_SIMD_INLINE vec<T> load(const T* p) {
@@ -55,6 +77,31 @@ PUFF_SIMD_INLINE vec<T> load(const T* p) {
 template <typename T>
 PUFF_SIMD_INLINE void store(T* p, vec<T> v) {
     *reinterpret_cast<typename lanes<T>::unaligned*>(p) = v;
+}
+
+/// Stores v at p (16-byte aligned) past the caches, where the target has such
+/// stores (SSE2: two 16-byte halves, the same code in every clone); callers
+/// fence() before their results are read. Elsewhere a plain store.
+template <typename T>
+PUFF_SIMD_INLINE void stream(T* p, vec<T> v) {
+#if defined(__SSE2__)
+    if constexpr (sizeof(T) == 4) {
+        _mm_stream_ps(p, (__m128)__builtin_shufflevector(v, v, 0, 1, 2, 3));
+        _mm_stream_ps(p + 4, (__m128)__builtin_shufflevector(v, v, 4, 5, 6, 7));
+    } else {
+        _mm_stream_pd(p, (__m128d)__builtin_shufflevector(v, v, 0, 1));
+        _mm_stream_pd(p + 2, (__m128d)__builtin_shufflevector(v, v, 2, 3));
+    }
+#else
+    store<T>(p, v);
+#endif
+}
+
+/// Orders the stream() stores before any later store (another thread may read them next).
+PUFF_SIMD_INLINE void fence() {
+#if defined(__SSE2__)
+    _mm_sfence();
+#endif
 }
 
 template <typename T>
@@ -105,8 +152,77 @@ PUFF_SIMD_INLINE vec<T> clip(vec<T> x, vec<T> limit) {
     return x < limit ? x : limit;
 }
 
+/// Lane i takes lane i + 1; the last lane takes `next`'s first.
+template <typename T>
+PUFF_SIMD_INLINE vec<T> shift_in(vec<T> a, vec<T> next) {
+    return shift_down<1>(a, next, std::make_index_sequence<lanes<T>::width>{});
+}
+
+/// The lanes of W flags that are set (non-zero; a NaN float flag is set).
+template <typename T>
+PUFF_SIMD_INLINE mask<T> set_lanes(const T* flags) {
+    return load<T>(flags) != T(0);
+}
+template <typename T>
+PUFF_SIMD_INLINE mask<T> set_lanes(const std::uint8_t* flags) {
+    const auto b = *reinterpret_cast<const typename lanes<T>::bytes*>(flags);
+    return __builtin_convertvector(b, mask<T>) != 0;
+}
+
+/// x in the lanes of `m` that are clear, +0 in the others (bitwise: a NaN x is
+/// dropped too, and no floating-point select is needed).
+template <typename T>
+PUFF_SIMD_INLINE vec<T> zero_where(mask<T> m, vec<T> x) {
+    return (vec<T>)((mask<T>)x & ~m);
+}
+
+template <typename T>
+PUFF_SIMD_INLINE bool any_lane(mask<T> m) {
+    std::uint64_t words[sizeof m / 8];
+    std::memcpy(words, &m, sizeof m);
+    std::uint64_t any = 0;
+    for (std::uint64_t w : words) any |= w;
+    return any != 0;
+}
+
+PUFF_SIMD_INLINE vec<double> abs(vec<double> x) {
+    return (vec<double>)((mask<double>)x & (mask<double>{} + INT64_MAX));
+}
+
+/// Adds |x|, x and x^2 of each lane, in double, to abs_sums[i], sums[i], square_sums[i].
+PUFF_SIMD_INLINE void add_to_lanes(vec<double> x, double* abs_sums, double* sums, double* square_sums) {
+    store<double>(abs_sums, load<double>(abs_sums) + abs(x));
+    store<double>(sums, load<double>(sums) + x);
+    store<double>(square_sums, load<double>(square_sums) + x * x);
+}
+PUFF_SIMD_INLINE void add_to_lanes(vec<float> x, double* abs_sums, double* sums, double* square_sums) {
+    add_to_lanes(__builtin_convertvector(__builtin_shufflevector(x, x, 0, 1, 2, 3), vec<double>), abs_sums,
+                 sums, square_sums);
+    add_to_lanes(__builtin_convertvector(__builtin_shufflevector(x, x, 4, 5, 6, 7), vec<double>),
+                 abs_sums + 4, sums + 4, square_sums + 4);
+}
+
+/// Running sums of |x|, x and x^2 in double, one per lane of a double vector.
+struct double_sums {
+    vec<double> abs{}, sum{}, square{};
+
+    PUFF_SIMD_INLINE void add(vec<double> x) {
+        abs += simd::abs(x);
+        sum += x;
+        square += x * x;
+    }
+    PUFF_SIMD_INLINE void add(vec<float> x) {
+        add(__builtin_convertvector(__builtin_shufflevector(x, x, 0, 1, 2, 3), vec<double>));
+        add(__builtin_convertvector(__builtin_shufflevector(x, x, 4, 5, 6, 7), vec<double>));
+    }
+    /// |x|, x, x^2 summed over the lanes, added to out[0..2].
+    PUFF_SIMD_INLINE void total_into(double* out) const {
+        for (int i = 0; i < 4; ++i) out[0] += abs[i], out[1] += sum[i], out[2] += square[i];
+    }
+};
+
 }  // namespace puffadv::detail::simd
 
-#if defined(__GNUC__) && !defined(__clang__)
+#if defined(__GNUC__)
 #pragma GCC diagnostic pop
 #endif

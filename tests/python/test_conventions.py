@@ -95,6 +95,86 @@ def test_flag_dtypes_and_strided_views(rng, flag_dtype):
     assert ref.relative_error(out.returns, want_ret) <= 1e-5
 
 
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("flag_dtype", [bool, np.float32])
+@pytest.mark.parametrize("time_axis", [-1, 0])
+def test_many_rows_in_blocks_tiles_and_threads(rng, kind, flag_dtype, time_axis):
+    """Enough rows for several row blocks (time-major), tiles and both threads,
+    rows and steps that are no multiple of a vector (padded remainders)."""
+    rows, horizon = 603, int(rng.choice([8, 45]))
+    e = ref.random_episodes(rng, rows, horizon, np.float32)
+    want_adv, want_ret = expected(kind, e, "bootstrap_values", True)
+    lay = (lambda x: x) if time_axis == -1 else (lambda x: np.ascontiguousarray(x.T))
+    kw = dict(gamma=GAMMA, gae_lambda=LAM, rho_clip=RHO, c_clip=C, time_axis=time_axis)
+    if kind == "vtrace":
+        kw["rho_pg_clip"] = RHO_PG
+    adv, ret, sums = run(kind, lay(e["rewards"]), lay(e["values"]), lay(e["terminated"].astype(flag_dtype)),
+                         lay(e["truncated"].astype(flag_dtype)), bootstrap_values=lay(e["bootstrap_values"]),
+                         importance=lay(e["importance"]), **kw)
+    back = (lambda x: x) if time_axis == -1 else (lambda x: x.T)
+    assert ref.relative_error(back(adv), want_adv) <= 1e-5
+    assert ref.relative_error(back(ret), want_ret) <= 1e-5
+    check_sums(sums, want_adv, 1e-4)
+
+
+@pytest.mark.parametrize("time_axis", [-1, 0])
+@pytest.mark.parametrize("flag_dtype", [bool, np.float32])
+def test_first_step_both_terminated_and_truncated_is_named(time_axis, flag_dtype):
+    """The error names the first such step in [rows, horizon] order, whatever
+    order the kernels and threads met them in."""
+    e = ref.random_episodes(np.random.default_rng(1), 603, 45, np.float32)
+    term, trunc = e["terminated"].copy(), e["truncated"].copy()
+    for row, t in [(590, 3), (301, 40), (301, 17), (412, 0)]:
+        term[row, t] = trunc[row, t] = True
+    lay = (lambda x: x) if time_axis == -1 else (lambda x: np.ascontiguousarray(x.T))
+    with pytest.raises(ValueError, match="both set at row 301, step 17 "):
+        puffadv.gae(lay(e["rewards"]), lay(e["values"]), lay(term.astype(flag_dtype)),
+                    lay(trunc.astype(flag_dtype)), bootstrap_values=lay(e["bootstrap_values"]),
+                    time_axis=time_axis)
+
+
+def _by_step(rewards, values, terminated, last_value, importance, lam):
+    """GAE / V-trace in float64 without truncations, all rows at once (one NumPy step per
+    time step): (A, A + V, IMPALA's pg advantages) for [B, T] arrays."""
+    r, v, imp = (np.asarray(x, np.float64) for x in (rewards, values, importance))
+    discount = GAMMA * (1.0 - np.asarray(terminated, np.float64))
+    nv = np.concatenate([v[:, 1:], np.asarray(last_value, np.float64)[:, None]], axis=1)
+    adv, pg, a = np.zeros_like(r), np.zeros_like(r), np.zeros(r.shape[0])
+    for t in range(r.shape[1] - 1, -1, -1):
+        later = a
+        a = np.fmin(imp[:, t], RHO) * (r[:, t] + discount[:, t] * nv[:, t] - v[:, t]) + \
+            LAM * discount[:, t] * np.fmin(imp[:, t], C) * a
+        adv[:, t] = a
+        pg[:, t] = np.fmin(imp[:, t], RHO_PG) * (r[:, t] + discount[:, t] * (nv[:, t] + later) - v[:, t])
+    return adv, adv + v, pg
+
+
+@pytest.mark.parametrize("time_axis", [-1, 0])
+@pytest.mark.parametrize("offset", [0, 1])
+def test_large_outputs_streamed_past_the_caches(rng, time_axis, offset):
+    """Outputs of 16 MiB and more are written with streaming stores (16-byte aligned
+    rows only: offset 1 shifts the outputs off that and takes the cached stores)."""
+    rows, horizon = 16400, 132  # 528-byte rows: 16-byte aligned
+    r, v = (rng.standard_normal((rows, horizon)).astype(np.float32) for _ in range(2))
+    term = rng.random((rows, horizon)) < 0.05
+    imp = rng.uniform(0.0, 3.0, (rows, horizon)).astype(np.float32)
+    last = rng.standard_normal(rows).astype(np.float32)
+    want_adv, want_ret, want_pg = _by_step(r, v, term, last, imp, LAM)
+    lay = (lambda x: x) if time_axis == -1 else (lambda x: np.ascontiguousarray(x.T))
+    back = (lambda x: x) if time_axis == -1 else (lambda x: x.T)
+    shape = (rows, horizon) if time_axis == -1 else (horizon, rows)
+    out = [np.full(shape[0] * shape[1] + 8, np.nan, np.float32)[offset:offset + shape[0] * shape[1]].reshape(shape)
+           for _ in range(2)]
+    kw = dict(last_value=last, importance=lay(imp), gamma=GAMMA, rho_clip=RHO, c_clip=C, time_axis=time_axis)
+    puffadv.gae(lay(r), lay(v), lay(term), gae_lambda=LAM, advantages=out[0], returns=out[1], **kw)
+    assert ref.relative_error(back(out[0]), want_adv) <= 1e-5
+    assert ref.relative_error(back(out[1]), want_ret) <= 1e-5
+    puffadv.vtrace(lay(r), lay(v), lay(term), lambda_=LAM, rho_pg_clip=RHO_PG, vs=out[0], pg_advantages=out[1],
+                   **kw)
+    assert ref.relative_error(back(out[0]), want_ret) <= 1e-5
+    assert ref.relative_error(back(out[1]), want_pg) <= 1e-5
+
+
 def test_outputs_written_in_place_and_poisoned_first(rng):
     e = ref.random_episodes(rng, 6, 40, np.float32)
     adv = np.full((6, 40), np.nan, np.float32)

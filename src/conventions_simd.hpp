@@ -1,0 +1,176 @@
+// Pieces the two one-pass SIMD traversals of the standard conventions share
+// (conventions_cpu_simd.cpp: time-contiguous rows; conventions_cpu_simd_blocks.cpp:
+// row-adjacent data): the producer of each step's affine map, the output
+// stores, the bootstrap at truncations. Private to those two files.
+//
+// The producer is the general kernels' formula (conventions_cpu.cpp), lane for lane:
+//   V'_t    = V_{t+1}; the end value after the last step; the bootstrap value where
+//             truncated (rare: a branch per vector, not a stream)
+//   td_t    = r_t + gamma V'_t - V_t, with V'_t read as +0 where terminated (even a NaN)
+//   delta_t = rho_t td_t,  k_t = gamma lambda c_t (1 - done_t)      A_t = delta_t + k_t A_{t+1}
+//   pg_t    = rho_pg_t td_t + gamma rho_pg_t (1 - done_t) A_{t+1}   (V-trace)
+#pragma once
+
+#include <cstdint>
+
+#include "conventions_cpu.hpp"
+#include "cpu_scan.hpp"
+
+// The vectors never cross a non-inlined call boundary by value (cpu_scan.hpp).
+#if defined(__GNUC__)  // GCC and Clang
+#pragma GCC diagnostic ignored "-Wpsabi"
+#endif
+
+namespace puffadv::detail::simd_kernels {
+
+template <typename C>
+using V = simd::vec<C>;
+template <typename C>
+using M = simd::mask<C>;
+template <typename C>
+constexpr int W = simd::lanes<C>::width;
+
+template <typename C>
+struct coefficients {
+    V<C> one, gamma, gamma_lambda, rho_clip, c_clip, rho_pg_clip;
+};
+
+template <typename C>
+PUFF_SIMD_INLINE coefficients<C> splat_coefficients(const kernel_args<C>& a) {
+    return {simd::splat<C>(C(1)),       simd::splat<C>(a.gamma),  simd::splat<C>(a.gamma_lambda),
+            simd::splat<C>(a.rho_clip), simd::splat<C>(a.c_clip), simd::splat<C>(a.rho_pg_clip)};
+}
+
+/// W steps' affine maps A_t = delta + decay A_{t+1} and V-trace's pg terms pg_t = q + p A_{t+1}.
+template <typename C>
+struct maps {
+    V<C> delta, decay, q, p;
+};
+
+template <typename C, bool kImp, bool kPg>
+PUFF_SIMD_INLINE maps<C> produce(const coefficients<C>& k, V<C> r, V<C> v, V<C> v_next, M<C> terminated,
+                                 M<C> done, V<C> ratio) {
+    const V<C> not_done = simd::zero_where<C>(done, k.one);
+    const V<C> td = r + k.gamma * simd::zero_where<C>(terminated, v_next) - v;
+    maps<C> m;
+    m.delta = kImp ? simd::clip<C>(ratio, k.rho_clip) * td : td;
+    m.decay = (kImp ? k.gamma_lambda * simd::clip<C>(ratio, k.c_clip) : k.gamma_lambda) * not_done;
+    if (kPg) {
+        const V<C> rho_pg = kImp ? simd::clip<C>(ratio, k.rho_pg_clip) : k.one;
+        m.q = kImp ? rho_pg * td : td;
+        m.p = k.gamma * rho_pg * not_done;
+    }
+    return m;
+}
+
+template <typename C>
+const C* at(const view& v, std::int64_t row, std::int64_t t) {
+    return static_cast<const C*>(v.at(row, t));
+}
+template <typename C>
+C* out_at(const view& v, std::int64_t row, std::int64_t t) {
+    return v.present ? static_cast<C*>(v.at(row, t)) : nullptr;
+}
+
+// V'_t after the buffer's last step.
+template <typename C>
+C value_after_end(const kernel_args<C>& a, std::int64_t row) {
+    return a.last_value.present ? *at<C>(a.last_value, row, 0) : *at<C>(a.bootstrap, row, a.horizon - 1);
+}
+
+inline bool wants_sums(const view& abs_sums, const view& sums, const view& square_sums) {
+    return abs_sums.present || sums.present || square_sums.present;
+}
+
+template <typename C>
+void write_sums(const kernel_args<C>& a, std::int64_t row, const double* totals) {
+    const view* outs[3] = {&a.abs_sums, &a.sums, &a.square_sums};
+    for (int i = 0; i < 3; ++i) {
+        if (!outs[i]->present) continue;
+        void* p = outs[i]->at(row, 0);
+        if (outs[i]->type == dtype::float64)
+            *static_cast<double*>(p) = totals[i];
+        else
+            *static_cast<float*>(p) = static_cast<float>(totals[i]);
+    }
+}
+
+// An output's W lanes at p (null: not requested), past the caches if `stream`
+// (a copy of a.stream: the streaming stores may alias anything, so a.stream
+// itself would be reloaded after each).
+template <typename C>
+PUFF_SIMD_INLINE void store_output(bool stream, C* p, V<C> x) {
+    if (!p) return;
+    if (stream)
+        simd::stream<C>(p, x);
+    else
+        simd::store<C>(p, x);
+}
+
+// V' where truncated: `next` (W values) takes bootstrap_values at the lanes
+// whose `truncated` flag is set, lane i at (row + i row_step, t + i t_step).
+// Also finds a step both terminated and truncated (an error the caller
+// reports). Out of line and scalar: rare, and its unrolled lanes were most of
+// each kernel's code.
+template <typename C, typename F>
+__attribute__((noinline)) void bootstrap_truncated(const kernel_args<C>& a, C* next, const F* truncated,
+                                                   const F* terminated, std::int64_t row, std::int64_t row_step,
+                                                   std::int64_t t, std::int64_t t_step, bad_step& bad) {
+    for (int i = 0; i < W<C>; ++i) {
+        if (truncated[i] == F(0)) continue;
+        next[i] = *at<C>(a.bootstrap, row + i * row_step, t + i * t_step);
+        if (terminated[i] != F(0)) bad.keep_first(row + i * row_step, t + i * t_step);
+    }
+}
+
+/// The same, on vectors.
+template <typename C, typename F>
+PUFF_SIMD_INLINE V<C> bootstrap_truncated(const kernel_args<C>& a, V<C> next, const F* truncated,
+                                          const F* terminated, std::int64_t row, std::int64_t row_step,
+                                          std::int64_t t, std::int64_t t_step, bad_step& bad) {
+    alignas(32) C patched[W<C>];
+    simd::store<C>(patched, next);
+    bootstrap_truncated<C, F>(a, patched, truncated, terminated, row, row_step, t, t_step, bad);
+    return simd::load<C>(patched);
+}
+
+// Prefetches the bootstrap values that n adjacent flags will have read (the one
+// of flag 0 at `bootstrap`, the others `stride` bytes apart). The reads are
+// scattered, and a memory latency per truncation, not hidden behind the chain
+// of blocks, made 65536x128 f32 GAE with 1 % truncations 14 ms instead of 10
+// (one thread). Row-adjacent data goes without: a pass over the next step's
+// flags cost more than it saved there (9 -> 11 ms at no truncations).
+template <typename C, typename F>
+PUFF_SIMD_INLINE void prefetch_bootstraps(const F* flags, std::int64_t n, const char* bootstrap,
+                                          std::int64_t stride) {
+    const std::int64_t full = n - n % W<C>;
+    for (std::int64_t j = full; j < n; ++j)
+        if (flags[j] != F(0)) __builtin_prefetch(bootstrap + j * stride);
+    // Descending, as the kernel reads: an ascending pass here slowed its streams.
+    M<C> any{};
+    for (std::int64_t j = full - W<C>; j >= 0; j -= W<C>) any |= simd::set_lanes<C>(flags + j);
+    if (!simd::any_lane<C>(any)) return;
+    for (std::int64_t j = full - W<C>; j >= 0; j -= W<C>) {
+        const M<C> set = simd::set_lanes<C>(flags + j);
+        for (int i = 0; i < W<C>; ++i)
+            if (set[i]) __builtin_prefetch(bootstrap + (j + i) * stride);
+    }
+}
+
+inline bool byte_flags(dtype t) { return t == dtype::uint8 || t == dtype::boolean; }
+
+/// Calls kernel<F, kImp, kPg>(a, first, count) with F the flag type (C, or a byte
+/// for bool/uint8) and the estimator's importance/pg terms fixed at compile time.
+template <typename C, template <typename, typename, bool, bool> class Kernel>
+bad_step dispatch(const kernel_args<C>& a, std::int64_t first, int count) {
+    using fn = bad_step (*)(const kernel_args<C>&, std::int64_t, int);
+    static constexpr fn by_float_flags[4] = {Kernel<C, C, false, false>::run, Kernel<C, C, false, true>::run,
+                                             Kernel<C, C, true, false>::run, Kernel<C, C, true, true>::run};
+    static constexpr fn by_byte_flags[4] = {
+        Kernel<C, std::uint8_t, false, false>::run, Kernel<C, std::uint8_t, false, true>::run,
+        Kernel<C, std::uint8_t, true, false>::run, Kernel<C, std::uint8_t, true, true>::run};
+    const int which = (a.importance.present ? 2 : 0) + (a.pg ? 1 : 0);
+    return (byte_flags(a.dones.type) ? by_byte_flags : by_float_flags)[which](a, first, count);
+}
+
+}  // namespace puffadv::detail::simd_kernels
