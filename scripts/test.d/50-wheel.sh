@@ -44,8 +44,8 @@ lap "sdist + wheel build"
 
 echo "--- auditwheel: $(basename "${wheel}")"
 auditwheel show "${wheel}"
-# libgomp is grafted under a hashed name (puffadv.libs/libgomp-<hash>.so), so it
-# never collides with torch's own copy; torch's libraries stay the user's torch's.
+# torch's libraries stay the user's torch's (excluded); anything else a library
+# needs beyond the manylinux policy would be grafted into puffadv.libs/.
 auditwheel repair --exclude 'libtorch*.so' --exclude 'libc10*.so' -w "${work}/wheelhouse" "${wheel}"
 repaired="$(ls "${work}"/wheelhouse/puffadv-*.whl)"
 python -m twine check --strict "${repaired}"
