@@ -261,9 +261,18 @@ def produce_report_debug_build(template, tmp_path):
 
 # PufferLib: the lines of puffadv.pufferlib_compat. tests/python/test_pufferlib_compat.py
 # and tests/pufferlib check that each scenario logs exactly these texts.
-def _pufferlib_message(name, **values):
+def _pufferlib_compat():
+    """puffadv.pufferlib_compat, which loads the torch operator library: a build
+    without it (PUFF_TORCH=OFF, as CI's GPU-backend builds) has no PufferLib messages."""
     pytest.importorskip("torch")
+    if _torch_status().build_facts() is None:
+        pytest.skip("this build has no torch operator library (PUFF_TORCH=OFF)")
     from puffadv import pufferlib_compat
+    return pufferlib_compat
+
+
+def _pufferlib_message(name, **values):
+    pufferlib_compat = _pufferlib_compat()
     return pufferlib_compat.MESSAGES[name].format(**values)
 
 
@@ -273,7 +282,7 @@ def produce_pufferlib_own(template):
 
 
 def produce_pufferlib_replaced(template):
-    from puffadv import pufferlib_compat
+    pufferlib_compat = _pufferlib_compat()
     error = ("ImportError: libcudart.so.12: cannot open shared object file: No such file or "
              "directory")
     return _pufferlib_message("replaced", path="/venv/site-packages/pufferlib/_C.so", error=error,
@@ -281,7 +290,7 @@ def produce_pufferlib_replaced(template):
 
 
 def produce_pufferlib_absent(template):
-    from puffadv import pufferlib_compat
+    pufferlib_compat = _pufferlib_compat()
     return _pufferlib_message("absent", devices=pufferlib_compat._devices()), template
 
 
