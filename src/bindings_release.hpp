@@ -12,13 +12,20 @@ namespace puffadv::bindings {
 /// Python thread may change os.environ (setenv), which changes it under the GIL.
 class released_gil {
 public:
-    released_gil() { pin_cpu_thread_count(true); }
-    ~released_gil() { pin_cpu_thread_count(false); }  // after `release` reacquired the GIL
+    released_gil() = default;
     released_gil(const released_gil&) = delete;
     released_gil& operator=(const released_gil&) = delete;
 
 private:
-    nanobind::gil_scoped_release release;  // constructed after the pin, destroyed before the unpin
+    // Members, not constructor/destructor bodies: members are built before a
+    // constructor body runs and destroyed after a destructor body, so only their
+    // order puts the pin (getenv) under the GIL. Built in declaration order,
+    // destroyed in reverse: pin, release ... reacquire, unpin.
+    struct thread_count_pin {
+        thread_count_pin() { pin_cpu_thread_count(true); }
+        ~thread_count_pin() { pin_cpu_thread_count(false); }
+    } pin;
+    nanobind::gil_scoped_release release;
 };
 
 }  // namespace puffadv::bindings
