@@ -1,5 +1,5 @@
 """Trains PufferLib's puffer_pysquared with PufferLib's own trainer (PuffeRL) on
-the CPU and reports, as JSON, which advantage kernels it called.
+the CPU (or on CUDA: the trainer's config device=cuda) and reports, as JSON, which advantage kernels it called.
 
 Run with whichever `pufferlib` is importable (PufferLib 3.0.0's sdist tree on
 PYTHONPATH, or the pufferlib-core wheel). This script never imports puffadv:
@@ -9,7 +9,7 @@ which sees the operator each advantage call finally runs: puffadv's, or
 PufferLib's own. The first call's inputs and output are compared with the
 float64 reference of tests/python/reference.py.
 
-    python train_pysquared.py PYSQUARED_PY STEPS OUT_JSON
+    python train_pysquared.py PYSQUARED_PY STEPS OUT_JSON [DEVICE: cpu (default) | cuda]
 """
 import contextlib
 import importlib.util
@@ -44,11 +44,12 @@ NUM_ENVS = 16
 
 
 class AdvantageCalls(TorchDispatchMode):
-    """Counts the advantage operators that run, by namespace; keeps the first puffadv call."""
+    """Counts the advantage operators that run, by namespace and device; keeps the first call."""
 
     def __init__(self):
         super().__init__()
         self.counts = {}
+        self.devices = {}
         self.first = None
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
@@ -57,6 +58,8 @@ class AdvantageCalls(TorchDispatchMode):
         if name.endswith("::compute_puff_advantage"):
             namespace = name.split("::")[0]
             self.counts[namespace] = self.counts.get(namespace, 0) + 1
+            device = str(args[4].device.type)
+            self.devices[device] = self.devices.get(device, 0) + 1
             if self.first is None:
                 inputs = [np.array(a.detach().cpu(), dtype=np.float64) for a in args[:4]]
                 result = func(*args, **kwargs)
@@ -73,7 +76,7 @@ def load_pysquared(path):
     return module.PySquared
 
 
-def main(pysquared_path, steps, out_path):
+def main(pysquared_path, steps, out_path, device="cpu"):
     started = time.perf_counter()
     out_path, pysquared_path = Path(out_path).resolve(), Path(pysquared_path).resolve()
     # PufferLib 3.0.0 links `resources` into the working directory at import, and the
@@ -89,10 +92,10 @@ def main(pysquared_path, steps, out_path):
 
     vecenv = pufferlib.vector.make(load_pysquared(pysquared_path), num_envs=NUM_ENVS,
                                    backend=pufferlib.vector.Serial, seed=42)
-    policy = pufferlib.models.Default(vecenv.driver_env, hidden_size=128)
+    policy = pufferlib.models.Default(vecenv.driver_env, hidden_size=128).to(device)
     calls = AdvantageCalls()
     with open(os.devnull, "w") as quiet, contextlib.redirect_stdout(quiet):  # the dashboard
-        trainer = pufferl.PuffeRL(dict(TRAIN, total_timesteps=steps), vecenv, policy)
+        trainer = pufferl.PuffeRL(dict(TRAIN, total_timesteps=steps, device=device), vecenv, policy)
         while trainer.global_step < steps:
             trainer.evaluate()
             with calls:
@@ -110,6 +113,8 @@ def main(pysquared_path, steps, out_path):
         "steps": int(trainer.global_step),
         "epochs": int(trainer.epoch),
         "calls": calls.counts,
+        "call_devices": calls.devices,
+        "device": device,
         "checked_call": {"namespace": namespace, "shape": list(output.shape),
                          "params": params,
                          "max_abs_error": float(np.abs(output - reference).max()),
@@ -122,4 +127,4 @@ def main(pysquared_path, steps, out_path):
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], int(sys.argv[2]), sys.argv[3])
+    main(sys.argv[1], int(sys.argv[2]), sys.argv[3], *sys.argv[4:5])
