@@ -18,6 +18,10 @@ kernels alone, from the profiler (CUPTI). Results are compared before timing.
 
     python benchmarks/bench_pufferlib.py [--sdist build/pufferlib/pufferlib-3.0.0]
     python benchmarks/bench_pufferlib.py --device cuda [--extension _C.so] [--shapes 32x64,...]
+
+--compat (CUDA, no PufferLib kernel loaded): what PufferLib's trainer pays where
+puffadv serves it, torch.ops.pufferlib.compute_puff_advantage registered by
+puffadv.pufferlib_compat, against torch.ops.puffadv called directly.
 """
 from __future__ import annotations
 
@@ -80,9 +84,14 @@ def main():
     parser.add_argument("--shapes", default=None,
                         help="rows x horizon list, e.g. 32x64,2048x64 (default: " +
                              ",".join(f"{r}x{h}" for r, h in SHAPES) + ")")
+    parser.add_argument("--compat", action="store_true",
+                        help="CUDA: time torch.ops.pufferlib as puffadv.pufferlib_compat serves it")
     args = parser.parse_args()
     shapes = SHAPES if args.shapes is None else [
         tuple(int(n) for n in shape.split("x")) for shape in args.shapes.split(",")]
+    if args.compat:
+        compat_main(shapes)
+        return
     theirs = load_pufferlib_kernel(args.sdist.resolve(), args.device, args.extension)
     ours = torch.ops.puffadv.compute_puff_advantage
     print(f"{datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC, {platform.node()}, "
@@ -111,11 +120,12 @@ def main():
 
 def strided_check(theirs, ours, generator, rows=64, horizon=32, device="cpu"):
     """Every other column of a wider buffer (`x[:, ::2]`): each kernel against float64."""
-    inputs = [torch.randn(rows, 2 * horizon, generator=generator)[:, ::2] for _ in range(2)]
-    inputs.append((torch.rand(rows, 2 * horizon, generator=generator) < 0.05).float()[:, ::2])
-    inputs.append((torch.rand(rows, 2 * horizon, generator=generator) * 2)[:, ::2])
-    reference = reference_puff_advantage(*(t.numpy() for t in inputs), *PARAMS)
-    inputs = [t.to(device) for t in inputs]  # .to keeps the strides of a strided tensor
+    wide = [torch.randn(rows, 2 * horizon, generator=generator) for _ in range(2)]
+    wide.append((torch.rand(rows, 2 * horizon, generator=generator) < 0.05).float())
+    wide.append(torch.rand(rows, 2 * horizon, generator=generator) * 2)
+    reference = reference_puff_advantage(*(t[:, ::2].numpy() for t in wide), *PARAMS)
+    # Sliced on the device: .to() of a strided view would copy it into a packed tensor.
+    inputs = [t.to(device)[:, ::2] for t in wide]
     assert all(not t.is_contiguous() for t in inputs)
     for name, kernel in (("PufferLib", theirs), ("puffadv", ours)):
         out = torch.zeros(rows, horizon, device=device)
@@ -197,6 +207,33 @@ def cuda_main(theirs, ours, shapes):
               f"| {diff:.1e} | {error} |", flush=True)
     strided_check(theirs, ours, generator, device="cuda")
     graph_capture(theirs, ours)
+
+
+def compat_main(shapes):
+    import puffadv.pufferlib_compat as compat
+    served = compat.kernel()
+    if served["kernel"] != "puffadv":
+        raise SystemExit(f"--compat: puffadv does not serve torch.ops.pufferlib here: {served}")
+    via, direct = torch.ops.pufferlib.compute_puff_advantage, torch.ops.puffadv.compute_puff_advantage
+    print("torch.ops.pufferlib.compute_puff_advantage served by puffadv.pufferlib_compat "
+          "(PufferLib's trainer's path) against torch.ops.puffadv called directly; CUDA")
+    print("| rows x horizon | via torch.ops.pufferlib us (best / median) "
+          "| torch.ops.puffadv us (best / median) | results equal |")
+    print("|---|---:|---:|---|")
+    generator = torch.Generator().manual_seed(0)
+    for rows, horizon in shapes:
+        inputs = cuda_inputs(rows, horizon, generator)
+        out_via = torch.full((rows, horizon), float("nan"), device="cuda")
+        out_direct = torch.full((rows, horizon), float("nan"), device="cuda")
+        run_via = lambda: via(*inputs, out_via, *PARAMS)  # noqa: E731
+        run_direct = lambda: direct(*inputs, out_direct, *PARAMS)  # noqa: E731
+        run_via(), run_direct()
+        same = torch.equal(out_via, out_direct)
+        calls = 1000 if rows * horizon <= 1 << 20 else 100
+        v_best, v_median = event_time(run_via, calls)
+        d_best, d_median = event_time(run_direct, calls)
+        print(f"| {rows}x{horizon} | {v_best * 1e6:.1f} / {v_median * 1e6:.1f} "
+              f"| {d_best * 1e6:.1f} / {d_median * 1e6:.1f} | {same} |", flush=True)
 
 
 def graph_capture(theirs, ours, rows=2048, horizon=64):

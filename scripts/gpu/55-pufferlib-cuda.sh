@@ -10,7 +10,8 @@
 #    builds it first); meanwhile PufferLib's own extension from its sdist
 #    (pufferlib.cpp + cuda/pufferlib.cu, -O3, as its setup.py builds it when
 #    nvcc is on PATH), with torch.utils.cpp_extension.
-# 2. benchmarks/bench_pufferlib.py --device cuda: equality, then the timing.
+# 2. benchmarks/bench_pufferlib.py --device cuda: equality, then the timing;
+#    then --compat: torch.ops.pufferlib as puffadv serves it to the trainer.
 # 3. `python -m puffadv.pufferlib_compat install`, then tests/pufferlib/
 #    train_pysquared.py with device=cuda (16 envs, batch 2048, horizon 64,
 #    adam, 8192 steps: 8 advantage calls of 32x64): once on puffadv (no
@@ -83,6 +84,11 @@ echo "--- 2. the advantage step: puffadv against PufferLib's kernel"
   --shapes "${PUFF_PUFFERLIB_SHAPES:-32x64,256x64,1024x64,2048x64,8192x64,16384x64,1024x256,4096x256,16384x256,65536x128}" \
   2>&1 | tee "$OUT/bench-pufferlib-$device.txt"
 [ "${PIPESTATUS[0]}" -eq 0 ] || { say "bench FAILED"; status=1; }
+if [ "$device" = cuda ]; then  # the trainer's path where puffadv serves it: torch.ops.pufferlib
+  "$PYTHON" benchmarks/bench_pufferlib.py --device cuda --compat --shapes 32x64,2048x64,16384x256 \
+    2>&1 | tee -a "$OUT/bench-pufferlib-$device.txt"
+  [ "${PIPESTATUS[0]}" -eq 0 ] || { say "bench --compat FAILED"; status=1; }
+fi
 
 echo "--- 3. PufferLib's trainer on $device"
 deps="$work/deps"
