@@ -4,14 +4,17 @@
 // n-step returns (a window of n steps per output). Definitions: conventions.hpp
 // and docs/conventions.md.
 //
-// One traversal serves every layout and dtype: blocks of rows step back through
-// time together, each step's line of a block converted into C scratch (or read
-// in place when it already is contiguous C), so the arithmetic is plain loops
-// across rows that the compiler vectorises. Time-major [T, B] lines are
-// contiguous; batch-major [B, T] lines are strided, their cache lines reused
-// over the next steps. Lookaheads (Retrace's c_{t+1}, Q(lambda)'s q_{t+1} and
-// greedy_{t+1}, V_{t+1}) are the previous (later) step's lines.
-// episodic_sum is a forward scan: it runs on time-reversed views.
+// Two traversals, both over every dtype (lines converted into C scratch, or
+// read in place when they already are contiguous C), so that the arithmetic is
+// plain loops the compiler vectorises:
+//   - blocks: a block of rows steps back through time together, one line of
+//     rows per step. Serves every layout and n_step_returns; on time-major
+//     [T, B] data the lines are contiguous. Lookaheads (Retrace's c_{t+1},
+//     Q(lambda)'s q_{t+1} and greedy_{t+1}, V_{t+1}) are the later step's lines;
+//     episodic_sum's forward scan runs on time-reversed views;
+//   - tiles: rows whose steps are adjacent ([B, T]) are produced along time in
+//     chunks, then 8 rows run the recurrence interleaved (their dependency chains
+//     overlap); the lookahead is the next element. episodic_sum scans forward.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -30,8 +33,8 @@
 namespace puffadv::detail {
 namespace {
 
-constexpr int kRows = 256;                       // rows per block (one unit of thread work)
-constexpr int kStridedRows = 64;
+constexpr int kRows = 256;         // rows per block (one unit of thread work) at most
+constexpr int kStridedRows = 64;   // ... where a step's rows are not adjacent: their cache lines stay in L1
 constexpr std::int64_t kElementsPerThread = 1 << 15;
 constexpr std::int64_t kWindowScratchBytes = 1 << 21;  // n_step_returns: the n lines of W per block
 
