@@ -162,6 +162,19 @@ int block_rows_of(const family_args<C>& a) {
     return static_cast<int>(std::clamp<std::int64_t>(fit, 1, rows));
 }
 
+// Asks for step t's contiguous lines of rows [first, first + n) ahead of their
+// use: the hardware prefetcher restarts at every page of every step's line
+// (see next_step_lines in conventions_cpu_simd_blocks.cpp).
+template <typename C>
+void prefetch_step(const family_args<C>& a, std::int64_t first, std::int64_t t, int n) {
+    for (const view* v : {&a.rewards, &a.values, &a.terminated, &a.next_values, &a.target, &a.behaviour}) {
+        if (!v->present) continue;
+        const char* line = static_cast<const char*>(v->at(first, t));
+        const std::int64_t bytes = std::int64_t(n) * v->size;
+        for (std::int64_t at = 0; at < bytes; at += 64) __builtin_prefetch(line + at);
+    }
+}
+
 template <typename C>
 PUFF_SIMD_CLONES bad_step run_block(const family_args<C>& a, std::int64_t first, int n) {
     const std::int64_t levels = is_window(a) ? std::max<std::int64_t>(1, std::min<std::int64_t>(a.n, a.horizon)) : 0;
@@ -193,6 +206,7 @@ PUFF_SIMD_CLONES bad_step run_block(const family_args<C>& a, std::int64_t first,
     for (std::int64_t t = T - 1; t >= 0; --t) {
         const int k = static_cast<int>(t & 1);  // the line of step t must outlive step t - 1
         const bool last = t == T - 1;
+        if (a.row_adjacent && t > 0) prefetch_step(a, first, t - 1, n);
         const C* r = step_line(a.rewards, first, t, n, s.r, false);
         const C* term = step_line(a.terminated, first, t, n, s.term_keep[k], true);
         const C* v = a.values.present ? step_line(a.values, first, t, n, s.v[k], false) : s.zeros;
