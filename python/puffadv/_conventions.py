@@ -122,6 +122,55 @@ _VTRACE_OUTPUT_NAMES = ("pg_advantages", "vs", "abs_sums", "sums", "square_sums"
 _SUMS = (False, False, True, True, True)  # which of the five outputs are [B] sums
 
 
+class _Kind(NamedTuple):
+    """How one public function calls the core's standard_estimate: the core's
+    kind, and the caller's names for everything the Python layer checks."""
+    label: str            # this entry's key in _KINDS (what the torch.compile operator carries)
+    core: str             # the core's estimator name
+    lambda_name: str      # the caller's name of lambda (the core names it in its errors)
+    family: bool          # eleven inputs (_FAMILY_INPUTS) and the options n, log_probs, reset_at_start
+    required: int         # how many inputs, first in `order`, must be arrays
+    order: Optional[tuple]  # core indices of the inputs in the caller's order (None: the core's own)
+    check_names: tuple    # the caller's names of the inputs in `order`, then of the five outputs
+    scalar_names: tuple   # gamma, lambda, rho_clip, c_clip, rho_pg_clip
+    output_names: tuple   # the caller's names of the five outputs
+
+
+# The core's inputs: the first seven are standard_estimate's positional arrays, the
+# others its keyword arrays (the estimator family of issue 20).
+_FAMILY_INPUTS = (*_STANDARD_NAMES[:7], "next_values", "target_probs", "behaviour_probs", "greedy")
+_KINDS: dict = {}
+
+
+def _kind(label, core, required, renamed=None, outputs=_STANDARD_NAMES[7:], lambda_name="lambda_", family=True):
+    """Registers a _Kind: `required` are the core's names of the inputs that must be arrays (in
+    the caller's order), `renamed` the caller's name of each core input that it calls otherwise."""
+    inputs = _FAMILY_INPUTS if family else _STANDARD_NAMES[:7]
+    order = (*(inputs.index(n) for n in required), *(i for i, n in enumerate(inputs) if n not in required))
+    names = tuple((renamed or {}).get(n, n) for n in inputs)
+    natural = order == tuple(range(len(inputs)))
+    kind = _Kind(label, core, lambda_name, family, len(required), None if natural else order,
+                 (*(names[i] for i in order), *outputs), ("gamma", lambda_name, "rho_clip", "c_clip", "rho_pg_clip"),
+                 outputs)
+    _KINDS[label] = kind
+    return kind
+
+
+_GAE = _kind("gae", "gae", ("rewards", "values", "terminated"), lambda_name="gae_lambda", family=False)
+_TD_LAMBDA = _kind("td_lambda", "td_lambda", ("rewards", "values", "terminated"), family=False)
+_VTRACE = _kind("vtrace", "vtrace", ("rewards", "values", "terminated"), outputs=_VTRACE_OUTPUT_NAMES, family=False)
+_DISCOUNTED = _kind("discounted_returns", "discounted_returns", ("rewards", "terminated"))
+_N_STEP = _kind("n_step_returns", "n_step_returns", ("rewards", "values", "terminated"))
+_RETRACE = _kind("retrace", "retrace", ("rewards", "values", "next_values", "terminated"), {"values": "q_values"})
+_RETRACE_LOG = _kind("retrace_log", "retrace", ("rewards", "values", "next_values", "terminated"),
+                     {"values": "q_values", "target_probs": "target_log_probs",
+                      "behaviour_probs": "behaviour_log_probs"})
+_Q_LAMBDA = _kind("q_lambda", "q_lambda", ("rewards", "values", "next_values", "terminated"), {"values": "q_values"})
+_EPISODIC = _kind("episodic_sum", "episodic_sum", ("rewards", "terminated"),
+                  {"rewards": "inputs", "terminated": "dones", "last_value": "seed"},
+                  ("out", "returns", "abs_sums", "sums", "square_sums"))
+
+
 def _given(specs: tuple) -> list:
     """The output arrays the caller gave: each spec that is not True (allocate), False or None (skip)."""
     return [None if spec is True or spec is False else spec for spec in specs]
@@ -129,7 +178,10 @@ def _given(specs: tuple) -> list:
 
 def _allocate(framework, rewards, values, time_axis, specs: tuple, outputs: list) -> list:
     """The output arrays: `outputs` (the given ones, from _given) with each True
-    spec's array allocated in place ([rows, horizon] like rewards, or [B] sums)."""
+    spec's array allocated in place ([rows, horizon] like rewards, or [B] sums).
+    `values` decides the device and dtype (rewards where there are no values)."""
+    if values is None:
+        values = rewards
     if framework == "dlpack" and any(spec is True for spec in specs):
         # A plain producer may have no .shape or .dtype: allocate like what the core read of it.
         framework = "numpy"
@@ -167,24 +219,48 @@ def _finish(framework, values, specs, outputs) -> list:
             for spec, out in zip(specs, outputs)]
 
 
-def _estimate(kind, lambda_name, inputs: tuple, specs: tuple, scalars: tuple, time_axis, stream):
-    """The shared body of gae / td_lambda_returns / vtrace. `inputs`: the seven
-    input arrays (None: absent); `specs`: advantages, returns, abs_sums, sums,
-    square_sums (True, False, None or an array); `scalars`: gamma, lambda,
-    rho_clip, c_clip, rho_pg_clip. Returns the five outputs (None: not asked for)."""
+def _family_core(rewards, values, terminated, truncated, last_value, bootstrap_values, importance,
+                 next_values, target_probs, behaviour_probs, greedy, advantages, returns, abs_sums, sums,
+                 square_sums, kind, gamma, lambda_, rho_clip, c_clip, rho_pg_clip, time_axis, lambda_name,
+                 n, log_probs, reset_at_start, stream):
+    """_core.standard_estimate taking the family's keyword arrays positionally, so that
+    _dispatch.call_core (and its CPU fallback, which copies every input) sees all eleven."""
+    _core.standard_estimate(rewards, values, terminated, truncated, last_value, bootstrap_values, importance,
+                            advantages, returns, abs_sums, sums, square_sums, kind, gamma, lambda_, rho_clip,
+                            c_clip, rho_pg_clip, time_axis, lambda_name, stream, next_values=next_values,
+                            target_probs=target_probs, behaviour_probs=behaviour_probs, greedy=greedy, n=n,
+                            log_probs=log_probs, reset_at_start=reset_at_start)
+
+
+def _estimate(kind: _Kind, inputs: tuple, specs: tuple, scalars: tuple, time_axis, stream, options=None):
+    """The shared body of every estimator but the puff advantage. `inputs`: the
+    seven (or, for the family's kinds, eleven) input arrays in the core's order
+    (None: absent); `specs`: advantages, returns, abs_sums, sums, square_sums
+    (True, False, None or an array); `scalars`: gamma, lambda, rho_clip, c_clip,
+    rho_pg_clip; `options` (family kinds only): n, log_probs, reset_at_start.
+    Returns the five outputs (None: not asked for)."""
     if type(inputs[0]) is not np.ndarray and _frameworks.torch_compiling():
         from . import _compiled
-        return _compiled.estimate(kind, lambda_name, inputs, specs, scalars, time_axis, stream)
+        return _compiled.estimate(kind, inputs, specs, scalars, time_axis, stream, options)
     given = _given(specs)
-    framework = _frameworks.framework_of_call(inputs[:3], (*inputs[3:], *given), _STANDARD_NAMES)
+    required = kind.required
+    if kind.order is None:
+        framework = _frameworks.framework_of_call(inputs[:required], (*inputs[required:], *given),
+                                                  kind.check_names)
+    else:
+        ordered = [inputs[i] for i in kind.order]
+        framework = _frameworks.framework_of_call(tuple(ordered[:required]), (*ordered[required:], *given),
+                                                  kind.check_names)
     time_axis = _check_time_axis(time_axis)
-    scalars = _frameworks.real_parameters(scalars, _SCALAR_NAMES[lambda_name])
+    scalars = _frameworks.real_parameters(scalars, kind.scalar_names)
     rewards, values = inputs[0], inputs[1]
     outputs = _allocate(framework, rewards, values, time_axis, specs, given)
-    _dispatch.call_core(_core.standard_estimate, framework, inputs, outputs,
-                        (kind, *scalars, time_axis, lambda_name), stream,
-                        _VTRACE_OUTPUT_NAMES if kind == "vtrace" else _STANDARD_NAMES[7:])
-    return _finish(framework, values, specs, outputs)
+    if kind.family:
+        kernel, parameters = _family_core, (kind.core, *scalars, time_axis, kind.lambda_name, *options)
+    else:
+        kernel, parameters = _core.standard_estimate, (kind.core, *scalars, time_axis, kind.lambda_name)
+    _dispatch.call_core(kernel, framework, inputs, outputs, parameters, stream, kind.output_names)
+    return _finish(framework, rewards if values is None else values, specs, outputs)
 
 
 def gae(rewards: Array, values: Array, terminated: Array, truncated: Optional[Array] = None, *,
@@ -221,7 +297,7 @@ def gae(rewards: Array, values: Array, terminated: Array, truncated: Optional[Ar
     inputs. Returns an :class:`Estimate`.
     """
     return Estimate(*_estimate(
-        "gae", "gae_lambda", (rewards, values, terminated, truncated, last_value, bootstrap_values, importance),
+        _GAE, (rewards, values, terminated, truncated, last_value, bootstrap_values, importance),
         (advantages, returns, abs_sums, sums, square_sums), (gamma, gae_lambda, rho_clip, c_clip, 1.0),
         time_axis, stream))
 
@@ -239,7 +315,7 @@ def td_lambda_returns(rewards: Array, values: Array, terminated: Array, truncate
     ``gae(...).returns``; with importance ratios, the lambda-V-trace targets.
     Arguments as :func:`gae`; ``advantages`` here are ``G - values``."""
     return Estimate(*_estimate(
-        "td_lambda", "lambda_", (rewards, values, terminated, truncated, last_value, bootstrap_values, importance),
+        _TD_LAMBDA, (rewards, values, terminated, truncated, last_value, bootstrap_values, importance),
         (advantages, returns, abs_sums, sums, square_sums), (gamma, lambda_, rho_clip, c_clip, 1.0),
         time_axis, stream))
 
@@ -262,7 +338,7 @@ def vtrace(rewards: Array, values: Array, terminated: Array, truncated: Optional
     (``exp(log_pi - log_mu)``), 1 when omitted. The sums are over ``pg_t``.
     Returns a :class:`VTraceEstimate`; arguments otherwise as :func:`gae`."""
     result = _estimate(
-        "vtrace", "lambda_", (rewards, values, terminated, truncated, last_value, bootstrap_values, importance),
+        _VTRACE, (rewards, values, terminated, truncated, last_value, bootstrap_values, importance),
         (pg_advantages, vs, abs_sums, sums, square_sums), (gamma, lambda_, rho_clip, c_clip, rho_pg_clip),
         time_axis, stream)
     return VTraceEstimate(result[1], result[0], *result[2:])
