@@ -20,12 +20,14 @@
 #include <vector>
 
 #include "conventions_cpu_lines.hpp"
+#include "cpu_scan.hpp"  // PUFF_SIMD_CLONES
 #include "cpu_threads.hpp"
 
 namespace puffadv::detail {
 namespace {
 
 constexpr int kRows = 256;                       // rows per block (one unit of thread work)
+constexpr int kStridedRows = 64;
 constexpr std::int64_t kElementsPerThread = 1 << 15;
 constexpr std::int64_t kWindowScratchBytes = 1 << 21;  // n_step_returns: the n lines of W per block
 
@@ -123,7 +125,7 @@ bool is_window(const family_args<C>& a) {
 // n_step_returns keeps min(n, T) lines of W per row besides.
 template <typename C>
 int block_rows_of(const family_args<C>& a) {
-    const std::int64_t rows = a.row_adjacent ? simd_block_rows(a.rows) : kRows;
+    const std::int64_t rows = a.row_adjacent ? simd_block_rows(a.rows) : kStridedRows;
     if (!is_window(a)) return static_cast<int>(rows);
     const std::int64_t levels = std::max<std::int64_t>(1, std::min<std::int64_t>(a.n, a.horizon));
     const std::int64_t fit = kWindowScratchBytes / (levels * std::int64_t(sizeof(C)));
@@ -131,7 +133,7 @@ int block_rows_of(const family_args<C>& a) {
 }
 
 template <typename C>
-bad_step run_block(const family_args<C>& a, std::int64_t first, int n) {
+PUFF_SIMD_CLONES bad_step run_block(const family_args<C>& a, std::int64_t first, int n) {
     const std::int64_t levels = is_window(a) ? std::max<std::int64_t>(1, std::min<std::int64_t>(a.n, a.horizon)) : 0;
     const block_lines<C> s = scratch_for<C>(n, levels);
     const std::int64_t pitch = s.pitch;
@@ -306,6 +308,241 @@ bad_step run_block(const family_args<C>& a, std::int64_t first, int n) {
     return bad;
 }
 
+// ---- time-contiguous rows ([B, T]): tiles of rows, chunks of steps ----
+//
+// Each row's chunk of steps is produced along time (contiguous loads, the
+// lookahead one index on), then the tile's rows run the recurrence interleaved
+// so that their dependency chains overlap. n_step_returns keeps the block path.
+
+constexpr int kTileRows = 8;
+constexpr int kChunkSteps = 256;
+constexpr std::int64_t kTilePitch = kChunkSteps + 16;  // padded against 4K aliasing
+
+template <typename C>
+bool tile_serves(const family_args<C>& a) {
+    if (is_window(a) || a.horizon < 2) return false;
+    for (const view* v : {&a.rewards, &a.values, &a.terminated, &a.truncated, &a.next_values, &a.target,
+                          &a.behaviour, &a.greedy, &a.advantages, &a.returns})
+        if (v->present && v->col_stride != 1 && v->col_stride != -1) return false;
+    return true;
+}
+
+// Steps [t, t + count) of one row into `buffer` (always a copy: the caller patches it).
+template <typename C>
+C* copy_along(const view& v, std::int64_t row, std::int64_t t, int count, C* buffer, bool flag) {
+    load<C>(v.type, v.at(row, t), v.col_stride, count, buffer, flag);
+    return buffer;
+}
+
+template <typename C>
+const C* line_along(const view& v, std::int64_t row, std::int64_t t, int count, C* buffer, bool flag) {
+    return line_of<C>(v, row, t, v.col_stride, count, buffer, flag);
+}
+
+// Backward (A_t from A_{t+1}) or, for episodic_sum, forward (C_t from C_{t-1}).
+template <typename C, int R, bool kForward>
+void recur_rows(int n, const C* delta, const C* decay, C* out, C* carry) {
+    C acc[R];
+    for (int q = 0; q < R; ++q) acc[q] = carry[q];
+    for (int i = 0; i < n; ++i) {
+        const int j = kForward ? i : n - 1 - i;
+        for (int q = 0; q < R; ++q) {
+            acc[q] = delta[q * kTilePitch + j] + decay[q * kTilePitch + j] * acc[q];
+            out[q * kTilePitch + j] = acc[q];
+        }
+    }
+    for (int q = 0; q < R; ++q) carry[q] = acc[q];
+}
+
+template <typename C, bool kForward>
+void recur_any(int rows, int n, const C* delta, const C* decay, C* out, C* carry) {
+    switch (rows) {
+        case 8: return recur_rows<C, 8, kForward>(n, delta, decay, out, carry);
+        case 7: return recur_rows<C, 7, kForward>(n, delta, decay, out, carry);
+        case 6: return recur_rows<C, 6, kForward>(n, delta, decay, out, carry);
+        case 5: return recur_rows<C, 5, kForward>(n, delta, decay, out, carry);
+        case 4: return recur_rows<C, 4, kForward>(n, delta, decay, out, carry);
+        case 3: return recur_rows<C, 3, kForward>(n, delta, decay, out, carry);
+        case 2: return recur_rows<C, 2, kForward>(n, delta, decay, out, carry);
+        default: return recur_rows<C, 1, kForward>(n, delta, decay, out, carry);
+    }
+}
+static_assert(kTileRows == 8, "recur_any unrolls up to 8 rows");
+
+// delta and decay of steps [lo, lo + n) of one row; `values` receives V_t for the returns.
+template <typename C>
+PUFF_SIMD_CLONES void produce_along_time(const family_args<C>& a, std::int64_t row, std::int64_t lo, int n, C* tmp, C* delta,
+                        C* decay, C* values, bad_step& bad) {
+    const C gamma = a.gamma, lambda = a.lambda;
+    const bool at_end = lo + n == a.horizon;
+    const int ahead = at_end ? n : n + 1;  // steps whose lookahead (t + 1) is inside the buffer, plus the chunk
+    C* const r_buf = tmp;
+    C* const term_buf = tmp + kTilePitch;
+    C* const trunc_buf = tmp + 2 * kTilePitch;
+    C* const done = tmp + 3 * kTilePitch;
+    C* const boot = tmp + 4 * kTilePitch;
+    C* const later = tmp + 5 * kTilePitch;   // the lookahead line: c, greedy or dones, at [0, n]
+    C* const v_next = tmp + 6 * kTilePitch;  // q_lambda: values at [0, n]
+    C* const t_buf = tmp + 7 * kTilePitch;
+    C* const b_buf = tmp + 8 * kTilePitch;
+    C* const v_buf = tmp + 9 * kTilePitch;
+    const C* r = line_along(a.rewards, row, lo, n, r_buf, false);
+    if (a.kind == estimator::episodic_sum) {
+        // Forward, in the caller's time order: reset_t = dones_{t-1} (none before step 0), or dones_t.
+        const C kappa = gamma * lambda;
+        const C* reset;
+        if (a.reset_at_start) {
+            reset = line_along(a.terminated, row, lo, n, term_buf, true);
+        } else if (lo == 0) {
+            term_buf[0] = C(0);
+            copy_along(a.terminated, row, 0, n - 1, term_buf + 1, true);
+            reset = term_buf;
+        } else {
+            reset = line_along(a.terminated, row, lo - 1, n, term_buf, true);
+        }
+        for (int j = 0; j < n; ++j) {
+            delta[j] = r[j];
+            decay[j] = kappa * (C(1) - reset[j]);
+        }
+        return;
+    }
+    C* term = copy_along(a.terminated, row, lo, n, term_buf, true);
+    const C* trunc = nullptr;
+    if (a.truncated.present) {
+        trunc = line_along(a.truncated, row, lo, n, trunc_buf, true);
+        if (any_set(trunc, n)) {
+            C both = 0;
+            for (int j = 0; j < n; ++j) both += term[j] * trunc[j];
+            if (both != C(0))
+                for (int j = 0; j < n; ++j)
+                    if (term[j] != C(0) && trunc[j] != C(0)) {
+                        bad.keep_first(row, lo + j);
+                        break;
+                    }
+        } else {
+            trunc = nullptr;
+        }
+    }
+    if (trunc)
+        for (int j = 0; j < n; ++j) done[j] = term[j] + trunc[j] - term[j] * trunc[j];
+    else
+        std::copy(term, term + n, done);
+    if (at_end) done[n - 1] = C(1);  // nothing follows the last step
+
+    const C* v = a.values.present ? line_along(a.values, row, lo, n, v_buf, false) : nullptr;
+    if (values && v) std::copy(v, v + n, values);
+    switch (a.kind) {
+        case estimator::discounted_returns: {
+            // B_t: 0 inside the buffer, the bootstrap at truncations and after the last step.
+            std::fill(boot, boot + n, C(0));
+            if (trunc)
+                for (int j = 0; j < n; ++j)
+                    if (trunc[j] != C(0)) boot[j] = load_one<C>(a.bootstrap, row, lo + j);
+            if (at_end && !(trunc && trunc[n - 1] != C(0))) boot[n - 1] = value_after_end(a, row);
+            for (int j = 0; j < n; ++j) {
+                delta[j] = r[j] + zero_where_set(term[j], gamma * boot[j]);
+                decay[j] = gamma * (C(1) - done[j]);
+            }
+            break;
+        }
+        case estimator::retrace: {
+            const C* nv = line_along(a.next_values, row, lo, n, boot, false);
+            const C* tp = line_along(a.target, row, lo, ahead, t_buf, false);
+            const C* bp = line_along(a.behaviour, row, lo, ahead, b_buf, false);
+            const C c_clip = a.c_clip;
+            if (a.log_probs)
+                for (int j = 0; j < ahead; ++j) later[j] = lambda * clip(C(std::exp(tp[j] - bp[j])), c_clip);
+            else
+                for (int j = 0; j < ahead; ++j) later[j] = lambda * clip(tp[j] / bp[j], c_clip);
+            if (at_end) later[n] = C(0);
+            for (int j = 0; j < n; ++j) {
+                delta[j] = r[j] + zero_where_set(term[j], gamma * nv[j]) - v[j];
+                decay[j] = zero_where_set(done[j], gamma * later[j + 1]);
+            }
+            break;
+        }
+        case estimator::q_lambda: {
+            const C* nv = line_along(a.next_values, row, lo, n, boot, false);
+            copy_along(a.values, row, lo, ahead, v_next, false);
+            if (a.greedy.present)
+                copy_along(a.greedy, row, lo, ahead, later, true);
+            else
+                std::fill(later, later + ahead, C(1));
+            if (at_end) later[n] = v_next[n] = C(0);
+            const C gl = gamma * lambda;
+            for (int j = 0; j < n; ++j) {
+                const C k = gl * later[j + 1];
+                delta[j] = r[j] + zero_where_set(term[j], gamma * nv[j]) - v[j] +
+                           zero_where_set(done[j], k * (v_next[j + 1] - nv[j]));
+                decay[j] = zero_where_set(done[j], k);
+            }
+            break;
+        }
+        default: break;
+    }
+}
+
+template <typename C>
+PUFF_SIMD_CLONES bad_step run_tile(const family_args<C>& a, std::int64_t first, int count) {
+    static thread_local std::vector<C> buffer;
+    buffer.resize(static_cast<std::size_t>(kTilePitch * (4 * kTileRows + 10)));
+    C* const delta = buffer.data();
+    C* const decay = delta + kTileRows * kTilePitch;
+    C* const out = decay + kTileRows * kTilePitch;
+    C* const values = out + kTileRows * kTilePitch;
+    C* const tmp = values + kTileRows * kTilePitch;
+    C* const ret = tmp;  // the epilogue's returns line reuses the temporaries
+    bad_step bad;
+    const bool sum = a.abs_sums.present || a.sums.present || a.square_sums.present;
+    const bool add_values = a.returns.present && a.values.present;
+    C carry[kTileRows] = {};
+    if (a.kind == estimator::episodic_sum && a.last_value.present)
+        for (int q = 0; q < count; ++q) carry[q] = load_one<C>(a.last_value, first + q, 0);
+    double sums[kTileRows][3] = {};
+    const bool forward = a.kind == estimator::episodic_sum;
+    const std::int64_t chunks = (a.horizon + kChunkSteps - 1) / kChunkSteps;
+    for (std::int64_t chunk = 0; chunk < chunks; ++chunk) {
+        // Backward scans take the chunks from the end; the forward one from the start.
+        const std::int64_t lo = forward ? chunk * kChunkSteps
+                                        : std::max<std::int64_t>(0, a.horizon - (chunk + 1) * kChunkSteps);
+        const int n = static_cast<int>(std::min<std::int64_t>(a.horizon, forward ? lo + kChunkSteps
+                                                                                : a.horizon - chunk * kChunkSteps) - lo);
+        for (int q = 0; q < count; ++q)
+            produce_along_time(a, first + q, lo, n, tmp, delta + q * kTilePitch, decay + q * kTilePitch,
+                               add_values ? values + q * kTilePitch : nullptr, bad);
+        if (forward)
+            recur_any<C, true>(count, n, delta, decay, out, carry);
+        else
+            recur_any<C, false>(count, n, delta, decay, out, carry);
+        for (int q = 0; q < count; ++q) {
+            const std::int64_t row = first + q;
+            const C* adv = out + q * kTilePitch;
+            if (a.advantages.present)
+                store<C>(a.advantages.type, a.advantages.at(row, lo), a.advantages.col_stride, n, adv);
+            if (a.returns.present) {
+                const C* g = adv;
+                if (add_values) {
+                    const C* v = values + q * kTilePitch;
+                    for (int j = 0; j < n; ++j) ret[j] = adv[j] + v[j];
+                    g = ret;
+                }
+                store<C>(a.returns.type, a.returns.at(row, lo), a.returns.col_stride, n, g);
+            }
+            if (sum) {
+                double s_abs = 0, s = 0, s_sq = 0;
+                for (int j = 0; j < n; ++j) {
+                    const double x = adv[j];
+                    s_abs += std::fabs(x), s += x, s_sq += x * x;
+                }
+                sums[q][0] += s_abs, sums[q][1] += s, sums[q][2] += s_sq;
+            }
+        }
+    }
+    if (sum)
+        for (int q = 0; q < count; ++q) write_row_sums(a, first + q, sums[q]);
+    return bad;
+}
+
 // The view of the same data with time reversed: step t reads the caller's T - 1 - t.
 void reverse_time(view& v, std::int64_t horizon) {
     if (!v.present || horizon == 0) return;
@@ -344,18 +581,21 @@ void run_family(const standard_arrays& a, const standard_params& p) {
     for (const view* v : {&k.rewards, &k.values, &k.terminated, &k.truncated, &k.next_values, &k.target,
                           &k.behaviour, &k.greedy, &k.advantages, &k.returns})
         if (v->present && v->row_stride != 1) k.row_adjacent = false;
-    if (k.kind == estimator::episodic_sum)
+    // The block path runs episodic_sum's forward scan backwards over time-reversed views.
+    const bool along_time = tile_serves(k);
+    if (k.kind == estimator::episodic_sum && !along_time)
         for (view* v : {&k.rewards, &k.terminated, &k.advantages, &k.returns}) reverse_time(*v, k.horizon);
 
     shared_bad_step bad;
-    const std::int64_t unit = block_rows_of(k);
+    const std::int64_t unit = along_time ? kTileRows : block_rows_of(k);
     const std::int64_t units = (k.rows + unit - 1) / unit;
     const std::int64_t by_work = std::max<std::int64_t>(1, k.rows * k.horizon / kElementsPerThread);
     const int threads = static_cast<int>(std::min<std::int64_t>({cpu_thread_count(), units, by_work}));
     parallel_ranges(threads, units, [&](std::int64_t begin, std::int64_t end) {
         for (std::int64_t u = begin; u < end; ++u) {
             const std::int64_t first = u * unit;
-            bad.keep(run_block(k, first, static_cast<int>(std::min<std::int64_t>(unit, k.rows - first))));
+            const int count = static_cast<int>(std::min<std::int64_t>(unit, k.rows - first));
+            bad.keep(along_time ? run_tile(k, first, count) : run_block(k, first, count));
         }
     });
     if (bad.first.row >= 0)

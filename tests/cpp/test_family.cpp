@@ -311,8 +311,10 @@ TEST_P(family, matches_the_float64_reference_in_every_layout) {
         check_case<double>(GetParam(), l, 19, 23);
         check_case<float>(GetParam(), l, 19, 23);
     }
-    // More rows than one block, and the degenerate horizons.
+    // More rows than one block or tile, more steps than one chunk, and the degenerate horizon.
     check_case<float>(GetParam(), layout::time_major, 600, 7);
+    check_case<double>(GetParam(), layout::row_major, 11, 600);
+    check_case<float>(GetParam(), layout::reversed, 9, 530);
     check_case<double>(GetParam(), layout::row_major, 300, 1);
 }
 
