@@ -139,11 +139,13 @@ def test_matches_reference(target, rng, variant, dtype, time_axis, give):
 
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_horizons_of_one_and_many_rows(rng, variant):
-    """T = 1 (every step first and last) and enough rows for several blocks and threads."""
-    for rows, horizon in [(5, 1), (603, 37)]:
+    """T = 1 (every step first and last), enough rows for several blocks and threads, and
+    long [B, T] rows (tiles of 8 rows, chunks of 256 steps, a remainder of both)."""
+    for rows, horizon in [(5, 1), (603, 37), (21, 700)]:
         e = ref.random_off_policy(rng, rows, horizon, np.float64)
-        got, want, _ = call(variant, e)
-        assert_matches(got, want, 1e-12)
+        for time_axis in (-1, 0):
+            got, want, _ = call(variant, e, time_axis=time_axis)
+            assert_matches(got, want, 1e-12)
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
