@@ -138,14 +138,15 @@ def test_matches_reference(target, rng, variant, dtype, time_axis, give):
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
-def test_horizons_of_one_and_many_rows(rng, variant):
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_horizons_of_one_and_many_rows(rng, variant, dtype):
     """T = 1 (every step first and last), enough rows for several blocks and threads, and
     long [B, T] rows (tiles of 8 rows, chunks of 256 steps, a remainder of both)."""
     for rows, horizon in [(5, 1), (603, 37), (21, 700)]:
-        e = ref.random_off_policy(rng, rows, horizon, np.float64)
+        e = ref.random_off_policy(rng, rows, horizon, dtype)
         for time_axis in (-1, 0):
             got, want, _ = call(variant, e, time_axis=time_axis)
-            assert_matches(got, want, 1e-12)
+            assert_matches(got, want, ref.TOLERANCE[np.dtype(dtype)])
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
