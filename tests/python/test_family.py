@@ -377,3 +377,36 @@ def test_out_aliasing_inputs_is_named():
     e = _args()
     with pytest.raises(ValueError, match="^out overlaps inputs in memory"):
         puffadv.episodic_cumsum(e["rewards"], e["terminated"], out=e["rewards"])
+
+
+def test_gpu_arrays_without_a_usable_backend_fall_back_to_the_host(rng, monkeypatch):
+    """The family's keyword arrays (next_values, probabilities, greedy) travel
+    through the CPU fallback like the positional ones, absent ones included."""
+    import warnings
+
+    from fake_device import FakeGpuArray
+    from puffadv import _fallback
+    if puffadv.backend()["cuda"]["device_count"] > 0:
+        pytest.skip("this machine computes CUDA arrays itself: no fallback to exercise")
+    real_writer = _fallback._writer
+    monkeypatch.setattr(_fallback, "_writer", lambda framework, out, name: (
+        (lambda dst, host: np.copyto(dst.host, np.asarray(host))), out) if isinstance(out, FakeGpuArray)
+        else real_writer(framework, out, name))
+    monkeypatch.delenv("PUFFADV_FALLBACK", raising=False)
+    e = ref.random_off_policy(rng, 5, 33, np.float32)
+    fake = lambda x: FakeGpuArray(np.ascontiguousarray(x))
+    out, sums = FakeGpuArray(np.full((5, 33), np.nan, np.float32)), FakeGpuArray(np.full(5, np.nan, np.float32))
+    counter = FakeGpuArray(np.full((5, 33), np.nan, np.float32))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", puffadv.FallbackWarning)
+        got = puffadv.retrace(*map(fake, (e["rewards"], e["q_values"], e["next_values"], e["terminated"])),
+                              target_log_probs=fake(e["target_log_probs"]),
+                              behaviour_log_probs=fake(e["behaviour_log_probs"]), gamma=GAMMA, lambda_=LAM,
+                              advantages=out, returns=False, sums=sums)
+        puffadv.episodic_cumsum(fake(e["rewards"]), fake(e["terminated"]), seed=fake(e["last_value"]), out=counter)
+    assert got.advantages is out and got.sums is sums and got.returns is None
+    want, _ = ref.retrace(e["rewards"], e["q_values"], e["next_values"], e["terminated"], None,
+                          e["target_log_probs"], e["behaviour_log_probs"], True, GAMMA, LAM, 1.0)
+    assert ref.relative_error(out.host, want) <= 1e-5
+    assert ref.relative_error(sums.host, want.sum(1)) <= 1e-5
+    assert ref.relative_error(counter.host, ref.episodic_sum(e["rewards"], e["terminated"], e["last_value"])) <= 1e-5
