@@ -19,6 +19,10 @@
 #include <string>
 #include <vector>
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
 #include "conventions_cpu_lines.hpp"
 #include "cpu_scan.hpp"  // PUFF_SIMD_CLONES
 #include "cpu_threads.hpp"
@@ -40,6 +44,7 @@ struct family_args {
     C gamma, lambda, c_clip;
     bool log_probs, reset_at_start;
     bool row_adjacent;  // every [rows, horizon] array holds a step's rows adjacent
+    bool streaming;     // outputs too large to stay cached: stored past the caches
     std::int64_t n;
 };
 
@@ -97,6 +102,28 @@ block_lines<C> scratch_for(int rows, std::int64_t levels) {
     for (int i = 0; i < 3; ++i) b.sums[i] = sums.data() + i * pitch;
     b.pitch = pitch;
     return b;
+}
+
+// Stores n results of a line. Large outputs of type C with adjacent elements are
+// streamed past the caches (non-temporal stores): they would not stay cached for
+// whoever reads them next, and a normal store first reads each line it writes.
+template <typename C>
+void store_line(const view& out, std::int64_t row, std::int64_t t, std::int64_t stride, int n, const C* in,
+                bool streaming) {
+#if defined(__SSE2__)
+    if (streaming && stride == 1 && out.type == dtype_of<C>) {
+        C* p = static_cast<C*>(out.at(row, t));
+        int j = 0;
+        for (; j < n && reinterpret_cast<std::uintptr_t>(p + j) % 16 != 0; ++j) p[j] = in[j];
+        if constexpr (sizeof(C) == 4)
+            for (; j + 4 <= n; j += 4) _mm_stream_ps(p + j, _mm_loadu_ps(in + j));
+        else
+            for (; j + 2 <= n; j += 2) _mm_stream_pd(p + j, _mm_loadu_pd(in + j));
+        for (; j < n; ++j) p[j] = in[j];
+        return;
+    }
+#endif
+    store<C>(out.type, out.at(row, t), stride, n, in);
 }
 
 // Loads one step's line of n rows from `first` on, converted to C.
@@ -280,8 +307,7 @@ PUFF_SIMD_CLONES bad_step run_block(const family_args<C>& a, std::int64_t first,
             default: break;
         }
 
-        if (a.advantages.present) store<C>(a.advantages.type, a.advantages.at(first, t), a.advantages.row_stride, n,
-                                           s.acc);
+        if (a.advantages.present) store_line<C>(a.advantages, first, t, a.advantages.row_stride, n, s.acc, a.streaming);
         if (a.returns.present) {
             const C* ret = s.acc;
             if (is_window(a)) {
@@ -290,7 +316,7 @@ PUFF_SIMD_CLONES bad_step run_block(const family_args<C>& a, std::int64_t first,
                 for (int i = 0; i < n; ++i) s.out[i] = s.acc[i] + v[i];
                 ret = s.out;
             }
-            store<C>(a.returns.type, a.returns.at(first, t), a.returns.row_stride, n, ret);
+            store_line<C>(a.returns, first, t, a.returns.row_stride, n, ret, a.streaming);
         }
         if (sum)
             for (int i = 0; i < n; ++i) {
@@ -518,7 +544,7 @@ PUFF_SIMD_CLONES bad_step run_tile(const family_args<C>& a, std::int64_t first, 
             const std::int64_t row = first + q;
             const C* adv = out + q * kTilePitch;
             if (a.advantages.present)
-                store<C>(a.advantages.type, a.advantages.at(row, lo), a.advantages.col_stride, n, adv);
+                store_line<C>(a.advantages, row, lo, a.advantages.col_stride, n, adv, a.streaming);
             if (a.returns.present) {
                 const C* g = adv;
                 if (add_values) {
@@ -526,7 +552,7 @@ PUFF_SIMD_CLONES bad_step run_tile(const family_args<C>& a, std::int64_t first, 
                     for (int j = 0; j < n; ++j) ret[j] = adv[j] + v[j];
                     g = ret;
                 }
-                store<C>(a.returns.type, a.returns.at(row, lo), a.returns.col_stride, n, g);
+                store_line<C>(a.returns, row, lo, a.returns.col_stride, n, g, a.streaming);
             }
             if (sum) {
                 double s_abs = 0, s = 0, s_sq = 0;
@@ -581,6 +607,9 @@ void run_family(const standard_arrays& a, const standard_params& p) {
     for (const view* v : {&k.rewards, &k.values, &k.terminated, &k.truncated, &k.next_values, &k.target,
                           &k.behaviour, &k.greedy, &k.advantages, &k.returns})
         if (v->present && v->row_stride != 1) k.row_adjacent = false;
+    const std::int64_t output_bytes = k.rows * k.horizon * dtype_size(a.rewards.type) *
+                                      ((a.advantages ? 1 : 0) + (a.fused.returns ? 1 : 0));
+    k.streaming = output_bytes >= kStreamingBytes;
     // The block path runs episodic_sum's forward scan backwards over time-reversed views.
     const bool along_time = tile_serves(k);
     if (k.kind == estimator::episodic_sum && !along_time)
@@ -596,6 +625,9 @@ void run_family(const standard_arrays& a, const standard_params& p) {
             const std::int64_t first = u * unit;
             const int count = static_cast<int>(std::min<std::int64_t>(unit, k.rows - first));
             bad.keep(along_time ? run_tile(k, first, count) : run_block(k, first, count));
+#if defined(__SSE2__)
+            if (k.streaming) _mm_sfence();  // the streamed stores are seen before the call returns
+#endif
         }
     });
     if (bad.first.row >= 0)
