@@ -410,3 +410,43 @@ def test_gpu_arrays_without_a_usable_backend_fall_back_to_the_host(rng, monkeypa
     assert ref.relative_error(out.host, want) <= 1e-5
     assert ref.relative_error(sums.host, want.sum(1)) <= 1e-5
     assert ref.relative_error(counter.host, ref.episodic_sum(e["rewards"], e["terminated"], e["last_value"])) <= 1e-5
+
+
+@pytest.fixture(scope="module")
+def large_episodes():
+    return ref.random_off_policy(np.random.default_rng(20), 16400, 264, np.float32)
+
+
+LARGE = {  # one output of each kind of kernel, given as `out`
+    "n_step": lambda a, out, **kw: puffadv.n_step_returns(
+        a["rewards"], a["values"], a["terminated"], a["truncated"], n=3, bootstrap_values=a["bootstrap_values"],
+        returns=out, **kw).returns,
+    "retrace": lambda a, out, **kw: puffadv.retrace(
+        a["rewards"], a["q_values"], a["next_values"], a["terminated"], a["truncated"], target_probs=a["target_probs"],
+        behaviour_probs=a["behaviour_probs"], advantages=out, returns=False, **kw).advantages,
+    "episodic_cumsum": lambda a, out, **kw: puffadv.episodic_cumsum(
+        a["rewards"], a["terminated"], seed=a["last_value"], boundary="starts_at", out=out, **kw),
+}
+
+
+@pytest.mark.parametrize("kind", LARGE)
+@pytest.mark.parametrize("time_axis", [-1, 0])
+@pytest.mark.parametrize("offset", [0, 1])
+def test_large_outputs_streamed_past_the_caches(large_episodes, kind, time_axis, offset):
+    """Outputs of 16 MiB and more are written with streaming stores (16-byte aligned
+    rows only; offset 1 takes the cached stores): the same numbers, bit for bit, as
+    the call in slices of 1024 rows, whose outputs fit the caches."""
+    e = large_episodes
+    rows, horizon = e["rewards"].shape
+    shape = (rows, horizon) if time_axis == -1 else (horizon, rows)
+    big = np.full(rows * horizon + 8, np.nan, np.float32)[offset:offset + rows * horizon].reshape(shape)
+
+    def arrays(part):
+        layout = (lambda x: x[part]) if time_axis == -1 else (lambda x: np.ascontiguousarray(x[part].T))
+        return {k: layout(v) if v.ndim == 2 else v[part] for k, v in e.items()}
+
+    LARGE[kind](arrays(slice(None)), big, time_axis=time_axis)
+    for start in range(0, rows, 1024):
+        part = slice(start, start + 1024)
+        small = LARGE[kind](arrays(part), None if kind == "episodic_cumsum" else True, time_axis=time_axis)
+        np.testing.assert_array_equal(small, big[part] if time_axis == -1 else big[:, part])
