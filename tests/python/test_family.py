@@ -289,11 +289,6 @@ def _args(rng=np.random.default_rng(0)):
     return ref.random_off_policy(rng, 4, 10, np.float32)
 
 
-def _bad(call_it, error, words):
-    with pytest.raises(error, match=words):
-        call_it(_args())
-
-
 @pytest.mark.parametrize("call_it, error, words", [
     (lambda e: puffadv.retrace(e["rewards"], e["q_values"], e["next_values"], e["terminated"],
                                target_probs=e["target_probs"], behaviour_log_probs=e["behaviour_probs"]),
@@ -350,7 +345,8 @@ def _bad(call_it, error, words):
     (lambda e: puffadv.eligibility_traces(e["rewards"], [[1]], gamma=0.9, lambda_=0.5), TypeError, "^dones"),
 ], ids=lambda x: x if isinstance(x, str) else None)
 def test_bad_input_is_named(call_it, error, words):
-    _bad(call_it, error, words)
+    with pytest.raises(error, match=words):
+        call_it(_args())
 
 
 @needs_torch
