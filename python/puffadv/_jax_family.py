@@ -16,7 +16,7 @@ import numpy as np
 
 from . import _core
 from . import jax as _pjax  # the shared helpers and registration, read at call time
-from ._conventions import Estimate, VTraceEstimate
+from ._conventions import Estimate, VTraceEstimate, _window, probability_pair, reset_at_start
 from ._jax_sharding import RowwiseCall, result_type
 
 # The core's estimator values (the handler's `kind` attribute).
@@ -65,13 +65,6 @@ def _estimate_jvp(static, layout, primals, tangents):
 _estimate_jit = jax.jit(_estimate, static_argnums=(0, 1))
 
 
-def _integer(value, name: str) -> int:
-    """A concrete int (n, time_axis); bools are refused."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise TypeError(f"{name} must be an int, got {type(value).__name__}")
-    return int(value)
-
-
 def _time_axis(time_axis) -> int:
     if isinstance(time_axis, bool) or not isinstance(time_axis, numbers.Integral):
         raise TypeError(f"time_axis must be an int (0: time-major [T, B], 1: batch-major [B, T]), "
@@ -89,7 +82,7 @@ def _call(function, kind, arrays, *, gamma, lam=1.0, lambda_name="lambda_", rho_
     params = tuple(_pjax._scalar(p, name) for p, name in (
         (gamma, "gamma"), (lam, lambda_name), (rho_clip, "rho_clip"), (c_clip, "c_clip"),
         (rho_pg_clip, "rho_pg_clip")))
-    n = _integer(n, "n")
+    n = _window(n)
     specs = {role: (*_pjax._spec(x), name) for role, (name, x) in named.items()}
     _core.jax_check_standard(kind, specs, *params, n, bool(log_probs), bool(reset_at_start), time_axis,
                              lambda_name, advantages)
@@ -220,18 +213,6 @@ def n_step_returns(rewards, values, terminated, truncated=None, *, n, last_value
     return Estimate(advantages, returns)
 
 
-def _probability_pair(target_probs, behaviour_probs, target_log_probs, behaviour_log_probs):
-    """(target, behaviour, log_probs): exactly one of the two pairs, each given whole."""
-    plain = (target_probs is not None, behaviour_probs is not None)
-    logs = (target_log_probs is not None, behaviour_log_probs is not None)
-    if any(plain) and any(logs):
-        raise ValueError("pass either target_probs and behaviour_probs or target_log_probs and "
-                         "behaviour_log_probs, not a mix of the two")
-    if any(logs):
-        return target_log_probs, behaviour_log_probs, True
-    return target_probs, behaviour_probs, False
-
-
 def retrace(rewards, q_values, next_values, terminated, truncated=None, *, target_probs=None,
             behaviour_probs=None, target_log_probs=None, behaviour_log_probs=None, gamma=0.99,
             lambda_=1.0, c_clip=1.0, time_axis=-1) -> Estimate:
@@ -241,8 +222,8 @@ def retrace(rewards, q_values, next_values, terminated, truncated=None, *, targe
     ``next_values`` the expected next-state value ``E_pi Q(s_{t+1}, .)``, and exactly
     one pair of probabilities of the taken actions (or log-probabilities).
     Returns an :class:`Estimate`: ``returns`` Q_ret and ``advantages`` Q_ret - q_values."""
-    target, behaviour, log_probs = _probability_pair(target_probs, behaviour_probs, target_log_probs,
-                                                     behaviour_log_probs)
+    log_probs, target, behaviour = probability_pair(target_probs, behaviour_probs, target_log_probs,
+                                                    behaviour_log_probs)
     prefix = "target_log_probs" if log_probs else "target_probs"
     returns, advantages = _call(
         "retrace", "retrace",
@@ -269,9 +250,6 @@ def q_lambda(rewards, q_values, next_values, terminated, truncated=None, *, gree
     return Estimate(advantages, returns)
 
 
-_BOUNDARIES = {"ends_at": False, "starts_at": True}  # boundary -> reset_at_start
-
-
 def _episodic_roles(inputs, dones, seed):
     return {"rewards": ("inputs", inputs), "terminated": ("dones", dones), "last_value": ("seed", seed)}
 
@@ -282,10 +260,8 @@ def episodic_cumsum(inputs, dones, *, seed=None, boundary="ends_at", time_axis=-
     ``C_{-1} = seed`` (``[B]``, absent: 0). ``boundary="ends_at"``: ``dones[t]`` ends an
     episode, the sum restarts at ``t + 1``; ``"starts_at"``: it restarts at ``t``.
     Returns the sums, shaped like ``inputs``."""
-    if not isinstance(boundary, str) or boundary not in _BOUNDARIES:
-        raise ValueError(f"boundary must be 'ends_at' or 'starts_at', got {boundary!r}")
     sums, _ = _call("episodic_cumsum", "episodic_sum", _episodic_roles(inputs, dones, seed), gamma=1.0,
-                    lam=1.0, reset_at_start=_BOUNDARIES[boundary], time_axis=time_axis, advantages=False)
+                    lam=1.0, reset_at_start=reset_at_start(boundary), time_axis=time_axis, advantages=False)
     return sums
 
 
