@@ -16,6 +16,7 @@
 
 #include <puffadv/conventions.hpp>
 
+#include "../conventions_detail.hpp"
 #include "ops.hpp"
 
 namespace puffadv::torch_ops {
@@ -26,44 +27,44 @@ std::optional<matrix> optional_view(const std::optional<Tensor>& t, const char* 
     return to_matrix(*t, name, false);
 }
 
-// One call's tensors by the core's roles (standard_arrays), with the names the
-// op's caller knows them by: episodic_sum's rewards are its `inputs`, its
-// terminated its `dones`, its last_value its `seed`; Q-value estimators read
-// `q_values` as values. Absent optional tensors stay std::nullopt.
+// One call's tensors by the core's roles (standard_arrays); absent optional
+// tensors stay std::nullopt. Each is named as the caller knows it, from the
+// core's table (episodic_sum's rewards are its `inputs`, q_lambda's values its
+// `q_values`).
 struct op_inputs {
     const Tensor& rewards;
     const Tensor* values;  // nullptr: the kind reads none (discounted_returns, episodic_sum)
     const Tensor& terminated;
     std::optional<Tensor> truncated, last_value, bootstrap_values, importance;
     std::optional<Tensor> next_values, target_probs, behaviour_probs, greedy;
-    const char* rewards_name = "rewards";
-    const char* values_name = "values";
-    const char* terminated_name = "terminated";
-    const char* last_value_name = "last_value";
 };
 
 // Runs one estimator, whatever its kind; outputs are fresh contiguous tensors
 // shaped like rewards, of the values' output type (the rewards' without values).
 std::tuple<Tensor, Tensor> estimate(const op_inputs& in, const standard_params& p, std::int64_t time_axis,
                                     bool want_advantages) {
-    require_tensor(in.rewards, in.rewards_name);  // shapes the outputs
-    if (in.values) require_tensor(*in.values, in.values_name);
+    using detail::argument_role;
+    const auto name = [&p](argument_role role) { return detail::argument_name(p.kind, role); };
+    require_tensor(in.rewards, name(argument_role::rewards));  // shapes the outputs
+    if (in.values) require_tensor(*in.values, name(argument_role::values));
     const Tensor& typed = in.values ? *in.values : in.rewards;  // sets their dtype
     Tensor returns = empty_output(in.rewards, typed);
     // An unused advantages output is the returns tensor: a stable Tensor is never undefined.
     Tensor advantages = want_advantages ? empty_output(in.rewards, typed) : returns;
     standard_arrays a;
-    a.rewards = to_matrix(in.rewards, in.rewards_name, false);
-    if (in.values) a.values = to_matrix(*in.values, in.values_name, false);
-    a.terminated = to_matrix(in.terminated, in.terminated_name, false);
-    a.truncated = optional_view(in.truncated, "truncated");
-    a.last_value = optional_view(in.last_value, in.last_value_name);
-    a.bootstrap_values = optional_view(in.bootstrap_values, "bootstrap_values");
-    a.importance = optional_view(in.importance, "importance");
-    a.next_values = optional_view(in.next_values, "next_values");
-    a.target_probs = optional_view(in.target_probs, "target_probs");
-    a.behaviour_probs = optional_view(in.behaviour_probs, "behaviour_probs");
-    a.greedy = optional_view(in.greedy, "greedy");
+    a.rewards = to_matrix(in.rewards, name(argument_role::rewards), false);
+    if (in.values) a.values = to_matrix(*in.values, name(argument_role::values), false);
+    a.terminated = to_matrix(in.terminated, name(argument_role::terminated), false);
+    const std::tuple<const std::optional<Tensor>&, std::optional<matrix>&, argument_role> optional[] = {
+        {in.truncated, a.truncated, argument_role::truncated},
+        {in.last_value, a.last_value, argument_role::last_value},
+        {in.bootstrap_values, a.bootstrap_values, argument_role::bootstrap_values},
+        {in.importance, a.importance, argument_role::importance},
+        {in.next_values, a.next_values, argument_role::next_values},
+        {in.target_probs, a.target_probs, argument_role::target_probs},
+        {in.behaviour_probs, a.behaviour_probs, argument_role::behaviour_probs},
+        {in.greedy, a.greedy, argument_role::greedy}};
+    for (const auto& [tensor, view, role] : optional) view = optional_view(tensor, name(role));
     if (want_advantages) a.advantages = to_matrix(advantages, "advantages", true);
     a.fused.returns = to_matrix(returns, "returns", true);
     throw_problem(apply_time_axis(a, time_axis));  // the schema's int64, unnarrowed
@@ -157,7 +158,6 @@ std::tuple<Tensor, Tensor> retrace_op(const Tensor& rewards, const Tensor& q_val
                                       const std::optional<Tensor>& behaviour_probs, bool log_probs,
                                       double gamma, double lambda_, double c_clip, std::int64_t time_axis) {
     op_inputs in{rewards, &q_values, terminated, truncated};
-    in.values_name = "q_values";
     in.next_values = next_values;
     in.target_probs = target_probs;
     in.behaviour_probs = behaviour_probs;
@@ -173,7 +173,6 @@ std::tuple<Tensor, Tensor> q_lambda_op(const Tensor& rewards, const Tensor& q_va
                                        const std::optional<Tensor>& greedy, double gamma, double lambda_,
                                        std::int64_t time_axis) {
     op_inputs in{rewards, &q_values, terminated, truncated};
-    in.values_name = "q_values";
     in.next_values = next_values;
     in.greedy = greedy;
     auto [advantages, returns] =
@@ -181,13 +180,10 @@ std::tuple<Tensor, Tensor> q_lambda_op(const Tensor& rewards, const Tensor& q_va
     return {returns, advantages};
 }
 
-// episodic_sum with the caller's names: C_t = inputs_t + gamma lambda (1 - reset_t) C_{t-1}.
+// episodic_sum: C_t = inputs_t + gamma lambda (1 - reset_t) C_{t-1}.
 Tensor episodic_sum(const Tensor& inputs, const Tensor& dones, const std::optional<Tensor>& seed,
                     const standard_params& p, std::int64_t time_axis) {
     op_inputs in{inputs, nullptr, dones, std::nullopt, seed};
-    in.rewards_name = "inputs";
-    in.terminated_name = "dones";
-    in.last_value_name = "seed";
     return std::get<1>(estimate(in, p, time_axis, false));
 }
 

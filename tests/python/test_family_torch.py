@@ -120,8 +120,8 @@ def test_a_meta_tensor_among_cpu_tensors_is_named(variant):
     fn, args, kw, params, _ = tensors(variant, episodes(rows=3, horizon=5))
     op, op_args, op_kw = op_call(fn, args, kw, params)
     op_args[1] = op_args[1].to("meta")
-    name = op._schema.arguments[1].name
-    with pytest.raises(ValueError, match=f"^{name} is on meta but {op._schema.arguments[0].name} is on cpu"):
+    first, second = (a.name for a in op.default._schema.arguments[:2])
+    with pytest.raises(ValueError, match=f"^{second} is on meta but {first} is on cpu"):
         op(*op_args, **op_kw)
 
 
