@@ -509,6 +509,7 @@ void puff_advantage_general_cpu(const puff_arrays& arrays, const puff_params& pa
 }
 
 void standard_estimate_cpu(const standard_arrays& arrays, const standard_params& params) {
+    if (is_family_kind(params.kind)) return family_estimate_cpu(arrays, params);
     if (arrays.rewards.type == dtype::float64)
         run_standard<double>(arrays, params);
     else

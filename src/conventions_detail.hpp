@@ -58,6 +58,9 @@ bool puff_needs_general_kernel(const puff_arrays& arrays) noexcept;
 /// CPU kernels (conventions_cpu.cpp); arguments arrive checked.
 void puff_advantage_general_cpu(const puff_arrays& arrays, const puff_params& params);
 void standard_estimate_cpu(const standard_arrays& arrays, const standard_params& params);
+/// The kinds past gae / td_lambda / vtrace (conventions_cpu_family.cpp).
+bool is_family_kind(estimator kind) noexcept;
+void family_estimate_cpu(const standard_arrays& arrays, const standard_params& params);
 
 /// GPU kernels (conventions_cuda.cu, conventions_hip.cpp): asynchronous on `stream`.
 #if PUFFADV_HAS_CUDA
