@@ -37,6 +37,7 @@ struct family_args {
     view advantages, returns, abs_sums, sums, square_sums;
     C gamma, lambda, c_clip;
     bool log_probs, reset_at_start;
+    bool row_adjacent;  // every [rows, horizon] array holds a step's rows adjacent
     std::int64_t n;
 };
 
@@ -64,16 +65,37 @@ void write_row_sums(const family_args<C>& a, std::int64_t row, const double* sum
     }
 }
 
-// Scratch lines of one block (kRows wide, padded against 4K aliasing).
+// Scratch lines of one block, carved out of this thread's buffers (pointers, so
+// that the loops do not look the thread-local storage up again at every use).
 template <typename C>
-struct block_scratch {
-    static constexpr int W = kRows + 16;
-    alignas(64) C r[W], term[W], trunc[W], done[W], boot[W], delta[W], decay[W], acc[W], out[W];
-    alignas(64) C v[2][W], term_keep[2][W], next_factor[2][W], zeros[W], values_end[W];
-    alignas(64) C target[W], behaviour[W];
-    alignas(64) double sums[3][W];
-    std::vector<C> windows;  // n_step_returns: W_1 .. W_n of the later step
+struct block_lines {
+    C *r, *term, *trunc, *boot, *acc, *out, *zeros, *values_end, *target, *behaviour;
+    C *v[2], *term_keep[2], *next_factor[2];
+    C* windows;  // n_step_returns: W_1 .. W_levels of the later step, `pitch` apart
+    double* sums[3];
+    std::int64_t pitch;
 };
+
+template <typename C>
+block_lines<C> scratch_for(int rows, std::int64_t levels) {
+    static thread_local std::vector<C> lines;
+    static thread_local std::vector<double> sums;
+    // Padded past a multiple of 4 KB: lines a power of two apart alias in the caches' low address bits.
+    const std::int64_t pitch = (rows + 15) / 16 * 16 + 16;
+    constexpr int kLines = 16;
+    lines.resize(static_cast<std::size_t>(pitch * (kLines + levels)));
+    sums.resize(static_cast<std::size_t>(3 * pitch));
+    block_lines<C> b{};
+    C* next = lines.data();
+    auto take = [&] { C* line = next; next += pitch; return line; };
+    b.r = take(), b.term = take(), b.trunc = take(), b.boot = take(), b.acc = take(), b.out = take(), b.zeros = take(), b.values_end = take();
+    b.target = take(), b.behaviour = take();
+    for (int i = 0; i < 2; ++i) b.v[i] = take(), b.term_keep[i] = take(), b.next_factor[i] = take();
+    b.windows = next;
+    for (int i = 0; i < 3; ++i) b.sums[i] = sums.data() + i * pitch;
+    b.pitch = pitch;
+    return b;
+}
 
 // Loads one step's line of n rows from `first` on, converted to C.
 template <typename C>
@@ -94,18 +116,25 @@ bool is_window(const family_args<C>& a) {
     return a.kind == estimator::n_step_returns;
 }
 
-// Rows per block: n_step_returns keeps min(n, T) lines of W per row.
+// Rows per block. Where a step's line of rows is contiguous (time-major [T, B]),
+// long lines stream from memory and short ones wait on it (simd_block_rows);
+// elsewhere each row of a block holds a cache line per array through the steps
+// that share it, so blocks stay small enough for those lines to stay cached.
+// n_step_returns keeps min(n, T) lines of W per row besides.
 template <typename C>
 int block_rows_of(const family_args<C>& a) {
-    if (!is_window(a)) return kRows;
+    const std::int64_t rows = a.row_adjacent ? simd_block_rows(a.rows) : kRows;
+    if (!is_window(a)) return static_cast<int>(rows);
     const std::int64_t levels = std::max<std::int64_t>(1, std::min<std::int64_t>(a.n, a.horizon));
     const std::int64_t fit = kWindowScratchBytes / (levels * std::int64_t(sizeof(C)));
-    return static_cast<int>(std::clamp<std::int64_t>(fit, 1, kRows));
+    return static_cast<int>(std::clamp<std::int64_t>(fit, 1, rows));
 }
 
 template <typename C>
 bad_step run_block(const family_args<C>& a, std::int64_t first, int n) {
-    static thread_local block_scratch<C> s;
+    const std::int64_t levels = is_window(a) ? std::max<std::int64_t>(1, std::min<std::int64_t>(a.n, a.horizon)) : 0;
+    const block_lines<C> s = scratch_for<C>(n, levels);
+    const std::int64_t pitch = s.pitch;
     bad_step bad;
     const C gamma = a.gamma, lambda = a.lambda;
     const bool sum = a.abs_sums.present || a.sums.present || a.square_sums.present;
@@ -124,13 +153,7 @@ bad_step run_block(const family_args<C>& a, std::int64_t first, int n) {
         for (int i = 0; i < n; ++i) s.values_end[i] = value_after_end(a, first + i);
 
     // n_step_returns: W_j of the later step at windows[(j - 1) * pitch], j = 1 .. min(n, T).
-    const std::int64_t levels = std::max<std::int64_t>(1, std::min<std::int64_t>(a.n, T));
-    const std::int64_t pitch = block_rows_of(a);
-    C* windows = nullptr;
-    if (is_window(a)) {
-        s.windows.resize(static_cast<std::size_t>(levels * pitch));
-        windows = s.windows.data();
-    }
+    C* const windows = s.windows;
 
     const C* later_v = s.zeros;       // values at t + 1 (V_{t+1}, Q(lambda)'s q_{t+1})
     const C* later_term = s.zeros;    // terminated (dones) at t + 1
@@ -156,7 +179,6 @@ bad_step run_block(const family_args<C>& a, std::int64_t first, int n) {
                         }
             }
         }
-        for (int i = 0; i < n; ++i) s.done[i] = term[i] + trunc[i] - term[i] * trunc[i];
 
         // The bootstrap of step t: next_values, or V'_t (V_{t+1}, patched at the end and at truncations).
         const C* boot;
@@ -176,14 +198,14 @@ bad_step run_block(const family_args<C>& a, std::int64_t first, int n) {
             boot = s.zeros;
         }
 
-        C* __restrict delta = s.delta;
-        C* __restrict decay = s.decay;
-        const C* __restrict done = s.done;
+        // Each kind's delta_t and decay k_t, and the scan A_t = delta_t + k_t A_{t+1}, in one pass.
+        // done = terminated | truncated (flags are exactly 0 or 1).
+        C* __restrict acc = s.acc;
         switch (a.kind) {
             case estimator::discounted_returns:
                 for (int i = 0; i < n; ++i) {
-                    delta[i] = r[i] + zero_where_set(term[i], gamma * boot[i]);
-                    decay[i] = gamma * (C(1) - done[i]);
+                    const C done = term[i] + trunc[i] - term[i] * trunc[i];
+                    acc[i] = r[i] + zero_where_set(term[i], gamma * boot[i]) + gamma * (C(1) - done) * acc[i];
                 }
                 break;
             case estimator::retrace: {
@@ -191,13 +213,15 @@ bad_step run_block(const family_args<C>& a, std::int64_t first, int n) {
                 C* c = s.next_factor[k];
                 const C* tp = step_line(a.target, first, t, n, s.target, false);
                 const C* bp = step_line(a.behaviour, first, t, n, s.behaviour, false);
+                const C c_clip = a.c_clip;
                 if (a.log_probs)
-                    for (int i = 0; i < n; ++i) c[i] = lambda * clip(C(std::exp(tp[i] - bp[i])), a.c_clip);
+                    for (int i = 0; i < n; ++i) c[i] = lambda * clip(C(std::exp(tp[i] - bp[i])), c_clip);
                 else
-                    for (int i = 0; i < n; ++i) c[i] = lambda * clip(tp[i] / bp[i], a.c_clip);
+                    for (int i = 0; i < n; ++i) c[i] = lambda * clip(tp[i] / bp[i], c_clip);
                 for (int i = 0; i < n; ++i) {
-                    delta[i] = r[i] + zero_where_set(term[i], gamma * boot[i]) - v[i];
-                    decay[i] = zero_where_set(done[i], gamma * later_factor[i]);
+                    const C done = term[i] + trunc[i] - term[i] * trunc[i];
+                    acc[i] = r[i] + zero_where_set(term[i], gamma * boot[i]) - v[i] +
+                             zero_where_set(done, gamma * later_factor[i]) * acc[i];
                 }
                 later_factor = c;
                 break;
@@ -205,21 +229,19 @@ bad_step run_block(const family_args<C>& a, std::int64_t first, int n) {
             case estimator::q_lambda: {
                 // lambda_t = lambda greedy_{t+1} (Peng: lambda); the trace past the row's end is cut.
                 if (last) {
-                    for (int i = 0; i < n; ++i) {
-                        delta[i] = r[i] + zero_where_set(term[i], gamma * boot[i]) - v[i];
-                        decay[i] = C(0);
-                    }
+                    for (int i = 0; i < n; ++i) acc[i] = r[i] + zero_where_set(term[i], gamma * boot[i]) - v[i];
                 } else {
+                    const C gl = gamma * lambda;
                     for (int i = 0; i < n; ++i) {
-                        const C k_t = gamma * lambda * later_factor[i];
-                        delta[i] = r[i] + zero_where_set(term[i], gamma * boot[i]) - v[i] +
-                                   zero_where_set(done[i], k_t * (later_v[i] - boot[i]));
-                        decay[i] = zero_where_set(done[i], k_t);
+                        const C done = term[i] + trunc[i] - term[i] * trunc[i];
+                        const C k_t = gl * later_factor[i];
+                        acc[i] = r[i] + zero_where_set(term[i], gamma * boot[i]) - v[i] +
+                                 zero_where_set(done, k_t * (later_v[i] - boot[i] + acc[i]));
                     }
                 }
-                if (a.greedy.present)
+                if (a.greedy.present) {
                     later_factor = step_line(a.greedy, first, t, n, s.next_factor[k], true);
-                else {
+                } else {
                     std::fill(s.next_factor[k], s.next_factor[k] + n, C(1));
                     later_factor = s.next_factor[k];
                 }
@@ -229,10 +251,7 @@ bad_step run_block(const family_args<C>& a, std::int64_t first, int n) {
                 // Time runs backwards here: the step after t is the caller's t - 1.
                 const C kappa = gamma * lambda;
                 const C* reset = a.reset_at_start ? term : later_term;
-                for (int i = 0; i < n; ++i) {
-                    delta[i] = r[i];
-                    decay[i] = kappa * (C(1) - reset[i]);
-                }
+                for (int i = 0; i < n; ++i) acc[i] = r[i] + kappa * (C(1) - reset[i]) * acc[i];
                 break;
             }
             case estimator::n_step_returns: {
@@ -245,19 +264,19 @@ bad_step run_block(const family_args<C>& a, std::int64_t first, int n) {
                     if (last)
                         for (int i = 0; i < n; ++i) w[i] = r[i] + zero_where_set(term[i], gamma * boot[i]);
                     else
-                        for (int i = 0; i < n; ++i)
+                        for (int i = 0; i < n; ++i) {
+                            const C done = term[i] + trunc[i] - term[i] * trunc[i];
                             w[i] = r[i] + zero_where_set(term[i], gamma * boot[i]) +
-                                   zero_where_set(done[i], gl * (w_later[i] - boot[i]));
+                                   zero_where_set(done, gl * (w_later[i] - boot[i]));
+                        }
                 }
                 for (int i = 0; i < n; ++i) windows[i] = r[i] + zero_where_set(term[i], gamma * boot[i]);
                 const C* g = windows + (levels - 1) * pitch;
-                for (int i = 0; i < n; ++i) s.acc[i] = g[i] - v[i];
+                for (int i = 0; i < n; ++i) acc[i] = g[i] - v[i];
                 break;
             }
             default: break;
         }
-        if (!is_window(a))
-            for (int i = 0; i < n; ++i) s.acc[i] = delta[i] + decay[i] * s.acc[i];
 
         if (a.advantages.present) store<C>(a.advantages.type, a.advantages.at(first, t), a.advantages.row_stride, n,
                                            s.acc);
@@ -321,6 +340,10 @@ void run_family(const standard_arrays& a, const standard_params& p) {
     k.log_probs = p.log_probs;
     k.reset_at_start = p.reset_at_start;
     k.n = p.n;
+    k.row_adjacent = true;
+    for (const view* v : {&k.rewards, &k.values, &k.terminated, &k.truncated, &k.next_values, &k.target,
+                          &k.behaviour, &k.greedy, &k.advantages, &k.returns})
+        if (v->present && v->row_stride != 1) k.row_adjacent = false;
     if (k.kind == estimator::episodic_sum)
         for (view* v : {&k.rewards, &k.terminated, &k.advantages, &k.returns}) reverse_time(*v, k.horizon);
 
