@@ -4,7 +4,8 @@ episodic cumulative sums and eligibility traces, each one ``kind`` of the XLA
 FFI handler ``puffadv_standard_estimate_*`` (src/jax/ffi_conventions.cpp), as
 they are kinds of one core call. Arguments are checked before lowering by the
 core's own checks, on the arrays' shapes and dtypes (``_core.jax_check_standard``);
-rows are computed independently, so the call is batch-sharded (_jax_sharding)."""
+rows are computed independently, so the call is batch-sharded (_jax_sharding).
+Imported by puffadv.jax once its helpers exist (import that, not this module)."""
 from __future__ import annotations
 
 import functools
