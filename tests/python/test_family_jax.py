@@ -20,6 +20,21 @@ import puffadv.jax as pjax  # noqa: E402
 ONE_OUTPUT = ("episodic_cumsum", "eligibility_traces")
 
 
+def _platforms():
+    try:
+        return ["cpu"] + (["gpu"] if jax.devices("gpu") else [])
+    except RuntimeError:  # no GPU backend in this jaxlib
+        return ["cpu"]
+
+
+@pytest.fixture(autouse=True)
+def cpu_by_default():
+    """NumPy inputs are computed on the CPU (the exact comparisons with the NumPy API
+    need its kernels); test_matches_reference runs on every platform."""
+    with jax.default_device(jax.devices("cpu")[0]):
+        yield
+
+
 def _x64():
     if hasattr(jax, "enable_x64"):
         return jax.enable_x64(True)
@@ -68,16 +83,20 @@ def jitted(fn, args, kw, params, time_axis):
 @pytest.mark.parametrize("variant", VARIANTS)
 @pytest.mark.parametrize("time_major", [False, True])
 @pytest.mark.parametrize("use_jit", [False, True])
-def test_matches_reference(variant, time_major, use_jit):
+@pytest.mark.parametrize("platform", _platforms())
+def test_matches_reference(variant, time_major, use_jit, platform):
     fn, args, kw, params, want = split(variant, episodes(), time_major)
     axis = 0 if time_major else -1
-    result = jitted(fn, args, kw, params, axis) if use_jit else fn(*args, **kw, **params, time_axis=axis)
+    with jax.default_device(jax.devices(platform)[0]):
+        result = jitted(fn, args, kw, params, axis) if use_jit else fn(*args, **kw, **params, time_axis=axis)
     got = results(fn, result)
     assert got and set(got) <= set(want)
     if fn.__name__ == "n_step_returns":
         assert set(got) == {"returns", "advantages"}
     for name, array in got.items():
         assert array.dtype == jnp.float32 and array.shape == args[0].shape
+        expected = {"cpu"} if platform == "cpu" else {"gpu", "cuda", "rocm"}
+        assert {d.platform for d in array.devices()} <= expected
         out = np.asarray(array, np.float64)
         assert ref.relative_error(out.T if time_major else out, want[name]) <= 1e-5, name
 
