@@ -413,6 +413,33 @@ def n_step_returns(rewards: Array, values: Array, terminated: Array, truncated: 
         (_window(n), False, False)))
 
 
+_BOUNDARIES = ("ends_at", "starts_at")
+
+
+def probability_pair(target_probs, behaviour_probs, target_log_probs, behaviour_log_probs):
+    """retrace's (log_probs, target, behaviour) from its four optional arguments:
+    one pair or the other, never a mix (shared by puffadv.jax.retrace). A missing
+    half of the plain pair is the core's error, as every missing array is."""
+    logs = target_log_probs is not None or behaviour_log_probs is not None
+    if logs and (target_probs is not None or behaviour_probs is not None):
+        raise ValueError("pass either target_probs and behaviour_probs or target_log_probs and "
+                         "behaviour_log_probs, not a mix of the two")
+    if logs and (target_log_probs is None or behaviour_log_probs is None):
+        missing = "target_log_probs" if target_log_probs is None else "behaviour_log_probs"
+        raise ValueError(f"{missing} must be given with "
+                         f"{'behaviour_log_probs' if target_log_probs is None else 'target_log_probs'}; "
+                         f"the trace needs both log-probabilities of the taken actions")
+    return (True, target_log_probs, behaviour_log_probs) if logs else (False, target_probs, behaviour_probs)
+
+
+def reset_at_start(boundary) -> bool:
+    """episodic_cumsum's boundary as the core's reset_at_start (shared by puffadv.jax)."""
+    if boundary not in _BOUNDARIES:
+        raise ValueError(f"boundary must be 'ends_at' (dones[t] ends an episode at t) or 'starts_at' "
+                         f"(dones[t] starts one at t), got {boundary!r}")
+    return boundary == "starts_at"
+
+
 def retrace(rewards: Array, q_values: Array, next_values: Array, terminated: Array,
             truncated: Optional[Array] = None, *, target_probs: Optional[Array] = None,
             behaviour_probs: Optional[Array] = None, target_log_probs: Optional[Array] = None,
@@ -444,17 +471,9 @@ def retrace(rewards: Array, q_values: Array, next_values: Array, terminated: Arr
     is the bootstrap everywhere, so ``truncated`` only cuts the trace.
     Arguments otherwise as :func:`gae`. Returns an :class:`Estimate`.
     """
-    logs = target_log_probs is not None or behaviour_log_probs is not None
-    if logs and (target_probs is not None or behaviour_probs is not None):
-        raise ValueError("pass either target_probs and behaviour_probs or target_log_probs and "
-                         "behaviour_log_probs, not a mix of the two")
-    if logs and (target_log_probs is None or behaviour_log_probs is None):
-        missing = "target_log_probs" if target_log_probs is None else "behaviour_log_probs"
-        raise ValueError(f"{missing} must be given with "
-                         f"{'behaviour_log_probs' if target_log_probs is None else 'target_log_probs'}; "
-                         f"the trace needs both log-probabilities of the taken actions")
-    kind, target, behaviour = (_RETRACE_LOG, target_log_probs, behaviour_log_probs) if logs else \
-        (_RETRACE, target_probs, behaviour_probs)
+    logs, target, behaviour = probability_pair(target_probs, behaviour_probs, target_log_probs,
+                                               behaviour_log_probs)
+    kind = _RETRACE_LOG if logs else _RETRACE
     return Estimate(*_estimate(
         kind, (rewards, q_values, terminated, truncated, None, None, None, next_values, target, behaviour, None),
         (advantages, returns, abs_sums, sums, square_sums), (gamma, lambda_, 1.0, c_clip, 1.0), time_axis, stream,
@@ -488,8 +507,6 @@ def q_lambda(rewards: Array, q_values: Array, next_values: Array, terminated: Ar
         (1, False, False)))
 
 
-_BOUNDARIES = ("ends_at", "starts_at")
-
 
 def episodic_cumsum(inputs: Array, dones: Array, *, seed: Optional[Array] = None, boundary: str = "ends_at",
                     time_axis: int = -1, out: Optional[Array] = None, stream: Optional[Stream] = None) -> Any:
@@ -504,13 +521,10 @@ def episodic_cumsum(inputs: Array, dones: Array, *, seed: Optional[Array] = None
     :func:`gae` (``dones`` a flag array); ``out`` is written when given, else
     allocated (float32 for bfloat16/float16 inputs). Returns C.
     """
-    if boundary not in _BOUNDARIES:
-        raise ValueError(f"boundary must be 'ends_at' (dones[t] ends an episode at t) or 'starts_at' "
-                         f"(dones[t] starts one at t), got {boundary!r}")
     return _estimate(
         _EPISODIC, (inputs, None, dones, None, seed, None, None, None, None, None, None),
         (True if out is None else out, False, False, False, False), (1.0, 1.0, 1.0, 1.0, 1.0), time_axis,
-        stream, (1, False, boundary == "starts_at"))[0]
+        stream, (1, False, reset_at_start(boundary)))[0]
 
 
 def eligibility_traces(inputs: Array, dones: Array, *, gamma: Real, lambda_: Real, seed: Optional[Array] = None,
