@@ -12,6 +12,7 @@
 #include <puffadv/conventions.hpp>
 
 #include "backend.cuh"
+#include "family_steps.cuh"
 #include "standard_steps.cuh"
 
 namespace puffadv::gpu {
@@ -156,17 +157,18 @@ inline const matrix* scratch_output(std::initializer_list<const std::optional<ma
 }
 
 /// Scans `producer` into `epilogue` with the row-scan kernels of launch.cuh.
+/// `reversed`: the scan runs over reversed time (episodic_producer).
 template <typename Policy, bool Vec, typename Producer, typename Epilogue>
 void launch_scan(const Producer& producer, const Epilogue& epilogue, const matrix* scratch, std::int64_t rows,
-                 std::int64_t horizon, bool contiguous, int device, cudaStream_t stream) {
+                 std::int64_t horizon, bool contiguous, int device, cudaStream_t stream, bool reversed = false) {
     using T = typename Producer::value_type;
     int sm_count = 0;
     PUFF_GPU_CHECK(cudaDeviceGetAttribute(&sm_count, cudaDevAttrMultiProcessorCount, device), device);
     // Split rows need `scratch`: a call has a [rows, horizon] output, and split
     // rows are planned only when every array, that output too, is contiguous.
     const row_scan_plan plan = plan_row_scan<Policy>(rows, horizon, contiguous, sm_count);
-    PUFF_GPU_CHECK((launch_row_scan<Policy, Vec>(plan, producer, epilogue, carry_slots_of<T>(scratch), rows,
-                                                 horizon, stream)),
+    PUFF_GPU_CHECK((launch_row_scan<Policy, Vec>(plan, producer, epilogue, carry_slots_of<T>(scratch, reversed),
+                                                 rows, horizon, stream)),
                    device);
 }
 
@@ -184,11 +186,24 @@ inline void launch_row_sums(const matrix& a, const fused_outputs& f, std::int64_
     throw type_error(std::string(what) + " on the GPU is not in this build; pass host arrays");
 }
 
+/// gamma lambda of the standard producer: discounted returns are its lambda = 1.
+template <typename T>
+T trace_decay(const standard_params& p) {
+    return p.kind == estimator::discounted_returns ? T(p.gamma) : T(p.gamma) * T(p.lambda);
+}
+
 template <typename T>
 standard_producer<T> generic_standard_producer(const standard_arrays& a, const standard_params& p) {
     return {typed(a.values),     typed(a.rewards),          typed(a.terminated), typed(a.truncated),
             typed(a.importance), typed(a.bootstrap_values), typed(a.last_value), a.rewards.cols,
-            T(p.gamma),          T(p.gamma) * T(p.lambda),  T(p.rho_clip),       T(p.c_clip)};
+            T(p.gamma),          trace_decay<T>(p),         T(p.rho_clip),       T(p.c_clip)};
+}
+
+/// The output the row sums read: the advantages, or for the kinds without
+/// values (their returns are A) the returns. Null: none.
+inline const matrix* summed_output(const standard_arrays& a) {
+    if (a.advantages) return &*a.advantages;
+    return !a.values && a.fused.returns ? &*a.fused.returns : nullptr;
 }
 
 /// The epilogue of a standard call: V-trace's writes the pg advantages (in the
@@ -205,10 +220,12 @@ void run_standard(const standard_arrays& a, const standard_params& p, cudaStream
     device_guard guard(device);
     const std::int64_t rows = a.rewards.rows, horizon = a.rewards.cols;
     const bool sums = a.fused.abs_sums || a.fused.sums || a.fused.square_sums;
-    if (sums && !a.advantages) unsupported("row sums without the advantages output");
+    const matrix* summed = summed_output(a);
+    if (sums && !summed) unsupported("row sums without the advantages output");
 
     call_layout layout(a.rewards.type);
-    for (const auto* m : {&a.rewards, &a.values}) layout.input(*m);
+    layout.input(a.rewards);
+    layout.input(a.values);
     layout.input(a.importance);
     layout.flag(a.terminated);
     layout.flag(a.truncated);
@@ -228,7 +245,7 @@ void run_standard(const standard_arrays& a, const standard_params& p, cudaStream
                 view_of<const Flag>(a.terminated), view_of<const Flag>(a.truncated),
                 view_of<const In>(a.importance), view_of<const In>(a.bootstrap_values),
                 view_of<const In>(a.last_value), horizon,
-                T(p.gamma), T(p.gamma) * T(p.lambda), T(p.rho_clip), T(p.c_clip)};
+                T(p.gamma), trace_decay<T>(p), T(p.rho_clip), T(p.c_clip)};
             const auto epilogue = standard_epilogue<T, PolicyGradient>(view_of<Out>(a.advantages),
                                                                       view_of<Out>(a.fused.returns), a, p);
             if constexpr (std::is_same_v<In, float> && !PolicyGradient) {
@@ -244,16 +261,175 @@ void run_standard(const standard_arrays& a, const standard_params& p, cudaStream
         launch_scan<scan_policy, false>(generic_standard_producer<T>(a, p), epilogue, scratch, rows, horizon,
                                         layout.contiguous, device, stream);
     }
+    if (sums) launch_row_sums(*summed, a.fused, rows, horizon, device, stream);
+}
+
+/// The layout of a call of the family's kinds: every array it reads or writes.
+inline call_layout family_layout(const standard_arrays& a) {
+    call_layout layout(a.rewards.type);
+    for (const auto* m : {&a.values, &a.next_values, &a.target_probs, &a.behaviour_probs, &a.bootstrap_values})
+        layout.input(*m);
+    layout.input(a.rewards);
+    layout.flag(a.terminated);
+    layout.flag(a.truncated);
+    layout.flag(a.greedy);
+    layout.output(a.advantages);
+    layout.output(a.fused.returns);
+    return layout;
+}
+
+/// Runs one scan kind of the family. `producer_of(values, flags)` and
+/// `epilogue_of(outputs)` build the producer and epilogue from column makers
+/// (matrix or optional -> column). float32 and float64 calls whose arrays all
+/// vectorise take compile-time columns and wide loads (`FastPolicy`; 16-bit
+/// floats too would multiply the instantiations); any other call typed
+/// columns (scalar, any strides).
+template <typename T, typename FastPolicy, typename MakeProducer, typename MakeEpilogue>
+void scan_kind(const call_layout& layout, const matrix* scratch, std::int64_t rows, std::int64_t horizon,
+               bool reversed, int device, cudaStream_t stream, MakeProducer&& producer_of,
+               MakeEpilogue&& epilogue_of) {
+    if (horizon <= 0) return;
+    if (layout.fast() && dtype_size(layout.float_type) != 2) {  // T is the input dtype then
+        const auto values = [](const auto& m) { return view_of<const T>(m); };
+        const auto outputs = [](const auto& m) { return view_of<T>(m); };
+        const auto run = [&](auto flag_tag) {
+            using Flag = typename decltype(flag_tag)::type;
+            const auto flags = [](const auto& m) { return view_of<const Flag>(m); };
+            launch_scan<FastPolicy, true>(producer_of(values, flags), epilogue_of(outputs), scratch, rows, horizon,
+                                          true, device, stream, reversed);
+        };
+        if (layout.byte_flags)
+            run(type_tag<flag_byte>{});
+        else
+            run(type_tag<T>{});
+    } else {
+        const auto any = [](const auto& m) { return typed(m); };
+        launch_scan<scan_policy, false>(producer_of(any, any), epilogue_of(any), scratch, rows, horizon,
+                                        layout.contiguous, device, stream, reversed);
+    }
+}
+
+/// Retrace, Q(lambda) and the episodic sums.
+template <typename T>
+void run_family_scan(const standard_arrays& a, const standard_params& p, cudaStream_t stream) {
+    const int device = a.rewards.device.index;
+    device_guard guard(device);
+    const std::int64_t rows = a.rewards.rows, horizon = a.rewards.cols;
+    const bool sums = a.fused.abs_sums || a.fused.sums || a.fused.square_sums;
+    const matrix* summed = summed_output(a);
+    if (sums && !summed) unsupported("row sums without the advantages output");
+    const call_layout layout = family_layout(a);
+    const matrix* scratch = scratch_output({&a.advantages, &a.fused.returns});
+    const auto estimate = [&](const auto& out) {  // A and the returns A + q
+        return store_estimate<T, std::decay_t<decltype(out(a.advantages))>>{out(a.advantages), out(a.fused.returns)};
+    };
+
+    switch (p.kind) {
+        case estimator::retrace:
+            scan_kind<T, vtrace_scan_policy>(layout, scratch, rows, horizon, false, device, stream,
+                [&](const auto& v, const auto& f) {
+                    return retrace_producer<T, decltype(v(a.rewards)), decltype(f(a.terminated))>{
+                        v(a.values),       v(a.rewards),         v(a.next_values), f(a.terminated),
+                        f(a.truncated),    v(a.target_probs),    v(a.behaviour_probs),
+                        T(p.gamma),        T(p.lambda),          T(p.c_clip),      p.log_probs};
+                }, estimate);
+            break;
+        case estimator::q_lambda:
+            scan_kind<T, vtrace_scan_policy>(layout, scratch, rows, horizon, false, device, stream,
+                [&](const auto& v, const auto& f) {
+                    return q_lambda_producer<T, decltype(v(a.rewards)), decltype(f(a.terminated))>{
+                        v(a.values),    v(a.rewards), v(a.next_values), f(a.terminated), f(a.truncated),
+                        f(a.greedy),    T(p.gamma),   T(p.lambda)};
+                }, estimate);
+            break;
+        default: {  // episodic_sum: over reversed time
+            const auto producer_of = [&](const auto& v, const auto& f) {
+                return episodic_producer<T, decltype(v(a.rewards)), decltype(f(a.terminated))>{
+                    v(a.rewards), f(a.terminated), v(a.last_value), horizon, T(p.gamma) * T(p.lambda),
+                    p.reset_at_start};
+            };
+            const auto epilogue_of = [&](const auto& out) {
+                return store_reversed<T, std::decay_t<decltype(out(a.advantages))>>{out(a.advantages),
+                                                                                  out(a.fused.returns), horizon};
+            };
+            if (std::is_same_v<T, float> && layout.vectorized_wide)
+                scan_kind<T, wide_standard_policy>(layout, scratch, rows, horizon, true, device, stream, producer_of,
+                                                   epilogue_of);
+            else
+                scan_kind<T, standard_scan_policy>(layout, scratch, rows, horizon, true, device, stream, producer_of,
+                                                   epilogue_of);
+        }
+    }
+    if (sums) launch_row_sums(*summed, a.fused, rows, horizon, device, stream);
+}
+
+/// n-step returns: the window kernel; n >= horizon is TD(lambda) (every window
+/// reaches the row's end), the scan.
+template <typename T>
+void run_n_step(const standard_arrays& a, const standard_params& p, cudaStream_t stream) {
+    const std::int64_t rows = a.rewards.rows, horizon = a.rewards.cols;
+    if (p.n >= horizon) {
+        standard_params td = p;
+        td.kind = estimator::td_lambda;
+        return run_standard<T, false>(a, td, stream);
+    }
+    const int device = a.rewards.device.index;
+    device_guard guard(device);
+    const bool sums = a.fused.abs_sums || a.fused.sums || a.fused.square_sums;
+    if (sums && !a.advantages) unsupported("row sums without the advantages output");
+    call_layout layout(a.rewards.type);
+    layout.input(a.rewards);
+    layout.flag(a.terminated);
+    layout.flag(a.truncated);
+    layout.output(a.advantages);
+    layout.output(a.fused.returns);
+    // Threads follow the rewards' adjacent elements: along time for [B, T], along rows for time-major data.
+    const bool time_major = a.rewards.col_stride != 1 && a.rewards.row_stride == 1;
+    const auto launch = [&](const auto& window) {
+        constexpr unsigned threads = 256;
+        const std::uint64_t total = std::uint64_t(rows) * std::uint64_t(horizon);
+        const auto blocks = static_cast<unsigned>(std::min<std::uint64_t>((total + threads - 1) / threads, 1u << 30));
+        n_step_kernel<<<blocks, threads, 0, stream>>>(window);
+        PUFF_GPU_CHECK(cudaGetLastError(), device);
+    };
+    const auto window_of = [&](const auto& v, const auto& f, const auto& out) {
+        return n_step_window<T, decltype(v(a.rewards)), decltype(f(a.terminated)), decltype(out(a.rewards))>{
+            v(a.values),     v(a.rewards),       f(a.terminated), f(a.truncated), v(a.bootstrap_values),
+            v(a.last_value), out(a.advantages),  out(a.fused.returns), rows, horizon, p.n,
+            T(p.gamma),      T(p.lambda),        time_major};
+    };
+    if (!layout.flags_mixed && !layout.outputs_mixed && dtype_size(layout.float_type) != 2) {
+        const auto values = [](const auto& m) { return view_of<const T>(m); };
+        const auto outputs = [](const auto& m) { return view_of<T>(m); };
+        if (layout.byte_flags)
+            launch(window_of(values, [](const auto& m) { return view_of<const flag_byte>(m); }, outputs));
+        else
+            launch(window_of(values, values, outputs));
+    } else {
+        const auto any = [](const auto& m) { return typed(m); };
+        launch(window_of(any, any, any));
+    }
     if (sums) launch_row_sums(*a.advantages, a.fused, rows, horizon, device, stream);
+}
+
+template <typename T>
+void run_estimate(const standard_arrays& a, const standard_params& p, cudaStream_t stream) {
+    switch (p.kind) {
+        case estimator::vtrace: return run_standard<T, true>(a, p, stream);
+        case estimator::retrace:
+        case estimator::q_lambda:
+        case estimator::episodic_sum: return run_family_scan<T>(a, p, stream);
+        case estimator::n_step_returns: return run_n_step<T>(a, p, stream);
+        default: return run_standard<T, false>(a, p, stream);  // gae, td_lambda, discounted_returns
+    }
 }
 
 inline void standard_estimate(const standard_arrays& arrays, const standard_params& params, gpu_stream stream) {
     const auto s = static_cast<cudaStream_t>(stream);
-    const bool vtrace = params.kind == estimator::vtrace;
     if (arrays.rewards.type == dtype::float64)
-        vtrace ? run_standard<double, true>(arrays, params, s) : run_standard<double, false>(arrays, params, s);
+        run_estimate<double>(arrays, params, s);
     else
-        vtrace ? run_standard<float, true>(arrays, params, s) : run_standard<float, false>(arrays, params, s);
+        run_estimate<float>(arrays, params, s);
 }
 
 template <typename T>

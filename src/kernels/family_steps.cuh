@@ -1,0 +1,344 @@
+// The estimator family beyond GAE / TD(lambda) / V-trace (issue 20, FAMILY.md)
+// on the GPU. Retrace(lambda), Q(lambda) and the episodic sums are producers
+// of the row scan (Producer / Epilogue concepts in puff_steps.cuh); the
+// episodic sums are a forward recurrence, run as the backward scan over
+// reversed time. Discounted returns are the standard producer without values
+// (standard_steps.cuh). n-step returns are not a scan: a window per output.
+//
+// The formulas are the CPU backend's, term by term: (1 - terminated_t) X is
+// "0 where terminated, else X" (a NaN in X at a terminated step stays out),
+// (1 - done_t) multiplies (0 * NaN = NaN reaches the earlier steps of the row),
+// a ratio is clipped by an explicit select (a NaN ratio gives the clip), and a
+// step both terminated and truncated (an error the host cannot see without a
+// sync) makes a NaN that marks its row.
+#pragma once
+
+#include <type_traits>
+
+#include "standard_steps.cuh"
+
+namespace puffadv::gpu {
+inline namespace PUFF_GPU_ABI {  // CUDA and HIP builds may share one library
+
+template <typename T>
+__device__ __forceinline__ T exp_of(T x) {
+    if constexpr (std::is_same_v<T, float>)
+        return expf(x);
+    else
+        return exp(x);
+}
+
+/// Bit 0: terminated, bit 1: truncated (flags are set when non-zero).
+template <typename T>
+__device__ __forceinline__ std::uint32_t episode_flags(T terminated, T truncated) {
+    return std::uint32_t(terminated != T(0)) | (std::uint32_t(truncated != T(0)) << 1);
+}
+
+/// r_t + gamma (1 - terminated_t) next_t - q_t, or NaN for a step both
+/// terminated and truncated.
+template <typename T>
+__device__ __forceinline__ T one_step_error(T reward, T next, T q, std::uint32_t flags, T gamma) {
+    if ((flags & 3u) == 3u) return quiet_nan<T>();
+    return reward + (flags & 1u ? T(0) : gamma * next) - q;
+}
+
+/// Retrace(lambda) on action values (FAMILY.md 2):
+///   Delta_t = r_t + gamma (1 - term_t) nv_t - q_t + gamma (1 - done_t) c_{t+1} Delta_{t+1},
+///   c_t = lambda min(c_clip, pi_t / mu_t)   (log_probs: exp(log pi_t - log mu_t)),
+/// nv_t = E_pi Q(s_{t+1}, .), read at every step (the bootstrap everywhere).
+/// A step keeps its one-step error, q_t (the returns Q_ret = Delta + q) and
+/// c_t; the map of t needs c_{t+1} (the lookahead: one shuffle).
+template <typename T, typename Values = typed_view, typename Flags = Values>
+struct retrace_producer {
+    using value_type = T;
+    struct step {
+        T value;  ///< q_t, named as the epilogue (store_estimate) reads it
+        T error, trace;
+        std::uint32_t flags;
+    };
+    struct lookahead {
+        T trace;  ///< c_{t+1}
+    };
+
+    Values q_values, rewards, next_values;
+    Flags terminated, truncated;
+    Values target, behaviour;
+    T gamma, lambda, c_clip;
+    bool log_probs;
+
+    __device__ __forceinline__ T trace(T pi, T mu) const {
+        return lambda * clip_to(log_probs ? exp_of(pi - mu) : pi / mu, c_clip);
+    }
+    __device__ __forceinline__ step make_step(T q, T r, T nv, T term, T trunc, T pi, T mu) const {
+        const std::uint32_t f = episode_flags(term, trunc);
+        return {q, one_step_error(r, nv, q, f, gamma), trace(pi, mu), f};
+    }
+
+    __device__ __forceinline__ step load(std::int64_t row, std::int64_t t) const {
+        return make_step(read<T>(q_values, row, t), read<T>(rewards, row, t), read<T>(next_values, row, t),
+                         read<T>(terminated, row, t), present(truncated) ? read<T>(truncated, row, t) : T(0),
+                         read<T>(target, row, t), read<T>(behaviour, row, t));
+    }
+    template <int N>
+    __device__ __forceinline__ void load_items(std::int64_t row, std::int64_t t, step (&s)[N]) const {
+        T q[N], r[N], nv[N], d[N], u[N], pi[N], mu[N];
+        read_items(q_values, row, t, q);
+        read_items(rewards, row, t, r);
+        read_items(next_values, row, t, nv);
+        read_items(terminated, row, t, d);
+        if (present(truncated))
+            read_items(truncated, row, t, u);
+        else
+            for (int j = 0; j < N; ++j) u[j] = T(0);
+        read_items(target, row, t, pi);
+        read_items(behaviour, row, t, mu);
+#pragma unroll
+        for (int j = 0; j < N; ++j) s[j] = make_step(q[j], r[j], nv[j], d[j], u[j], pi[j], mu[j]);
+    }
+
+    static __device__ __forceinline__ lookahead ahead(const step& s) { return {s.trace}; }
+    __device__ __forceinline__ lookahead load_ahead(std::int64_t row, std::int64_t t) const {
+        return {trace(read<T>(target, row, t), read<T>(behaviour, row, t))};
+    }
+
+    __device__ __forceinline__ affine<T> map(const step& cur, const lookahead& next, bool last) const {
+        return {cur.flags & 3u ? T(0) : gamma * next.trace, cur.error, last};
+    }
+};
+
+/// Q(lambda) (FAMILY.md 3), in the Delta form the contract gives:
+///   Delta_t = r_t + gamma (1 - term_t) nv_t - q_t
+///             + gamma (1 - done_t) lambda_t (Delta_{t+1} + q_{t+1} - nv_t),
+/// lambda_t = lambda (Peng) or lambda greedy_{t+1} (Watkins); nv_t = max_a Q(s_{t+1}, a).
+/// The map of t is Delta -> d_t + k_t Delta with k_t = gamma (1 - done_t)
+/// lambda_t and d_t = error_t + k_t (q_{t+1} - nv_t); the row's last step is
+/// its one-step error. A step keeps q_t, nv_t, its error and lambda greedy_t;
+/// the lookahead is q_{t+1} and lambda greedy_{t+1} (two shuffles).
+template <typename T, typename Values = typed_view, typename Flags = Values>
+struct q_lambda_producer {
+    using value_type = T;
+    struct step {
+        T value;  ///< q_t
+        T next_value, error, trace;
+        std::uint32_t flags;
+    };
+    struct lookahead {
+        T value, trace;  ///< q_{t+1}, lambda greedy_{t+1}
+    };
+
+    Values q_values, rewards, next_values;
+    Flags terminated, truncated, greedy;  ///< greedy absent: Peng
+    T gamma, lambda;
+
+    __device__ __forceinline__ T trace(T greedy_flag) const {
+        return greedy_flag != T(0) ? lambda : T(0);
+    }
+    __device__ __forceinline__ step make_step(T q, T r, T nv, T term, T trunc, T g) const {
+        const std::uint32_t f = episode_flags(term, trunc);
+        return {q, nv, one_step_error(r, nv, q, f, gamma), trace(g), f};
+    }
+    __device__ __forceinline__ T greedy_at(std::int64_t row, std::int64_t t) const {
+        return present(greedy) ? read<T>(greedy, row, t) : T(1);
+    }
+
+    __device__ __forceinline__ step load(std::int64_t row, std::int64_t t) const {
+        return make_step(read<T>(q_values, row, t), read<T>(rewards, row, t), read<T>(next_values, row, t),
+                         read<T>(terminated, row, t), present(truncated) ? read<T>(truncated, row, t) : T(0),
+                         greedy_at(row, t));
+    }
+    template <int N>
+    __device__ __forceinline__ void load_items(std::int64_t row, std::int64_t t, step (&s)[N]) const {
+        T q[N], r[N], nv[N], d[N], u[N], g[N];
+        read_items(q_values, row, t, q);
+        read_items(rewards, row, t, r);
+        read_items(next_values, row, t, nv);
+        read_items(terminated, row, t, d);
+        if (present(truncated))
+            read_items(truncated, row, t, u);
+        else
+            for (int j = 0; j < N; ++j) u[j] = T(0);
+        if (present(greedy))
+            read_items(greedy, row, t, g);
+        else
+            for (int j = 0; j < N; ++j) g[j] = T(1);
+#pragma unroll
+        for (int j = 0; j < N; ++j) s[j] = make_step(q[j], r[j], nv[j], d[j], u[j], g[j]);
+    }
+
+    static __device__ __forceinline__ lookahead ahead(const step& s) { return {s.value, s.trace}; }
+    __device__ __forceinline__ lookahead load_ahead(std::int64_t row, std::int64_t t) const {
+        return {read<T>(q_values, row, t), trace(greedy_at(row, t))};
+    }
+
+    __device__ __forceinline__ affine<T> map(const step& cur, const lookahead& next, bool last) const {
+        if (last) return {T(0), cur.error, true};
+        const T k = cur.flags & 3u ? T(0) : gamma * next.trace;
+        return {k, cur.error + k * (next.value - cur.next_value), false};
+    }
+};
+
+/// Episodic sums and eligibility traces (FAMILY.md 5), a forward recurrence
+///   C_t = x_t + kappa (1 - reset_t) C_{t-1},   C_{-1} = seed (absent: 0),
+/// reset_t = dones_{t-1} ("ends_at", dones_{-1} = 0) or dones_t ("starts_at"),
+/// scanned backwards over reversed time: the scan's step u is time
+/// horizon - 1 - u of the (forward) views. Time-contiguous rows still load
+/// N steps in one access (the run ending at the step, reversed in registers).
+/// The seed is folded into the first step's input, as the bootstrap into a
+/// reward in standard_producer. Under "ends_at" the map of u needs the done of
+/// scan step u + 1 (time t - 1): the lookahead.
+template <typename T, typename Values = typed_view, typename Flags = Values>
+struct episodic_producer {
+    using value_type = T;
+    struct step {
+        T input, done;
+    };
+    struct lookahead {
+        T done;
+    };
+
+    Values inputs;
+    Flags dones;
+    Values seed;  ///< [rows]: row_stride only
+    std::int64_t horizon;
+    T kappa;
+    bool starts_at;
+
+    __device__ __forceinline__ std::int64_t time_of(std::int64_t u) const { return horizon - 1 - u; }
+    __device__ __forceinline__ T done_at(std::int64_t row, std::int64_t t) const {
+        return read<T>(dones, row, t) != T(0) ? T(1) : T(0);
+    }
+    /// C_0 = x_0 + kappa (1 - reset_0) seed: reset_0 is dones_0 ("starts_at") or 0.
+    __device__ __forceinline__ void fold_seed(step& s, T seed_value) const {
+        s.input = s.input + kappa * (T(1) - (starts_at ? s.done : T(0))) * seed_value;
+    }
+
+    __device__ __forceinline__ step load(std::int64_t row, std::int64_t u) const {
+        const std::int64_t t = time_of(u);
+        step s{read<T>(inputs, row, t), done_at(row, t)};
+        if (t == 0 && present(seed)) fold_seed(s, read<T>(seed, row, 0));
+        return s;
+    }
+    template <int N>
+    __device__ __forceinline__ void load_items(std::int64_t row, std::int64_t u, step (&s)[N]) const {
+        const std::int64_t t = horizon - u - N;  // the run's first element in memory
+        const bool holds_start = t == 0;
+        const T seed_value = holds_start && present(seed) ? read<T>(seed, row, 0) : T(0);
+        T x[N], d[N];
+        read_items(inputs, row, t, x);
+        read_items(dones, row, t, d);
+#pragma unroll
+        for (int j = 0; j < N; ++j) s[j] = step{x[N - 1 - j], d[N - 1 - j] != T(0) ? T(1) : T(0)};
+        if (holds_start && present(seed)) fold_seed(s[N - 1], seed_value);
+    }
+
+    static __device__ __forceinline__ lookahead ahead(const step& s) { return {s.done}; }
+    __device__ __forceinline__ lookahead load_ahead(std::int64_t row, std::int64_t u) const {
+        return {done_at(row, time_of(u))};
+    }
+
+    __device__ __forceinline__ affine<T> map(const step& cur, const lookahead& before, bool last) const {
+        if (last) return {T(0), cur.input, true};
+        return {kappa * (T(1) - (starts_at ? cur.done : before.done)), cur.input, false};
+    }
+};
+
+/// Stores the episodic sums: the scan's step u at time horizon - 1 - u, into
+/// either output (both hold C: there are no values to add).
+template <typename T, typename Out = typed_view>
+struct store_reversed {
+    Out advantages, returns;
+    std::int64_t horizon;
+
+    template <typename Step, typename Next>
+    __device__ __forceinline__ void store(std::int64_t row, std::int64_t u, T a, const Step&, T, const Next&) const {
+        if (present(advantages)) write(advantages, row, horizon - 1 - u, a);
+        if (present(returns)) write(returns, row, horizon - 1 - u, a);
+    }
+    template <int N, typename Step, typename Next>
+    __device__ __forceinline__ void store_items(std::int64_t row, std::int64_t u, const T (&a)[N],
+                                                const Step (&)[N], T, const Next&) const {
+        T forward[N];
+#pragma unroll
+        for (int j = 0; j < N; ++j) forward[j] = a[N - 1 - j];
+        if (present(advantages)) write_items(advantages, row, horizon - u - N, forward);
+        if (present(returns)) write_items(returns, row, horizon - u - N, forward);
+    }
+};
+
+/// n-step bootstrapped returns (FAMILY.md 4, rlax's definition with a scalar
+/// lambda): G_t = W^n_t with
+///   W^1_s = r_s + gamma (1 - term_s) V'_s,
+///   W^j_s = r_s + gamma [(1 - lambda) V'_s + lambda W^{j-1}_{s+1}]  if not done_s and s + 1 < T,
+///         = W^1_s otherwise,
+/// V'_s the bootstrap as in standard_producer. One thread per output walks its
+/// window forward (at most n steps, cut by the episode's end or the row's),
+/// summing (gamma lambda)^i times each step's term; the window's loads of a
+/// warp overlap and come from the L1. (n >= horizon is TD(lambda): the host
+/// runs the scan then.) Writes returns G and advantages G - V_t.
+template <typename T, typename Values = typed_view, typename Flags = Values, typename Out = typed_view>
+struct n_step_window {
+    Values values, rewards;
+    Flags terminated, truncated;
+    Values bootstrap_values, last_value;
+    Out advantages, returns;
+    std::int64_t rows, horizon, n;
+    T gamma, lambda;
+    bool time_major;  ///< consecutive threads take consecutive rows (their elements are adjacent)
+
+    __device__ __forceinline__ T flag(const Flags& f, std::int64_t row, std::int64_t s) const {
+        return present(f) ? read<T>(f, row, s) : T(0);
+    }
+    /// V'_s: values[s+1] inside the buffer, bootstrap_values at a truncated
+    /// step and at the last, else last_value.
+    __device__ __forceinline__ T bootstrap(std::int64_t row, std::int64_t s, bool truncated_here) const {
+        if (s + 1 < horizon && !truncated_here) return read<T>(values, row, s + 1);
+        if (present(bootstrap_values)) return read<T>(bootstrap_values, row, s);
+        return read<T>(last_value, row, 0);
+    }
+
+    __device__ __forceinline__ void compute(std::int64_t row, std::int64_t t) const {
+        const T gamma_rest = gamma * (T(1) - lambda), gamma_lambda = gamma * lambda;
+        T g = T(0), weight = T(1);
+        for (std::int64_t s = t;; ++s) {
+            const T r = read<T>(rewards, row, s);
+            const std::uint32_t f = episode_flags(read<T>(terminated, row, s), flag(truncated, row, s));
+            if (f == 0u && s + 1 < horizon && s - t + 1 < n) {  // the window goes on
+                g += weight * (r + gamma_rest * read<T>(values, row, s + 1));
+                weight *= gamma_lambda;
+                continue;
+            }
+            const T last_term = (f & 3u) == 3u ? quiet_nan<T>()
+                                : f & 1u       ? r
+                                               : r + gamma * bootstrap(row, s, f & 2u);
+            g += weight * last_term;
+            break;
+        }
+        if (present(returns)) write(returns, row, t, g);
+        if (present(advantages)) write(advantages, row, t, g - read<T>(values, row, t));
+    }
+};
+
+template <typename Window>
+__global__ void __launch_bounds__(256) n_step_kernel(Window w) {
+    const std::uint64_t total = static_cast<std::uint64_t>(w.rows) * static_cast<std::uint64_t>(w.horizon);
+    const std::uint64_t inner = static_cast<std::uint64_t>(w.time_major ? w.rows : w.horizon);
+    for (std::uint64_t i = static_cast<std::uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < total;
+         i += static_cast<std::uint64_t>(gridDim.x) * blockDim.x) {
+        // 32-bit division where the problem allows it (the common case): a
+        // 64-bit one is a long instruction sequence per output.
+        std::uint64_t outer, within;
+        if (total <= 0xffffffffu) {
+            outer = std::uint32_t(i) / std::uint32_t(inner);
+            within = std::uint32_t(i) - std::uint32_t(outer) * std::uint32_t(inner);
+        } else {
+            outer = i / inner;
+            within = i - outer * inner;
+        }
+        const std::int64_t row = std::int64_t(w.time_major ? within : outer);
+        const std::int64_t t = std::int64_t(w.time_major ? outer : within);
+        w.compute(row, t);
+    }
+}
+
+}  // namespace PUFF_GPU_ABI
+}  // namespace puffadv::gpu
