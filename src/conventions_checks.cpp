@@ -118,14 +118,27 @@ const char* estimator_name(estimator e) noexcept {
         case estimator::gae: return "gae";
         case estimator::td_lambda: return "td_lambda";
         case estimator::vtrace: return "vtrace";
+        case estimator::discounted_returns: return "discounted_returns";
+        case estimator::retrace: return "retrace";
+        case estimator::q_lambda: return "q_lambda";
+        case estimator::n_step_returns: return "n_step_returns";
+        case estimator::episodic_sum: return "episodic_sum";
     }
     return "unknown";
 }
 
 estimator estimator_from_name(const std::string& name) {
-    for (estimator e : {estimator::gae, estimator::td_lambda, estimator::vtrace})
+    constexpr estimator all[] = {estimator::gae,         estimator::td_lambda,      estimator::vtrace,
+                                 estimator::discounted_returns, estimator::retrace, estimator::q_lambda,
+                                 estimator::n_step_returns, estimator::episodic_sum};
+    std::string known;
+    for (estimator e : all) {
         if (name == estimator_name(e)) return e;
-    throw value_error("kind must be 'gae', 'td_lambda' or 'vtrace', got '" + name + "'");
+        known += known.empty() ? "'" : ", '";
+        known += estimator_name(e);
+        known += "'";
+    }
+    throw value_error("kind must be one of " + known + ", got '" + name + "'");
 }
 
 namespace detail {
@@ -147,13 +160,20 @@ argument_problem apply_time_axis(matrix& m, std::int64_t time_axis, const char* 
 }
 
 argument_problem apply_time_axis(standard_arrays& a, std::int64_t time_axis) {
-    const std::pair<matrix*, const char*> required[] = {
-        {&a.rewards, "rewards"}, {&a.values, "values"}, {&a.terminated, "terminated"}};
+    const std::pair<matrix*, const char*> required[] = {{&a.rewards, "rewards"}, {&a.terminated, "terminated"}};
     for (auto [m, name] : required)
         if (auto problem = apply_time_axis(*m, time_axis, name)) return problem;
     const std::pair<std::optional<matrix>*, const char*> optional[] = {
-        {&a.truncated, "truncated"}, {&a.bootstrap_values, "bootstrap_values"},
-        {&a.importance, "importance"}, {&a.advantages, "advantages"}, {&a.fused.returns, "returns"}};
+        {&a.values, "values"},
+        {&a.truncated, "truncated"},
+        {&a.bootstrap_values, "bootstrap_values"},
+        {&a.importance, "importance"},
+        {&a.next_values, "next_values"},
+        {&a.target_probs, "target_probs"},
+        {&a.behaviour_probs, "behaviour_probs"},
+        {&a.greedy, "greedy"},
+        {&a.advantages, "advantages"},
+        {&a.fused.returns, "returns"}};
     for (auto [m, name] : optional)
         if (*m)
             if (auto problem = apply_time_axis(**m, time_axis, name)) return problem;
@@ -163,8 +183,9 @@ argument_problem apply_time_axis(standard_arrays& a, std::int64_t time_axis) {
 argument_problem find_standard_problem(const standard_arrays& a, const standard_params& p) {
     using namespace detail;
     const matrix& ref = a.rewards;
+    if (!a.values) return value_problem("values is required");  // per-kind rules: see the checks commit
     // The 2-D inputs present in this call, with their names.
-    named_matrix inputs[6] = {{&a.rewards, "rewards"}, {&a.values, "values"}, {&a.terminated, "terminated"}};
+    named_matrix inputs[6] = {{&a.rewards, "rewards"}, {&*a.values, "values"}, {&a.terminated, "terminated"}};
     int n_inputs = 3;
     if (a.truncated) inputs[n_inputs++] = {&*a.truncated, "truncated"};
     if (a.bootstrap_values) inputs[n_inputs++] = {&*a.bootstrap_values, "bootstrap_values"};
@@ -191,7 +212,7 @@ argument_problem find_standard_problem(const standard_arrays& a, const standard_
 
     const dtype float_type = a.rewards.type;
     if (auto problem = check_float_input(a.rewards, "rewards", a.rewards, "rewards")) return problem;
-    if (auto problem = check_float_input(a.values, "values", a.rewards, "rewards")) return problem;
+    if (auto problem = check_float_input(*a.values, "values", a.rewards, "rewards")) return problem;
     if (a.last_value)
         if (auto problem = check_float_input(*a.last_value, "last_value", a.rewards, "rewards")) return problem;
     if (a.bootstrap_values)

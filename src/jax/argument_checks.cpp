@@ -107,7 +107,7 @@ void check_standard(const std::string& kind, nb::handle rewards, nb::handle valu
     a.bootstrap_values = optional_view(fake, bootstrap_values, "bootstrap_values");
     a.importance = optional_view(fake, importance, "importance");
     // Both outputs, shaped like rewards, as puffadv.gae allocates them.
-    const dtype out = is_reduced(a.values.type) ? dtype::float32 : a.values.type;
+    const dtype out = is_reduced(a.values->type) ? dtype::float32 : a.values->type;
     a.advantages = fake.output(rewards, out);
     a.fused.returns = fake.output(rewards, out);
 

@@ -33,13 +33,15 @@ ffi::Error standard_estimate(device where, gpu_stream stream, const ffi::AnyBuff
     if (kind < 0 || kind > 2)
         return ffi::Error::InvalidArgument("puffadv: kind must be 0 (gae), 1 (td_lambda) or 2 (vtrace)");
     standard_arrays a;
+    matrix values_view;
     const std::pair<const ffi::AnyBuffer*, matrix*> required[] = {
-        {&rewards, &a.rewards}, {&values, &a.values}, {&terminated, &a.terminated}};
+        {&rewards, &a.rewards}, {&values, &values_view}, {&terminated, &a.terminated}};
     const char* names[] = {"rewards", "values", "terminated"};
     for (int i = 0; i < 3; ++i)
         if (auto error = to_matrix(*required[i].first, names[i], where, false, *required[i].second);
             error.failure())
             return error;
+    a.values = values_view;
 
     struct slot {
         std::int32_t bit;
