@@ -337,10 +337,15 @@ void run_family_scan(const standard_arrays& a, const standard_params& p, cudaStr
         case estimator::q_lambda:
             scan_kind<T, vtrace_scan_policy>(layout, scratch, rows, horizon, false, device, stream,
                 [&](const auto& v, const auto& f) {
+                    // q only for the advantages G - q: the scan runs in G.
+                    const std::optional<matrix> q = a.advantages ? a.values : std::nullopt;
                     return q_lambda_producer<T, decltype(v(a.rewards)), decltype(f(a.terminated))>{
-                        v(a.values),    v(a.rewards), v(a.next_values), f(a.terminated), f(a.truncated),
+                        v(q),           v(a.rewards), v(a.next_values), f(a.terminated), f(a.truncated),
                         f(a.greedy),    T(p.gamma),   T(p.lambda)};
-                }, estimate);
+                }, [&](const auto& out) {
+                    return store_target<T, std::decay_t<decltype(out(a.advantages))>>{out(a.advantages),
+                                                                                       out(a.fused.returns)};
+                });
             break;
         default: {  // episodic_sum: over reversed time
             const auto producer_of = [&](const auto& v, const auto& f) {

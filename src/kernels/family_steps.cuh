@@ -106,50 +106,51 @@ struct retrace_producer {
     }
 };
 
-/// Q(lambda) (FAMILY.md 3), in the Delta form the contract gives:
-///   Delta_t = r_t + gamma (1 - term_t) nv_t - q_t
-///             + gamma (1 - done_t) lambda_t (Delta_{t+1} + q_{t+1} - nv_t),
+/// Q(lambda) (FAMILY.md 3), scanned in the returns G (as the reference reads):
+///   G_t = r_t + gamma [(1 - lambda_t) nv_t + lambda_t G_{t+1}]   inside an episode and the row,
+///       = r_t + gamma (1 - term_t) nv_t                          at its end,
 /// lambda_t = lambda (Peng) or lambda greedy_{t+1} (Watkins); nv_t = max_a Q(s_{t+1}, a).
-/// The map of t is Delta -> d_t + k_t Delta with k_t = gamma (1 - done_t)
-/// lambda_t and d_t = error_t + k_t (q_{t+1} - nv_t); the row's last step is
-/// its one-step error. A step keeps q_t, nv_t, its error and lambda greedy_t;
-/// the lookahead is q_{t+1} and lambda greedy_{t+1} (two shuffles).
+/// The map of t needs greedy_{t+1} (the lookahead: one shuffle of the step's
+/// flag word, bit 2 = greedy; always set for Peng). The
+/// epilogue (store_target) writes G and the advantages G - q_t, so q is read
+/// only when the advantages are asked for (returns alone move rl-triton's
+/// bytes: r, nv, terminated, G).
 template <typename T, typename Values = typed_view, typename Flags = Values>
 struct q_lambda_producer {
     using value_type = T;
     struct step {
-        T value;  ///< q_t
-        T next_value, error, trace;
-        std::uint32_t flags;
+        T value;  ///< q_t (0 when the advantages are not stored)
+        T reward, next_value;
+        std::uint32_t flags;  ///< bit 0 terminated, bit 1 truncated, bit 2 greedy
     };
     struct lookahead {
-        T value, trace;  ///< q_{t+1}, lambda greedy_{t+1}
+        std::uint32_t flags;  ///< of step t + 1: its bit 2 says whether the trace goes on
     };
 
-    Values q_values, rewards, next_values;
-    Flags terminated, truncated, greedy;  ///< greedy absent: Peng
+    Values q_values, rewards, next_values;  ///< q_values absent unless the advantages are stored
+    Flags terminated, truncated, greedy;    ///< greedy absent: Peng
     T gamma, lambda;
 
-    __device__ __forceinline__ T trace(T greedy_flag) const {
-        return greedy_flag != T(0) ? lambda : T(0);
-    }
-    __device__ __forceinline__ step make_step(T q, T r, T nv, T term, T trunc, T g) const {
-        const std::uint32_t f = episode_flags(term, trunc);
-        return {q, nv, one_step_error(r, nv, q, f, gamma), trace(g), f};
+    static __device__ __forceinline__ std::uint32_t flags_of(T term, T trunc, T greedy_flag) {
+        return episode_flags(term, trunc) | (std::uint32_t(greedy_flag != T(0)) << 2);
     }
     __device__ __forceinline__ T greedy_at(std::int64_t row, std::int64_t t) const {
         return present(greedy) ? read<T>(greedy, row, t) : T(1);
     }
 
     __device__ __forceinline__ step load(std::int64_t row, std::int64_t t) const {
-        return make_step(read<T>(q_values, row, t), read<T>(rewards, row, t), read<T>(next_values, row, t),
-                         read<T>(terminated, row, t), present(truncated) ? read<T>(truncated, row, t) : T(0),
-                         greedy_at(row, t));
+        return {present(q_values) ? read<T>(q_values, row, t) : T(0), read<T>(rewards, row, t),
+                read<T>(next_values, row, t),
+                flags_of(read<T>(terminated, row, t), present(truncated) ? read<T>(truncated, row, t) : T(0),
+                         greedy_at(row, t))};
     }
     template <int N>
     __device__ __forceinline__ void load_items(std::int64_t row, std::int64_t t, step (&s)[N]) const {
         T q[N], r[N], nv[N], d[N], u[N], g[N];
-        read_items(q_values, row, t, q);
+        if (present(q_values))
+            read_items(q_values, row, t, q);
+        else
+            for (int j = 0; j < N; ++j) q[j] = T(0);
         read_items(rewards, row, t, r);
         read_items(next_values, row, t, nv);
         read_items(terminated, row, t, d);
@@ -162,18 +163,42 @@ struct q_lambda_producer {
         else
             for (int j = 0; j < N; ++j) g[j] = T(1);
 #pragma unroll
-        for (int j = 0; j < N; ++j) s[j] = make_step(q[j], r[j], nv[j], d[j], u[j], g[j]);
+        for (int j = 0; j < N; ++j) s[j] = step{q[j], r[j], nv[j], flags_of(d[j], u[j], g[j])};
     }
 
-    static __device__ __forceinline__ lookahead ahead(const step& s) { return {s.value, s.trace}; }
+    static __device__ __forceinline__ lookahead ahead(const step& s) { return {s.flags}; }
     __device__ __forceinline__ lookahead load_ahead(std::int64_t row, std::int64_t t) const {
-        return {read<T>(q_values, row, t), trace(greedy_at(row, t))};
+        return {flags_of(T(0), T(0), greedy_at(row, t))};
     }
 
     __device__ __forceinline__ affine<T> map(const step& cur, const lookahead& next, bool last) const {
-        if (last) return {T(0), cur.error, true};
-        const T k = cur.flags & 3u ? T(0) : gamma * next.trace;
-        return {k, cur.error + k * (next.value - cur.next_value), false};
+        const T one_step = one_step_error(cur.reward, cur.next_value, T(0), cur.flags, gamma);
+        if (last || (cur.flags & 3u)) return {T(0), one_step, last};
+        const T trace = next.flags & 4u ? lambda : T(0);
+        return {gamma * trace, cur.reward + gamma * (T(1) - trace) * cur.next_value, false};
+    }
+};
+
+/// Stores a scan of the returns G: returns G, advantages G - q_t.
+template <typename T, typename Out = typed_view>
+struct store_target {
+    Out advantages, returns;
+
+    template <typename Step, typename Next>
+    __device__ __forceinline__ void store(std::int64_t row, std::int64_t t, T g, const Step& s, T, const Next&) const {
+        if (present(advantages)) write(advantages, row, t, g - s.value);
+        if (present(returns)) write(returns, row, t, g);
+    }
+    template <int N, typename Step, typename Next>
+    __device__ __forceinline__ void store_items(std::int64_t row, std::int64_t t, const T (&g)[N],
+                                                const Step (&s)[N], T, const Next&) const {
+        if (present(advantages)) {
+            T a[N];
+#pragma unroll
+            for (int j = 0; j < N; ++j) a[j] = g[j] - s[j].value;
+            write_items(advantages, row, t, a);
+        }
+        if (present(returns)) write_items(returns, row, t, g);
     }
 };
 
