@@ -268,8 +268,9 @@ def peer_benchmark(rl, shapes, copy, estimators=peer.ESTIMATORS):
                 row["rl_pct_copy"] = 100 * n * peer.BYTES[est][1] / (row["rl_us"] * 1e-6) / 1e9 / copy
                 row["speedup"] = row["rl_us"] / row["us"]
             table.append(row)
-            print(f"{row['shape']:>12} {est:<20} {row['us']:9.2f} us {row['pct_copy']:6.1f}%"
-                  + (f"   rl-triton {row['rl_us']:9.2f} us  x{row['speedup']:.2f}" if "rl_us" in row else ""),
+            print(f"{row['shape']:>12} {est:<26} {row['us']:9.2f} us {row['pct_copy']:6.1f}% (eager {row['eager_us']:.1f})"
+                  + (f"   rl-triton {row['rl_us']:9.2f} us {row['rl_pct_copy']:6.1f}% (eager {row['rl_eager_us']:.1f})"
+                     f"  x{row['speedup']:.2f}  rel err {row['rel_err']:.1e}" if "rl_us" in row else ""),
                   flush=True)
         del data
         torch.cuda.empty_cache()
