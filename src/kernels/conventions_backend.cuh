@@ -5,7 +5,9 @@
 #pragma once
 
 #include <algorithm>
+#include <cstdlib>
 #include <initializer_list>
+#include <string>
 #include <optional>
 #include <type_traits>
 
@@ -59,6 +61,18 @@ using standard_scan_policy = row_scan_policy<4, PUFF_STANDARD_MIN_BLOCKS>;
 /// step's four words live for the pg advantage: 4 steps at 4 blocks/SM
 /// (63 registers, no spills) ran 58.8 us against 67.4 at 6 (40, spilling).
 using wide_standard_policy = row_scan_policy<8, 4>;
+/// The lightest scans (discounted returns, episodic sums: 12 bytes a step)
+/// spend a larger share on the scan itself; 16 steps per thread at 2 blocks/SM
+/// amortise it further. Chosen by PUFFADV_GPU_LIGHT_STEPS=16 (default 8, the
+/// wide policy) until measured on the H200 (docs/benchmarks.md).
+using light_scan_policy = row_scan_policy<16, 2>;
+inline bool light_steps_16() {
+    static const bool on = [] {
+        const char* v = std::getenv("PUFFADV_GPU_LIGHT_STEPS");
+        return v && std::string(v) == "16";
+    }();
+    return on;
+}
 using vtrace_scan_policy = row_scan_policy<4, 4>;
 
 template <typename In>
@@ -88,6 +102,7 @@ struct call_layout {
     int items;
     bool contiguous = true, vectorized = true, byte_flags = false, float_out = false;
     bool vectorized_wide = true;  ///< every array also allows 2 * items steps per access
+    bool vectorized_light = true;  ///< and 4 * items (light_scan_policy)
     bool flags_mixed = false, outputs_mixed = false, has_flags = false, has_outputs = false;
 
     call_layout(dtype t) : float_type(t), items(items_for(t)) {}
@@ -96,6 +111,7 @@ struct call_layout {
         contiguous = contiguous && m.time_contiguous();
         vectorized = vectorized && vectorizable(m, items);
         vectorized_wide = vectorized_wide && vectorizable(m, 2 * items);
+        vectorized_light = vectorized_light && vectorizable(m, 4 * items);
     }
     void input(const std::optional<matrix>& m) {
         if (m) input(*m);
@@ -249,6 +265,9 @@ void run_standard(const standard_arrays& a, const standard_params& p, cudaStream
             const auto epilogue = standard_epilogue<T, PolicyGradient>(view_of<Out>(a.advantages),
                                                                       view_of<Out>(a.fused.returns), a, p);
             if constexpr (std::is_same_v<In, float> && !PolicyGradient) {
+                if (!a.values && !a.truncated && layout.vectorized_light && light_steps_16())
+                    return launch_scan<light_scan_policy, true>(producer, epilogue, scratch, rows, horizon, true,
+                                                                device, stream);
                 if (!a.truncated && layout.vectorized_wide)
                     return launch_scan<wide_standard_policy, true>(producer, epilogue, scratch, rows, horizon, true,
                                                                    device, stream);
@@ -357,10 +376,16 @@ void run_family_scan(const standard_arrays& a, const standard_params& p, cudaStr
                 return store_reversed<T, std::decay_t<decltype(out(a.advantages))>>{out(a.advantages),
                                                                                   out(a.fused.returns), horizon};
             };
-            if (std::is_same_v<T, float> && layout.vectorized_wide)
-                scan_kind<T, wide_standard_policy>(layout, scratch, rows, horizon, true, device, stream, producer_of,
-                                                   epilogue_of);
-            else
+            bool wide = false;  // float32: more steps per thread where every array allows the access
+            if constexpr (std::is_same_v<T, float>) {
+                if ((wide = layout.vectorized_light && light_steps_16()))
+                    scan_kind<T, light_scan_policy>(layout, scratch, rows, horizon, true, device, stream, producer_of,
+                                                    epilogue_of);
+                else if ((wide = layout.vectorized_wide))
+                    scan_kind<T, wide_standard_policy>(layout, scratch, rows, horizon, true, device, stream,
+                                                       producer_of, epilogue_of);
+            }
+            if (!wide)
                 scan_kind<T, standard_scan_policy>(layout, scratch, rows, horizon, true, device, stream, producer_of,
                                                    epilogue_of);
         }
