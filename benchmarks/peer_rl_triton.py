@@ -23,9 +23,10 @@ The estimator family (issue 20):
                                (bootstrap_values bv, zero except at truncated steps and the last column)
   - Retrace (Q_ret):           puffadv.retrace(r, q, nv, term, trunc, target_probs=pi, behaviour_probs=mu,
                                lambda_=LAM, c_clip=c_bar).returns
-                               == rl_triton.compute_retrace(pi[..., None], mu, q, nq[..., None], actions=0,
-                               r, term, trunc, ...)[0] with one action, nv = pi * nq (rl-triton takes
-                               E_pi Q(s_{t+1}, .) with the target probabilities of step t)
+                               == rl_triton.compute_retrace(P, mu, q, NQ, actions=0, r, term, trunc, ...)[0]
+                               with two actions, P = [pi, 1 - pi], NQ the next Q of both and
+                               nv = (P * NQ).sum(-1) (rl-triton takes E_pi Q(s_{t+1}, .) with the
+                               target probabilities of step t)
   - Q(lambda), Peng (returns): puffadv.q_lambda(r, q, nv, term, lambda_=LAM).returns
                                == rl_triton.compute_lambda_returns(r, nv, term, bootstrap_values=B)
                                (B zero but its last column nv[:, -1])
@@ -58,8 +59,8 @@ BYTES = {  # estimator: (puffadv, rl-triton)
     "vtrace vs+pg": (24, 28),               # r, v, term, ratio (rl-triton: two log-probs); vs, pg
     "discounted last_value": (12, 12),      # r, term; G
     "discounted trunc+bootstrap": (20, 20),  # r, term, trunc, bootstrap_values; G
-    "retrace Q_ret+delta": (36, 48),        # r, q, nv, term, trunc, pi, mu; Q_ret, Delta
-                                            # (rl-triton: int64 actions; Q_ret, its advantages, a pi scratch)
+    "retrace Q_ret+delta": (36, 56),        # r, q, nv, term, trunc, pi, mu; Q_ret, Delta (rl-triton:
+                                            # P, NQ of 2 actions, int64 actions; Q_ret, its advantages, a pi scratch)
     "q_lambda peng returns": (16, 16),      # r, nv, term; G
     "episodic cumsum": (12, 12),            # x, dones; C
     "eligibility traces": (12, 12),         # x, dones; z
@@ -109,11 +110,12 @@ def make_inputs(rows, horizon, generator, device="cuda"):
     d["lv_column"][:, -1] = lv
     for name in ("out", "out2"):
         d[name] = torch.empty_like(v)
-    # Retrace with one action: pi, mu of the taken action, nq = Q(s_{t+1}, a), nv = pi * nq.
+    # Retrace with two actions, action 0 taken: pi, mu its probabilities, nv = E_P Q(s_{t+1}, .).
     d["pi"] = torch.rand(shape, device=device, generator=generator) * 0.9 + 0.1
     d["mu"] = torch.rand(shape, device=device, generator=generator) * 0.9 + 0.1
-    d["nq"] = f()
-    d["retrace_nv"] = d["pi"] * d["nq"]
+    d["P"] = torch.stack([d["pi"], 1 - d["pi"]], dim=-1)
+    d["NQ"] = torch.randn((*shape, 2), device=device, generator=generator)
+    d["retrace_nv"] = (d["P"] * d["NQ"]).sum(-1)
     d["actions"] = torch.zeros(shape, dtype=torch.int64, device=device)
     d["dones"] = ((term + trunc) > 0).float()
     return d
@@ -177,7 +179,7 @@ def rl_triton_call(rl, estimator, d):
         return lambda: (rl.compute_discounted_returns(d["r"], d["term"], d["trunc"], gamma=GAMMA,
                                                       bootstrap_values=d["bv"]),)
     if estimator == "retrace Q_ret+delta":
-        return lambda: rl.compute_retrace(d["pi"][..., None], d["mu"], d["v"], d["nq"][..., None], d["actions"],
+        return lambda: rl.compute_retrace(d["P"], d["mu"], d["v"], d["NQ"], d["actions"],
                                           d["r"], d["term"], d["trunc"], gamma=GAMMA, lambda_=LAM, c_bar=C_BAR)[:1]
     if estimator == "q_lambda peng returns":
         return lambda: (rl.compute_lambda_returns(d["r"], d["next_values"], d["term"], gamma=GAMMA, lambda_=LAM,

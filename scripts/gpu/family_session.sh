@@ -33,32 +33,42 @@ CMAKE_BUILD_PARALLEL_LEVEL=16 python3 -m pip install -q --no-build-isolation --n
 stamp "built"
 python3 -m puffadv > "$LOG/selfcheck.txt" 2>&1 || status=1
 
+# Everything below shares the device call's time: DEADLINE seconds after the start.
+deadline=$(( ${DEADLINE:-400} ))
+left() { echo $(( deadline - SECONDS )); }
 sanitizer="$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)"
+test_limit=$(( $(left) > 300 ? 110 : 70 ))
 (
-  PUFFADV_UNDER_SANITIZER=1 timeout "${SANITIZER_LIMIT:-150}" "$sanitizer" --tool memcheck --error-exitcode 99 \
+  PUFFADV_UNDER_SANITIZER=1 timeout "$test_limit" "$sanitizer" --tool memcheck --error-exitcode 99 \
     python3 -m pytest -q -p no:cacheprovider tests/python/test_gpu.py \
-    -k "family and not 50001 and not 40000 and not offset and not every-other" > "$LOG/memcheck.txt" 2>&1
+    -k "family and not 50001 and not 40000 and not 4100 and not 3000 and not every-other" > "$LOG/memcheck.txt" 2>&1
   echo "memcheck exit status $?" >> "$LOG/memcheck.txt"
 ) &
 memcheck=$!
-timeout "${TEST_LIMIT:-150}" python3 -m pytest -q -p no:cacheprovider -rf tests/python/test_gpu.py -k family \
+timeout "$test_limit" python3 -m pytest -q -p no:cacheprovider -rf -x tests/python/test_family.py -k "torch-cuda or cupy" \
+  > "$LOG/test-family-cuda.txt" 2>&1 &
+family=$!
+timeout "$test_limit" python3 -m pytest -q -p no:cacheprovider -rf tests/python/test_conventions.py -k cuda \
+  > "$LOG/test-conventions-cuda.txt" 2>&1 &
+conventions=$!
+timeout "$test_limit" python3 -m pytest -q -p no:cacheprovider -rf tests/python/test_gpu.py -k family \
   > "$LOG/test-gpu-family.txt" 2>&1 || status=1
-tail -3 "$LOG/test-gpu-family.txt"
-timeout 90 python3 -m pytest -q -p no:cacheprovider -rf tests/python/test_family.py -k "torch-cuda or cupy" \
-  > "$LOG/test-family-cuda.txt" 2>&1 || status=1
-tail -3 "$LOG/test-family-cuda.txt"
-timeout 90 python3 -m pytest -q -p no:cacheprovider -rf tests/python/test_conventions.py -k cuda \
-  > "$LOG/test-conventions-cuda.txt" 2>&1 || status=1
-tail -3 "$LOG/test-conventions-cuda.txt"
-stamp "tests done"
+wait $family || status=1
+wait $conventions || status=1
+for f in test-gpu-family test-family-cuda test-conventions-cuda; do echo "$f: $(tail -1 "$LOG/$f.txt")"; done
 wait $memcheck
 grep -E "ERROR SUMMARY|passed|failed|exit status" "$LOG/memcheck.txt" | tail -4
-stamp "memcheck done"
+stamp "tests and memcheck done"
 
+# Alone on the GPU: the family beside rl-triton, then the 16-steps variant of the lightest scans.
 shapes="${SHAPES:-65536x128,262144x128,4096x1024,1048576x32,1048576x8,1024x128,8x131072,64x16384,16384x64,8192x64,4096x64,8192x91}"
-timeout "${BENCH_LIMIT:-170}" python3 benchmarks/bench_conventions.py --sections peers --estimators family \
+timeout $(( $(left) - 40 )) python3 benchmarks/bench_conventions.py --sections peers --estimators family \
   --shapes "$shapes" --json "$LOG/family-bench.json" --markdown "$LOG/family-bench.md" > "$LOG/family-bench.txt" 2>&1 \
   || status=1
-grep -E "copy bandwidth|rl-triton|MISMATCH" "$LOG/family-bench.txt" | head -3
+grep -E "copy bandwidth|rl-triton [0-9]|MISMATCH" "$LOG/family-bench.txt" | head -3
 stamp "bench done"
+PUFFADV_GPU_LIGHT_STEPS=16 timeout $(( $(left) - 5 )) python3 benchmarks/bench_conventions.py --sections peers \
+  --estimators "discounted last_value,episodic cumsum,eligibility traces" --shapes "${LIGHT_SHAPES:-65536x128,262144x128,4096x1024}" \
+  > "$LOG/family-bench-light16.txt" 2>&1
+stamp "light-16 variant done"
 exit $status
