@@ -5,9 +5,7 @@
 #pragma once
 
 #include <algorithm>
-#include <cstdlib>
 #include <initializer_list>
-#include <string>
 #include <optional>
 #include <type_traits>
 
@@ -61,18 +59,10 @@ using standard_scan_policy = row_scan_policy<4, PUFF_STANDARD_MIN_BLOCKS>;
 /// step's four words live for the pg advantage: 4 steps at 4 blocks/SM
 /// (63 registers, no spills) ran 58.8 us against 67.4 at 6 (40, spilling).
 using wide_standard_policy = row_scan_policy<8, 4>;
-/// The lightest scans (discounted returns, episodic sums: 12 bytes a step)
-/// spend a larger share on the scan itself; 16 steps per thread at 2 blocks/SM
-/// amortise it further. Chosen by PUFFADV_GPU_LIGHT_STEPS=16 (default 8, the
-/// wide policy) until measured on the H200 (docs/benchmarks.md).
-using light_scan_policy = row_scan_policy<16, 2>;
-inline bool light_steps_16() {
-    static const bool on = [] {
-        const char* v = std::getenv("PUFFADV_GPU_LIGHT_STEPS");
-        return v && std::string(v) == "16";
-    }();
-    return on;
-}
+/// The family's float32 scans (family_steps.cuh) take the wide policy where
+/// every array allows it, except Retrace (seven inputs: 4 steps at 4 blocks/SM,
+/// as V-trace). 16 steps per thread at 2 blocks/SM were slower for the lightest
+/// scans on the H200 (episodic sums 28.1 -> 31.5 us at 65536x128, 2026-12-02).
 using vtrace_scan_policy = row_scan_policy<4, 4>;
 
 template <typename In>
@@ -102,7 +92,6 @@ struct call_layout {
     int items;
     bool contiguous = true, vectorized = true, byte_flags = false, float_out = false;
     bool vectorized_wide = true;  ///< every array also allows 2 * items steps per access
-    bool vectorized_light = true;  ///< and 4 * items (light_scan_policy)
     bool flags_mixed = false, outputs_mixed = false, has_flags = false, has_outputs = false;
 
     call_layout(dtype t) : float_type(t), items(items_for(t)) {}
@@ -111,7 +100,6 @@ struct call_layout {
         contiguous = contiguous && m.time_contiguous();
         vectorized = vectorized && vectorizable(m, items);
         vectorized_wide = vectorized_wide && vectorizable(m, 2 * items);
-        vectorized_light = vectorized_light && vectorizable(m, 4 * items);
     }
     void input(const std::optional<matrix>& m) {
         if (m) input(*m);
@@ -202,17 +190,11 @@ inline void launch_row_sums(const matrix& a, const fused_outputs& f, std::int64_
     throw type_error(std::string(what) + " on the GPU is not in this build; pass host arrays");
 }
 
-/// gamma lambda of the standard producer: discounted returns are its lambda = 1.
-template <typename T>
-T trace_decay(const standard_params& p) {
-    return p.kind == estimator::discounted_returns ? T(p.gamma) : T(p.gamma) * T(p.lambda);
-}
-
 template <typename T>
 standard_producer<T> generic_standard_producer(const standard_arrays& a, const standard_params& p) {
     return {typed(a.values),     typed(a.rewards),          typed(a.terminated), typed(a.truncated),
             typed(a.importance), typed(a.bootstrap_values), typed(a.last_value), a.rewards.cols,
-            T(p.gamma),          trace_decay<T>(p),         T(p.rho_clip),       T(p.c_clip)};
+            T(p.gamma),          T(p.gamma) * T(p.lambda),  T(p.rho_clip),       T(p.c_clip)};
 }
 
 /// The output the row sums read: the advantages, or for the kinds without
@@ -261,13 +243,10 @@ void run_standard(const standard_arrays& a, const standard_params& p, cudaStream
                 view_of<const Flag>(a.terminated), view_of<const Flag>(a.truncated),
                 view_of<const In>(a.importance), view_of<const In>(a.bootstrap_values),
                 view_of<const In>(a.last_value), horizon,
-                T(p.gamma), trace_decay<T>(p), T(p.rho_clip), T(p.c_clip)};
+                T(p.gamma), T(p.gamma) * T(p.lambda), T(p.rho_clip), T(p.c_clip)};
             const auto epilogue = standard_epilogue<T, PolicyGradient>(view_of<Out>(a.advantages),
                                                                       view_of<Out>(a.fused.returns), a, p);
             if constexpr (std::is_same_v<In, float> && !PolicyGradient) {
-                if (!a.values && !a.truncated && layout.vectorized_light && light_steps_16())
-                    return launch_scan<light_scan_policy, true>(producer, epilogue, scratch, rows, horizon, true,
-                                                                device, stream);
                 if (!a.truncated && layout.vectorized_wide)
                     return launch_scan<wide_standard_policy, true>(producer, epilogue, scratch, rows, horizon, true,
                                                                    device, stream);
@@ -328,7 +307,20 @@ void scan_kind(const call_layout& layout, const matrix* scratch, std::int64_t ro
     }
 }
 
-/// Retrace, Q(lambda) and the episodic sums.
+/// scan_kind with the wide policy for float32 calls whose arrays all allow it, else `Policy`.
+template <typename T, typename Policy, typename MakeProducer, typename MakeEpilogue>
+void scan_kind_widest(const call_layout& layout, const matrix* scratch, std::int64_t rows, std::int64_t horizon,
+                      bool reversed, int device, cudaStream_t stream, MakeProducer&& producer_of,
+                      MakeEpilogue&& epilogue_of) {
+    if constexpr (std::is_same_v<T, float>) {
+        if (layout.vectorized_wide)
+            return scan_kind<T, wide_standard_policy>(layout, scratch, rows, horizon, reversed, device, stream,
+                                                      producer_of, epilogue_of);
+    }
+    scan_kind<T, Policy>(layout, scratch, rows, horizon, reversed, device, stream, producer_of, epilogue_of);
+}
+
+/// Discounted returns, Retrace, Q(lambda) and the episodic sums.
 template <typename T>
 void run_family_scan(const standard_arrays& a, const standard_params& p, cudaStream_t stream) {
     const int device = a.rewards.device.index;
@@ -343,7 +335,20 @@ void run_family_scan(const standard_arrays& a, const standard_params& p, cudaStr
         return store_estimate<T, std::decay_t<decltype(out(a.advantages))>>{out(a.advantages), out(a.fused.returns)};
     };
 
+    const auto same = [&](const auto& out) {  // no values: both outputs hold A
+        return store_same<T, std::decay_t<decltype(out(a.advantages))>>{out(a.advantages), out(a.fused.returns),
+                                                                         horizon};
+    };
+
     switch (p.kind) {
+        case estimator::discounted_returns:
+            scan_kind_widest<T, standard_scan_policy>(layout, scratch, rows, horizon, false, device, stream,
+                [&](const auto& v, const auto& f) {
+                    return returns_producer<T, decltype(v(a.rewards)), decltype(f(a.terminated))>{
+                        v(a.rewards), f(a.terminated), f(a.truncated), v(a.bootstrap_values), v(a.last_value),
+                        horizon, T(p.gamma)};
+                }, same);
+            break;
         case estimator::retrace:
             scan_kind<T, vtrace_scan_policy>(layout, scratch, rows, horizon, false, device, stream,
                 [&](const auto& v, const auto& f) {
@@ -354,7 +359,7 @@ void run_family_scan(const standard_arrays& a, const standard_params& p, cudaStr
                 }, estimate);
             break;
         case estimator::q_lambda:
-            scan_kind<T, vtrace_scan_policy>(layout, scratch, rows, horizon, false, device, stream,
+            scan_kind_widest<T, vtrace_scan_policy>(layout, scratch, rows, horizon, false, device, stream,
                 [&](const auto& v, const auto& f) {
                     // q only for the advantages G - q: the scan runs in G.
                     const std::optional<matrix> q = a.advantages ? a.values : std::nullopt;
@@ -373,21 +378,11 @@ void run_family_scan(const standard_arrays& a, const standard_params& p, cudaStr
                     p.reset_at_start};
             };
             const auto epilogue_of = [&](const auto& out) {
-                return store_reversed<T, std::decay_t<decltype(out(a.advantages))>>{out(a.advantages),
-                                                                                  out(a.fused.returns), horizon};
+                return store_same<T, std::decay_t<decltype(out(a.advantages))>, true>{out(a.advantages),
+                                                                                     out(a.fused.returns), horizon};
             };
-            bool wide = false;  // float32: more steps per thread where every array allows the access
-            if constexpr (std::is_same_v<T, float>) {
-                if ((wide = layout.vectorized_light && light_steps_16()))
-                    scan_kind<T, light_scan_policy>(layout, scratch, rows, horizon, true, device, stream, producer_of,
-                                                    epilogue_of);
-                else if ((wide = layout.vectorized_wide))
-                    scan_kind<T, wide_standard_policy>(layout, scratch, rows, horizon, true, device, stream,
-                                                       producer_of, epilogue_of);
-            }
-            if (!wide)
-                scan_kind<T, standard_scan_policy>(layout, scratch, rows, horizon, true, device, stream, producer_of,
-                                                   epilogue_of);
+            scan_kind_widest<T, standard_scan_policy>(layout, scratch, rows, horizon, true, device, stream,
+                                                      producer_of, epilogue_of);
         }
     }
     if (sums) launch_row_sums(*summed, a.fused, rows, horizon, device, stream);
@@ -409,6 +404,8 @@ void run_n_step(const standard_arrays& a, const standard_params& p, cudaStream_t
     if (sums && !a.advantages) unsupported("row sums without the advantages output");
     call_layout layout(a.rewards.type);
     layout.input(a.rewards);
+    layout.input(a.values);
+    layout.input(a.bootstrap_values);
     layout.flag(a.terminated);
     layout.flag(a.truncated);
     layout.output(a.advantages);
@@ -428,7 +425,33 @@ void run_n_step(const standard_arrays& a, const standard_params& p, cudaStream_t
             v(a.last_value), out(a.advantages),  out(a.fused.returns), rows, horizon, p.n,
             T(p.gamma),      T(p.lambda),        time_major};
     };
-    if (!layout.flags_mixed && !layout.outputs_mixed && dtype_size(layout.float_type) != 2) {
+    // Windows of n <= 4 (8) steps of contiguous rows: the vector kernel, 4 (8) outputs a thread.
+    const auto launch_vector = [&](auto n_tag, const auto& window) {
+        constexpr int N = decltype(n_tag)::value;
+        constexpr unsigned threads = 256;
+        const std::uint64_t chunks = std::uint64_t(rows) * std::uint64_t(horizon / N);
+        n_step_vector_kernel<N><<<static_cast<unsigned>((chunks + threads - 1) / threads), threads, 0, stream>>>(
+            window);
+        PUFF_GPU_CHECK(cudaGetLastError(), device);
+    };
+    const auto run = [&](const auto& window) {
+        const std::uint64_t chunks = std::uint64_t(rows) * std::uint64_t(horizon / 4);
+        const bool fits = (chunks + 255) / 256 <= 0x7fffffffu;
+        if (layout.vectorized && p.n <= 4 && fits)
+            launch_vector(std::integral_constant<int, 4>{}, window);
+        else if (layout.vectorized_wide && p.n <= 8 && fits)
+            launch_vector(std::integral_constant<int, 8>{}, window);
+        else
+            launch(window);
+    };
+    if (layout.fast() && dtype_size(layout.float_type) != 2) {  // vectorisable, one flag and one output type
+        const auto values = [](const auto& m) { return view_of<const T>(m); };
+        const auto outputs = [](const auto& m) { return view_of<T>(m); };
+        if (layout.byte_flags)
+            run(window_of(values, [](const auto& m) { return view_of<const flag_byte>(m); }, outputs));
+        else
+            run(window_of(values, values, outputs));
+    } else if (!layout.flags_mixed && !layout.outputs_mixed && dtype_size(layout.float_type) != 2) {
         const auto values = [](const auto& m) { return view_of<const T>(m); };
         const auto outputs = [](const auto& m) { return view_of<T>(m); };
         if (layout.byte_flags)
@@ -446,11 +469,12 @@ template <typename T>
 void run_estimate(const standard_arrays& a, const standard_params& p, cudaStream_t stream) {
     switch (p.kind) {
         case estimator::vtrace: return run_standard<T, true>(a, p, stream);
+        case estimator::discounted_returns:
         case estimator::retrace:
         case estimator::q_lambda:
         case estimator::episodic_sum: return run_family_scan<T>(a, p, stream);
         case estimator::n_step_returns: return run_n_step<T>(a, p, stream);
-        default: return run_standard<T, false>(a, p, stream);  // gae, td_lambda, discounted_returns
+        default: return run_standard<T, false>(a, p, stream);  // gae, td_lambda
     }
 }
 

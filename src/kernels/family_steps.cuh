@@ -1,9 +1,9 @@
 // The estimator family beyond GAE / TD(lambda) / V-trace (issue 20, FAMILY.md)
-// on the GPU. Retrace(lambda), Q(lambda) and the episodic sums are producers
-// of the row scan (Producer / Epilogue concepts in puff_steps.cuh); the
-// episodic sums are a forward recurrence, run as the backward scan over
-// reversed time. Discounted returns are the standard producer without values
-// (standard_steps.cuh). n-step returns are not a scan: a window per output.
+// on the GPU. Discounted returns, Retrace(lambda), Q(lambda) and the episodic
+// sums are producers of the row scan (Producer / Epilogue concepts in
+// puff_steps.cuh); the episodic sums are a forward recurrence, run as the
+// backward scan over reversed time. n-step returns are not a scan: a window
+// per output.
 //
 // The formulas are the CPU backend's, term by term: (1 - terminated_t) X is
 // "0 where terminated, else X" (a NaN in X at a terminated step stays out),
@@ -41,6 +41,80 @@ __device__ __forceinline__ T one_step_error(T reward, T next, T q, std::uint32_t
     if ((flags & 3u) == 3u) return quiet_nan<T>();
     return reward + (flags & 1u ? T(0) : gamma * next) - q;
 }
+
+/// Discounted returns (FAMILY.md 1):
+///   G_t = r_t + gamma (1 - term_t) B_t + gamma (1 - done_t) G_{t+1},
+/// B_t the bootstrap at truncated steps and at the row's last (bootstrap_values,
+/// else last_value, else 0). No values are read. The bootstrap is folded into
+/// the reward where it is read, as in standard_producer (a vector load of
+/// bootstrap_values with the other inputs where there are truncations), so a
+/// step is two words and its map needs nothing of the next step: no lookahead.
+/// (The standard producer with values read as 0 computes the same, with the
+/// checks and registers of four more optional arrays: slower, docs/benchmarks.md.)
+template <typename T, typename Values = typed_view, typename Flags = Values>
+struct returns_producer {
+    using value_type = T;
+    struct step {
+        T reward;             ///< r_t, plus gamma B_t where the bootstrap is read and t is not terminated
+        std::uint32_t flags;  ///< bit 0 terminated, bit 1 truncated
+    };
+    struct lookahead {};
+
+    Values rewards;
+    Flags terminated, truncated;
+    Values bootstrap_values, last_value;
+    std::int64_t horizon;
+    T gamma;
+
+    __device__ __forceinline__ T end_bootstrap(std::int64_t row) const {
+        if (present(bootstrap_values)) return read<T>(bootstrap_values, row, horizon - 1);
+        return present(last_value) ? read<T>(last_value, row, 0) : T(0);
+    }
+    __device__ __forceinline__ void bootstrap(step& s, T b) const {
+        if (!(s.flags & 1u)) s.reward = s.reward + gamma * b;
+    }
+
+    __device__ __forceinline__ step load(std::int64_t row, std::int64_t t) const {
+        step s{read<T>(rewards, row, t),
+               episode_flags(read<T>(terminated, row, t), present(truncated) ? read<T>(truncated, row, t) : T(0))};
+        if (t == horizon - 1)
+            bootstrap(s, end_bootstrap(row));
+        else if (s.flags == 2u)
+            bootstrap(s, read<T>(bootstrap_values, row, t));
+        return s;
+    }
+    template <int N>
+    __device__ __forceinline__ void load_items(std::int64_t row, std::int64_t t, step (&s)[N]) const {
+        T r[N], d[N];
+        const bool holds_end = t + N == horizon;
+        const bool truncations = present(truncated);  // then bootstrap_values is present (checked)
+        const T end_value = holds_end && !truncations ? end_bootstrap(row) : T(0);
+        read_items(rewards, row, t, r);
+        read_items(terminated, row, t, d);
+        if (truncations) {
+            T u[N], b[N];
+            read_items(truncated, row, t, u);
+            read_items(bootstrap_values, row, t, b);
+#pragma unroll
+            for (int j = 0; j < N; ++j) {
+                s[j] = step{r[j], episode_flags(d[j], u[j])};
+                if ((s[j].flags & 2u) || (holds_end && j == N - 1)) bootstrap(s[j], b[j]);
+            }
+        } else {
+#pragma unroll
+            for (int j = 0; j < N; ++j) s[j] = step{r[j], episode_flags(d[j], T(0))};
+            if (holds_end) bootstrap(s[N - 1], end_value);
+        }
+    }
+
+    static __device__ __forceinline__ lookahead ahead(const step&) { return {}; }
+    __device__ __forceinline__ lookahead load_ahead(std::int64_t, std::int64_t) const { return {}; }
+
+    __device__ __forceinline__ affine<T> map(const step& cur, const lookahead&, bool last) const {
+        const T g = (cur.flags & 3u) == 3u ? quiet_nan<T>() : cur.reward;
+        return {cur.flags & 3u ? T(0) : gamma, g, last};
+    }
+};
 
 /// Retrace(lambda) on action values (FAMILY.md 2):
 ///   Delta_t = r_t + gamma (1 - term_t) nv_t - q_t + gamma (1 - done_t) c_{t+1} Delta_{t+1},
@@ -267,26 +341,29 @@ struct episodic_producer {
     }
 };
 
-/// Stores the episodic sums: the scan's step u at time horizon - 1 - u, into
-/// either output (both hold C: there are no values to add).
-template <typename T, typename Out = typed_view>
-struct store_reversed {
+/// Stores A into either output (the kinds without values: discounted returns,
+/// episodic sums, whose returns are A). Reversed: the scan's step u is time
+/// horizon - 1 - u (episodic_producer).
+template <typename T, typename Out = typed_view, bool Reversed = false>
+struct store_same {
     Out advantages, returns;
     std::int64_t horizon;
 
     template <typename Step, typename Next>
     __device__ __forceinline__ void store(std::int64_t row, std::int64_t u, T a, const Step&, T, const Next&) const {
-        if (present(advantages)) write(advantages, row, horizon - 1 - u, a);
-        if (present(returns)) write(returns, row, horizon - 1 - u, a);
+        const std::int64_t t = Reversed ? horizon - 1 - u : u;
+        if (present(advantages)) write(advantages, row, t, a);
+        if (present(returns)) write(returns, row, t, a);
     }
     template <int N, typename Step, typename Next>
     __device__ __forceinline__ void store_items(std::int64_t row, std::int64_t u, const T (&a)[N],
                                                 const Step (&)[N], T, const Next&) const {
         T forward[N];
 #pragma unroll
-        for (int j = 0; j < N; ++j) forward[j] = a[N - 1 - j];
-        if (present(advantages)) write_items(advantages, row, horizon - u - N, forward);
-        if (present(returns)) write_items(returns, row, horizon - u - N, forward);
+        for (int j = 0; j < N; ++j) forward[j] = Reversed ? a[N - 1 - j] : a[j];
+        const std::int64_t t = Reversed ? horizon - u - N : u;
+        if (present(advantages)) write_items(advantages, row, t, forward);
+        if (present(returns)) write_items(returns, row, t, forward);
     }
 };
 
@@ -342,6 +419,82 @@ struct n_step_window {
         if (present(advantages)) write(advantages, row, t, g - read<T>(values, row, t));
     }
 };
+
+/// Rows of contiguous arrays, windows of n <= N steps: a thread computes the N
+/// outputs t0 .. t0 + N - 1 of a row from registers, loading steps t0 ..
+/// t0 + 2N - 1 N at a time (its own and the next thread's, which the L1
+/// serves): no per-step address arithmetic or scalar load. The host checked
+/// that every array is time-contiguous and aligned to N elements and that the
+/// horizon is a multiple of N.
+template <int N, typename T, typename Values, typename Flags, typename Out>
+__global__ void __launch_bounds__(256) n_step_vector_kernel(n_step_window<T, Values, Flags, Out> w) {
+    const std::uint64_t per_row = static_cast<std::uint64_t>(w.horizon / N);
+    const std::uint64_t total = static_cast<std::uint64_t>(w.rows) * per_row;
+    const std::uint64_t chunk = static_cast<std::uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+    if (chunk >= total) return;
+    std::uint64_t row_u;
+    if (total <= 0xffffffffu)
+        row_u = std::uint32_t(chunk) / std::uint32_t(per_row);
+    else
+        row_u = chunk / per_row;
+    const std::int64_t row = std::int64_t(row_u), t0 = std::int64_t(chunk - row_u * per_row) * N;
+    const bool has_next = t0 + N < w.horizon;  // else this thread's steps end the row
+
+    // Steps t0 .. t0 + 2N - 1 (the second half absent past the row's end: never read then).
+    const auto load = [&](const auto& view, T (&x)[2 * N], T absent) {
+        T lo[N], hi[N];
+        if (present(view)) {
+            read_items(view, row, t0, lo);
+            if (has_next) read_items(view, row, t0 + N, hi);
+        } else {
+#pragma unroll
+            for (int j = 0; j < N; ++j) lo[j] = absent;
+        }
+#pragma unroll
+        for (int j = 0; j < N; ++j) x[j] = lo[j], x[N + j] = has_next && present(view) ? hi[j] : absent;
+    };
+    T r[2 * N], v[2 * N], d[2 * N], u[2 * N], b[2 * N];
+    load(w.rewards, r, T(0));
+    load(w.values, v, T(0));
+    load(w.terminated, d, T(0));
+    load(w.truncated, u, T(0));
+    load(w.bootstrap_values, b, T(0));
+    const T end_value = !has_next && !present(w.bootstrap_values) ? read<T>(w.last_value, row, 0) : T(0);
+
+    // Per step s: W1_s (the window's last term), the term of a step the window
+    // passes, r_s + gamma (1 - lambda) V_{s+1}, and whether an episode or the row ends at s.
+    const T gamma_rest = w.gamma * (T(1) - w.lambda), gamma_lambda = w.gamma * w.lambda;
+    T last_term[2 * N - 1], passing[2 * N - 1];
+    std::uint32_t ends = 0;
+#pragma unroll
+    for (int s = 0; s < 2 * N - 1; ++s) {
+        const std::uint32_t f = episode_flags(d[s], u[s]);
+        const bool row_end = t0 + s == w.horizon - 1;
+        const T bootstrap = (f & 2u) || row_end ? (present(w.bootstrap_values) ? b[s] : end_value) : v[s + 1];
+        last_term[s] = (f & 3u) == 3u ? quiet_nan<T>() : f & 1u ? r[s] : r[s] + w.gamma * bootstrap;
+        passing[s] = r[s] + gamma_rest * v[s + 1];
+        if (f || row_end) ends |= 1u << s;
+    }
+    T g[N], a[N];
+#pragma unroll
+    for (int j = 0; j < N; ++j) {
+        T sum = T(0), weight = T(1);
+        bool open = true;
+#pragma unroll
+        for (int i = 0; i < N; ++i) {
+            if (open) {
+                const bool on = !(ends >> (j + i) & 1u) && i + 1 < w.n;
+                sum += weight * (on ? passing[j + i] : last_term[j + i]);
+                weight *= gamma_lambda;
+                open = on;
+            }
+        }
+        g[j] = sum;
+        a[j] = sum - v[j];
+    }
+    if (present(w.returns)) write_items(w.returns, row, t0, g);
+    if (present(w.advantages)) write_items(w.advantages, row, t0, a);
+}
 
 template <typename Window>
 __global__ void __launch_bounds__(256) n_step_kernel(Window w) {

@@ -24,9 +24,6 @@ __device__ __forceinline__ T quiet_nan() { return T(__int_as_float(0x7fc00000));
 /// then and folded into the reward, r_t + gamma V'_t, so that a step stays four
 /// words (register pressure) and the map needs no row or time. The map of step
 /// t needs only V_{t+1} of the next step (its lookahead: one shuffle).
-/// Discounted returns (FAMILY.md 1) are this producer with values absent (read
-/// as 0, never loaded) and lambda = 1: G_t = r_t + gamma (1 - term_t) B_t +
-/// gamma (1 - done_t) G_{t+1}, the bootstrap B (absent: 0) folded as above.
 template <typename T, typename Values = typed_view, typename Flags = Values>
 struct standard_producer {
     using value_type = T;
@@ -48,15 +45,9 @@ struct standard_producer {
     static __device__ __forceinline__ step make_step(T value, T reward, T term, T trunc, T ratio) {
         return {value, reward, ratio, std::uint32_t(term != T(0)) | (std::uint32_t(trunc != T(0)) << 1)};
     }
-    /// V'_t at a row's last step: bootstrap_values there, else last_value, else
-    /// 0 (discounted returns may have no bootstrap at all).
+    /// V'_t at a row's last step: bootstrap_values there, else last_value.
     __device__ __forceinline__ T end_bootstrap(std::int64_t row) const {
-        if (present(bootstrap_values)) return read<T>(bootstrap_values, row, horizon - 1);
-        return present(last_value) ? read<T>(last_value, row, 0) : T(0);
-    }
-    /// V_t; absent values (discounted returns) read as 0 without a load.
-    __device__ __forceinline__ T value_at(std::int64_t row, std::int64_t t) const {
-        return present(values) ? read<T>(values, row, t) : T(0);
+        return present(bootstrap_values) ? read<T>(bootstrap_values, row, horizon - 1) : read<T>(last_value, row, 0);
     }
     /// Folds gamma V'_t into the reward of a step that is not terminated.
     __device__ __forceinline__ void bootstrap(step& s, T v_next) const {
@@ -64,7 +55,7 @@ struct standard_producer {
     }
 
     __device__ __forceinline__ step load(std::int64_t row, std::int64_t t) const {
-        step s = make_step(value_at(row, t), read<T>(rewards, row, t), read<T>(terminated, row, t),
+        step s = make_step(read<T>(values, row, t), read<T>(rewards, row, t), read<T>(terminated, row, t),
                            present(truncated) ? read<T>(truncated, row, t) : T(0),
                            present(importance) ? read<T>(importance, row, t) : T(1));
         if (t == horizon - 1)
@@ -86,10 +77,7 @@ struct standard_producer {
         const bool holds_end = t + N == horizon;  // a thread's steps never straddle rows here
         const bool truncations = present(truncated);  // then bootstrap_values is present (checked)
         const T end_value = holds_end && !truncations ? end_bootstrap(row) : T(0);
-        if (present(values))
-            read_items(values, row, t, v);
-        else
-            for (int j = 0; j < N; ++j) v[j] = T(0);
+        read_items(values, row, t, v);
         read_items(rewards, row, t, r);
         read_items(terminated, row, t, d);
         if (truncations)
@@ -115,7 +103,7 @@ struct standard_producer {
 
     static __device__ __forceinline__ lookahead ahead(const step& s) { return {s.value}; }
     __device__ __forceinline__ lookahead load_ahead(std::int64_t row, std::int64_t t) const {
-        return {value_at(row, t)};
+        return {read<T>(values, row, t)};
     }
 
     /// r_t + gamma (1 - terminated_t) V'_t - V_t, with V'_t = `next_value` inside an episode.
