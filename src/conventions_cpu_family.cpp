@@ -19,13 +19,19 @@
 #include <string>
 #include <vector>
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
 #include "conventions_cpu_lines.hpp"
+#include "cpu_scan.hpp"  // PUFF_SIMD_CLONES
 #include "cpu_threads.hpp"
 
 namespace puffadv::detail {
 namespace {
 
 constexpr int kRows = 256;                       // rows per block (one unit of thread work)
+constexpr int kStridedRows = 64;
 constexpr std::int64_t kElementsPerThread = 1 << 15;
 constexpr std::int64_t kWindowScratchBytes = 1 << 21;  // n_step_returns: the n lines of W per block
 
@@ -37,6 +43,8 @@ struct family_args {
     view advantages, returns, abs_sums, sums, square_sums;
     C gamma, lambda, c_clip;
     bool log_probs, reset_at_start;
+    bool row_adjacent;  // every [rows, horizon] array holds a step's rows adjacent
+    bool streaming;     // outputs too large to stay cached: stored past the caches
     std::int64_t n;
 };
 
@@ -64,16 +72,59 @@ void write_row_sums(const family_args<C>& a, std::int64_t row, const double* sum
     }
 }
 
-// Scratch lines of one block (kRows wide, padded against 4K aliasing).
+// Scratch lines of one block, carved out of this thread's buffers (pointers, so
+// that the loops do not look the thread-local storage up again at every use).
 template <typename C>
-struct block_scratch {
-    static constexpr int W = kRows + 16;
-    alignas(64) C r[W], term[W], trunc[W], done[W], boot[W], delta[W], decay[W], acc[W], out[W];
-    alignas(64) C v[2][W], term_keep[2][W], next_factor[2][W], zeros[W], values_end[W];
-    alignas(64) C target[W], behaviour[W];
-    alignas(64) double sums[3][W];
-    std::vector<C> windows;  // n_step_returns: W_1 .. W_n of the later step
+struct block_lines {
+    C *r, *term, *trunc, *boot, *acc, *out, *zeros, *values_end, *target, *behaviour;
+    C *v[2], *term_keep[2], *next_factor[2];
+    C* windows;  // n_step_returns: W_1 .. W_levels of the later step, `pitch` apart
+    double* sums[3];
+    std::int64_t pitch;
 };
+
+template <typename C>
+block_lines<C> scratch_for(int rows, std::int64_t levels) {
+    static thread_local std::vector<C> lines;
+    static thread_local std::vector<double> sums;
+    // Padded past a multiple of 4 KB: lines a power of two apart alias in the caches' low address bits.
+    const std::int64_t pitch = (rows + 15) / 16 * 16 + 16;
+    constexpr int kLines = 16;
+    lines.resize(static_cast<std::size_t>(pitch * (kLines + levels)));
+    sums.resize(static_cast<std::size_t>(3 * pitch));
+    block_lines<C> b{};
+    C* next = lines.data();
+    auto take = [&] { C* line = next; next += pitch; return line; };
+    b.r = take(), b.term = take(), b.trunc = take(), b.boot = take(), b.acc = take(), b.out = take(), b.zeros = take(), b.values_end = take();
+    b.target = take(), b.behaviour = take();
+    for (int i = 0; i < 2; ++i) b.v[i] = take(), b.term_keep[i] = take(), b.next_factor[i] = take();
+    b.windows = next;
+    for (int i = 0; i < 3; ++i) b.sums[i] = sums.data() + i * pitch;
+    b.pitch = pitch;
+    return b;
+}
+
+// Stores n results of a line. Large outputs of type C with adjacent elements are
+// streamed past the caches (non-temporal stores): they would not stay cached for
+// whoever reads them next, and a normal store first reads each line it writes.
+template <typename C>
+void store_line(const view& out, std::int64_t row, std::int64_t t, std::int64_t stride, int n, const C* in,
+                bool streaming) {
+#if defined(__SSE2__)
+    if (streaming && stride == 1 && out.type == dtype_of<C>) {
+        C* p = static_cast<C*>(out.at(row, t));
+        int j = 0;
+        for (; j < n && reinterpret_cast<std::uintptr_t>(p + j) % 16 != 0; ++j) p[j] = in[j];
+        if constexpr (sizeof(C) == 4)
+            for (; j + 4 <= n; j += 4) _mm_stream_ps(p + j, _mm_loadu_ps(in + j));
+        else
+            for (; j + 2 <= n; j += 2) _mm_stream_pd(p + j, _mm_loadu_pd(in + j));
+        for (; j < n; ++j) p[j] = in[j];
+        return;
+    }
+#endif
+    store<C>(out.type, out.at(row, t), stride, n, in);
+}
 
 // Loads one step's line of n rows from `first` on, converted to C.
 template <typename C>
@@ -94,18 +145,25 @@ bool is_window(const family_args<C>& a) {
     return a.kind == estimator::n_step_returns;
 }
 
-// Rows per block: n_step_returns keeps min(n, T) lines of W per row.
+// Rows per block. Where a step's line of rows is contiguous (time-major [T, B]),
+// long lines stream from memory and short ones wait on it (simd_block_rows);
+// elsewhere each row of a block holds a cache line per array through the steps
+// that share it, so blocks stay small enough for those lines to stay cached.
+// n_step_returns keeps min(n, T) lines of W per row besides.
 template <typename C>
 int block_rows_of(const family_args<C>& a) {
-    if (!is_window(a)) return kRows;
+    const std::int64_t rows = a.row_adjacent ? simd_block_rows(a.rows) : kStridedRows;
+    if (!is_window(a)) return static_cast<int>(rows);
     const std::int64_t levels = std::max<std::int64_t>(1, std::min<std::int64_t>(a.n, a.horizon));
     const std::int64_t fit = kWindowScratchBytes / (levels * std::int64_t(sizeof(C)));
-    return static_cast<int>(std::clamp<std::int64_t>(fit, 1, kRows));
+    return static_cast<int>(std::clamp<std::int64_t>(fit, 1, rows));
 }
 
 template <typename C>
-bad_step run_block(const family_args<C>& a, std::int64_t first, int n) {
-    static thread_local block_scratch<C> s;
+PUFF_SIMD_CLONES bad_step run_block(const family_args<C>& a, std::int64_t first, int n) {
+    const std::int64_t levels = is_window(a) ? std::max<std::int64_t>(1, std::min<std::int64_t>(a.n, a.horizon)) : 0;
+    const block_lines<C> s = scratch_for<C>(n, levels);
+    const std::int64_t pitch = s.pitch;
     bad_step bad;
     const C gamma = a.gamma, lambda = a.lambda;
     const bool sum = a.abs_sums.present || a.sums.present || a.square_sums.present;
@@ -124,13 +182,7 @@ bad_step run_block(const family_args<C>& a, std::int64_t first, int n) {
         for (int i = 0; i < n; ++i) s.values_end[i] = value_after_end(a, first + i);
 
     // n_step_returns: W_j of the later step at windows[(j - 1) * pitch], j = 1 .. min(n, T).
-    const std::int64_t levels = std::max<std::int64_t>(1, std::min<std::int64_t>(a.n, T));
-    const std::int64_t pitch = block_rows_of(a);
-    C* windows = nullptr;
-    if (is_window(a)) {
-        s.windows.resize(static_cast<std::size_t>(levels * pitch));
-        windows = s.windows.data();
-    }
+    C* const windows = s.windows;
 
     const C* later_v = s.zeros;       // values at t + 1 (V_{t+1}, Q(lambda)'s q_{t+1})
     const C* later_term = s.zeros;    // terminated (dones) at t + 1
@@ -156,7 +208,6 @@ bad_step run_block(const family_args<C>& a, std::int64_t first, int n) {
                         }
             }
         }
-        for (int i = 0; i < n; ++i) s.done[i] = term[i] + trunc[i] - term[i] * trunc[i];
 
         // The bootstrap of step t: next_values, or V'_t (V_{t+1}, patched at the end and at truncations).
         const C* boot;
@@ -176,14 +227,14 @@ bad_step run_block(const family_args<C>& a, std::int64_t first, int n) {
             boot = s.zeros;
         }
 
-        C* __restrict delta = s.delta;
-        C* __restrict decay = s.decay;
-        const C* __restrict done = s.done;
+        // Each kind's delta_t and decay k_t, and the scan A_t = delta_t + k_t A_{t+1}, in one pass.
+        // done = terminated | truncated (flags are exactly 0 or 1).
+        C* __restrict acc = s.acc;
         switch (a.kind) {
             case estimator::discounted_returns:
                 for (int i = 0; i < n; ++i) {
-                    delta[i] = r[i] + zero_where_set(term[i], gamma * boot[i]);
-                    decay[i] = gamma * (C(1) - done[i]);
+                    const C done = term[i] + trunc[i] - term[i] * trunc[i];
+                    acc[i] = r[i] + zero_where_set(term[i], gamma * boot[i]) + gamma * (C(1) - done) * acc[i];
                 }
                 break;
             case estimator::retrace: {
@@ -191,13 +242,15 @@ bad_step run_block(const family_args<C>& a, std::int64_t first, int n) {
                 C* c = s.next_factor[k];
                 const C* tp = step_line(a.target, first, t, n, s.target, false);
                 const C* bp = step_line(a.behaviour, first, t, n, s.behaviour, false);
+                const C c_clip = a.c_clip;
                 if (a.log_probs)
-                    for (int i = 0; i < n; ++i) c[i] = lambda * clip(C(std::exp(tp[i] - bp[i])), a.c_clip);
+                    for (int i = 0; i < n; ++i) c[i] = lambda * clip(C(std::exp(tp[i] - bp[i])), c_clip);
                 else
-                    for (int i = 0; i < n; ++i) c[i] = lambda * clip(tp[i] / bp[i], a.c_clip);
+                    for (int i = 0; i < n; ++i) c[i] = lambda * clip(tp[i] / bp[i], c_clip);
                 for (int i = 0; i < n; ++i) {
-                    delta[i] = r[i] + zero_where_set(term[i], gamma * boot[i]) - v[i];
-                    decay[i] = zero_where_set(done[i], gamma * later_factor[i]);
+                    const C done = term[i] + trunc[i] - term[i] * trunc[i];
+                    acc[i] = r[i] + zero_where_set(term[i], gamma * boot[i]) - v[i] +
+                             zero_where_set(done, gamma * later_factor[i]) * acc[i];
                 }
                 later_factor = c;
                 break;
@@ -205,21 +258,19 @@ bad_step run_block(const family_args<C>& a, std::int64_t first, int n) {
             case estimator::q_lambda: {
                 // lambda_t = lambda greedy_{t+1} (Peng: lambda); the trace past the row's end is cut.
                 if (last) {
-                    for (int i = 0; i < n; ++i) {
-                        delta[i] = r[i] + zero_where_set(term[i], gamma * boot[i]) - v[i];
-                        decay[i] = C(0);
-                    }
+                    for (int i = 0; i < n; ++i) acc[i] = r[i] + zero_where_set(term[i], gamma * boot[i]) - v[i];
                 } else {
+                    const C gl = gamma * lambda;
                     for (int i = 0; i < n; ++i) {
-                        const C k_t = gamma * lambda * later_factor[i];
-                        delta[i] = r[i] + zero_where_set(term[i], gamma * boot[i]) - v[i] +
-                                   zero_where_set(done[i], k_t * (later_v[i] - boot[i]));
-                        decay[i] = zero_where_set(done[i], k_t);
+                        const C done = term[i] + trunc[i] - term[i] * trunc[i];
+                        const C k_t = gl * later_factor[i];
+                        acc[i] = r[i] + zero_where_set(term[i], gamma * boot[i]) - v[i] +
+                                 zero_where_set(done, k_t * (later_v[i] - boot[i] + acc[i]));
                     }
                 }
-                if (a.greedy.present)
+                if (a.greedy.present) {
                     later_factor = step_line(a.greedy, first, t, n, s.next_factor[k], true);
-                else {
+                } else {
                     std::fill(s.next_factor[k], s.next_factor[k] + n, C(1));
                     later_factor = s.next_factor[k];
                 }
@@ -229,10 +280,7 @@ bad_step run_block(const family_args<C>& a, std::int64_t first, int n) {
                 // Time runs backwards here: the step after t is the caller's t - 1.
                 const C kappa = gamma * lambda;
                 const C* reset = a.reset_at_start ? term : later_term;
-                for (int i = 0; i < n; ++i) {
-                    delta[i] = r[i];
-                    decay[i] = kappa * (C(1) - reset[i]);
-                }
+                for (int i = 0; i < n; ++i) acc[i] = r[i] + kappa * (C(1) - reset[i]) * acc[i];
                 break;
             }
             case estimator::n_step_returns: {
@@ -245,22 +293,21 @@ bad_step run_block(const family_args<C>& a, std::int64_t first, int n) {
                     if (last)
                         for (int i = 0; i < n; ++i) w[i] = r[i] + zero_where_set(term[i], gamma * boot[i]);
                     else
-                        for (int i = 0; i < n; ++i)
+                        for (int i = 0; i < n; ++i) {
+                            const C done = term[i] + trunc[i] - term[i] * trunc[i];
                             w[i] = r[i] + zero_where_set(term[i], gamma * boot[i]) +
-                                   zero_where_set(done[i], gl * (w_later[i] - boot[i]));
+                                   zero_where_set(done, gl * (w_later[i] - boot[i]));
+                        }
                 }
                 for (int i = 0; i < n; ++i) windows[i] = r[i] + zero_where_set(term[i], gamma * boot[i]);
                 const C* g = windows + (levels - 1) * pitch;
-                for (int i = 0; i < n; ++i) s.acc[i] = g[i] - v[i];
+                for (int i = 0; i < n; ++i) acc[i] = g[i] - v[i];
                 break;
             }
             default: break;
         }
-        if (!is_window(a))
-            for (int i = 0; i < n; ++i) s.acc[i] = delta[i] + decay[i] * s.acc[i];
 
-        if (a.advantages.present) store<C>(a.advantages.type, a.advantages.at(first, t), a.advantages.row_stride, n,
-                                           s.acc);
+        if (a.advantages.present) store_line<C>(a.advantages, first, t, a.advantages.row_stride, n, s.acc, a.streaming);
         if (a.returns.present) {
             const C* ret = s.acc;
             if (is_window(a)) {
@@ -269,7 +316,7 @@ bad_step run_block(const family_args<C>& a, std::int64_t first, int n) {
                 for (int i = 0; i < n; ++i) s.out[i] = s.acc[i] + v[i];
                 ret = s.out;
             }
-            store<C>(a.returns.type, a.returns.at(first, t), a.returns.row_stride, n, ret);
+            store_line<C>(a.returns, first, t, a.returns.row_stride, n, ret, a.streaming);
         }
         if (sum)
             for (int i = 0; i < n; ++i) {
@@ -284,6 +331,241 @@ bad_step run_block(const family_args<C>& a, std::int64_t first, int n) {
             const double triple[3] = {s.sums[0][i], s.sums[1][i], s.sums[2][i]};
             write_row_sums(a, first + i, triple);
         }
+    return bad;
+}
+
+// ---- time-contiguous rows ([B, T]): tiles of rows, chunks of steps ----
+//
+// Each row's chunk of steps is produced along time (contiguous loads, the
+// lookahead one index on), then the tile's rows run the recurrence interleaved
+// so that their dependency chains overlap. n_step_returns keeps the block path.
+
+constexpr int kTileRows = 8;
+constexpr int kChunkSteps = 256;
+constexpr std::int64_t kTilePitch = kChunkSteps + 16;  // padded against 4K aliasing
+
+template <typename C>
+bool tile_serves(const family_args<C>& a) {
+    if (is_window(a) || a.horizon < 2) return false;
+    for (const view* v : {&a.rewards, &a.values, &a.terminated, &a.truncated, &a.next_values, &a.target,
+                          &a.behaviour, &a.greedy, &a.advantages, &a.returns})
+        if (v->present && v->col_stride != 1 && v->col_stride != -1) return false;
+    return true;
+}
+
+// Steps [t, t + count) of one row into `buffer` (always a copy: the caller patches it).
+template <typename C>
+C* copy_along(const view& v, std::int64_t row, std::int64_t t, int count, C* buffer, bool flag) {
+    load<C>(v.type, v.at(row, t), v.col_stride, count, buffer, flag);
+    return buffer;
+}
+
+template <typename C>
+const C* line_along(const view& v, std::int64_t row, std::int64_t t, int count, C* buffer, bool flag) {
+    return line_of<C>(v, row, t, v.col_stride, count, buffer, flag);
+}
+
+// Backward (A_t from A_{t+1}) or, for episodic_sum, forward (C_t from C_{t-1}).
+template <typename C, int R, bool kForward>
+void recur_rows(int n, const C* delta, const C* decay, C* out, C* carry) {
+    C acc[R];
+    for (int q = 0; q < R; ++q) acc[q] = carry[q];
+    for (int i = 0; i < n; ++i) {
+        const int j = kForward ? i : n - 1 - i;
+        for (int q = 0; q < R; ++q) {
+            acc[q] = delta[q * kTilePitch + j] + decay[q * kTilePitch + j] * acc[q];
+            out[q * kTilePitch + j] = acc[q];
+        }
+    }
+    for (int q = 0; q < R; ++q) carry[q] = acc[q];
+}
+
+template <typename C, bool kForward>
+void recur_any(int rows, int n, const C* delta, const C* decay, C* out, C* carry) {
+    switch (rows) {
+        case 8: return recur_rows<C, 8, kForward>(n, delta, decay, out, carry);
+        case 7: return recur_rows<C, 7, kForward>(n, delta, decay, out, carry);
+        case 6: return recur_rows<C, 6, kForward>(n, delta, decay, out, carry);
+        case 5: return recur_rows<C, 5, kForward>(n, delta, decay, out, carry);
+        case 4: return recur_rows<C, 4, kForward>(n, delta, decay, out, carry);
+        case 3: return recur_rows<C, 3, kForward>(n, delta, decay, out, carry);
+        case 2: return recur_rows<C, 2, kForward>(n, delta, decay, out, carry);
+        default: return recur_rows<C, 1, kForward>(n, delta, decay, out, carry);
+    }
+}
+static_assert(kTileRows == 8, "recur_any unrolls up to 8 rows");
+
+// delta and decay of steps [lo, lo + n) of one row; `values` receives V_t for the returns.
+template <typename C>
+PUFF_SIMD_CLONES void produce_along_time(const family_args<C>& a, std::int64_t row, std::int64_t lo, int n, C* tmp, C* delta,
+                        C* decay, C* values, bad_step& bad) {
+    const C gamma = a.gamma, lambda = a.lambda;
+    const bool at_end = lo + n == a.horizon;
+    const int ahead = at_end ? n : n + 1;  // steps whose lookahead (t + 1) is inside the buffer, plus the chunk
+    C* const r_buf = tmp;
+    C* const term_buf = tmp + kTilePitch;
+    C* const trunc_buf = tmp + 2 * kTilePitch;
+    C* const done = tmp + 3 * kTilePitch;
+    C* const boot = tmp + 4 * kTilePitch;
+    C* const later = tmp + 5 * kTilePitch;   // the lookahead line: c, greedy or dones, at [0, n]
+    C* const v_next = tmp + 6 * kTilePitch;  // q_lambda: values at [0, n]
+    C* const t_buf = tmp + 7 * kTilePitch;
+    C* const b_buf = tmp + 8 * kTilePitch;
+    C* const v_buf = tmp + 9 * kTilePitch;
+    const C* r = line_along(a.rewards, row, lo, n, r_buf, false);
+    if (a.kind == estimator::episodic_sum) {
+        // Forward, in the caller's time order: reset_t = dones_{t-1} (none before step 0), or dones_t.
+        const C kappa = gamma * lambda;
+        const C* reset;
+        if (a.reset_at_start) {
+            reset = line_along(a.terminated, row, lo, n, term_buf, true);
+        } else if (lo == 0) {
+            term_buf[0] = C(0);
+            copy_along(a.terminated, row, 0, n - 1, term_buf + 1, true);
+            reset = term_buf;
+        } else {
+            reset = line_along(a.terminated, row, lo - 1, n, term_buf, true);
+        }
+        for (int j = 0; j < n; ++j) {
+            delta[j] = r[j];
+            decay[j] = kappa * (C(1) - reset[j]);
+        }
+        return;
+    }
+    C* term = copy_along(a.terminated, row, lo, n, term_buf, true);
+    const C* trunc = nullptr;
+    if (a.truncated.present) {
+        trunc = line_along(a.truncated, row, lo, n, trunc_buf, true);
+        if (any_set(trunc, n)) {
+            C both = 0;
+            for (int j = 0; j < n; ++j) both += term[j] * trunc[j];
+            if (both != C(0))
+                for (int j = 0; j < n; ++j)
+                    if (term[j] != C(0) && trunc[j] != C(0)) {
+                        bad.keep_first(row, lo + j);
+                        break;
+                    }
+        } else {
+            trunc = nullptr;
+        }
+    }
+    if (trunc)
+        for (int j = 0; j < n; ++j) done[j] = term[j] + trunc[j] - term[j] * trunc[j];
+    else
+        std::copy(term, term + n, done);
+    if (at_end) done[n - 1] = C(1);  // nothing follows the last step
+
+    const C* v = a.values.present ? line_along(a.values, row, lo, n, v_buf, false) : nullptr;
+    if (values && v) std::copy(v, v + n, values);
+    switch (a.kind) {
+        case estimator::discounted_returns: {
+            // B_t: 0 inside the buffer, the bootstrap at truncations and after the last step.
+            std::fill(boot, boot + n, C(0));
+            if (trunc)
+                for (int j = 0; j < n; ++j)
+                    if (trunc[j] != C(0)) boot[j] = load_one<C>(a.bootstrap, row, lo + j);
+            if (at_end && !(trunc && trunc[n - 1] != C(0))) boot[n - 1] = value_after_end(a, row);
+            for (int j = 0; j < n; ++j) {
+                delta[j] = r[j] + zero_where_set(term[j], gamma * boot[j]);
+                decay[j] = gamma * (C(1) - done[j]);
+            }
+            break;
+        }
+        case estimator::retrace: {
+            const C* nv = line_along(a.next_values, row, lo, n, boot, false);
+            const C* tp = line_along(a.target, row, lo, ahead, t_buf, false);
+            const C* bp = line_along(a.behaviour, row, lo, ahead, b_buf, false);
+            const C c_clip = a.c_clip;
+            if (a.log_probs)
+                for (int j = 0; j < ahead; ++j) later[j] = lambda * clip(C(std::exp(tp[j] - bp[j])), c_clip);
+            else
+                for (int j = 0; j < ahead; ++j) later[j] = lambda * clip(tp[j] / bp[j], c_clip);
+            if (at_end) later[n] = C(0);
+            for (int j = 0; j < n; ++j) {
+                delta[j] = r[j] + zero_where_set(term[j], gamma * nv[j]) - v[j];
+                decay[j] = zero_where_set(done[j], gamma * later[j + 1]);
+            }
+            break;
+        }
+        case estimator::q_lambda: {
+            const C* nv = line_along(a.next_values, row, lo, n, boot, false);
+            copy_along(a.values, row, lo, ahead, v_next, false);
+            if (a.greedy.present)
+                copy_along(a.greedy, row, lo, ahead, later, true);
+            else
+                std::fill(later, later + ahead, C(1));
+            if (at_end) later[n] = v_next[n] = C(0);
+            const C gl = gamma * lambda;
+            for (int j = 0; j < n; ++j) {
+                const C k = gl * later[j + 1];
+                delta[j] = r[j] + zero_where_set(term[j], gamma * nv[j]) - v[j] +
+                           zero_where_set(done[j], k * (v_next[j + 1] - nv[j]));
+                decay[j] = zero_where_set(done[j], k);
+            }
+            break;
+        }
+        default: break;
+    }
+}
+
+template <typename C>
+PUFF_SIMD_CLONES bad_step run_tile(const family_args<C>& a, std::int64_t first, int count) {
+    static thread_local std::vector<C> buffer;
+    buffer.resize(static_cast<std::size_t>(kTilePitch * (4 * kTileRows + 10)));
+    C* const delta = buffer.data();
+    C* const decay = delta + kTileRows * kTilePitch;
+    C* const out = decay + kTileRows * kTilePitch;
+    C* const values = out + kTileRows * kTilePitch;
+    C* const tmp = values + kTileRows * kTilePitch;
+    C* const ret = tmp;  // the epilogue's returns line reuses the temporaries
+    bad_step bad;
+    const bool sum = a.abs_sums.present || a.sums.present || a.square_sums.present;
+    const bool add_values = a.returns.present && a.values.present;
+    C carry[kTileRows] = {};
+    if (a.kind == estimator::episodic_sum && a.last_value.present)
+        for (int q = 0; q < count; ++q) carry[q] = load_one<C>(a.last_value, first + q, 0);
+    double sums[kTileRows][3] = {};
+    const bool forward = a.kind == estimator::episodic_sum;
+    const std::int64_t chunks = (a.horizon + kChunkSteps - 1) / kChunkSteps;
+    for (std::int64_t chunk = 0; chunk < chunks; ++chunk) {
+        // Backward scans take the chunks from the end; the forward one from the start.
+        const std::int64_t lo = forward ? chunk * kChunkSteps
+                                        : std::max<std::int64_t>(0, a.horizon - (chunk + 1) * kChunkSteps);
+        const int n = static_cast<int>(std::min<std::int64_t>(a.horizon, forward ? lo + kChunkSteps
+                                                                                : a.horizon - chunk * kChunkSteps) - lo);
+        for (int q = 0; q < count; ++q)
+            produce_along_time(a, first + q, lo, n, tmp, delta + q * kTilePitch, decay + q * kTilePitch,
+                               add_values ? values + q * kTilePitch : nullptr, bad);
+        if (forward)
+            recur_any<C, true>(count, n, delta, decay, out, carry);
+        else
+            recur_any<C, false>(count, n, delta, decay, out, carry);
+        for (int q = 0; q < count; ++q) {
+            const std::int64_t row = first + q;
+            const C* adv = out + q * kTilePitch;
+            if (a.advantages.present)
+                store_line<C>(a.advantages, row, lo, a.advantages.col_stride, n, adv, a.streaming);
+            if (a.returns.present) {
+                const C* g = adv;
+                if (add_values) {
+                    const C* v = values + q * kTilePitch;
+                    for (int j = 0; j < n; ++j) ret[j] = adv[j] + v[j];
+                    g = ret;
+                }
+                store_line<C>(a.returns, row, lo, a.returns.col_stride, n, g, a.streaming);
+            }
+            if (sum) {
+                double s_abs = 0, s = 0, s_sq = 0;
+                for (int j = 0; j < n; ++j) {
+                    const double x = adv[j];
+                    s_abs += std::fabs(x), s += x, s_sq += x * x;
+                }
+                sums[q][0] += s_abs, sums[q][1] += s, sums[q][2] += s_sq;
+            }
+        }
+    }
+    if (sum)
+        for (int q = 0; q < count; ++q) write_row_sums(a, first + q, sums[q]);
     return bad;
 }
 
@@ -321,18 +603,31 @@ void run_family(const standard_arrays& a, const standard_params& p) {
     k.log_probs = p.log_probs;
     k.reset_at_start = p.reset_at_start;
     k.n = p.n;
-    if (k.kind == estimator::episodic_sum)
+    k.row_adjacent = true;
+    for (const view* v : {&k.rewards, &k.values, &k.terminated, &k.truncated, &k.next_values, &k.target,
+                          &k.behaviour, &k.greedy, &k.advantages, &k.returns})
+        if (v->present && v->row_stride != 1) k.row_adjacent = false;
+    const std::int64_t output_bytes = k.rows * k.horizon * dtype_size(a.rewards.type) *
+                                      ((a.advantages ? 1 : 0) + (a.fused.returns ? 1 : 0));
+    k.streaming = output_bytes >= kStreamingBytes;
+    // The block path runs episodic_sum's forward scan backwards over time-reversed views.
+    const bool along_time = tile_serves(k);
+    if (k.kind == estimator::episodic_sum && !along_time)
         for (view* v : {&k.rewards, &k.terminated, &k.advantages, &k.returns}) reverse_time(*v, k.horizon);
 
     shared_bad_step bad;
-    const std::int64_t unit = block_rows_of(k);
+    const std::int64_t unit = along_time ? kTileRows : block_rows_of(k);
     const std::int64_t units = (k.rows + unit - 1) / unit;
     const std::int64_t by_work = std::max<std::int64_t>(1, k.rows * k.horizon / kElementsPerThread);
     const int threads = static_cast<int>(std::min<std::int64_t>({cpu_thread_count(), units, by_work}));
     parallel_ranges(threads, units, [&](std::int64_t begin, std::int64_t end) {
         for (std::int64_t u = begin; u < end; ++u) {
             const std::int64_t first = u * unit;
-            bad.keep(run_block(k, first, static_cast<int>(std::min<std::int64_t>(unit, k.rows - first))));
+            const int count = static_cast<int>(std::min<std::int64_t>(unit, k.rows - first));
+            bad.keep(along_time ? run_tile(k, first, count) : run_block(k, first, count));
+#if defined(__SSE2__)
+            if (k.streaming) _mm_sfence();  // the streamed stores are seen before the call returns
+#endif
         }
     });
     if (bad.first.row >= 0)

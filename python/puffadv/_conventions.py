@@ -117,7 +117,6 @@ def _batch_size(x, time_axis: int) -> int:
 
 _STANDARD_NAMES = ("rewards", "values", "terminated", "truncated", "last_value", "bootstrap_values",
                    "importance", "advantages", "returns", "abs_sums", "sums", "square_sums")
-_SCALAR_NAMES = {lam: ("gamma", lam, "rho_clip", "c_clip", "rho_pg_clip") for lam in ("gae_lambda", "lambda_")}
 _VTRACE_OUTPUT_NAMES = ("pg_advantages", "vs", "abs_sums", "sums", "square_sums")
 _SUMS = (False, False, True, True, True)  # which of the five outputs are [B] sums
 

@@ -189,24 +189,22 @@ def discounted_returns(rewards, terminated, truncated=None, last_value=None, boo
 def n_step_returns(rewards, values, terminated, truncated=None, last_value=None, bootstrap_values=None,
                    n=1, gamma=0.99, lam=1.0):
     """G^(n)_t = Wn_t: W1_s = r_s + gamma (1 - term_s) V'_s; Wj_s = r_s + gamma (1 - term_s)
-    [(1 - lam) V'_s + lam W(j-1)_{s+1}] if not done_s and s + 1 < T, else W1_s. Computed
-    window by window (O(T n)), as the definition reads."""
+    [(1 - lam) V'_s + lam W(j-1)_{s+1}] if not done_s and s + 1 < T, else W1_s. W1, W2, ...
+    in turn, each a NumPy expression over the row's steps (O(T n))."""
     r, v = np.asarray(rewards, np.float64), np.asarray(values, np.float64)
     term, trunc = _flags(terminated, r), _flags(truncated, r)
     boot = None if bootstrap_values is None else np.asarray(bootstrap_values, np.float64)
     rows, horizon = r.shape
     out = np.zeros(r.shape)
     for b in range(rows):
-        nv = [_bootstrap(v, trunc, last_value, boot, b, t) for t in range(horizon)]
-
-        def w(j, s):
-            one = r[b, s] + (0.0 if term[b, s] else gamma * nv[s])
-            if j == 1 or term[b, s] or trunc[b, s] or s + 1 >= horizon:
-                return one
-            return r[b, s] + gamma * ((1 - lam) * nv[s] + lam * w(j - 1, s + 1))
-
-        for t in range(horizon):
-            out[b, t] = w(min(n, horizon), t)  # the window never reaches past the row
+        nv = np.array([_bootstrap(v, trunc, last_value, boot, b, t) for t in range(horizon)])
+        one = r[b] + np.where(term[b], 0.0, gamma * nv)
+        cut = term[b] | trunc[b] | (np.arange(horizon) == horizon - 1)
+        w = one
+        for _ in range(min(n, horizon) - 1):  # the window never reaches past the row
+            later = np.append(w[1:], 0.0)
+            w = np.where(cut, one, r[b] + gamma * ((1 - lam) * nv + lam * later))
+        out[b] = w
     return out
 
 

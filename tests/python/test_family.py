@@ -116,7 +116,7 @@ def call(variant, e, put=lambda x: x, time_axis=-1, give=False, out_dtype=None, 
         x = result if name == "out" else getattr(result, name)
         if name in given:
             assert x is given[name], f"{name} was given but another array came back"
-        x = np.asarray(x.float().cpu() if hasattr(x, "cpu") else x, np.float64)
+        x = np.asarray(x.double().cpu() if hasattr(x, "cpu") else x, np.float64)
         got[name] = x if x.ndim == 1 or time_axis == -1 else x.T
     return got, want, given
 
@@ -138,12 +138,15 @@ def test_matches_reference(target, rng, variant, dtype, time_axis, give):
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
-def test_horizons_of_one_and_many_rows(rng, variant):
-    """T = 1 (every step first and last) and enough rows for several blocks and threads."""
-    for rows, horizon in [(5, 1), (603, 37)]:
-        e = ref.random_off_policy(rng, rows, horizon, np.float64)
-        got, want, _ = call(variant, e)
-        assert_matches(got, want, 1e-12)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_horizons_of_one_and_many_rows(rng, variant, dtype):
+    """T = 1 (every step first and last), enough rows for several blocks and threads, and
+    long [B, T] rows (tiles of 8 rows, chunks of 256 steps, a remainder of both)."""
+    for rows, horizon in [(5, 1), (603, 37), (21, 700)]:
+        e = ref.random_off_policy(rng, rows, horizon, dtype)
+        for time_axis in (-1, 0):
+            got, want, _ = call(variant, e, time_axis=time_axis)
+            assert_matches(got, want, ref.TOLERANCE[np.dtype(dtype)])
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
@@ -173,18 +176,17 @@ def test_empty_shapes(variant):
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
-def test_nan_stays_in_its_row(rng, variant):
-    """A NaN input poisons its own row (from its step on, in scan order) and nothing else."""
-    e = ref.random_off_policy(rng, 6, 30, np.float64)
-    e["rewards"][2, 13] = np.nan
-    got, want, _ = call(variant, e)
+@pytest.mark.parametrize("time_axis", [-1, 0])
+def test_nan_stays_in_its_row(rng, variant, time_axis):
+    """A NaN input poisons its own row (from its step on, in scan order) and nothing else,
+    also inside a SIMD tile of rows and a chunk of steps (float32, 19 x 300)."""
+    e = ref.random_off_policy(rng, 19, 300, np.float32)
+    e["rewards"][9, 260] = np.nan
+    got, want, _ = call(variant, e, time_axis=time_axis)
     for name, expected in want.items():
-        if name == "sums":
-            assert np.isnan(got[name][2])
-            assert ref.relative_error(np.delete(got[name], 2), np.delete(expected, 2)) <= 1e-12
-            continue
-        assert np.isnan(got[name][2, 13])
-        assert ref.relative_error(np.delete(got[name], 2, axis=0), np.delete(expected, 2, axis=0)) <= 1e-12
+        others = lambda x: np.delete(x, 9, axis=0)
+        assert np.isnan(got[name][9] if name == "sums" else got[name][9, 260]), name
+        assert ref.relative_error(others(got[name]), others(expected)) <= 1e-4, name
 
 
 @pytest.mark.parametrize("variant", ["retrace/probs", "q_lambda/peng", "discounted/bootstrap_values"])
@@ -277,13 +279,14 @@ def test_by_hand():
 
 # ---- bad input: each names the argument the caller passed ----
 
+# Found 2026-12-01 (family-core 42837c4): the core names episodic_sum's output
+# "advantages" (the binding's fixed output names), where the caller passed `out`.
+OUT_NAMED_ADVANTAGES = pytest.mark.xfail(strict=True, reason="the core calls episodic sums' `out` advantages")
+# Likewise log-probabilities are named as the probabilities' role ("target_probs").
+LOG_PROBS_NAMED_PROBS = pytest.mark.xfail(strict=True, reason="the core calls target_log_probs target_probs")
+
 def _args(rng=np.random.default_rng(0)):
     return ref.random_off_policy(rng, 4, 10, np.float32)
-
-
-def _bad(call_it, error, words):
-    with pytest.raises(error, match=words):
-        call_it(_args())
 
 
 @pytest.mark.parametrize("call_it, error, words", [
@@ -304,10 +307,18 @@ def _bad(call_it, error, words):
     (lambda e: puffadv.retrace(e["rewards"], e["q_values"], e["next_values"], e["terminated"],
                                target_probs=e["target_probs"], behaviour_probs=e["behaviour_probs"], c_clip=-1.0),
      ValueError, "^c_clip"),
+    pytest.param(lambda e: puffadv.retrace(e["rewards"], e["q_values"], e["next_values"], e["terminated"],
+                                           target_log_probs=e["target_log_probs"][:, :9],
+                                           behaviour_log_probs=e["behaviour_log_probs"]),
+                 ValueError, "^target_log_probs has shape", marks=LOG_PROBS_NAMED_PROBS),
     (lambda e: puffadv.q_lambda(e["rewards"], e["q_values"], e["next_values"], e["terminated"],
                                 greedy=e["greedy"][:3]), ValueError, "^greedy"),
     (lambda e: puffadv.q_lambda(e["rewards"], e["q_values"], e["next_values"].astype(np.float64), e["terminated"]),
      TypeError, "next_values"),
+    pytest.param(lambda e: puffadv.q_lambda(e["rewards"], e["q_values"], e["next_values"], e["terminated"],
+                                            greedy=e["greedy"].astype(np.int32)),
+                 TypeError, "^greedy has dtype int32.*expected bool, uint8", marks=pytest.mark.xfail(
+                     strict=True, reason="found 2026-12-01: the core offers greedy only the float dtypes")),
     (lambda e: puffadv.n_step_returns(e["rewards"], e["values"], e["terminated"], n=2.0,
                                       last_value=e["last_value"]), TypeError, "^n must be an int"),
     (lambda e: puffadv.n_step_returns(e["rewards"], e["values"], e["terminated"], n=True,
@@ -327,14 +338,15 @@ def _bad(call_it, error, words):
     (lambda e: puffadv.episodic_cumsum(e["rewards"].astype(np.int32), e["terminated"]), TypeError, "^inputs"),
     (lambda e: puffadv.episodic_cumsum(e["rewards"], e["terminated"], seed=e["last_value"][:2]),
      ValueError, "^seed"),
-    (lambda e: puffadv.episodic_cumsum(e["rewards"], e["terminated"], out=np.zeros((4, 9), np.float32)),
-     ValueError, "out"),
+    pytest.param(lambda e: puffadv.episodic_cumsum(e["rewards"], e["terminated"], out=np.zeros((4, 9), np.float32)),
+                 ValueError, "^out has shape", marks=OUT_NAMED_ADVANTAGES),
     (lambda e: puffadv.eligibility_traces(e["rewards"], e["terminated"], gamma=0.9, lambda_=-0.1),
      ValueError, "^lambda_"),
     (lambda e: puffadv.eligibility_traces(e["rewards"], [[1]], gamma=0.9, lambda_=0.5), TypeError, "^dones"),
 ], ids=lambda x: x if isinstance(x, str) else None)
 def test_bad_input_is_named(call_it, error, words):
-    _bad(call_it, error, words)
+    with pytest.raises(error, match=words):
+        call_it(_args())
 
 
 @needs_torch
@@ -352,7 +364,85 @@ def test_mixed_frameworks_name_the_new_arguments():
 
 def test_outputs_must_not_alias_inputs():
     e = _args()
-    with pytest.raises(ValueError, match="^out overlaps inputs in memory|^advantages overlaps rewards"):
-        puffadv.episodic_cumsum(e["rewards"], e["terminated"], out=e["rewards"])
     with pytest.raises(ValueError, match="^returns overlaps q_values in memory"):
         puffadv.q_lambda(e["rewards"], e["q_values"], e["next_values"], e["terminated"], returns=e["q_values"])
+
+
+@OUT_NAMED_ADVANTAGES
+def test_out_aliasing_inputs_is_named():
+    e = _args()
+    with pytest.raises(ValueError, match="^out overlaps inputs in memory"):
+        puffadv.episodic_cumsum(e["rewards"], e["terminated"], out=e["rewards"])
+
+
+def test_gpu_arrays_without_a_usable_backend_fall_back_to_the_host(rng, monkeypatch):
+    """The family's keyword arrays (next_values, probabilities, greedy) travel
+    through the CPU fallback like the positional ones, absent ones included."""
+    import warnings
+
+    from fake_device import FakeGpuArray
+    from puffadv import _fallback
+    if puffadv.backend()["cuda"]["device_count"] > 0:
+        pytest.skip("this machine computes CUDA arrays itself: no fallback to exercise")
+    real_writer = _fallback._writer
+    monkeypatch.setattr(_fallback, "_writer", lambda framework, out, name: (
+        (lambda dst, host: np.copyto(dst.host, np.asarray(host))), out) if isinstance(out, FakeGpuArray)
+        else real_writer(framework, out, name))
+    monkeypatch.delenv("PUFFADV_FALLBACK", raising=False)
+    e = ref.random_off_policy(rng, 5, 33, np.float32)
+    fake = lambda x: FakeGpuArray(np.ascontiguousarray(x))
+    out, sums = FakeGpuArray(np.full((5, 33), np.nan, np.float32)), FakeGpuArray(np.full(5, np.nan, np.float32))
+    counter = FakeGpuArray(np.full((5, 33), np.nan, np.float32))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", puffadv.FallbackWarning)
+        got = puffadv.retrace(*map(fake, (e["rewards"], e["q_values"], e["next_values"], e["terminated"])),
+                              target_log_probs=fake(e["target_log_probs"]),
+                              behaviour_log_probs=fake(e["behaviour_log_probs"]), gamma=GAMMA, lambda_=LAM,
+                              advantages=out, returns=False, sums=sums)
+        puffadv.episodic_cumsum(fake(e["rewards"]), fake(e["terminated"]), seed=fake(e["last_value"]), out=counter)
+    assert got.advantages is out and got.sums is sums and got.returns is None
+    want, _ = ref.retrace(e["rewards"], e["q_values"], e["next_values"], e["terminated"], None,
+                          e["target_log_probs"], e["behaviour_log_probs"], True, GAMMA, LAM, 1.0)
+    assert ref.relative_error(out.host, want) <= 1e-5
+    assert ref.relative_error(sums.host, want.sum(1)) <= 1e-5
+    assert ref.relative_error(counter.host, ref.episodic_sum(e["rewards"], e["terminated"], e["last_value"])) <= 1e-5
+
+
+@pytest.fixture(scope="module")
+def large_episodes():
+    return ref.random_off_policy(np.random.default_rng(20), 16400, 264, np.float32)
+
+
+LARGE = {  # one output of each kind of kernel, given as `out`
+    "n_step": lambda a, out, **kw: puffadv.n_step_returns(
+        a["rewards"], a["values"], a["terminated"], a["truncated"], n=3, bootstrap_values=a["bootstrap_values"],
+        returns=out, **kw).returns,
+    "retrace": lambda a, out, **kw: puffadv.retrace(
+        a["rewards"], a["q_values"], a["next_values"], a["terminated"], a["truncated"], target_probs=a["target_probs"],
+        behaviour_probs=a["behaviour_probs"], advantages=out, returns=False, **kw).advantages,
+    "episodic_cumsum": lambda a, out, **kw: puffadv.episodic_cumsum(
+        a["rewards"], a["terminated"], seed=a["last_value"], boundary="starts_at", out=out, **kw),
+}
+
+
+@pytest.mark.parametrize("kind", LARGE)
+@pytest.mark.parametrize("time_axis", [-1, 0])
+@pytest.mark.parametrize("offset", [0, 1])
+def test_large_outputs_streamed_past_the_caches(large_episodes, kind, time_axis, offset):
+    """Outputs of 16 MiB and more are written with streaming stores (16-byte aligned
+    rows only; offset 1 takes the cached stores): the same numbers, bit for bit, as
+    the call in slices of 1024 rows, whose outputs fit the caches."""
+    e = large_episodes
+    rows, horizon = e["rewards"].shape
+    shape = (rows, horizon) if time_axis == -1 else (horizon, rows)
+    big = np.full(rows * horizon + 8, np.nan, np.float32)[offset:offset + rows * horizon].reshape(shape)
+
+    def arrays(part):
+        layout = (lambda x: x[part]) if time_axis == -1 else (lambda x: np.ascontiguousarray(x[part].T))
+        return {k: layout(v) if v.ndim == 2 else v[part] for k, v in e.items()}
+
+    LARGE[kind](arrays(slice(None)), big, time_axis=time_axis)
+    for start in range(0, rows, 1024):
+        part = slice(start, start + 1024)
+        small = LARGE[kind](arrays(part), None if kind == "episodic_cumsum" else True, time_axis=time_axis)
+        np.testing.assert_array_equal(small, big[part] if time_axis == -1 else big[:, part])
