@@ -236,7 +236,7 @@ def graph_us(fn, eager_us):
     return median_time_us(fn, calls, repeats=7)
 
 
-def peer_benchmark(rl, shapes, copy):
+def peer_benchmark(rl, shapes, copy, estimators=peer.ESTIMATORS):
     """puffadv beside rl-triton (None: puffadv alone) on every estimator and shape."""
     table = []
     for rows, horizon in shapes:
@@ -244,7 +244,7 @@ def peer_benchmark(rl, shapes, copy):
         sets = max(1, min(32, math.ceil(3 * L2_BYTES / (n * 24))))
         g = torch.Generator(device=DEV).manual_seed(rows * 7919 + horizon)
         data = [peer.make_inputs(rows, horizon, g) for _ in range(sets)]
-        for est in peer.ESTIMATORS:
+        for est in estimators:
             mine = [peer.puffadv_call(est, d) for d in data]
             names = mine[0][1]
             for name in names:
@@ -252,8 +252,8 @@ def peer_benchmark(rl, shapes, copy):
             mine[0][0]()
             row = dict(shape=f"{rows}x{horizon}", rows=rows, horizon=horizon, estimator=est,
                        bytes=peer.BYTES[est][0], mbytes=n * peer.BYTES[est][0] / 1e6)
-            if rl is not None:
-                theirs = [peer.rl_triton_call(rl, est, d) for d in data]
+            theirs = [peer.rl_triton_call(rl, est, d) for d in data] if rl is not None else [None]
+            if theirs[0] is not None:
                 got = theirs[0]()
                 torch.cuda.synchronize()
                 row["rel_err"] = max(peer.relative_error(data[0][name], ref) for name, ref in zip(names, got))
@@ -262,14 +262,15 @@ def peer_benchmark(rl, shapes, copy):
             row["eager_us"] = do_bench_us(mine[0][0])
             row["us"] = graph_us(lambda i: mine[i % sets][0](), row["eager_us"])
             row["pct_copy"] = 100 * n * row["bytes"] / (row["us"] * 1e-6) / 1e9 / copy
-            if rl is not None:
+            if theirs[0] is not None:
                 row["rl_eager_us"] = do_bench_us(theirs[0])
                 row["rl_us"] = graph_us(lambda i: theirs[i % sets](), row["rl_eager_us"])
                 row["rl_pct_copy"] = 100 * n * peer.BYTES[est][1] / (row["rl_us"] * 1e-6) / 1e9 / copy
                 row["speedup"] = row["rl_us"] / row["us"]
             table.append(row)
-            print(f"{row['shape']:>12} {est:<20} {row['us']:9.2f} us {row['pct_copy']:6.1f}%"
-                  + (f"   rl-triton {row['rl_us']:9.2f} us  x{row['speedup']:.2f}" if rl is not None else ""),
+            print(f"{row['shape']:>12} {est:<26} {row['us']:9.2f} us {row['pct_copy']:6.1f}% (eager {row['eager_us']:.1f})"
+                  + (f"   rl-triton {row['rl_us']:9.2f} us {row['rl_pct_copy']:6.1f}% (eager {row['rl_eager_us']:.1f})"
+                     f"  x{row['speedup']:.2f}  rel err {row['rel_err']:.1e}" if "rl_us" in row else ""),
                   flush=True)
         del data
         torch.cuda.empty_cache()
@@ -284,13 +285,15 @@ def peer_bars(table):
             bars.append((f"{r['estimator']} {r['shape']} equal to rl-triton", r["rel_err"] <= 1e-5,
                          f"rel err {r['rel_err']:.1e}"))
         if r["mbytes"] >= 64:
-            bars.append((f"{r['estimator']} {r['shape']} >= 90% of copy BW", r["pct_copy"] >= 90,
+            floor = 80 if r["estimator"] in peer.FAMILY else 90
+            bars.append((f"{r['estimator']} {r['shape']} >= {floor}% of copy BW", r["pct_copy"] >= floor,
                          f"{r['pct_copy']:.1f}%"))
         if (r["rows"], r["horizon"]) in ((8, 131072), (64, 16384)):
             bars.append((f"{r['estimator']} {r['shape']} < 25 us", r["us"] < 25, f"{r['us']:.1f} us"))
         if "speedup" in r and r["estimator"] != "td_lambda returns":
             bars.append((f"{r['estimator']} {r['shape']} <= rl-triton", r["speedup"] >= 1, f"x{r['speedup']:.2f}"))
-    speedups = [r["speedup"] for r in table if "speedup" in r and r["estimator"] != "td_lambda returns"]
+    speedups = [r["speedup"] for r in table if "speedup" in r and r["estimator"] != "td_lambda returns"
+                and r["estimator"] not in peer.FAMILY]
     if speedups:
         geomean = math.exp(sum(map(math.log, speedups)) / len(speedups))
         bars.append(("geomean speedup over rl-triton (GAE both forms, V-trace) >= 1.5x", geomean >= 1.5,
@@ -317,8 +320,9 @@ def peer_plot(table, path, copy):
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    fig, axes = plt.subplots(len(peer.ESTIMATORS), 1, figsize=(11, 3.2 * len(peer.ESTIMATORS)), sharex=True)
-    for ax, est in zip(axes, peer.ESTIMATORS):
+    estimators = [e for e in peer.ESTIMATORS if any(r["estimator"] == e for r in table)]
+    fig, axes = plt.subplots(len(estimators), 1, figsize=(11, 3.2 * len(estimators)), sharex=True, squeeze=False)
+    for ax, est in zip(axes[:, 0], estimators):
         rows = [r for r in table if r["estimator"] == est]
         x = np.arange(len(rows))
         ax.bar(x - 0.2, [r["pct_copy"] for r in rows], 0.4, label="puffadv")
@@ -340,6 +344,8 @@ def main():
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--sections", default="check,peers,dtypes")
     parser.add_argument("--shapes", help="comma-separated RxH subset of the SPEC grid (peers)")
+    parser.add_argument("--estimators", help="'family' (issue 20's), or comma-separated names of "
+                        "peer_rl_triton.ESTIMATORS (peers; default all)")
     parser.add_argument("--rl-triton", help="the rl_triton package folder (or PUFFADV_RL_TRITON)")
     parser.add_argument("--bench-only", action="store_true", help="skip the GPU == CPU check")
     parser.add_argument("--check-only", action="store_true", help="skip the timings")
@@ -367,7 +373,10 @@ def main():
         shapes = GRID if not args.quick else [(65536, 128), (8, 131072)]
         if args.shapes:
             shapes = [tuple(int(x) for x in s.split("x")) for s in args.shapes.split(",")]
-        table = peer_benchmark(rl, shapes, copy)
+        estimators = peer.ESTIMATORS
+        if args.estimators:
+            estimators = peer.FAMILY if args.estimators == "family" else tuple(args.estimators.split(","))
+        table = peer_benchmark(rl, shapes, copy, estimators)
         bars = peer_bars(table)
         meta = dict(date=datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
                     device=torch.cuda.get_device_name(), torch=torch.__version__, peer=why, copy=copy)

@@ -16,6 +16,24 @@ Where the conventions meet (docs/conventions.md):
   - V-trace (vs, pg):          puffadv.vtrace(r, v, term, last_value=lv, importance=exp(lp_t - lp_b),
                                lambda_=1, rho_clip=rho_pg_clip=rho_bar, c_clip=c_bar)
                                == rl_triton.compute_vtrace(lp_t, lp_b, v, r, term, ...)
+The estimator family (issue 20):
+  - discounted returns:        puffadv.discounted_returns(r, term, last_value=lv)
+                               == rl_triton.compute_discounted_returns(r, term, bootstrap_values=B)
+                               (B zero but its last column lv); with truncations as GAE's
+                               (bootstrap_values bv, zero except at truncated steps and the last column)
+  - Retrace (Q_ret):           puffadv.retrace(r, q, nv, term, trunc, target_probs=pi, behaviour_probs=mu,
+                               lambda_=LAM, c_clip=c_bar).returns
+                               == rl_triton.compute_retrace(P, mu, q, NQ, actions=0, r, term, trunc, ...)[0]
+                               with two actions, P = [pi, 1 - pi], NQ the next Q of both and
+                               nv = (P * NQ).sum(-1) (rl-triton takes E_pi Q(s_{t+1}, .) with the
+                               target probabilities of step t)
+  - Q(lambda), Peng (returns): puffadv.q_lambda(r, q, nv, term, lambda_=LAM).returns
+                               == rl_triton.compute_lambda_returns(r, nv, term, bootstrap_values=B)
+                               (B zero but its last column nv[:, -1])
+  - episodic cumulative sums:  puffadv.episodic_cumsum(x, dones) == rl_triton.compute_episodic_prefix_sum(x, dones)
+  - eligibility traces:        puffadv.eligibility_traces(x, dones, gamma, lambda_)
+                               == rl_triton.compute_eligibility_traces(x, dones, gamma, lambda_)
+  - n-step returns (n = 3):    puffadv alone (rl-triton has none).
 rl-triton has no counterpart of the puff advantage (PufferLib's convention).
 
 rl-triton is found by `--rl-triton PATH` or the environment variable
@@ -39,8 +57,19 @@ BYTES = {  # estimator: (puffadv, rl-triton)
     "gae trunc+bootstrap": (24, 24),        # + trunc, bootstrap_values (both read it whole)
     "td_lambda returns": (16, 16),          # r, v (next values), term; G
     "vtrace vs+pg": (24, 28),               # r, v, term, ratio (rl-triton: two log-probs); vs, pg
+    "discounted last_value": (12, 12),      # r, term; G
+    "discounted trunc+bootstrap": (20, 20),  # r, term, trunc, bootstrap_values; G
+    "retrace Q_ret+delta": (36, 56),        # r, q, nv, term, trunc, pi, mu; Q_ret, Delta (rl-triton:
+                                            # P, NQ of 2 actions, int64 actions; Q_ret, its advantages, a pi scratch)
+    "q_lambda peng returns": (16, 16),      # r, nv, term; G
+    "episodic cumsum": (12, 12),            # x, dones; C
+    "eligibility traces": (12, 12),         # x, dones; z
+    "n_step n=3 returns": (16, None),       # r, v, term; G (window reads come from the L1)
 }
 ESTIMATORS = tuple(BYTES)
+# Issue 20's estimators: their bar is 80 % of the copy bandwidth (issue 13's are 90 %).
+FAMILY = ("discounted last_value", "discounted trunc+bootstrap", "retrace Q_ret+delta", "q_lambda peng returns",
+          "episodic cumsum", "eligibility traces", "n_step n=3 returns")
 
 
 def load(path=None):
@@ -81,6 +110,14 @@ def make_inputs(rows, horizon, generator, device="cuda"):
     d["lv_column"][:, -1] = lv
     for name in ("out", "out2"):
         d[name] = torch.empty_like(v)
+    # Retrace with two actions, action 0 taken: pi, mu its probabilities, nv = E_P Q(s_{t+1}, .).
+    d["pi"] = torch.rand(shape, device=device, generator=generator) * 0.9 + 0.1
+    d["mu"] = torch.rand(shape, device=device, generator=generator) * 0.9 + 0.1
+    d["P"] = torch.stack([d["pi"], 1 - d["pi"]], dim=-1)
+    d["NQ"] = torch.randn((*shape, 2), device=device, generator=generator)
+    d["retrace_nv"] = (d["P"] * d["NQ"]).sum(-1)
+    d["actions"] = torch.zeros(shape, dtype=torch.int64, device=device)
+    d["dones"] = ((term + trunc) > 0).float()
     return d
 
 
@@ -95,9 +132,32 @@ def puffadv_call(estimator, d):
     if estimator == "td_lambda returns":
         return lambda: puffadv.td_lambda_returns(d["r"], d["v"], d["term"], last_value=d["lv"], gamma=GAMMA,
                                                  lambda_=LAM, returns=d["out"]), ("out",)
-    return lambda: puffadv.vtrace(d["r"], d["v"], d["term"], last_value=d["lv"], importance=d["ratio"],
-                                  gamma=GAMMA, lambda_=1.0, rho_clip=RHO_BAR, c_clip=C_BAR,
-                                  rho_pg_clip=RHO_BAR, vs=d["out"], pg_advantages=d["out2"]), ("out", "out2")
+    if estimator == "vtrace vs+pg":
+        return lambda: puffadv.vtrace(d["r"], d["v"], d["term"], last_value=d["lv"], importance=d["ratio"],
+                                      gamma=GAMMA, lambda_=1.0, rho_clip=RHO_BAR, c_clip=C_BAR,
+                                      rho_pg_clip=RHO_BAR, vs=d["out"], pg_advantages=d["out2"]), ("out", "out2")
+    if estimator == "discounted last_value":
+        return lambda: puffadv.discounted_returns(d["r"], d["term"], last_value=d["lv"], gamma=GAMMA,
+                                                  returns=d["out"]), ("out",)
+    if estimator == "discounted trunc+bootstrap":
+        return lambda: puffadv.discounted_returns(d["r"], d["term"], d["trunc"], bootstrap_values=d["bv"],
+                                                  gamma=GAMMA, returns=d["out"]), ("out",)
+    if estimator == "retrace Q_ret+delta":
+        return lambda: puffadv.retrace(d["r"], d["v"], d["retrace_nv"], d["term"], d["trunc"], target_probs=d["pi"],
+                                       behaviour_probs=d["mu"], gamma=GAMMA, lambda_=LAM, c_clip=C_BAR,
+                                       returns=d["out"], advantages=d["out2"]), ("out",)
+    if estimator == "q_lambda peng returns":
+        return lambda: puffadv.q_lambda(d["r"], d["v"], d["next_values"], d["term"], gamma=GAMMA, lambda_=LAM,
+                                        returns=d["out"], advantages=False), ("out",)
+    if estimator == "episodic cumsum":
+        return lambda: puffadv.episodic_cumsum(d["r"], d["dones"], out=d["out"]), ("out",)
+    if estimator == "eligibility traces":
+        return lambda: puffadv.eligibility_traces(d["r"], d["dones"], gamma=GAMMA, lambda_=LAM,
+                                                  out=d["out"]), ("out",)
+    if estimator == "n_step n=3 returns":
+        return lambda: puffadv.n_step_returns(d["r"], d["v"], d["term"], n=3, last_value=d["lv"], gamma=GAMMA,
+                                              lambda_=1.0, returns=d["out"]), ("out",)
+    raise ValueError(estimator)
 
 
 def rl_triton_call(rl, estimator, d):
@@ -110,8 +170,25 @@ def rl_triton_call(rl, estimator, d):
     if estimator == "td_lambda returns":
         return lambda: (rl.compute_lambda_returns(d["r"], d["next_values"], d["term"], gamma=GAMMA, lambda_=LAM,
                                                   bootstrap_values=d["lv_column"]),)
-    return lambda: tuple(rl.compute_vtrace(d["lp_t"], d["lp_b"], d["v"], d["r"], d["term"], gamma=GAMMA,
-                                           rho_bar=RHO_BAR, c_bar=C_BAR, last_value=d["lv"]))
+    if estimator == "vtrace vs+pg":
+        return lambda: tuple(rl.compute_vtrace(d["lp_t"], d["lp_b"], d["v"], d["r"], d["term"], gamma=GAMMA,
+                                               rho_bar=RHO_BAR, c_bar=C_BAR, last_value=d["lv"]))
+    if estimator == "discounted last_value":
+        return lambda: (rl.compute_discounted_returns(d["r"], d["term"], gamma=GAMMA, bootstrap_values=d["lv_column"]),)
+    if estimator == "discounted trunc+bootstrap":
+        return lambda: (rl.compute_discounted_returns(d["r"], d["term"], d["trunc"], gamma=GAMMA,
+                                                      bootstrap_values=d["bv"]),)
+    if estimator == "retrace Q_ret+delta":
+        return lambda: rl.compute_retrace(d["P"], d["mu"], d["v"], d["NQ"], d["actions"],
+                                          d["r"], d["term"], d["trunc"], gamma=GAMMA, lambda_=LAM, c_bar=C_BAR)[:1]
+    if estimator == "q_lambda peng returns":
+        return lambda: (rl.compute_lambda_returns(d["r"], d["next_values"], d["term"], gamma=GAMMA, lambda_=LAM,
+                                                  bootstrap_values=d["lv_column"]),)
+    if estimator == "episodic cumsum":
+        return lambda: (rl.compute_episodic_prefix_sum(d["r"], d["dones"]),)
+    if estimator == "eligibility traces":
+        return lambda: (rl.compute_eligibility_traces(d["r"], d["dones"], GAMMA, LAM),)
+    return None  # no counterpart
 
 
 def relative_error(got, want):

@@ -64,12 +64,13 @@ inline bool vectorizable(const matrix& m, int items = scan_policy::items) {
            (m.rows <= 1 || m.row_stride % items == 0) && m.cols % items == 0;
 }
 
-/// Split-row carries live in this output (null: none), see carry_slots.
+/// Split-row carries live in this output (null: none), see carry_slots; a scan
+/// over reversed time passes `reversed`.
 template <typename T>
-carry_slots<T> carry_slots_of(const matrix* m) {
+carry_slots<T> carry_slots_of(const matrix* m, bool reversed = false) {
     if (!m || m->col_stride != 1) return {};
     const auto element = static_cast<int>(dtype_size(m->type));
-    return {static_cast<unsigned char*>(m->data), m->row_stride * element, element};
+    return {static_cast<unsigned char*>(m->data), m->row_stride * element, element, reversed ? m->cols : 0};
 }
 
 template <typename T>

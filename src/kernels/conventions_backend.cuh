@@ -12,6 +12,7 @@
 #include <puffadv/conventions.hpp>
 
 #include "backend.cuh"
+#include "family_steps.cuh"
 #include "standard_steps.cuh"
 
 namespace puffadv::gpu {
@@ -58,6 +59,10 @@ using standard_scan_policy = row_scan_policy<4, PUFF_STANDARD_MIN_BLOCKS>;
 /// step's four words live for the pg advantage: 4 steps at 4 blocks/SM
 /// (63 registers, no spills) ran 58.8 us against 67.4 at 6 (40, spilling).
 using wide_standard_policy = row_scan_policy<8, 4>;
+/// The family's float32 scans (family_steps.cuh) take the wide policy where
+/// every array allows it, except Retrace (seven inputs: 4 steps at 4 blocks/SM,
+/// as V-trace). 16 steps per thread at 2 blocks/SM were slower for the lightest
+/// scans on the H200 (episodic sums 28.1 -> 31.5 us at 65536x128, 2026-12-02).
 using vtrace_scan_policy = row_scan_policy<4, 4>;
 
 template <typename In>
@@ -156,17 +161,18 @@ inline const matrix* scratch_output(std::initializer_list<const std::optional<ma
 }
 
 /// Scans `producer` into `epilogue` with the row-scan kernels of launch.cuh.
+/// `reversed`: the scan runs over reversed time (episodic_producer).
 template <typename Policy, bool Vec, typename Producer, typename Epilogue>
 void launch_scan(const Producer& producer, const Epilogue& epilogue, const matrix* scratch, std::int64_t rows,
-                 std::int64_t horizon, bool contiguous, int device, cudaStream_t stream) {
+                 std::int64_t horizon, bool contiguous, int device, cudaStream_t stream, bool reversed = false) {
     using T = typename Producer::value_type;
     int sm_count = 0;
     PUFF_GPU_CHECK(cudaDeviceGetAttribute(&sm_count, cudaDevAttrMultiProcessorCount, device), device);
     // Split rows need `scratch`: a call has a [rows, horizon] output, and split
     // rows are planned only when every array, that output too, is contiguous.
     const row_scan_plan plan = plan_row_scan<Policy>(rows, horizon, contiguous, sm_count);
-    PUFF_GPU_CHECK((launch_row_scan<Policy, Vec>(plan, producer, epilogue, carry_slots_of<T>(scratch), rows,
-                                                 horizon, stream)),
+    PUFF_GPU_CHECK((launch_row_scan<Policy, Vec>(plan, producer, epilogue, carry_slots_of<T>(scratch, reversed),
+                                                 rows, horizon, stream)),
                    device);
 }
 
@@ -191,6 +197,13 @@ standard_producer<T> generic_standard_producer(const standard_arrays& a, const s
             T(p.gamma),          T(p.gamma) * T(p.lambda),  T(p.rho_clip),       T(p.c_clip)};
 }
 
+/// The output the row sums read: the advantages, or for the kinds without
+/// values (their returns are A) the returns. Null: none.
+inline const matrix* summed_output(const standard_arrays& a) {
+    if (a.advantages) return &*a.advantages;
+    return !a.values && a.fused.returns ? &*a.fused.returns : nullptr;
+}
+
 /// The epilogue of a standard call: V-trace's writes the pg advantages (in the
 /// scan, from A_{t+1}) and vs; the others A and the returns.
 template <typename T, bool PolicyGradient, typename Out>
@@ -205,10 +218,12 @@ void run_standard(const standard_arrays& a, const standard_params& p, cudaStream
     device_guard guard(device);
     const std::int64_t rows = a.rewards.rows, horizon = a.rewards.cols;
     const bool sums = a.fused.abs_sums || a.fused.sums || a.fused.square_sums;
-    if (sums && !a.advantages) unsupported("row sums without the advantages output");
+    const matrix* summed = summed_output(a);
+    if (sums && !summed) unsupported("row sums without the advantages output");
 
     call_layout layout(a.rewards.type);
-    for (const auto* m : {&a.rewards, &a.values}) layout.input(*m);
+    layout.input(a.rewards);
+    layout.input(a.values);
     layout.input(a.importance);
     layout.flag(a.terminated);
     layout.flag(a.truncated);
@@ -244,16 +259,231 @@ void run_standard(const standard_arrays& a, const standard_params& p, cudaStream
         launch_scan<scan_policy, false>(generic_standard_producer<T>(a, p), epilogue, scratch, rows, horizon,
                                         layout.contiguous, device, stream);
     }
+    if (sums) launch_row_sums(*summed, a.fused, rows, horizon, device, stream);
+}
+
+/// The layout of a call of the family's kinds: every array it reads or writes.
+inline call_layout family_layout(const standard_arrays& a) {
+    call_layout layout(a.rewards.type);
+    for (const auto* m : {&a.values, &a.next_values, &a.target_probs, &a.behaviour_probs, &a.bootstrap_values})
+        layout.input(*m);
+    layout.input(a.rewards);
+    layout.flag(a.terminated);
+    layout.flag(a.truncated);
+    layout.flag(a.greedy);
+    layout.output(a.advantages);
+    layout.output(a.fused.returns);
+    return layout;
+}
+
+/// Runs one scan kind of the family. `producer_of(values, flags)` and
+/// `epilogue_of(outputs)` build the producer and epilogue from column makers
+/// (matrix or optional -> column). float32 and float64 calls whose arrays all
+/// vectorise take compile-time columns and wide loads (`FastPolicy`; 16-bit
+/// floats too would multiply the instantiations); any other call typed
+/// columns (scalar, any strides).
+template <typename T, typename FastPolicy, typename MakeProducer, typename MakeEpilogue>
+void scan_kind(const call_layout& layout, const matrix* scratch, std::int64_t rows, std::int64_t horizon,
+               bool reversed, int device, cudaStream_t stream, MakeProducer&& producer_of,
+               MakeEpilogue&& epilogue_of) {
+    if (horizon <= 0) return;
+    if (layout.fast() && dtype_size(layout.float_type) != 2) {  // T is the input dtype then
+        const auto values = [](const auto& m) { return view_of<const T>(m); };
+        const auto outputs = [](const auto& m) { return view_of<T>(m); };
+        const auto run = [&](auto flag_tag) {
+            using Flag = typename decltype(flag_tag)::type;
+            const auto flags = [](const auto& m) { return view_of<const Flag>(m); };
+            launch_scan<FastPolicy, true>(producer_of(values, flags), epilogue_of(outputs), scratch, rows, horizon,
+                                          true, device, stream, reversed);
+        };
+        if (layout.byte_flags)
+            run(type_tag<flag_byte>{});
+        else
+            run(type_tag<T>{});
+    } else {
+        const auto any = [](const auto& m) { return typed(m); };
+        launch_scan<scan_policy, false>(producer_of(any, any), epilogue_of(any), scratch, rows, horizon,
+                                        layout.contiguous, device, stream, reversed);
+    }
+}
+
+/// scan_kind with the wide policy for float32 calls whose arrays all allow it, else `Policy`.
+template <typename T, typename Policy, typename MakeProducer, typename MakeEpilogue>
+void scan_kind_widest(const call_layout& layout, const matrix* scratch, std::int64_t rows, std::int64_t horizon,
+                      bool reversed, int device, cudaStream_t stream, MakeProducer&& producer_of,
+                      MakeEpilogue&& epilogue_of) {
+    if constexpr (std::is_same_v<T, float>) {
+        if (layout.vectorized_wide)
+            return scan_kind<T, wide_standard_policy>(layout, scratch, rows, horizon, reversed, device, stream,
+                                                      producer_of, epilogue_of);
+    }
+    scan_kind<T, Policy>(layout, scratch, rows, horizon, reversed, device, stream, producer_of, epilogue_of);
+}
+
+/// Discounted returns, Retrace, Q(lambda) and the episodic sums.
+template <typename T>
+void run_family_scan(const standard_arrays& a, const standard_params& p, cudaStream_t stream) {
+    const int device = a.rewards.device.index;
+    device_guard guard(device);
+    const std::int64_t rows = a.rewards.rows, horizon = a.rewards.cols;
+    const bool sums = a.fused.abs_sums || a.fused.sums || a.fused.square_sums;
+    const matrix* summed = summed_output(a);
+    if (sums && !summed) unsupported("row sums without the advantages output");
+    const call_layout layout = family_layout(a);
+    const matrix* scratch = scratch_output({&a.advantages, &a.fused.returns});
+    const auto estimate = [&](const auto& out) {  // A and the returns A + q
+        return store_estimate<T, std::decay_t<decltype(out(a.advantages))>>{out(a.advantages), out(a.fused.returns)};
+    };
+
+    const auto same = [&](const auto& out) {  // no values: both outputs hold A
+        return store_same<T, std::decay_t<decltype(out(a.advantages))>>{out(a.advantages), out(a.fused.returns),
+                                                                         horizon};
+    };
+
+    switch (p.kind) {
+        case estimator::discounted_returns:
+            scan_kind_widest<T, standard_scan_policy>(layout, scratch, rows, horizon, false, device, stream,
+                [&](const auto& v, const auto& f) {
+                    return returns_producer<T, decltype(v(a.rewards)), decltype(f(a.terminated))>{
+                        v(a.rewards), f(a.terminated), f(a.truncated), v(a.bootstrap_values), v(a.last_value),
+                        horizon, T(p.gamma)};
+                }, same);
+            break;
+        case estimator::retrace:
+            scan_kind<T, vtrace_scan_policy>(layout, scratch, rows, horizon, false, device, stream,
+                [&](const auto& v, const auto& f) {
+                    return retrace_producer<T, decltype(v(a.rewards)), decltype(f(a.terminated))>{
+                        v(a.values),       v(a.rewards),         v(a.next_values), f(a.terminated),
+                        f(a.truncated),    v(a.target_probs),    v(a.behaviour_probs),
+                        T(p.gamma),        T(p.lambda),          T(p.c_clip),      p.log_probs};
+                }, estimate);
+            break;
+        case estimator::q_lambda:
+            scan_kind_widest<T, vtrace_scan_policy>(layout, scratch, rows, horizon, false, device, stream,
+                [&](const auto& v, const auto& f) {
+                    // q only for the advantages G - q: the scan runs in G.
+                    const std::optional<matrix> q = a.advantages ? a.values : std::nullopt;
+                    return q_lambda_producer<T, decltype(v(a.rewards)), decltype(f(a.terminated))>{
+                        v(q),           v(a.rewards), v(a.next_values), f(a.terminated), f(a.truncated),
+                        f(a.greedy),    T(p.gamma),   T(p.lambda)};
+                }, [&](const auto& out) {
+                    return store_target<T, std::decay_t<decltype(out(a.advantages))>>{out(a.advantages),
+                                                                                       out(a.fused.returns)};
+                });
+            break;
+        default: {  // episodic_sum: over reversed time
+            const auto producer_of = [&](const auto& v, const auto& f) {
+                return episodic_producer<T, decltype(v(a.rewards)), decltype(f(a.terminated))>{
+                    v(a.rewards), f(a.terminated), v(a.last_value), horizon, T(p.gamma) * T(p.lambda),
+                    p.reset_at_start};
+            };
+            const auto epilogue_of = [&](const auto& out) {
+                return store_same<T, std::decay_t<decltype(out(a.advantages))>, true>{out(a.advantages),
+                                                                                     out(a.fused.returns), horizon};
+            };
+            scan_kind_widest<T, standard_scan_policy>(layout, scratch, rows, horizon, true, device, stream,
+                                                      producer_of, epilogue_of);
+        }
+    }
+    if (sums) launch_row_sums(*summed, a.fused, rows, horizon, device, stream);
+}
+
+/// n-step returns: the window kernel; n >= horizon is TD(lambda) (every window
+/// reaches the row's end), the scan.
+template <typename T>
+void run_n_step(const standard_arrays& a, const standard_params& p, cudaStream_t stream) {
+    const std::int64_t rows = a.rewards.rows, horizon = a.rewards.cols;
+    if (p.n >= horizon) {
+        standard_params td = p;
+        td.kind = estimator::td_lambda;
+        return run_standard<T, false>(a, td, stream);
+    }
+    const int device = a.rewards.device.index;
+    device_guard guard(device);
+    const bool sums = a.fused.abs_sums || a.fused.sums || a.fused.square_sums;
+    if (sums && !a.advantages) unsupported("row sums without the advantages output");
+    call_layout layout(a.rewards.type);
+    layout.input(a.rewards);
+    layout.input(a.values);
+    layout.input(a.bootstrap_values);
+    layout.flag(a.terminated);
+    layout.flag(a.truncated);
+    layout.output(a.advantages);
+    layout.output(a.fused.returns);
+    // Threads follow the rewards' adjacent elements: along time for [B, T], along rows for time-major data.
+    const bool time_major = a.rewards.col_stride != 1 && a.rewards.row_stride == 1;
+    const auto launch = [&](const auto& window) {
+        constexpr unsigned threads = 256;
+        const std::uint64_t total = std::uint64_t(rows) * std::uint64_t(horizon);
+        const auto blocks = static_cast<unsigned>(std::min<std::uint64_t>((total + threads - 1) / threads, 1u << 30));
+        n_step_kernel<<<blocks, threads, 0, stream>>>(window);
+        PUFF_GPU_CHECK(cudaGetLastError(), device);
+    };
+    const auto window_of = [&](const auto& v, const auto& f, const auto& out) {
+        return n_step_window<T, decltype(v(a.rewards)), decltype(f(a.terminated)), decltype(out(a.rewards))>{
+            v(a.values),     v(a.rewards),       f(a.terminated), f(a.truncated), v(a.bootstrap_values),
+            v(a.last_value), out(a.advantages),  out(a.fused.returns), rows, horizon, p.n,
+            T(p.gamma),      T(p.lambda),        time_major};
+    };
+    // Windows of n <= 4 (8) steps of contiguous rows: the vector kernel, 4 (8) outputs a thread.
+    const auto launch_vector = [&](auto n_tag, const auto& window) {
+        constexpr int N = decltype(n_tag)::value;
+        constexpr unsigned threads = 256;
+        const std::uint64_t chunks = std::uint64_t(rows) * std::uint64_t(horizon / N);
+        n_step_vector_kernel<N><<<static_cast<unsigned>((chunks + threads - 1) / threads), threads, 0, stream>>>(
+            window);
+        PUFF_GPU_CHECK(cudaGetLastError(), device);
+    };
+    const auto run = [&](const auto& window) {
+        const std::uint64_t chunks = std::uint64_t(rows) * std::uint64_t(horizon / 4);
+        const bool fits = (chunks + 255) / 256 <= 0x7fffffffu;
+        if (layout.vectorized && p.n <= 4 && fits)
+            launch_vector(std::integral_constant<int, 4>{}, window);
+        else if (layout.vectorized_wide && p.n <= 8 && fits)
+            launch_vector(std::integral_constant<int, 8>{}, window);
+        else
+            launch(window);
+    };
+    if (layout.fast() && dtype_size(layout.float_type) != 2) {  // vectorisable, one flag and one output type
+        const auto values = [](const auto& m) { return view_of<const T>(m); };
+        const auto outputs = [](const auto& m) { return view_of<T>(m); };
+        if (layout.byte_flags)
+            run(window_of(values, [](const auto& m) { return view_of<const flag_byte>(m); }, outputs));
+        else
+            run(window_of(values, values, outputs));
+    } else if (!layout.flags_mixed && !layout.outputs_mixed && dtype_size(layout.float_type) != 2) {
+        const auto values = [](const auto& m) { return view_of<const T>(m); };
+        const auto outputs = [](const auto& m) { return view_of<T>(m); };
+        if (layout.byte_flags)
+            launch(window_of(values, [](const auto& m) { return view_of<const flag_byte>(m); }, outputs));
+        else
+            launch(window_of(values, values, outputs));
+    } else {
+        const auto any = [](const auto& m) { return typed(m); };
+        launch(window_of(any, any, any));
+    }
     if (sums) launch_row_sums(*a.advantages, a.fused, rows, horizon, device, stream);
+}
+
+template <typename T>
+void run_estimate(const standard_arrays& a, const standard_params& p, cudaStream_t stream) {
+    switch (p.kind) {
+        case estimator::vtrace: return run_standard<T, true>(a, p, stream);
+        case estimator::discounted_returns:
+        case estimator::retrace:
+        case estimator::q_lambda:
+        case estimator::episodic_sum: return run_family_scan<T>(a, p, stream);
+        case estimator::n_step_returns: return run_n_step<T>(a, p, stream);
+        default: return run_standard<T, false>(a, p, stream);  // gae, td_lambda
+    }
 }
 
 inline void standard_estimate(const standard_arrays& arrays, const standard_params& params, gpu_stream stream) {
     const auto s = static_cast<cudaStream_t>(stream);
-    const bool vtrace = params.kind == estimator::vtrace;
     if (arrays.rewards.type == dtype::float64)
-        vtrace ? run_standard<double, true>(arrays, params, s) : run_standard<double, false>(arrays, params, s);
+        run_estimate<double>(arrays, params, s);
     else
-        vtrace ? run_standard<float, true>(arrays, params, s) : run_standard<float, false>(arrays, params, s);
+        run_estimate<float>(arrays, params, s);
 }
 
 template <typename T>

@@ -13,7 +13,8 @@
 //                                     aligned to N elements there
 //   struct lookahead;                 what the map of step t needs of step t+1 (a whole
 //                                     number of 32-bit words: a thread gets it from
-//                                     the next lane by shuffles, one per word)
+//                                     the next lane by shuffles, one per word; an
+//                                     empty struct: nothing, no shuffle)
 //   static lookahead ahead(const step& s);          that part of a loaded step
 //   lookahead load_ahead(row, t) const;             or loaded alone (a warp's top lane)
 //   affine<value_type> map(const step& cur, const lookahead& next, bool last) const;

@@ -19,6 +19,8 @@
 //                 one thread per row, which is the coalesced order there.
 #pragma once
 
+#include <type_traits>
+
 #include "affine_scan.cuh"
 #include "storage.cuh"
 
@@ -117,10 +119,14 @@ __device__ __forceinline__ affine<typename Producer::value_type> scan_span(
         }
         // What the last item's map needs of step t+1: from the next lane's first
         // item, or loaded at a warp's top (only that part of the step).
-        ahead after = shfl_down_struct<warp>(Producer::ahead(s[0]), 1);
+        // A producer whose maps need nothing of the next step has an empty lookahead.
         const bool last_step = t[items - 1] == horizon - 1;
-        if (lane == warp - 1 && valid[items - 1] && !last_step)
-            after = producer.load_ahead(row[items - 1], t[items - 1] + 1);
+        ahead after{};
+        if constexpr (!std::is_empty_v<ahead>) {
+            after = shfl_down_struct<warp>(Producer::ahead(s[0]), 1);
+            if (lane == warp - 1 && valid[items - 1] && !last_step)
+                after = producer.load_ahead(row[items - 1], t[items - 1] + 1);
+        }
 
         affine<T> m[items];
 #pragma unroll

@@ -202,15 +202,25 @@ __device__ __forceinline__ void write(const typed_view& v, std::int64_t row, std
 /// k), stored in a time-contiguous output of any float dtype over the first
 /// 2 * sizeof(T) bytes of the segment (a segment holds >= 1024 elements), as
 /// 16-bit pieces so that no alignment beyond the element's own is needed.
+/// A scan over reversed time (a forward recurrence, see family_steps.cuh) has
+/// `reversed_horizon` = the horizon: its step t is the output's element
+/// horizon - 1 - t, and a segment's slots are mirrored: slot i ends (i + 1) *
+/// sizeof(T) bytes before element horizon - t, in the segment's own elements
+/// as in the forward order (so that no other block writes them before they
+/// are read, and a short last segment, which stores slot 0 only, needs as few
+/// elements as forward).
 template <typename T>
 struct carry_slots {
     unsigned char* data = nullptr;
     std::int64_t row_stride_bytes = 0;
     int element_bytes = 0;
+    std::int64_t reversed_horizon = 0;  ///< 0: the scan runs over the output's own time order
 
     __device__ __forceinline__ std::uint16_t* at(std::int64_t row, std::int64_t t, int slot) const {
-        return reinterpret_cast<std::uint16_t*>(data + row * row_stride_bytes + t * element_bytes +
-                                                slot * int(sizeof(T)));
+        const std::int64_t offset = reversed_horizon
+                                        ? (reversed_horizon - t) * element_bytes - (slot + 1) * int(sizeof(T))
+                                        : t * element_bytes + slot * int(sizeof(T));
+        return reinterpret_cast<std::uint16_t*>(data + row * row_stride_bytes + offset);
     }
     __device__ __forceinline__ T load(std::int64_t row, std::int64_t t, int slot) const {
         constexpr int pieces = sizeof(T) / 2;

@@ -326,3 +326,163 @@ def test_more_than_2_31_elements(shape):
     _check_windows(arrays, out, windows)
     del values, rewards, dones, importance, out
     torch.cuda.empty_cache()
+
+
+# ---- the estimator family (issue 20): every kernel layout against the CPU backend ----
+# (tests/python/test_family.py compares every target, CUDA too, with the float64
+# references on small shapes; here the shapes reach each GPU layout: whole rows,
+# split rows (three launches, reversed carries for the episodic sums), strided and
+# unaligned views, and the n-step window kernel.)
+
+FAMILY_GAMMA, FAMILY_LAMBDA = 0.97, 0.9
+
+
+def _family_calls(e):
+    """name -> (function, positional arrays, keyword arrays, scalars, outputs asked for)."""
+    r, term, trunc, dones = e["rewards"], e["terminated"], e["truncated"], e["terminated"] | e["truncated"]
+    estimate = ("returns", "advantages", "abs_sums", "sums", "square_sums")
+    acting = [r, e["q_values"], e["next_values"], term, trunc]
+    g, lam = dict(gamma=FAMILY_GAMMA), dict(gamma=FAMILY_GAMMA, lambda_=FAMILY_LAMBDA)
+    return {
+        "discounted/bootstrap_values": (puffadv.discounted_returns, [r, term, trunc],
+                                        dict(bootstrap_values=e["bootstrap_values"]), g, estimate[:1] + estimate[2:]),
+        "discounted/last_value": (puffadv.discounted_returns, [r, dones], dict(last_value=e["last_value"]), g,
+                                  estimate[:1] + estimate[2:]),
+        "discounted/no-bootstrap": (puffadv.discounted_returns, [r, dones], {}, g, estimate[:1] + estimate[2:]),
+        "n_step/3": (puffadv.n_step_returns, [r, e["values"], term, trunc],
+                     dict(bootstrap_values=e["bootstrap_values"]), dict(n=3, **lam), estimate),
+        "n_step/7/last_value": (puffadv.n_step_returns, [r, e["values"], dones], dict(last_value=e["last_value"]),
+                                dict(n=7, gamma=FAMILY_GAMMA, lambda_=1.0), estimate),
+        "n_step/T+5": (puffadv.n_step_returns, [r, e["values"], term, trunc],
+                       dict(bootstrap_values=e["bootstrap_values"]), dict(n=r.shape[1] + 5, **lam), estimate),
+        "retrace/probs": (puffadv.retrace, acting, dict(target_probs=e["target_probs"],
+                                                        behaviour_probs=e["behaviour_probs"]),
+                          dict(c_clip=1.3, **lam), estimate),
+        "retrace/log_probs": (puffadv.retrace, acting, dict(target_log_probs=e["target_log_probs"],
+                                                            behaviour_log_probs=e["behaviour_log_probs"]),
+                              dict(c_clip=0.8, **lam), estimate),
+        "q_lambda/peng": (puffadv.q_lambda, acting, {}, lam, estimate),
+        "q_lambda/watkins": (puffadv.q_lambda, acting, dict(greedy=e["greedy"]), lam, estimate),
+        "q_lambda/returns-only": (puffadv.q_lambda, acting, dict(greedy=e["greedy"]), dict(advantages=False, **lam),
+                                  ("returns",)),
+        "episodic_cumsum/ends_at": (puffadv.episodic_cumsum, [r, dones], {}, {}, ("out",)),
+        "episodic_cumsum/starts_at+seed": (puffadv.episodic_cumsum, [r, dones], dict(seed=e["last_value"]),
+                                           dict(boundary="starts_at"), ("out",)),
+        "eligibility_traces+seed": (puffadv.eligibility_traces, [r, dones], dict(seed=e["last_value"]), lam,
+                                    ("out",)),
+    }
+
+
+FAMILY_KINDS = list(_family_calls(reference.random_off_policy(np.random.default_rng(0), 1, 2)))
+
+
+def _family_run(name, e, move, time_axis, out_like):
+    """Runs `name` on `e` moved by `move`, into NaN-poisoned outputs (out_like(rows, horizon)
+    makes one in the caller's layout); returns {output: [B, T] or [B] NumPy float64}."""
+    fn, args, kw, scalars, wanted = _family_calls(e)[name]
+    rows = e["rewards"].shape[0]
+    given = {}
+    for out in wanted:
+        if out in ("returns", "advantages", "out"):
+            given[out] = out_like()
+    asked = {out: given.get(out, True) for out in wanted}
+    result = fn(*map(move, args), **{k: move(v) for k, v in kw.items()}, **scalars, **asked, time_axis=time_axis)
+    got = {}
+    for out in wanted:
+        x = result if out == "out" else getattr(result, out)
+        if out in given:
+            assert x is given[out]
+        x = np.asarray(x.double().cpu().numpy() if torch is not None and torch.is_tensor(x) else x, np.float64)
+        got[out] = x.T if x.ndim == 2 and time_axis == 0 else x
+        assert got[out].shape[0] == rows
+    return got
+
+
+def _family_compare(name, e, dtype, layout, flag_dtype=None):
+    """The CUDA result of `name` against the CPU backend's on the same arrays."""
+    time_axis = 0 if layout == "time-major" else -1
+    rows, horizon = e["rewards"].shape
+    tdtype = getattr(torch, np.dtype(dtype).name) if not isinstance(dtype, str) else getattr(torch, dtype)
+
+    def arrange(x, device):
+        t = torch.from_numpy(np.ascontiguousarray(x))
+        if t.dtype == torch.bool:
+            t = t.to(flag_dtype or torch.bool)
+        elif t.is_floating_point():
+            t = t.to(tdtype)
+        t = t.to(device)
+        if t.ndim != 2:
+            return t
+        if layout == "time-major":
+            return t.T.contiguous()
+        if layout == "every-other-step":
+            return torch.repeat_interleave(t, 2, dim=1)[:, ::2]
+        if layout == "offset-base":
+            flat = torch.empty(rows * horizon + 1, dtype=t.dtype, device=device)[1:].view(rows, horizon)
+            return flat.copy_(t)
+        return t
+
+    def out_like(device):
+        out_dtype = torch.float32 if tdtype in (torch.bfloat16, torch.float16) else tdtype
+        shape = (horizon, rows) if layout == "time-major" else (rows, horizon)
+        return lambda: torch.full(shape, float("nan"), dtype=out_dtype, device=device)
+
+    cpu = _family_run(name, e, lambda x: arrange(x, "cpu"), time_axis, out_like("cpu"))
+    gpu = _family_run(name, e, lambda x: arrange(x, "cuda"), time_axis, out_like("cuda"))
+    torch.cuda.synchronize()
+    tol = 1e-12 if dtype == np.float64 else 1e-5
+    for out in cpu:
+        assert not np.isnan(gpu[out]).any(), f"{name} {out}: unwritten or NaN on the GPU"
+        err = relative_error(gpu[out], cpu[out])
+        assert err <= tol * (10 if "sums" in out else 1), f"{name} {out}: GPU vs CPU rel err {err:.2e}"
+
+
+def _family_episodes(rng, rows, horizon, dtype=np.float32, end_rate=0.05):
+    return reference.random_off_policy(rng, rows, horizon, dtype, end_rate)
+
+
+@needs_gpu
+@pytest.mark.parametrize("name", FAMILY_KINDS)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("shape", [(7, 37), (64, 1024), (3000, 64), (9, 4100), (2, 40000), (3, 50001)])
+def test_family_every_layout_matches_the_cpu(rng, name, dtype, shape):
+    if UNDER_SANITIZER and shape[0] * shape[1] > 100_000:
+        pytest.skip("long under the sanitizer")
+    _family_compare(name, _family_episodes(rng, *shape, dtype), dtype, "batch-major")
+
+
+@needs_gpu
+@pytest.mark.parametrize("name", FAMILY_KINDS)
+@pytest.mark.parametrize("layout", ["time-major", "every-other-step", "offset-base"])
+@pytest.mark.parametrize("flag_dtype", ["bool", "uint8", "float"])
+def test_family_strided_views_and_flag_types(rng, name, layout, flag_dtype):
+    flags = {"bool": torch.bool, "uint8": torch.uint8, "float": torch.float32}[flag_dtype] if torch else None
+    _family_compare(name, _family_episodes(rng, 33, 2500), np.float32, layout, flags)
+
+
+@needs_gpu
+@pytest.mark.parametrize("name", FAMILY_KINDS)
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+def test_family_reduced_precision(rng, name, dtype):
+    e = _family_episodes(rng, 20, 3000)
+    rounded = {k: (torch.from_numpy(v).to(getattr(torch, dtype)).float().numpy() if v.dtype == np.float32 else v)
+               for k, v in e.items()} if torch else e
+    _family_compare(name, rounded, dtype, "batch-major", torch.uint8 if torch else None)
+
+
+@needs_gpu
+@pytest.mark.parametrize("name", FAMILY_KINDS)
+@pytest.mark.parametrize("shape", [(40, 128), (3, 20000)])  # whole rows; split rows
+def test_family_nan_stays_in_its_row(rng, name, shape):
+    """A NaN reward poisons only its own row: the other rows are bitwise those of a clean run."""
+    e = _family_episodes(rng, *shape, np.float32)
+    move = lambda x: torch.from_numpy(np.ascontiguousarray(x)).to("cuda")  # noqa: E731
+    out_like = lambda: torch.full(shape, float("nan"), device="cuda")  # noqa: E731
+    clean = _family_run(name, e, move, -1, out_like)
+    e["rewards"][1, shape[1] // 2] = np.nan
+    dirty = _family_run(name, e, move, -1, out_like)
+    torch.cuda.synchronize()
+    for out in clean:
+        others = np.delete(np.arange(shape[0]), 1)
+        assert np.array_equal(dirty[out][others], clean[out][others]), out
+        assert np.isnan(dirty[out][1]).any(), out

@@ -1,0 +1,522 @@
+// The estimator family beyond GAE / TD(lambda) / V-trace (issue 20, FAMILY.md)
+// on the GPU. Discounted returns, Retrace(lambda), Q(lambda) and the episodic
+// sums are producers of the row scan (Producer / Epilogue concepts in
+// puff_steps.cuh); the episodic sums are a forward recurrence, run as the
+// backward scan over reversed time. n-step returns are not a scan: a window
+// per output.
+//
+// The formulas are the CPU backend's, term by term: (1 - terminated_t) X is
+// "0 where terminated, else X" (a NaN in X at a terminated step stays out),
+// (1 - done_t) multiplies (0 * NaN = NaN reaches the earlier steps of the row),
+// a ratio is clipped by an explicit select (a NaN ratio gives the clip), and a
+// step both terminated and truncated (an error the host cannot see without a
+// sync) makes a NaN that marks its row.
+#pragma once
+
+#include <type_traits>
+
+#include "standard_steps.cuh"
+
+namespace puffadv::gpu {
+inline namespace PUFF_GPU_ABI {  // CUDA and HIP builds may share one library
+
+template <typename T>
+__device__ __forceinline__ T exp_of(T x) {
+    if constexpr (std::is_same_v<T, float>)
+        return expf(x);
+    else
+        return exp(x);
+}
+
+/// Bit 0: terminated, bit 1: truncated (flags are set when non-zero).
+template <typename T>
+__device__ __forceinline__ std::uint32_t episode_flags(T terminated, T truncated) {
+    return std::uint32_t(terminated != T(0)) | (std::uint32_t(truncated != T(0)) << 1);
+}
+
+/// r_t + gamma (1 - terminated_t) next_t - q_t, or NaN for a step both
+/// terminated and truncated.
+template <typename T>
+__device__ __forceinline__ T one_step_error(T reward, T next, T q, std::uint32_t flags, T gamma) {
+    if ((flags & 3u) == 3u) return quiet_nan<T>();
+    return reward + (flags & 1u ? T(0) : gamma * next) - q;
+}
+
+/// Discounted returns (FAMILY.md 1):
+///   G_t = r_t + gamma (1 - term_t) B_t + gamma (1 - done_t) G_{t+1},
+/// B_t the bootstrap at truncated steps and at the row's last (bootstrap_values,
+/// else last_value, else 0). No values are read. The bootstrap is folded into
+/// the reward where it is read, as in standard_producer (a vector load of
+/// bootstrap_values with the other inputs where there are truncations), so a
+/// step is two words and its map needs nothing of the next step: no lookahead.
+/// (The standard producer with values read as 0 computes the same, with the
+/// checks and registers of four more optional arrays: slower, docs/benchmarks.md.)
+template <typename T, typename Values = typed_view, typename Flags = Values>
+struct returns_producer {
+    using value_type = T;
+    struct step {
+        T reward;             ///< r_t, plus gamma B_t where the bootstrap is read and t is not terminated
+        std::uint32_t flags;  ///< bit 0 terminated, bit 1 truncated
+    };
+    struct lookahead {};
+
+    Values rewards;
+    Flags terminated, truncated;
+    Values bootstrap_values, last_value;
+    std::int64_t horizon;
+    T gamma;
+
+    __device__ __forceinline__ T end_bootstrap(std::int64_t row) const {
+        if (present(bootstrap_values)) return read<T>(bootstrap_values, row, horizon - 1);
+        return present(last_value) ? read<T>(last_value, row, 0) : T(0);
+    }
+    __device__ __forceinline__ void bootstrap(step& s, T b) const {
+        if (!(s.flags & 1u)) s.reward = s.reward + gamma * b;
+    }
+
+    __device__ __forceinline__ step load(std::int64_t row, std::int64_t t) const {
+        step s{read<T>(rewards, row, t),
+               episode_flags(read<T>(terminated, row, t), present(truncated) ? read<T>(truncated, row, t) : T(0))};
+        if (t == horizon - 1)
+            bootstrap(s, end_bootstrap(row));
+        else if (s.flags == 2u)
+            bootstrap(s, read<T>(bootstrap_values, row, t));
+        return s;
+    }
+    template <int N>
+    __device__ __forceinline__ void load_items(std::int64_t row, std::int64_t t, step (&s)[N]) const {
+        T r[N], d[N];
+        const bool holds_end = t + N == horizon;
+        const bool truncations = present(truncated);  // then bootstrap_values is present (checked)
+        const T end_value = holds_end && !truncations ? end_bootstrap(row) : T(0);
+        read_items(rewards, row, t, r);
+        read_items(terminated, row, t, d);
+        if (truncations) {
+            T u[N], b[N];
+            read_items(truncated, row, t, u);
+            read_items(bootstrap_values, row, t, b);
+#pragma unroll
+            for (int j = 0; j < N; ++j) {
+                s[j] = step{r[j], episode_flags(d[j], u[j])};
+                if ((s[j].flags & 2u) || (holds_end && j == N - 1)) bootstrap(s[j], b[j]);
+            }
+        } else {
+#pragma unroll
+            for (int j = 0; j < N; ++j) s[j] = step{r[j], episode_flags(d[j], T(0))};
+            if (holds_end) bootstrap(s[N - 1], end_value);
+        }
+    }
+
+    static __device__ __forceinline__ lookahead ahead(const step&) { return {}; }
+    __device__ __forceinline__ lookahead load_ahead(std::int64_t, std::int64_t) const { return {}; }
+
+    __device__ __forceinline__ affine<T> map(const step& cur, const lookahead&, bool last) const {
+        const T g = (cur.flags & 3u) == 3u ? quiet_nan<T>() : cur.reward;
+        return {cur.flags & 3u ? T(0) : gamma, g, last};
+    }
+};
+
+/// Retrace(lambda) on action values (FAMILY.md 2):
+///   Delta_t = r_t + gamma (1 - term_t) nv_t - q_t + gamma (1 - done_t) c_{t+1} Delta_{t+1},
+///   c_t = lambda min(c_clip, pi_t / mu_t)   (log_probs: exp(log pi_t - log mu_t)),
+/// nv_t = E_pi Q(s_{t+1}, .), read at every step (the bootstrap everywhere).
+/// A step keeps its one-step error, q_t (the returns Q_ret = Delta + q) and
+/// c_t; the map of t needs c_{t+1} (the lookahead: one shuffle).
+template <typename T, typename Values = typed_view, typename Flags = Values>
+struct retrace_producer {
+    using value_type = T;
+    struct step {
+        T value;  ///< q_t, named as the epilogue (store_estimate) reads it
+        T error, trace;
+        std::uint32_t flags;
+    };
+    struct lookahead {
+        T trace;  ///< c_{t+1}
+    };
+
+    Values q_values, rewards, next_values;
+    Flags terminated, truncated;
+    Values target, behaviour;
+    T gamma, lambda, c_clip;
+    bool log_probs;
+
+    __device__ __forceinline__ T trace(T pi, T mu) const {
+        return lambda * clip_to(log_probs ? exp_of(pi - mu) : pi / mu, c_clip);
+    }
+    __device__ __forceinline__ step make_step(T q, T r, T nv, T term, T trunc, T pi, T mu) const {
+        const std::uint32_t f = episode_flags(term, trunc);
+        return {q, one_step_error(r, nv, q, f, gamma), trace(pi, mu), f};
+    }
+
+    __device__ __forceinline__ step load(std::int64_t row, std::int64_t t) const {
+        return make_step(read<T>(q_values, row, t), read<T>(rewards, row, t), read<T>(next_values, row, t),
+                         read<T>(terminated, row, t), present(truncated) ? read<T>(truncated, row, t) : T(0),
+                         read<T>(target, row, t), read<T>(behaviour, row, t));
+    }
+    template <int N>
+    __device__ __forceinline__ void load_items(std::int64_t row, std::int64_t t, step (&s)[N]) const {
+        T q[N], r[N], nv[N], d[N], u[N], pi[N], mu[N];
+        read_items(q_values, row, t, q);
+        read_items(rewards, row, t, r);
+        read_items(next_values, row, t, nv);
+        read_items(terminated, row, t, d);
+        if (present(truncated))
+            read_items(truncated, row, t, u);
+        else
+            for (int j = 0; j < N; ++j) u[j] = T(0);
+        read_items(target, row, t, pi);
+        read_items(behaviour, row, t, mu);
+#pragma unroll
+        for (int j = 0; j < N; ++j) s[j] = make_step(q[j], r[j], nv[j], d[j], u[j], pi[j], mu[j]);
+    }
+
+    static __device__ __forceinline__ lookahead ahead(const step& s) { return {s.trace}; }
+    __device__ __forceinline__ lookahead load_ahead(std::int64_t row, std::int64_t t) const {
+        return {trace(read<T>(target, row, t), read<T>(behaviour, row, t))};
+    }
+
+    __device__ __forceinline__ affine<T> map(const step& cur, const lookahead& next, bool last) const {
+        return {cur.flags & 3u ? T(0) : gamma * next.trace, cur.error, last};
+    }
+};
+
+/// Q(lambda) (FAMILY.md 3), scanned in the returns G (as the reference reads):
+///   G_t = r_t + gamma [(1 - lambda_t) nv_t + lambda_t G_{t+1}]   inside an episode and the row,
+///       = r_t + gamma (1 - term_t) nv_t                          at its end,
+/// lambda_t = lambda (Peng) or lambda greedy_{t+1} (Watkins); nv_t = max_a Q(s_{t+1}, a).
+/// The map of t needs greedy_{t+1} (the lookahead: one shuffle of the step's
+/// flag word, bit 2 = greedy; always set for Peng). The
+/// epilogue (store_target) writes G and the advantages G - q_t, so q is read
+/// only when the advantages are asked for (returns alone move rl-triton's
+/// bytes: r, nv, terminated, G).
+template <typename T, typename Values = typed_view, typename Flags = Values>
+struct q_lambda_producer {
+    using value_type = T;
+    struct step {
+        T value;  ///< q_t (0 when the advantages are not stored)
+        T reward, next_value;
+        std::uint32_t flags;  ///< bit 0 terminated, bit 1 truncated, bit 2 greedy
+    };
+    struct lookahead {
+        std::uint32_t flags;  ///< of step t + 1: its bit 2 says whether the trace goes on
+    };
+
+    Values q_values, rewards, next_values;  ///< q_values absent unless the advantages are stored
+    Flags terminated, truncated, greedy;    ///< greedy absent: Peng
+    T gamma, lambda;
+
+    static __device__ __forceinline__ std::uint32_t flags_of(T term, T trunc, T greedy_flag) {
+        return episode_flags(term, trunc) | (std::uint32_t(greedy_flag != T(0)) << 2);
+    }
+    __device__ __forceinline__ T greedy_at(std::int64_t row, std::int64_t t) const {
+        return present(greedy) ? read<T>(greedy, row, t) : T(1);
+    }
+
+    __device__ __forceinline__ step load(std::int64_t row, std::int64_t t) const {
+        return {present(q_values) ? read<T>(q_values, row, t) : T(0), read<T>(rewards, row, t),
+                read<T>(next_values, row, t),
+                flags_of(read<T>(terminated, row, t), present(truncated) ? read<T>(truncated, row, t) : T(0),
+                         greedy_at(row, t))};
+    }
+    template <int N>
+    __device__ __forceinline__ void load_items(std::int64_t row, std::int64_t t, step (&s)[N]) const {
+        T q[N], r[N], nv[N], d[N], u[N], g[N];
+        if (present(q_values))
+            read_items(q_values, row, t, q);
+        else
+            for (int j = 0; j < N; ++j) q[j] = T(0);
+        read_items(rewards, row, t, r);
+        read_items(next_values, row, t, nv);
+        read_items(terminated, row, t, d);
+        if (present(truncated))
+            read_items(truncated, row, t, u);
+        else
+            for (int j = 0; j < N; ++j) u[j] = T(0);
+        if (present(greedy))
+            read_items(greedy, row, t, g);
+        else
+            for (int j = 0; j < N; ++j) g[j] = T(1);
+#pragma unroll
+        for (int j = 0; j < N; ++j) s[j] = step{q[j], r[j], nv[j], flags_of(d[j], u[j], g[j])};
+    }
+
+    static __device__ __forceinline__ lookahead ahead(const step& s) { return {s.flags}; }
+    __device__ __forceinline__ lookahead load_ahead(std::int64_t row, std::int64_t t) const {
+        return {flags_of(T(0), T(0), greedy_at(row, t))};
+    }
+
+    __device__ __forceinline__ affine<T> map(const step& cur, const lookahead& next, bool last) const {
+        const T one_step = one_step_error(cur.reward, cur.next_value, T(0), cur.flags, gamma);
+        if (last || (cur.flags & 3u)) return {T(0), one_step, last};
+        const T trace = next.flags & 4u ? lambda : T(0);
+        return {gamma * trace, cur.reward + gamma * (T(1) - trace) * cur.next_value, false};
+    }
+};
+
+/// Stores a scan of the returns G: returns G, advantages G - q_t.
+template <typename T, typename Out = typed_view>
+struct store_target {
+    Out advantages, returns;
+
+    template <typename Step, typename Next>
+    __device__ __forceinline__ void store(std::int64_t row, std::int64_t t, T g, const Step& s, T, const Next&) const {
+        if (present(advantages)) write(advantages, row, t, g - s.value);
+        if (present(returns)) write(returns, row, t, g);
+    }
+    template <int N, typename Step, typename Next>
+    __device__ __forceinline__ void store_items(std::int64_t row, std::int64_t t, const T (&g)[N],
+                                                const Step (&s)[N], T, const Next&) const {
+        if (present(advantages)) {
+            T a[N];
+#pragma unroll
+            for (int j = 0; j < N; ++j) a[j] = g[j] - s[j].value;
+            write_items(advantages, row, t, a);
+        }
+        if (present(returns)) write_items(returns, row, t, g);
+    }
+};
+
+/// Episodic sums and eligibility traces (FAMILY.md 5), a forward recurrence
+///   C_t = x_t + kappa (1 - reset_t) C_{t-1},   C_{-1} = seed (absent: 0),
+/// reset_t = dones_{t-1} ("ends_at", dones_{-1} = 0) or dones_t ("starts_at"),
+/// scanned backwards over reversed time: the scan's step u is time
+/// horizon - 1 - u of the (forward) views. Time-contiguous rows still load
+/// N steps in one access (the run ending at the step, reversed in registers).
+/// The seed is folded into the first step's input, as the bootstrap into a
+/// reward in standard_producer. Under "ends_at" the map of u needs the done of
+/// scan step u + 1 (time t - 1): the lookahead.
+template <typename T, typename Values = typed_view, typename Flags = Values>
+struct episodic_producer {
+    using value_type = T;
+    struct step {
+        T input, done;
+    };
+    struct lookahead {
+        T done;
+    };
+
+    Values inputs;
+    Flags dones;
+    Values seed;  ///< [rows]: row_stride only
+    std::int64_t horizon;
+    T kappa;
+    bool starts_at;
+
+    __device__ __forceinline__ std::int64_t time_of(std::int64_t u) const { return horizon - 1 - u; }
+    __device__ __forceinline__ T done_at(std::int64_t row, std::int64_t t) const {
+        return read<T>(dones, row, t) != T(0) ? T(1) : T(0);
+    }
+    /// C_0 = x_0 + kappa (1 - reset_0) seed: reset_0 is dones_0 ("starts_at") or 0.
+    __device__ __forceinline__ void fold_seed(step& s, T seed_value) const {
+        s.input = s.input + kappa * (T(1) - (starts_at ? s.done : T(0))) * seed_value;
+    }
+
+    __device__ __forceinline__ step load(std::int64_t row, std::int64_t u) const {
+        const std::int64_t t = time_of(u);
+        step s{read<T>(inputs, row, t), done_at(row, t)};
+        if (t == 0 && present(seed)) fold_seed(s, read<T>(seed, row, 0));
+        return s;
+    }
+    template <int N>
+    __device__ __forceinline__ void load_items(std::int64_t row, std::int64_t u, step (&s)[N]) const {
+        const std::int64_t t = horizon - u - N;  // the run's first element in memory
+        const bool holds_start = t == 0;
+        const T seed_value = holds_start && present(seed) ? read<T>(seed, row, 0) : T(0);
+        T x[N], d[N];
+        read_items(inputs, row, t, x);
+        read_items(dones, row, t, d);
+#pragma unroll
+        for (int j = 0; j < N; ++j) s[j] = step{x[N - 1 - j], d[N - 1 - j] != T(0) ? T(1) : T(0)};
+        if (holds_start && present(seed)) fold_seed(s[N - 1], seed_value);
+    }
+
+    static __device__ __forceinline__ lookahead ahead(const step& s) { return {s.done}; }
+    __device__ __forceinline__ lookahead load_ahead(std::int64_t row, std::int64_t u) const {
+        return {done_at(row, time_of(u))};
+    }
+
+    __device__ __forceinline__ affine<T> map(const step& cur, const lookahead& before, bool last) const {
+        if (last) return {T(0), cur.input, true};
+        return {kappa * (T(1) - (starts_at ? cur.done : before.done)), cur.input, false};
+    }
+};
+
+/// Stores A into either output (the kinds without values: discounted returns,
+/// episodic sums, whose returns are A). Reversed: the scan's step u is time
+/// horizon - 1 - u (episodic_producer).
+template <typename T, typename Out = typed_view, bool Reversed = false>
+struct store_same {
+    Out advantages, returns;
+    std::int64_t horizon;
+
+    template <typename Step, typename Next>
+    __device__ __forceinline__ void store(std::int64_t row, std::int64_t u, T a, const Step&, T, const Next&) const {
+        const std::int64_t t = Reversed ? horizon - 1 - u : u;
+        if (present(advantages)) write(advantages, row, t, a);
+        if (present(returns)) write(returns, row, t, a);
+    }
+    template <int N, typename Step, typename Next>
+    __device__ __forceinline__ void store_items(std::int64_t row, std::int64_t u, const T (&a)[N],
+                                                const Step (&)[N], T, const Next&) const {
+        T forward[N];
+#pragma unroll
+        for (int j = 0; j < N; ++j) forward[j] = Reversed ? a[N - 1 - j] : a[j];
+        const std::int64_t t = Reversed ? horizon - u - N : u;
+        if (present(advantages)) write_items(advantages, row, t, forward);
+        if (present(returns)) write_items(returns, row, t, forward);
+    }
+};
+
+/// n-step bootstrapped returns (FAMILY.md 4, rlax's definition with a scalar
+/// lambda): G_t = W^n_t with
+///   W^1_s = r_s + gamma (1 - term_s) V'_s,
+///   W^j_s = r_s + gamma [(1 - lambda) V'_s + lambda W^{j-1}_{s+1}]  if not done_s and s + 1 < T,
+///         = W^1_s otherwise,
+/// V'_s the bootstrap as in standard_producer. One thread per output walks its
+/// window forward (at most n steps, cut by the episode's end or the row's),
+/// summing (gamma lambda)^i times each step's term; the window's loads of a
+/// warp overlap and come from the L1. (n >= horizon is TD(lambda): the host
+/// runs the scan then.) Writes returns G and advantages G - V_t.
+template <typename T, typename Values = typed_view, typename Flags = Values, typename Out = typed_view>
+struct n_step_window {
+    Values values, rewards;
+    Flags terminated, truncated;
+    Values bootstrap_values, last_value;
+    Out advantages, returns;
+    std::int64_t rows, horizon, n;
+    T gamma, lambda;
+    bool time_major;  ///< consecutive threads take consecutive rows (their elements are adjacent)
+
+    __device__ __forceinline__ T flag(const Flags& f, std::int64_t row, std::int64_t s) const {
+        return present(f) ? read<T>(f, row, s) : T(0);
+    }
+    /// V'_s: values[s+1] inside the buffer, bootstrap_values at a truncated
+    /// step and at the last, else last_value.
+    __device__ __forceinline__ T bootstrap(std::int64_t row, std::int64_t s, bool truncated_here) const {
+        if (s + 1 < horizon && !truncated_here) return read<T>(values, row, s + 1);
+        if (present(bootstrap_values)) return read<T>(bootstrap_values, row, s);
+        return read<T>(last_value, row, 0);
+    }
+
+    __device__ __forceinline__ void compute(std::int64_t row, std::int64_t t) const {
+        const T gamma_rest = gamma * (T(1) - lambda), gamma_lambda = gamma * lambda;
+        T g = T(0), weight = T(1);
+        for (std::int64_t s = t;; ++s) {
+            const T r = read<T>(rewards, row, s);
+            const std::uint32_t f = episode_flags(read<T>(terminated, row, s), flag(truncated, row, s));
+            if (f == 0u && s + 1 < horizon && s - t + 1 < n) {  // the window goes on
+                g += weight * (r + gamma_rest * read<T>(values, row, s + 1));
+                weight *= gamma_lambda;
+                continue;
+            }
+            const T last_term = (f & 3u) == 3u ? quiet_nan<T>()
+                                : f & 1u       ? r
+                                               : r + gamma * bootstrap(row, s, f & 2u);
+            g += weight * last_term;
+            break;
+        }
+        if (present(returns)) write(returns, row, t, g);
+        if (present(advantages)) write(advantages, row, t, g - read<T>(values, row, t));
+    }
+};
+
+/// Rows of contiguous arrays, windows of n <= N steps: a thread computes the N
+/// outputs t0 .. t0 + N - 1 of a row from registers, loading steps t0 ..
+/// t0 + 2N - 1 N at a time (its own and the next thread's, which the L1
+/// serves): no per-step address arithmetic or scalar load. The host checked
+/// that every array is time-contiguous and aligned to N elements and that the
+/// horizon is a multiple of N.
+template <int N, typename T, typename Values, typename Flags, typename Out>
+__global__ void __launch_bounds__(256) n_step_vector_kernel(n_step_window<T, Values, Flags, Out> w) {
+    const std::uint64_t per_row = static_cast<std::uint64_t>(w.horizon / N);
+    const std::uint64_t total = static_cast<std::uint64_t>(w.rows) * per_row;
+    const std::uint64_t chunk = static_cast<std::uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+    if (chunk >= total) return;
+    std::uint64_t row_u;
+    if (total <= 0xffffffffu)
+        row_u = std::uint32_t(chunk) / std::uint32_t(per_row);
+    else
+        row_u = chunk / per_row;
+    const std::int64_t row = std::int64_t(row_u), t0 = std::int64_t(chunk - row_u * per_row) * N;
+    const bool has_next = t0 + N < w.horizon;  // else this thread's steps end the row
+
+    // Steps t0 .. t0 + 2N - 1 (the second half absent past the row's end: never read then).
+    const auto load = [&](const auto& view, T (&x)[2 * N], T absent) {
+        T lo[N], hi[N];
+        if (present(view)) {
+            read_items(view, row, t0, lo);
+            if (has_next) read_items(view, row, t0 + N, hi);
+        } else {
+#pragma unroll
+            for (int j = 0; j < N; ++j) lo[j] = absent;
+        }
+#pragma unroll
+        for (int j = 0; j < N; ++j) x[j] = lo[j], x[N + j] = has_next && present(view) ? hi[j] : absent;
+    };
+    T r[2 * N], v[2 * N], d[2 * N], u[2 * N], b[2 * N];
+    load(w.rewards, r, T(0));
+    load(w.values, v, T(0));
+    load(w.terminated, d, T(0));
+    load(w.truncated, u, T(0));
+    load(w.bootstrap_values, b, T(0));
+    const T end_value = !has_next && !present(w.bootstrap_values) ? read<T>(w.last_value, row, 0) : T(0);
+
+    // Per step s: W1_s (the window's last term), the term of a step the window
+    // passes, r_s + gamma (1 - lambda) V_{s+1}, and whether an episode or the row ends at s.
+    const T gamma_rest = w.gamma * (T(1) - w.lambda), gamma_lambda = w.gamma * w.lambda;
+    T last_term[2 * N - 1], passing[2 * N - 1];
+    std::uint32_t ends = 0;
+#pragma unroll
+    for (int s = 0; s < 2 * N - 1; ++s) {
+        const std::uint32_t f = episode_flags(d[s], u[s]);
+        const bool row_end = t0 + s == w.horizon - 1;
+        const T bootstrap = (f & 2u) || row_end ? (present(w.bootstrap_values) ? b[s] : end_value) : v[s + 1];
+        last_term[s] = (f & 3u) == 3u ? quiet_nan<T>() : f & 1u ? r[s] : r[s] + w.gamma * bootstrap;
+        passing[s] = r[s] + gamma_rest * v[s + 1];
+        if (f || row_end) ends |= 1u << s;
+    }
+    T g[N], a[N];
+#pragma unroll
+    for (int j = 0; j < N; ++j) {
+        T sum = T(0), weight = T(1);
+        bool open = true;
+#pragma unroll
+        for (int i = 0; i < N; ++i) {
+            if (open) {
+                const bool on = !(ends >> (j + i) & 1u) && i + 1 < w.n;
+                sum += weight * (on ? passing[j + i] : last_term[j + i]);
+                weight *= gamma_lambda;
+                open = on;
+            }
+        }
+        g[j] = sum;
+        a[j] = sum - v[j];
+    }
+    if (present(w.returns)) write_items(w.returns, row, t0, g);
+    if (present(w.advantages)) write_items(w.advantages, row, t0, a);
+}
+
+template <typename Window>
+__global__ void __launch_bounds__(256) n_step_kernel(Window w) {
+    const std::uint64_t total = static_cast<std::uint64_t>(w.rows) * static_cast<std::uint64_t>(w.horizon);
+    const std::uint64_t inner = static_cast<std::uint64_t>(w.time_major ? w.rows : w.horizon);
+    for (std::uint64_t i = static_cast<std::uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < total;
+         i += static_cast<std::uint64_t>(gridDim.x) * blockDim.x) {
+        // 32-bit division where the problem allows it (the common case): a
+        // 64-bit one is a long instruction sequence per output.
+        std::uint64_t outer, within;
+        if (total <= 0xffffffffu) {
+            outer = std::uint32_t(i) / std::uint32_t(inner);
+            within = std::uint32_t(i) - std::uint32_t(outer) * std::uint32_t(inner);
+        } else {
+            outer = i / inner;
+            within = i - outer * inner;
+        }
+        const std::int64_t row = std::int64_t(w.time_major ? within : outer);
+        const std::int64_t t = std::int64_t(w.time_major ? outer : within);
+        w.compute(row, t);
+    }
+}
+
+}  // namespace PUFF_GPU_ABI
+}  // namespace puffadv::gpu
