@@ -376,10 +376,12 @@ PUFF_SIMD_CLONES bad_step run_block(const family_args<C>& a, std::int64_t first,
 constexpr int kTileRows = 8;
 constexpr int kChunkSteps = 256;
 constexpr std::int64_t kTilePitch = kChunkSteps + 16;  // padded against 4K aliasing
+// n_step_returns takes the tiles for n up to this: a chunk's window then fits a scratch line.
+constexpr int kTileWindow = 16;
 
 template <typename C>
 bool tile_serves(const family_args<C>& a) {
-    if (is_window(a) || a.horizon < 2) return false;
+    if (a.horizon < 2 || (is_window(a) && a.n > kTileWindow)) return false;
     for (const view* v : {&a.rewards, &a.values, &a.terminated, &a.truncated, &a.next_values, &a.target,
                           &a.behaviour, &a.greedy, &a.advantages, &a.returns})
         if (v->present && v->col_stride != 1 && v->col_stride != -1) return false;
@@ -541,6 +543,59 @@ PUFF_SIMD_CLONES void produce_along_time(const family_args<C>& a, std::int64_t r
     }
 }
 
+// n_step_returns for steps [lo, lo + n) of one row: the returns G^(n) into `g`, A = G - V into `adv`.
+// Wj_s = W1_s + gamma lambda (1 - done_s) (W(j-1)_{s+1} - V'_s), updated in place level by level
+// over the chunk and the n - 1 steps after it; a wrong W at the far edge moves one step per
+// level towards the chunk and never reaches it.
+template <typename C>
+PUFF_SIMD_CLONES void window_along_time(const family_args<C>& a, std::int64_t row, std::int64_t lo, int n,
+                                        C* tmp, C* g, C* adv, bad_step& bad) {
+    const C gamma = a.gamma, gl = a.gamma * a.lambda;
+    const int levels = static_cast<int>(std::min<std::int64_t>(a.n, a.horizon));
+    const std::int64_t end = std::min<std::int64_t>(a.horizon, lo + n + levels - 1);  // steps read: [lo, end)
+    const int m = static_cast<int>(end - lo);
+    C* const term = tmp;
+    C* const trunc = tmp + kTilePitch;
+    C* const cut = tmp + 2 * kTilePitch;
+    C* const boot = tmp + 3 * kTilePitch;
+    C* const e = tmp + 4 * kTilePitch;
+    C* const w = tmp + 5 * kTilePitch;
+    C* const r_buf = tmp + 6 * kTilePitch;
+    C* const v_buf = tmp + 7 * kTilePitch;
+    const C* r = line_along(a.rewards, row, lo, m, r_buf, false);
+    copy_along(a.terminated, row, lo, m, term, true);
+    bool truncations = false;
+    if (a.truncated.present) {
+        copy_along(a.truncated, row, lo, m, trunc, true);
+        truncations = any_set(trunc, m);
+    }
+    for (int j = 0; j < m; ++j) cut[j] = truncations ? term[j] + trunc[j] - term[j] * trunc[j] : term[j];
+    if (truncations)
+        for (int j = 0; j < n; ++j)
+            if (term[j] != C(0) && trunc[j] != C(0)) {
+                bad.keep_first(row, lo + j);
+                break;
+            }
+    // V'_s: V_{s+1}, the bootstrap after the last step and at truncations.
+    const bool at_end = end == a.horizon;
+    copy_along(a.values, row, lo + 1, at_end ? m - 1 : m, boot, false);
+    if (at_end) {
+        boot[m - 1] = value_after_end(a, row);
+        cut[m - 1] = C(1);
+    }
+    if (truncations)
+        for (int j = 0; j < m; ++j)
+            if (trunc[j] != C(0)) boot[j] = load_one<C>(a.bootstrap, row, lo + j);
+    for (int j = 0; j < m; ++j) w[j] = e[j] = r[j] + zero_where_set(term[j], gamma * boot[j]);
+    for (int level = 2; level <= levels; ++level)
+        for (int j = 0; j + 1 < m; ++j) w[j] = e[j] + zero_where_set(cut[j], gl * (w[j + 1] - boot[j]));
+    const C* v = line_along(a.values, row, lo, n, v_buf, false);
+    for (int j = 0; j < n; ++j) {
+        g[j] = w[j];
+        adv[j] = w[j] - v[j];
+    }
+}
+
 template <typename C>
 PUFF_SIMD_CLONES bad_step run_tile(const family_args<C>& a, std::int64_t first, int count) {
     static thread_local std::vector<C> buffer;
@@ -567,13 +622,18 @@ PUFF_SIMD_CLONES bad_step run_tile(const family_args<C>& a, std::int64_t first, 
         const std::int64_t hi = forward ? std::min<std::int64_t>(a.horizon, lo + kChunkSteps)
                                         : a.horizon - chunk * kChunkSteps;
         const int n = static_cast<int>(hi - lo);
-        for (int q = 0; q < count; ++q)
-            produce_along_time(a, first + q, lo, n, tmp, delta + q * kTilePitch, decay + q * kTilePitch,
-                               add_values ? values + q * kTilePitch : nullptr, bad);
-        if (forward)
-            recur_any<C, true>(count, n, delta, decay, out, carry);
-        else
-            recur_any<C, false>(count, n, delta, decay, out, carry);
+        if (is_window(a)) {  // G^(n) into `delta`'s lines, A into `out`
+            for (int q = 0; q < count; ++q)
+                window_along_time(a, first + q, lo, n, tmp, delta + q * kTilePitch, out + q * kTilePitch, bad);
+        } else {
+            for (int q = 0; q < count; ++q)
+                produce_along_time(a, first + q, lo, n, tmp, delta + q * kTilePitch, decay + q * kTilePitch,
+                                   add_values ? values + q * kTilePitch : nullptr, bad);
+            if (forward)
+                recur_any<C, true>(count, n, delta, decay, out, carry);
+            else
+                recur_any<C, false>(count, n, delta, decay, out, carry);
+        }
         for (int q = 0; q < count; ++q) {
             const std::int64_t row = first + q;
             const C* adv = out + q * kTilePitch;
@@ -581,7 +641,9 @@ PUFF_SIMD_CLONES bad_step run_tile(const family_args<C>& a, std::int64_t first, 
                 store_line<C>(a.advantages, row, lo, a.advantages.col_stride, n, adv, a.streaming);
             if (a.returns.present) {
                 const C* g = adv;
-                if (add_values) {
+                if (is_window(a)) {
+                    g = delta + q * kTilePitch;  // G^(n) itself, not (G - V) + V
+                } else if (add_values) {
                     const C* v = values + q * kTilePitch;
                     for (int j = 0; j < n; ++j) ret[j] = adv[j] + v[j];
                     g = ret;
