@@ -18,6 +18,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
+#include <type_traits>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -164,9 +166,17 @@ int block_rows_of(const family_args<C>& a) {
 }
 
 // A flag as 0 or 1 (non-zero, NaN included, is set), as load() converts flags.
+// Integer masks: a float compare-and-select would need -fno-trapping-math to vectorise.
 template <typename C>
 inline C as_flag(C x) {
-    return x != C(0) ? C(1) : C(0);
+    using U = std::conditional_t<sizeof(C) == 4, std::uint32_t, std::uint64_t>;
+    U bits, one;
+    const C unit = C(1);
+    std::memcpy(&bits, &x, sizeof bits);
+    std::memcpy(&one, &unit, sizeof one);
+    bits = one & ((bits << 1) == 0 ? U(0) : ~U(0));  // the shift drops the sign: -0 is clear
+    std::memcpy(&x, &bits, sizeof x);
+    return x;
 }
 
 // Asks for step t's contiguous lines of rows [first, first + n) ahead of their

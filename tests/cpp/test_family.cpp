@@ -350,6 +350,24 @@ TEST_P(family, never_read_inputs_do_not_matter) {
     }
 }
 
+// Float flags: any non-zero value (NaN, 2, -1) is set, -0 is clear, in the
+// layouts that read them in place (time-major) and those that convert them.
+TEST_P(family, float_flags_are_set_when_non_zero) {
+    const family_case& c = GetParam();
+    const episodes clean = random_episodes<double>(11, 17, 31);
+    episodes e = clean;
+    const double set_values[] = {std::numeric_limits<double>::quiet_NaN(), 2.0, -1.0};
+    int k = 0;
+    for (double& flag : e.terminated.data) flag = flag != 0.0 ? set_values[k++ % 3] : (k++ % 2 ? -0.0 : 0.0);
+    const estimate want = reference(c.kind, clean, c.options);
+    for (layout l : {layout::row_major, layout::time_major, layout::reversed}) {
+        family_call<double> call(e, c.options, l);
+        puffadv::compute_standard_estimate(call.arrays, params_of(c.kind, c.options));
+        EXPECT_LT(puff_test::relative_error(call.advantages.to_vector(), want.advantages), 1e-12)
+            << c.label << " " << puff_test::layout_name(l);
+    }
+}
+
 // A NaN stays in its row: every other row's results are bitwise those of a clean call.
 TEST_P(family, a_nan_stays_in_its_row) {
     const family_case& c = GetParam();
