@@ -446,3 +446,13 @@ def test_large_outputs_streamed_past_the_caches(large_episodes, kind, time_axis,
         part = slice(start, start + 1024)
         small = LARGE[kind](arrays(part), None if kind == "episodic_cumsum" else True, time_axis=time_axis)
         np.testing.assert_array_equal(small, big[part] if time_axis == -1 else big[:, part])
+
+
+@pytest.mark.xfail(strict=True, reason="found 2026-12-02: Q(lambda)'s delta form rounds gamma * next_values in "
+                                       "float32 before (1 - lambda_t) cancels it")
+def test_q_lambda_float32_error_scales_with_returns_not_next_values():
+    """Peng (lambda = 1): G_0 = r_0 + gamma G_1 whatever next_values[0] is; computed as
+    r - q + gamma nv + gamma (delta_1 + q_1 - nv), a next value of 1e3 costs 6e-5."""
+    r, q, nv = (np.array([x], np.float32) for x in ([-0.5357, 0.3616], [-0.2188, -1.2459], [1e3, 0.0]))
+    g = puffadv.q_lambda(r, q, nv, np.array([[False, True]]), gamma=0.9, lambda_=1.0).returns
+    assert ref.relative_error(g, [[-0.5357 + 0.9 * 0.3616, 0.3616]]) <= 1e-6
