@@ -747,7 +747,7 @@ KIND_FAULTS = {"n_step_returns": [("n", 0, ValueError), ("n", 1.5, TypeError), (
                "retrace": [("target_log_probs", "mix", ValueError), ("behaviour_probs", "half pair", ValueError)]}
 
 
-# The core's names for arguments the caller calls otherwise (test_family.py's strict
+# The core's names for arguments the caller calls otherwise (test_family_errors.py's strict
 # xfails OUT_NAMED_ADVANTAGES and LOG_PROBS_NAMED_PROBS record them as defects).
 CORE_NAMES = {"out": ("advantages",), "target_log_probs": ("target_probs",),
               "behaviour_log_probs": ("behaviour_probs",)}
