@@ -4,14 +4,17 @@
 // n-step returns (a window of n steps per output). Definitions: conventions.hpp
 // and docs/conventions.md.
 //
-// One traversal serves every layout and dtype: blocks of rows step back through
-// time together, each step's line of a block converted into C scratch (or read
-// in place when it already is contiguous C), so the arithmetic is plain loops
-// across rows that the compiler vectorises. Time-major [T, B] lines are
-// contiguous; batch-major [B, T] lines are strided, their cache lines reused
-// over the next steps. Lookaheads (Retrace's c_{t+1}, Q(lambda)'s q_{t+1} and
-// greedy_{t+1}, V_{t+1}) are the previous (later) step's lines.
-// episodic_sum is a forward scan: it runs on time-reversed views.
+// Two traversals, both over every dtype (lines converted into C scratch, or
+// read in place when they already are contiguous C), so that the arithmetic is
+// plain loops the compiler vectorises:
+//   - blocks: a block of rows steps back through time together, one line of
+//     rows per step. Serves every layout and n_step_returns; on time-major
+//     [T, B] data the lines are contiguous. Lookaheads (Retrace's c_{t+1},
+//     Q(lambda)'s q_{t+1} and greedy_{t+1}, V_{t+1}) are the later step's lines;
+//     episodic_sum's forward scan runs on time-reversed views;
+//   - tiles: rows whose steps are adjacent ([B, T]) are produced along time in
+//     chunks, then 8 rows run the recurrence interleaved (their dependency chains
+//     overlap); the lookahead is the next element. episodic_sum scans forward.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -30,8 +33,8 @@
 namespace puffadv::detail {
 namespace {
 
-constexpr int kRows = 256;                       // rows per block (one unit of thread work)
-constexpr int kStridedRows = 64;
+constexpr int kRows = 256;         // rows per block (one unit of thread work) at most
+constexpr int kStridedRows = 64;   // ... where a step's rows are not adjacent: their cache lines stay in L1
 constexpr std::int64_t kElementsPerThread = 1 << 15;
 constexpr std::int64_t kWindowScratchBytes = 1 << 21;  // n_step_returns: the n lines of W per block
 
@@ -95,7 +98,8 @@ block_lines<C> scratch_for(int rows, std::int64_t levels) {
     block_lines<C> b{};
     C* next = lines.data();
     auto take = [&] { C* line = next; next += pitch; return line; };
-    b.r = take(), b.term = take(), b.trunc = take(), b.boot = take(), b.acc = take(), b.out = take(), b.zeros = take(), b.values_end = take();
+    b.r = take(), b.term = take(), b.trunc = take(), b.boot = take(), b.acc = take(), b.out = take();
+    b.zeros = take(), b.values_end = take();
     b.target = take(), b.behaviour = take();
     for (int i = 0; i < 2; ++i) b.v[i] = take(), b.term_keep[i] = take(), b.next_factor[i] = take();
     b.windows = next;
@@ -159,9 +163,29 @@ int block_rows_of(const family_args<C>& a) {
     return static_cast<int>(std::clamp<std::int64_t>(fit, 1, rows));
 }
 
+// A flag as 0 or 1 (non-zero, NaN included, is set), as load() converts flags.
+template <typename C>
+inline C as_flag(C x) {
+    return x != C(0) ? C(1) : C(0);
+}
+
+// Asks for step t's contiguous lines of rows [first, first + n) ahead of their
+// use: the hardware prefetcher restarts at every page of every step's line
+// (see next_step_lines in conventions_cpu_simd_blocks.cpp).
+template <typename C>
+void prefetch_step(const family_args<C>& a, std::int64_t first, std::int64_t t, int n) {
+    for (const view* v : {&a.rewards, &a.values, &a.terminated, &a.next_values, &a.target, &a.behaviour}) {
+        if (!v->present) continue;
+        const char* line = static_cast<const char*>(v->at(first, t));
+        const std::int64_t bytes = std::int64_t(n) * v->size;
+        for (std::int64_t at = 0; at < bytes; at += 64) __builtin_prefetch(line + at);
+    }
+}
+
 template <typename C>
 PUFF_SIMD_CLONES bad_step run_block(const family_args<C>& a, std::int64_t first, int n) {
-    const std::int64_t levels = is_window(a) ? std::max<std::int64_t>(1, std::min<std::int64_t>(a.n, a.horizon)) : 0;
+    const std::int64_t levels =
+        is_window(a) ? std::max<std::int64_t>(1, std::min<std::int64_t>(a.n, a.horizon)) : 0;
     const block_lines<C> s = scratch_for<C>(n, levels);
     const std::int64_t pitch = s.pitch;
     bad_step bad;
@@ -170,6 +194,7 @@ PUFF_SIMD_CLONES bad_step run_block(const family_args<C>& a, std::int64_t first,
     const bool bootstraps = a.kind == estimator::discounted_returns || a.kind == estimator::n_step_returns;
     const bool action_values = a.kind == estimator::retrace || a.kind == estimator::q_lambda;
     const std::int64_t T = a.horizon;
+    const bool raw_flags = a.terminated.type == dtype_of<C> && a.terminated.row_stride == 1;
 
     std::fill(s.zeros, s.zeros + n, C(0));
     for (int i = 0; i < 3; ++i) std::fill(s.sums[i], s.sums[i] + n, 0.0);
@@ -190,8 +215,11 @@ PUFF_SIMD_CLONES bad_step run_block(const family_args<C>& a, std::int64_t first,
     for (std::int64_t t = T - 1; t >= 0; --t) {
         const int k = static_cast<int>(t & 1);  // the line of step t must outlive step t - 1
         const bool last = t == T - 1;
+        if (a.row_adjacent && t > 0) prefetch_step(a, first, t - 1, n);
         const C* r = step_line(a.rewards, first, t, n, s.r, false);
-        const C* term = step_line(a.terminated, first, t, n, s.term_keep[k], true);
+        // Flags of type C in adjacent rows are read in place, tested as they are used.
+        const C* term = raw_flags ? static_cast<const C*>(a.terminated.at(first, t))
+                                  : step_line(a.terminated, first, t, n, s.term_keep[k], true);
         const C* v = a.values.present ? step_line(a.values, first, t, n, s.v[k], false) : s.zeros;
         const C* trunc = s.zeros;
         bool truncations = false;
@@ -199,10 +227,10 @@ PUFF_SIMD_CLONES bad_step run_block(const family_args<C>& a, std::int64_t first,
             trunc = step_line(a.truncated, first, t, n, s.trunc, true);
             if ((truncations = any_set(trunc, n))) {
                 C both = 0;
-                for (int i = 0; i < n; ++i) both += term[i] * trunc[i];
+                for (int i = 0; i < n; ++i) both += as_flag(term[i]) * trunc[i];
                 if (both != C(0))
                     for (int i = 0; i < n; ++i)
-                        if (term[i] != C(0) && trunc[i] != C(0)) {
+                        if (as_flag(term[i]) != C(0) && trunc[i] != C(0)) {
                             bad.keep_first(first + i, t);
                             break;
                         }
@@ -233,8 +261,9 @@ PUFF_SIMD_CLONES bad_step run_block(const family_args<C>& a, std::int64_t first,
         switch (a.kind) {
             case estimator::discounted_returns:
                 for (int i = 0; i < n; ++i) {
-                    const C done = term[i] + trunc[i] - term[i] * trunc[i];
-                    acc[i] = r[i] + zero_where_set(term[i], gamma * boot[i]) + gamma * (C(1) - done) * acc[i];
+                    const C done = as_flag(term[i]) + trunc[i] - as_flag(term[i]) * trunc[i];
+                    acc[i] = r[i] + zero_where_set(as_flag(term[i]), gamma * boot[i]) +
+                             gamma * (C(1) - done) * acc[i];
                 }
                 break;
             case estimator::retrace: {
@@ -248,8 +277,8 @@ PUFF_SIMD_CLONES bad_step run_block(const family_args<C>& a, std::int64_t first,
                 else
                     for (int i = 0; i < n; ++i) c[i] = lambda * clip(tp[i] / bp[i], c_clip);
                 for (int i = 0; i < n; ++i) {
-                    const C done = term[i] + trunc[i] - term[i] * trunc[i];
-                    acc[i] = r[i] + zero_where_set(term[i], gamma * boot[i]) - v[i] +
+                    const C done = as_flag(term[i]) + trunc[i] - as_flag(term[i]) * trunc[i];
+                    acc[i] = r[i] + zero_where_set(as_flag(term[i]), gamma * boot[i]) - v[i] +
                              zero_where_set(done, gamma * later_factor[i]) * acc[i];
                 }
                 later_factor = c;
@@ -258,13 +287,14 @@ PUFF_SIMD_CLONES bad_step run_block(const family_args<C>& a, std::int64_t first,
             case estimator::q_lambda: {
                 // lambda_t = lambda greedy_{t+1} (Peng: lambda); the trace past the row's end is cut.
                 if (last) {
-                    for (int i = 0; i < n; ++i) acc[i] = r[i] + zero_where_set(term[i], gamma * boot[i]) - v[i];
+                    for (int i = 0; i < n; ++i)
+                        acc[i] = r[i] + zero_where_set(as_flag(term[i]), gamma * boot[i]) - v[i];
                 } else {
                     const C gl = gamma * lambda;
                     for (int i = 0; i < n; ++i) {
-                        const C done = term[i] + trunc[i] - term[i] * trunc[i];
+                        const C done = as_flag(term[i]) + trunc[i] - as_flag(term[i]) * trunc[i];
                         const C k_t = gl * later_factor[i];
-                        acc[i] = r[i] + zero_where_set(term[i], gamma * boot[i]) - v[i] +
+                        acc[i] = r[i] + zero_where_set(as_flag(term[i]), gamma * boot[i]) - v[i] +
                                  zero_where_set(done, k_t * (later_v[i] - boot[i] + acc[i]));
                     }
                 }
@@ -280,7 +310,7 @@ PUFF_SIMD_CLONES bad_step run_block(const family_args<C>& a, std::int64_t first,
                 // Time runs backwards here: the step after t is the caller's t - 1.
                 const C kappa = gamma * lambda;
                 const C* reset = a.reset_at_start ? term : later_term;
-                for (int i = 0; i < n; ++i) acc[i] = r[i] + kappa * (C(1) - reset[i]) * acc[i];
+                for (int i = 0; i < n; ++i) acc[i] = r[i] + kappa * (C(1) - as_flag(reset[i])) * acc[i];
                 break;
             }
             case estimator::n_step_returns: {
@@ -291,15 +321,17 @@ PUFF_SIMD_CLONES bad_step run_block(const family_args<C>& a, std::int64_t first,
                     C* __restrict w = windows + std::int64_t(j) * pitch;
                     const C* __restrict w_later = windows + std::int64_t(j - 1) * pitch;
                     if (last)
-                        for (int i = 0; i < n; ++i) w[i] = r[i] + zero_where_set(term[i], gamma * boot[i]);
+                        for (int i = 0; i < n; ++i)
+                            w[i] = r[i] + zero_where_set(as_flag(term[i]), gamma * boot[i]);
                     else
                         for (int i = 0; i < n; ++i) {
-                            const C done = term[i] + trunc[i] - term[i] * trunc[i];
-                            w[i] = r[i] + zero_where_set(term[i], gamma * boot[i]) +
+                            const C done = as_flag(term[i]) + trunc[i] - as_flag(term[i]) * trunc[i];
+                            w[i] = r[i] + zero_where_set(as_flag(term[i]), gamma * boot[i]) +
                                    zero_where_set(done, gl * (w_later[i] - boot[i]));
                         }
                 }
-                for (int i = 0; i < n; ++i) windows[i] = r[i] + zero_where_set(term[i], gamma * boot[i]);
+                for (int i = 0; i < n; ++i)
+                    windows[i] = r[i] + zero_where_set(as_flag(term[i]), gamma * boot[i]);
                 const C* g = windows + (levels - 1) * pitch;
                 for (int i = 0; i < n; ++i) acc[i] = g[i] - v[i];
                 break;
@@ -307,7 +339,8 @@ PUFF_SIMD_CLONES bad_step run_block(const family_args<C>& a, std::int64_t first,
             default: break;
         }
 
-        if (a.advantages.present) store_line<C>(a.advantages, first, t, a.advantages.row_stride, n, s.acc, a.streaming);
+        if (a.advantages.present)
+            store_line<C>(a.advantages, first, t, a.advantages.row_stride, n, s.acc, a.streaming);
         if (a.returns.present) {
             const C* ret = s.acc;
             if (is_window(a)) {
@@ -397,11 +430,11 @@ static_assert(kTileRows == 8, "recur_any unrolls up to 8 rows");
 
 // delta and decay of steps [lo, lo + n) of one row; `values` receives V_t for the returns.
 template <typename C>
-PUFF_SIMD_CLONES void produce_along_time(const family_args<C>& a, std::int64_t row, std::int64_t lo, int n, C* tmp, C* delta,
-                        C* decay, C* values, bad_step& bad) {
+PUFF_SIMD_CLONES void produce_along_time(const family_args<C>& a, std::int64_t row, std::int64_t lo, int n,
+                                         C* tmp, C* delta, C* decay, C* values, bad_step& bad) {
     const C gamma = a.gamma, lambda = a.lambda;
     const bool at_end = lo + n == a.horizon;
-    const int ahead = at_end ? n : n + 1;  // steps whose lookahead (t + 1) is inside the buffer, plus the chunk
+    const int ahead = at_end ? n : n + 1;  // the chunk's steps and, inside the buffer, the one after
     C* const r_buf = tmp;
     C* const term_buf = tmp + kTilePitch;
     C* const trunc_buf = tmp + 2 * kTilePitch;
@@ -531,8 +564,9 @@ PUFF_SIMD_CLONES bad_step run_tile(const family_args<C>& a, std::int64_t first, 
         // Backward scans take the chunks from the end; the forward one from the start.
         const std::int64_t lo = forward ? chunk * kChunkSteps
                                         : std::max<std::int64_t>(0, a.horizon - (chunk + 1) * kChunkSteps);
-        const int n = static_cast<int>(std::min<std::int64_t>(a.horizon, forward ? lo + kChunkSteps
-                                                                                : a.horizon - chunk * kChunkSteps) - lo);
+        const std::int64_t hi = forward ? std::min<std::int64_t>(a.horizon, lo + kChunkSteps)
+                                        : a.horizon - chunk * kChunkSteps;
+        const int n = static_cast<int>(hi - lo);
         for (int q = 0; q < count; ++q)
             produce_along_time(a, first + q, lo, n, tmp, delta + q * kTilePitch, decay + q * kTilePitch,
                                add_values ? values + q * kTilePitch : nullptr, bad);
