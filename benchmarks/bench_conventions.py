@@ -14,6 +14,9 @@ puff advantage (issue 6), run by scripts/gpu/60-conventions.sh.
    (triton.testing.do_bench: one call at a time, L2 flushed before each), % of
    the copy bandwidth (bytes each side really moves) and rl-triton's time over
    puffadv's. rl-triton is found by --rl-triton PATH or PUFFADV_RL_TRITON.
+   `--estimators family` times issue 20's estimators instead (discounted
+   returns, Retrace, Q(lambda), episodic sums, eligibility traces beside
+   rl-triton; n-step returns alone), against an 80 % bandwidth bar.
 3. Dtypes: float32 against bfloat16 inputs at large sizes. Two times per case:
    the GPU time of one call (graph replay, as above) and the eager time of one
    call (CUDA events around a single Python call: host overhead included). The
@@ -22,7 +25,7 @@ puff advantage (issue 6), run by scripts/gpu/60-conventions.sh.
 The copy bandwidth is measured in the same run (an eager 1 GiB device-to-device copy).
 
     python benchmarks/bench_conventions.py [--json out.json] [--quick] [--sections check,peers,dtypes]
-        [--rl-triton PATH] [--markdown out.md] [--plot out.png]
+        [--rl-triton PATH] [--estimators family|NAME,...] [--shapes RxH,...] [--markdown out.md] [--plot out.png]
 """
 from __future__ import annotations
 

@@ -243,7 +243,8 @@ kind_rules rules_of(estimator kind) {
 const char* refusal_reason(estimator kind, argument_role role) {
     switch (role) {
         case argument_role::values:
-            return kind == estimator::episodic_sum ? " (it sums its inputs)" : " (it reads no values)";
+            return kind == estimator::episodic_sum ? " (it sums its inputs)"
+                                                   : " (returns-to-go read only rewards and the bootstrap)";
         case argument_role::last_value:
         case argument_role::bootstrap_values:
             if (kind == estimator::retrace || kind == estimator::q_lambda)

@@ -18,6 +18,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
+#include <type_traits>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -98,7 +100,8 @@ block_lines<C> scratch_for(int rows, std::int64_t levels) {
     block_lines<C> b{};
     C* next = lines.data();
     auto take = [&] { C* line = next; next += pitch; return line; };
-    b.r = take(), b.term = take(), b.trunc = take(), b.boot = take(), b.acc = take(), b.out = take(), b.zeros = take(), b.values_end = take();
+    b.r = take(), b.term = take(), b.trunc = take(), b.boot = take(), b.acc = take(), b.out = take();
+    b.zeros = take(), b.values_end = take();
     b.target = take(), b.behaviour = take();
     for (int i = 0; i < 2; ++i) b.v[i] = take(), b.term_keep[i] = take(), b.next_factor[i] = take();
     b.windows = next;
@@ -162,6 +165,20 @@ int block_rows_of(const family_args<C>& a) {
     return static_cast<int>(std::clamp<std::int64_t>(fit, 1, rows));
 }
 
+// A flag as 0 or 1 (non-zero, NaN included, is set), as load() converts flags.
+// Integer masks: a float compare-and-select would need -fno-trapping-math to vectorise.
+template <typename C>
+inline C as_flag(C x) {
+    using U = std::conditional_t<sizeof(C) == 4, std::uint32_t, std::uint64_t>;
+    U bits, one;
+    const C unit = C(1);
+    std::memcpy(&bits, &x, sizeof bits);
+    std::memcpy(&one, &unit, sizeof one);
+    bits = one & ((bits << 1) == 0 ? U(0) : ~U(0));  // the shift drops the sign: -0 is clear
+    std::memcpy(&x, &bits, sizeof x);
+    return x;
+}
+
 // Asks for step t's contiguous lines of rows [first, first + n) ahead of their
 // use: the hardware prefetcher restarts at every page of every step's line
 // (see next_step_lines in conventions_cpu_simd_blocks.cpp).
@@ -177,7 +194,8 @@ void prefetch_step(const family_args<C>& a, std::int64_t first, std::int64_t t, 
 
 template <typename C>
 PUFF_SIMD_CLONES bad_step run_block(const family_args<C>& a, std::int64_t first, int n) {
-    const std::int64_t levels = is_window(a) ? std::max<std::int64_t>(1, std::min<std::int64_t>(a.n, a.horizon)) : 0;
+    const std::int64_t levels =
+        is_window(a) ? std::max<std::int64_t>(1, std::min<std::int64_t>(a.n, a.horizon)) : 0;
     const block_lines<C> s = scratch_for<C>(n, levels);
     const std::int64_t pitch = s.pitch;
     bad_step bad;
@@ -186,6 +204,7 @@ PUFF_SIMD_CLONES bad_step run_block(const family_args<C>& a, std::int64_t first,
     const bool bootstraps = a.kind == estimator::discounted_returns || a.kind == estimator::n_step_returns;
     const bool action_values = a.kind == estimator::retrace || a.kind == estimator::q_lambda;
     const std::int64_t T = a.horizon;
+    const bool raw_flags = a.terminated.type == dtype_of<C> && a.terminated.row_stride == 1;
 
     std::fill(s.zeros, s.zeros + n, C(0));
     for (int i = 0; i < 3; ++i) std::fill(s.sums[i], s.sums[i] + n, 0.0);
@@ -208,7 +227,9 @@ PUFF_SIMD_CLONES bad_step run_block(const family_args<C>& a, std::int64_t first,
         const bool last = t == T - 1;
         if (a.row_adjacent && t > 0) prefetch_step(a, first, t - 1, n);
         const C* r = step_line(a.rewards, first, t, n, s.r, false);
-        const C* term = step_line(a.terminated, first, t, n, s.term_keep[k], true);
+        // Flags of type C in adjacent rows are read in place, tested as they are used.
+        const C* term = raw_flags ? static_cast<const C*>(a.terminated.at(first, t))
+                                  : step_line(a.terminated, first, t, n, s.term_keep[k], true);
         const C* v = a.values.present ? step_line(a.values, first, t, n, s.v[k], false) : s.zeros;
         const C* trunc = s.zeros;
         bool truncations = false;
@@ -216,10 +237,10 @@ PUFF_SIMD_CLONES bad_step run_block(const family_args<C>& a, std::int64_t first,
             trunc = step_line(a.truncated, first, t, n, s.trunc, true);
             if ((truncations = any_set(trunc, n))) {
                 C both = 0;
-                for (int i = 0; i < n; ++i) both += term[i] * trunc[i];
+                for (int i = 0; i < n; ++i) both += as_flag(term[i]) * trunc[i];
                 if (both != C(0))
                     for (int i = 0; i < n; ++i)
-                        if (term[i] != C(0) && trunc[i] != C(0)) {
+                        if (as_flag(term[i]) != C(0) && trunc[i] != C(0)) {
                             bad.keep_first(first + i, t);
                             break;
                         }
@@ -250,8 +271,9 @@ PUFF_SIMD_CLONES bad_step run_block(const family_args<C>& a, std::int64_t first,
         switch (a.kind) {
             case estimator::discounted_returns:
                 for (int i = 0; i < n; ++i) {
-                    const C done = term[i] + trunc[i] - term[i] * trunc[i];
-                    acc[i] = r[i] + zero_where_set(term[i], gamma * boot[i]) + gamma * (C(1) - done) * acc[i];
+                    const C done = as_flag(term[i]) + trunc[i] - as_flag(term[i]) * trunc[i];
+                    acc[i] = r[i] + zero_where_set(as_flag(term[i]), gamma * boot[i]) +
+                             gamma * (C(1) - done) * acc[i];
                 }
                 break;
             case estimator::retrace: {
@@ -265,8 +287,8 @@ PUFF_SIMD_CLONES bad_step run_block(const family_args<C>& a, std::int64_t first,
                 else
                     for (int i = 0; i < n; ++i) c[i] = lambda * clip(tp[i] / bp[i], c_clip);
                 for (int i = 0; i < n; ++i) {
-                    const C done = term[i] + trunc[i] - term[i] * trunc[i];
-                    acc[i] = r[i] + zero_where_set(term[i], gamma * boot[i]) - v[i] +
+                    const C done = as_flag(term[i]) + trunc[i] - as_flag(term[i]) * trunc[i];
+                    acc[i] = r[i] + zero_where_set(as_flag(term[i]), gamma * boot[i]) - v[i] +
                              zero_where_set(done, gamma * later_factor[i]) * acc[i];
                 }
                 later_factor = c;
@@ -275,13 +297,14 @@ PUFF_SIMD_CLONES bad_step run_block(const family_args<C>& a, std::int64_t first,
             case estimator::q_lambda: {
                 // lambda_t = lambda greedy_{t+1} (Peng: lambda); the trace past the row's end is cut.
                 if (last) {
-                    for (int i = 0; i < n; ++i) acc[i] = r[i] + zero_where_set(term[i], gamma * boot[i]) - v[i];
+                    for (int i = 0; i < n; ++i)
+                        acc[i] = r[i] + zero_where_set(as_flag(term[i]), gamma * boot[i]) - v[i];
                 } else {
                     const C gl = gamma * lambda;
                     for (int i = 0; i < n; ++i) {
-                        const C done = term[i] + trunc[i] - term[i] * trunc[i];
+                        const C done = as_flag(term[i]) + trunc[i] - as_flag(term[i]) * trunc[i];
                         const C k_t = gl * later_factor[i];
-                        acc[i] = r[i] + zero_where_set(term[i], gamma * boot[i]) - v[i] +
+                        acc[i] = r[i] + zero_where_set(as_flag(term[i]), gamma * boot[i]) - v[i] +
                                  zero_where_set(done, k_t * (later_v[i] - boot[i] + acc[i]));
                     }
                 }
@@ -297,7 +320,7 @@ PUFF_SIMD_CLONES bad_step run_block(const family_args<C>& a, std::int64_t first,
                 // Time runs backwards here: the step after t is the caller's t - 1.
                 const C kappa = gamma * lambda;
                 const C* reset = a.reset_at_start ? term : later_term;
-                for (int i = 0; i < n; ++i) acc[i] = r[i] + kappa * (C(1) - reset[i]) * acc[i];
+                for (int i = 0; i < n; ++i) acc[i] = r[i] + kappa * (C(1) - as_flag(reset[i])) * acc[i];
                 break;
             }
             case estimator::n_step_returns: {
@@ -308,15 +331,17 @@ PUFF_SIMD_CLONES bad_step run_block(const family_args<C>& a, std::int64_t first,
                     C* __restrict w = windows + std::int64_t(j) * pitch;
                     const C* __restrict w_later = windows + std::int64_t(j - 1) * pitch;
                     if (last)
-                        for (int i = 0; i < n; ++i) w[i] = r[i] + zero_where_set(term[i], gamma * boot[i]);
+                        for (int i = 0; i < n; ++i)
+                            w[i] = r[i] + zero_where_set(as_flag(term[i]), gamma * boot[i]);
                     else
                         for (int i = 0; i < n; ++i) {
-                            const C done = term[i] + trunc[i] - term[i] * trunc[i];
-                            w[i] = r[i] + zero_where_set(term[i], gamma * boot[i]) +
+                            const C done = as_flag(term[i]) + trunc[i] - as_flag(term[i]) * trunc[i];
+                            w[i] = r[i] + zero_where_set(as_flag(term[i]), gamma * boot[i]) +
                                    zero_where_set(done, gl * (w_later[i] - boot[i]));
                         }
                 }
-                for (int i = 0; i < n; ++i) windows[i] = r[i] + zero_where_set(term[i], gamma * boot[i]);
+                for (int i = 0; i < n; ++i)
+                    windows[i] = r[i] + zero_where_set(as_flag(term[i]), gamma * boot[i]);
                 const C* g = windows + (levels - 1) * pitch;
                 for (int i = 0; i < n; ++i) acc[i] = g[i] - v[i];
                 break;
@@ -324,7 +349,8 @@ PUFF_SIMD_CLONES bad_step run_block(const family_args<C>& a, std::int64_t first,
             default: break;
         }
 
-        if (a.advantages.present) store_line<C>(a.advantages, first, t, a.advantages.row_stride, n, s.acc, a.streaming);
+        if (a.advantages.present)
+            store_line<C>(a.advantages, first, t, a.advantages.row_stride, n, s.acc, a.streaming);
         if (a.returns.present) {
             const C* ret = s.acc;
             if (is_window(a)) {
@@ -360,10 +386,12 @@ PUFF_SIMD_CLONES bad_step run_block(const family_args<C>& a, std::int64_t first,
 constexpr int kTileRows = 8;
 constexpr int kChunkSteps = 256;
 constexpr std::int64_t kTilePitch = kChunkSteps + 16;  // padded against 4K aliasing
+// n_step_returns takes the tiles for n up to this: a chunk's window then fits a scratch line.
+constexpr int kTileWindow = 16;
 
 template <typename C>
 bool tile_serves(const family_args<C>& a) {
-    if (is_window(a) || a.horizon < 2) return false;
+    if (a.horizon < 2 || (is_window(a) && a.n > kTileWindow)) return false;
     for (const view* v : {&a.rewards, &a.values, &a.terminated, &a.truncated, &a.next_values, &a.target,
                           &a.behaviour, &a.greedy, &a.advantages, &a.returns})
         if (v->present && v->col_stride != 1 && v->col_stride != -1) return false;
@@ -414,11 +442,11 @@ static_assert(kTileRows == 8, "recur_any unrolls up to 8 rows");
 
 // delta and decay of steps [lo, lo + n) of one row; `values` receives V_t for the returns.
 template <typename C>
-PUFF_SIMD_CLONES void produce_along_time(const family_args<C>& a, std::int64_t row, std::int64_t lo, int n, C* tmp, C* delta,
-                        C* decay, C* values, bad_step& bad) {
+PUFF_SIMD_CLONES void produce_along_time(const family_args<C>& a, std::int64_t row, std::int64_t lo, int n,
+                                         C* tmp, C* delta, C* decay, C* values, bad_step& bad) {
     const C gamma = a.gamma, lambda = a.lambda;
     const bool at_end = lo + n == a.horizon;
-    const int ahead = at_end ? n : n + 1;  // steps whose lookahead (t + 1) is inside the buffer, plus the chunk
+    const int ahead = at_end ? n : n + 1;  // the chunk's steps and, inside the buffer, the one after
     C* const r_buf = tmp;
     C* const term_buf = tmp + kTilePitch;
     C* const trunc_buf = tmp + 2 * kTilePitch;
@@ -525,6 +553,59 @@ PUFF_SIMD_CLONES void produce_along_time(const family_args<C>& a, std::int64_t r
     }
 }
 
+// n_step_returns for steps [lo, lo + n) of one row: the returns G^(n) into `g`, A = G - V into `adv`.
+// Wj_s = W1_s + gamma lambda (1 - done_s) (W(j-1)_{s+1} - V'_s), updated in place level by level
+// over the chunk and the n - 1 steps after it; a wrong W at the far edge moves one step per
+// level towards the chunk and never reaches it.
+template <typename C>
+PUFF_SIMD_CLONES void window_along_time(const family_args<C>& a, std::int64_t row, std::int64_t lo, int n,
+                                        C* tmp, C* g, C* adv, bad_step& bad) {
+    const C gamma = a.gamma, gl = a.gamma * a.lambda;
+    const int levels = static_cast<int>(std::min<std::int64_t>(a.n, a.horizon));
+    const std::int64_t end = std::min<std::int64_t>(a.horizon, lo + n + levels - 1);  // steps read: [lo, end)
+    const int m = static_cast<int>(end - lo);
+    C* const term = tmp;
+    C* const trunc = tmp + kTilePitch;
+    C* const cut = tmp + 2 * kTilePitch;
+    C* const boot = tmp + 3 * kTilePitch;
+    C* const e = tmp + 4 * kTilePitch;
+    C* const w = tmp + 5 * kTilePitch;
+    C* const r_buf = tmp + 6 * kTilePitch;
+    C* const v_buf = tmp + 7 * kTilePitch;
+    const C* r = line_along(a.rewards, row, lo, m, r_buf, false);
+    copy_along(a.terminated, row, lo, m, term, true);
+    bool truncations = false;
+    if (a.truncated.present) {
+        copy_along(a.truncated, row, lo, m, trunc, true);
+        truncations = any_set(trunc, m);
+    }
+    for (int j = 0; j < m; ++j) cut[j] = truncations ? term[j] + trunc[j] - term[j] * trunc[j] : term[j];
+    if (truncations)
+        for (int j = 0; j < n; ++j)
+            if (term[j] != C(0) && trunc[j] != C(0)) {
+                bad.keep_first(row, lo + j);
+                break;
+            }
+    // V'_s: V_{s+1}, the bootstrap after the last step and at truncations.
+    const bool at_end = end == a.horizon;
+    copy_along(a.values, row, lo + 1, at_end ? m - 1 : m, boot, false);
+    if (at_end) {
+        boot[m - 1] = value_after_end(a, row);
+        cut[m - 1] = C(1);
+    }
+    if (truncations)
+        for (int j = 0; j < m; ++j)
+            if (trunc[j] != C(0)) boot[j] = load_one<C>(a.bootstrap, row, lo + j);
+    for (int j = 0; j < m; ++j) w[j] = e[j] = r[j] + zero_where_set(term[j], gamma * boot[j]);
+    for (int level = 2; level <= levels; ++level)
+        for (int j = 0; j + 1 < m; ++j) w[j] = e[j] + zero_where_set(cut[j], gl * (w[j + 1] - boot[j]));
+    const C* v = line_along(a.values, row, lo, n, v_buf, false);
+    for (int j = 0; j < n; ++j) {
+        g[j] = w[j];
+        adv[j] = w[j] - v[j];
+    }
+}
+
 template <typename C>
 PUFF_SIMD_CLONES bad_step run_tile(const family_args<C>& a, std::int64_t first, int count) {
     static thread_local std::vector<C> buffer;
@@ -543,33 +624,45 @@ PUFF_SIMD_CLONES bad_step run_tile(const family_args<C>& a, std::int64_t first, 
         for (int q = 0; q < count; ++q) carry[q] = load_one<C>(a.last_value, first + q, 0);
     double sums[kTileRows][3] = {};
     const bool forward = a.kind == estimator::episodic_sum;
+    // Rows are stored in short pieces here, and streaming them past the caches cost
+    // more than it saved (65536x128 f32 discounted returns, one thread: 16-17 ms
+    // streamed, 8.7-9.8 unstreamed).
+    const bool streaming = false;
     const std::int64_t chunks = (a.horizon + kChunkSteps - 1) / kChunkSteps;
     for (std::int64_t chunk = 0; chunk < chunks; ++chunk) {
         // Backward scans take the chunks from the end; the forward one from the start.
         const std::int64_t lo = forward ? chunk * kChunkSteps
                                         : std::max<std::int64_t>(0, a.horizon - (chunk + 1) * kChunkSteps);
-        const int n = static_cast<int>(std::min<std::int64_t>(a.horizon, forward ? lo + kChunkSteps
-                                                                                : a.horizon - chunk * kChunkSteps) - lo);
-        for (int q = 0; q < count; ++q)
-            produce_along_time(a, first + q, lo, n, tmp, delta + q * kTilePitch, decay + q * kTilePitch,
-                               add_values ? values + q * kTilePitch : nullptr, bad);
-        if (forward)
-            recur_any<C, true>(count, n, delta, decay, out, carry);
-        else
-            recur_any<C, false>(count, n, delta, decay, out, carry);
+        const std::int64_t hi = forward ? std::min<std::int64_t>(a.horizon, lo + kChunkSteps)
+                                        : a.horizon - chunk * kChunkSteps;
+        const int n = static_cast<int>(hi - lo);
+        if (is_window(a)) {  // G^(n) into `delta`'s lines, A into `out`
+            for (int q = 0; q < count; ++q)
+                window_along_time(a, first + q, lo, n, tmp, delta + q * kTilePitch, out + q * kTilePitch, bad);
+        } else {
+            for (int q = 0; q < count; ++q)
+                produce_along_time(a, first + q, lo, n, tmp, delta + q * kTilePitch, decay + q * kTilePitch,
+                                   add_values ? values + q * kTilePitch : nullptr, bad);
+            if (forward)
+                recur_any<C, true>(count, n, delta, decay, out, carry);
+            else
+                recur_any<C, false>(count, n, delta, decay, out, carry);
+        }
         for (int q = 0; q < count; ++q) {
             const std::int64_t row = first + q;
             const C* adv = out + q * kTilePitch;
             if (a.advantages.present)
-                store_line<C>(a.advantages, row, lo, a.advantages.col_stride, n, adv, a.streaming);
+                store_line<C>(a.advantages, row, lo, a.advantages.col_stride, n, adv, streaming);
             if (a.returns.present) {
                 const C* g = adv;
-                if (add_values) {
+                if (is_window(a)) {
+                    g = delta + q * kTilePitch;  // G^(n) itself, not (G - V) + V
+                } else if (add_values) {
                     const C* v = values + q * kTilePitch;
                     for (int j = 0; j < n; ++j) ret[j] = adv[j] + v[j];
                     g = ret;
                 }
-                store_line<C>(a.returns, row, lo, a.returns.col_stride, n, g, a.streaming);
+                store_line<C>(a.returns, row, lo, a.returns.col_stride, n, g, streaming);
             }
             if (sum) {
                 double s_abs = 0, s = 0, s_sq = 0;

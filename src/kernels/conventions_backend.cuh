@@ -59,11 +59,11 @@ using standard_scan_policy = row_scan_policy<4, PUFF_STANDARD_MIN_BLOCKS>;
 /// step's four words live for the pg advantage: 4 steps at 4 blocks/SM
 /// (63 registers, no spills) ran 58.8 us against 67.4 at 6 (40, spilling).
 using wide_standard_policy = row_scan_policy<8, 4>;
+using vtrace_scan_policy = row_scan_policy<4, 4>;
 /// The family's float32 scans (family_steps.cuh) take the wide policy where
 /// every array allows it, except Retrace (seven inputs: 4 steps at 4 blocks/SM,
 /// as V-trace). 16 steps per thread at 2 blocks/SM were slower for the lightest
 /// scans on the H200 (episodic sums 28.1 -> 31.5 us at 65536x128, 2026-12-02).
-using vtrace_scan_policy = row_scan_policy<4, 4>;
 
 template <typename In>
 using policy_for = std::conditional_t<sizeof(In) == 2, half_scan_policy, scan_policy>;

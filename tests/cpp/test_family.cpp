@@ -5,6 +5,7 @@
 // and bad arguments as std::invalid_argument naming what the caller passed.
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <initializer_list>
 #include <limits>
 #include <optional>
@@ -316,6 +317,79 @@ TEST_P(family, matches_the_float64_reference_in_every_layout) {
     check_case<double>(GetParam(), layout::row_major, 11, 600);
     check_case<float>(GetParam(), layout::reversed, 9, 530);
     check_case<double>(GetParam(), layout::row_major, 300, 1);
+}
+
+// Inputs the definitions never read must not matter, NaN included: bootstrap_values
+// away from truncations and the last step, Retrace's probabilities and Q(lambda)'s
+// greedy flags at step 0 (only c_{t+1}, greedy_{t+1} are read), next_values at
+// terminated steps, and episodic_sum's dones at the last step (ends_at: the reset
+// would land past the buffer).
+TEST_P(family, never_read_inputs_do_not_matter) {
+    const family_case& c = GetParam();
+    const double nan = std::numeric_limits<double>::quiet_NaN();
+    for (layout l : {layout::row_major, layout::time_major}) {
+        const episodes clean = random_episodes<double>(13, 21, 77);
+        episodes e = clean;
+        for (std::int64_t r = 0; r < e.rows; ++r) {
+            for (std::int64_t t = 0; t < e.horizon; ++t) {
+                const bool truncated = c.options.truncated && e.truncated.at(r, t) != 0.0;
+                if (!truncated && t != e.horizon - 1) e.bootstrap.at(r, t) = nan;
+                if (e.terminated.at(r, t) != 0.0) e.next_values.at(r, t) = nan;
+            }
+            e.target.at(r, 0) = e.behaviour.at(r, 0) = e.greedy.at(r, 0) = nan;
+            if (c.kind == estimator::episodic_sum && !c.options.reset_at_start)
+                e.terminated.at(r, e.horizon - 1) = nan;
+        }
+        const estimate want = reference(c.kind, clean, c.options);
+        family_call<double> call(e, c.options, l);
+        puffadv::compute_standard_estimate(call.arrays, params_of(c.kind, c.options));
+        EXPECT_LT(puff_test::relative_error(call.advantages.to_vector(), want.advantages), 1e-12)
+            << c.label << " " << puff_test::layout_name(l);
+        EXPECT_LT(puff_test::relative_error(call.returns.to_vector(), want.returns), 1e-12)
+            << c.label << " " << puff_test::layout_name(l);
+    }
+}
+
+// Float flags: any non-zero value (NaN, 2, -1) is set, -0 is clear, in the
+// layouts that read them in place (time-major) and those that convert them.
+TEST_P(family, float_flags_are_set_when_non_zero) {
+    const family_case& c = GetParam();
+    const episodes clean = random_episodes<double>(11, 17, 31);
+    episodes e = clean;
+    const double set_values[] = {std::numeric_limits<double>::quiet_NaN(), 2.0, -1.0};
+    int k = 0;
+    for (double& flag : e.terminated.data) flag = flag != 0.0 ? set_values[k++ % 3] : (k++ % 2 ? -0.0 : 0.0);
+    const estimate want = reference(c.kind, clean, c.options);
+    for (layout l : {layout::row_major, layout::time_major, layout::reversed}) {
+        family_call<double> call(e, c.options, l);
+        puffadv::compute_standard_estimate(call.arrays, params_of(c.kind, c.options));
+        EXPECT_LT(puff_test::relative_error(call.advantages.to_vector(), want.advantages), 1e-12)
+            << c.label << " " << puff_test::layout_name(l);
+    }
+}
+
+// A NaN stays in its row: every other row's results are bitwise those of a clean call.
+TEST_P(family, a_nan_stays_in_its_row) {
+    const family_case& c = GetParam();
+    for (layout l : {layout::row_major, layout::time_major}) {
+        const episodes clean = random_episodes<float>(12, 19, 5);
+        episodes e = clean;
+        e.rewards.at(4, 9) = std::numeric_limits<double>::quiet_NaN();
+        family_call<float> dirty_call(e, c.options, l), clean_call(clean, c.options, l);
+        puffadv::compute_standard_estimate(dirty_call.arrays, params_of(c.kind, c.options));
+        puffadv::compute_standard_estimate(clean_call.arrays, params_of(c.kind, c.options));
+        bool nan_in_row = false;
+        for (std::int64_t r = 0; r < e.rows; ++r)
+            for (std::int64_t t = 0; t < e.horizon; ++t) {
+                const float got = dirty_call.advantages.at(r, t), want = clean_call.advantages.at(r, t);
+                if (r == 4) {
+                    nan_in_row |= std::isnan(got);
+                    continue;
+                }
+                EXPECT_EQ(std::memcmp(&got, &want, sizeof got), 0) << c.label << " row " << r << " step " << t;
+            }
+        EXPECT_TRUE(nan_in_row) << c.label << ": the NaN reward reached no output of its own row";
+    }
 }
 
 INSTANTIATE_TEST_SUITE_P(kinds, family, ::testing::ValuesIn(family_cases()),

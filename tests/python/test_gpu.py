@@ -351,8 +351,14 @@ def _family_calls(e):
         "discounted/no-bootstrap": (puffadv.discounted_returns, [r, dones], {}, g, estimate[:1] + estimate[2:]),
         "n_step/3": (puffadv.n_step_returns, [r, e["values"], term, trunc],
                      dict(bootstrap_values=e["bootstrap_values"]), dict(n=3, **lam), estimate),
+        "n_step/1": (puffadv.n_step_returns, [r, e["values"], term, trunc],
+                     dict(bootstrap_values=e["bootstrap_values"]), dict(n=1, **lam), estimate),
         "n_step/7/last_value": (puffadv.n_step_returns, [r, e["values"], dones], dict(last_value=e["last_value"]),
                                 dict(n=7, gamma=FAMILY_GAMMA, lambda_=1.0), estimate),
+        "n_step/8": (puffadv.n_step_returns, [r, e["values"], term, trunc],
+                     dict(bootstrap_values=e["bootstrap_values"]), dict(n=8, **lam), estimate),
+        "n_step/9": (puffadv.n_step_returns, [r, e["values"], term, trunc],
+                     dict(bootstrap_values=e["bootstrap_values"]), dict(n=9, **lam), estimate),
         "n_step/T+5": (puffadv.n_step_returns, [r, e["values"], term, trunc],
                        dict(bootstrap_values=e["bootstrap_values"]), dict(n=r.shape[1] + 5, **lam), estimate),
         "retrace/probs": (puffadv.retrace, acting, dict(target_probs=e["target_probs"],
@@ -444,10 +450,12 @@ def _family_episodes(rng, rows, horizon, dtype=np.float32, end_rate=0.05):
 @needs_gpu
 @pytest.mark.parametrize("name", FAMILY_KINDS)
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-@pytest.mark.parametrize("shape", [(7, 37), (64, 1024), (3000, 64), (9, 4100), (2, 40000), (3, 50001)])
+@pytest.mark.parametrize("shape", [(7, 37), (64, 1024), (3000, 64), (2, 40000), (3, 50001)])
 def test_family_every_layout_matches_the_cpu(rng, name, dtype, shape):
     if UNDER_SANITIZER and shape[0] * shape[1] > 100_000:
         pytest.skip("long under the sanitizer")
+    if name == "n_step/T+5" and shape[1] > 5000:
+        pytest.skip("the CPU backend's window is O(T n): minutes here (the GPU runs the TD(lambda) scan)")
     _family_compare(name, _family_episodes(rng, *shape, dtype), dtype, "batch-major")
 
 
