@@ -121,7 +121,11 @@ def call(variant, e, put=lambda x: x, time_axis=-1, give=False, out_dtype=None, 
         x = result if name == "out" else getattr(result, name)
         if name in given:
             assert x is given[name], f"{name} was given but another array came back"
-        x = np.asarray(x.double().cpu() if hasattr(x, "cpu") else x, np.float64)
+        if hasattr(x, "cpu"):  # torch
+            x = x.double().cpu()
+        elif type(x).__module__.startswith("cupy"):  # np.asarray refuses device arrays
+            x = x.get()
+        x = np.asarray(x, np.float64)
         got[name] = x if x.ndim == 1 or time_axis == -1 else x.T
     return got, want, given
 
