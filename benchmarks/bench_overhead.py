@@ -1,7 +1,7 @@
 """What one Python call of puffadv costs the host, beside what it could cost.
 
 For each public function (puff advantage given / allocated / with fused
-outputs, gae, td_lambda_returns, vtrace; and puffadv.jax's eagerly) and each
+outputs, gae, td_lambda_returns, vtrace, the estimator family; and puffadv.jax's eagerly) and each
 framework present (NumPy, torch CPU, torch CUDA, CuPy, JAX) at 4x8 and 8192x64:
 host microseconds per call, without any synchronisation. Beside them, in the
 same run: the torch operators (torch.ops.puffadv), direct calls of the compiled
@@ -93,6 +93,12 @@ def public_calls(framework, a):
         "gae, advantages given": lambda: puffadv.gae(r, v, t, last_value=last, advantages=out, returns=False),
         "td_lambda_returns": lambda: puffadv.td_lambda_returns(r, v, t, last_value=last),
         "vtrace": lambda: puffadv.vtrace(r, v, t, last_value=last, importance=i),
+        # The estimator family (issue 20): the same _estimate, eleven inputs and three options.
+        "discounted_returns": lambda: puffadv.discounted_returns(r, t, last_value=last),
+        "n_step_returns": lambda: puffadv.n_step_returns(r, v, t, n=3, last_value=last),
+        "retrace": lambda: puffadv.retrace(r, v, v, t, target_probs=i, behaviour_probs=i),
+        "q_lambda": lambda: puffadv.q_lambda(r, v, v, t),
+        "episodic_cumsum": lambda: puffadv.episodic_cumsum(r, t),
     }
     if framework == "jax":
         import puffadv.jax as pjax

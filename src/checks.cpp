@@ -144,8 +144,7 @@ argument_problem check_array_layout(const matrix& m, const char* name, const mat
     return {};
 }
 
-argument_problem check_output(const matrix& out, const char* name,
-                              std::initializer_list<std::pair<const matrix*, const char*>> inputs,
+argument_problem check_output(const matrix& out, const char* name, named_arrays inputs,
                               bool others_are_outputs) {
     if (!out.writable) {
         return {argument_problem::value,
@@ -209,12 +208,8 @@ argument_problem find_puff_problem(const puff_arrays& a, const puff_params& p) {
             return problem;
     if (auto problem = check_flag_input(a.dones, "dones", t)) return problem;
     if (auto problem = check_float_output(a.advantages, "advantages", t)) return problem;
-    if (auto problem = check_output(a.advantages, "advantages",
-                                    {inputs[0], inputs[1], inputs[2], inputs[3]}))
-        return problem;
-    if (auto problem = check_fused_outputs(a.fused, a.values, "values", t,
-                                           {inputs[0], inputs[1], inputs[2], inputs[3]},
-                                           {{&a.advantages, "advantages"}}))
+    if (auto problem = check_output(a.advantages, "advantages", inputs)) return problem;
+    if (auto problem = check_fused_outputs(a.fused, a.values, "values", t, inputs, {all + 4, 1}))
         return problem;
 
     if (auto problem = check_unit_interval(p.gamma, "gamma")) return problem;

@@ -1,6 +1,7 @@
 // Building blocks of the argument checks, for every convention's find_*_problem.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <initializer_list>
 #include <string>
@@ -50,11 +51,32 @@ bool has_self_overlap(const matrix& m);
 argument_problem check_array_layout(const matrix& m, const char* name, const matrix& ref,
                                     const char* ref_name);
 
+/// Arrays with the names the caller knows them by: the first `count` of an
+/// array (a call whose optional inputs vary).
+class named_arrays {
+public:
+    using item = std::pair<const matrix*, const char*>;
+    named_arrays() = default;
+    named_arrays(const item* first, std::size_t count) : first_(first), count_(count) {}
+    template <std::size_t N>
+    named_arrays(const item (&all)[N]) : first_(all), count_(N) {}
+    const item* begin() const { return first_; }
+    const item* end() const { return first_ + count_; }
+
+private:
+    const item* first_ = nullptr;
+    std::size_t count_ = 0;
+};
+
 /// An output must be writable, have distinct elements and not overlap any input
 /// (or, with `others_are_outputs`, any of the call's other outputs).
-argument_problem check_output(const matrix& out, const char* name,
-                              std::initializer_list<std::pair<const matrix*, const char*>> inputs,
+argument_problem check_output(const matrix& out, const char* name, named_arrays inputs,
                               bool others_are_outputs = false);
+inline argument_problem check_output(const matrix& out, const char* name,
+                                     std::initializer_list<std::pair<const matrix*, const char*>> inputs,
+                                     bool others_are_outputs = false) {
+    return check_output(out, name, named_arrays(inputs.begin(), inputs.size()), others_are_outputs);
+}
 
 argument_problem check_unit_interval(double value, const char* name);
 argument_problem check_non_negative(double value, const char* name);

@@ -37,8 +37,16 @@ argument_problem check_vector_layout(const matrix& m, const char* name, const ma
 /// Layout, dtype and aliasing of every present fused output. `outputs` are the
 /// call's other outputs, which the fused ones must not overlap either.
 argument_problem check_fused_outputs(const fused_outputs& fused, const matrix& ref, const char* ref_name,
-                                     dtype float_type, std::initializer_list<named_matrix> inputs,
-                                     std::initializer_list<named_matrix> outputs);
+                                     dtype float_type, named_arrays inputs, named_arrays outputs);
+
+/// The arrays of a standard-convention call by their part in it. The name the
+/// caller knows each by depends on the kind (episodic_sum's rewards are its
+/// "inputs"): argument_name holds the one table every message reads.
+enum class argument_role : std::uint8_t {
+    rewards, values, terminated, truncated, last_value, bootstrap_values, importance,
+    next_values, target_probs, behaviour_probs, greedy,
+};
+const char* argument_name(estimator kind, argument_role role) noexcept;
 
 /// The message for a time_axis that is none of 0, -2, 1, -1 (`got`: as the caller wrote it).
 std::string time_axis_message(const char* name, const std::string& got);
@@ -50,6 +58,9 @@ bool puff_needs_general_kernel(const puff_arrays& arrays) noexcept;
 /// CPU kernels (conventions_cpu.cpp); arguments arrive checked.
 void puff_advantage_general_cpu(const puff_arrays& arrays, const puff_params& params);
 void standard_estimate_cpu(const standard_arrays& arrays, const standard_params& params);
+/// The kinds past gae / td_lambda / vtrace (conventions_cpu_family.cpp).
+bool is_family_kind(estimator kind) noexcept;
+void family_estimate_cpu(const standard_arrays& arrays, const standard_params& params);
 
 /// GPU kernels (conventions_cuda.cu, conventions_hip.cpp): asynchronous on `stream`.
 #if PUFFADV_HAS_CUDA

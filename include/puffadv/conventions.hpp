@@ -7,6 +7,11 @@
 //   A_t     = delta_t + gamma lambda c_t (1 - done_t) A_{t+1},   done = terminated | truncated
 //
 // where V'_t is V_{t+1} inside the buffer and a bootstrap value past it.
+//
+// The rest of the credit-assignment family (discounted returns, Retrace,
+// Q(lambda), n-step returns, episodic sums) are further kinds of the same call:
+// each produces A_t, returns are A_t + values_t (values absent: A_t) and the
+// row sums are over A_t. Their definitions are in docs/conventions.md.
 #pragma once
 
 #include <cstdint>
@@ -16,20 +21,35 @@
 
 namespace puffadv {
 
-/// Which estimate a call produces. All three share the recurrence above.
+/// Which estimate a call produces. The numeric values are ABI (the JAX handler's `kind`).
 enum class estimator : std::uint8_t {
-    gae,        ///< advantages A; fused returns are A + V
-    td_lambda,  ///< returns G = A + V (the lambda-return); advantages are A
-    vtrace,     ///< returns are the targets vs = V + A; advantages are IMPALA's
-                ///< pg advantages min(rho_pg_clip, ratio_t) (r_t + gamma (1 - terminated_t) vs'_t - V_t)
+    gae = 0,        ///< advantages A; fused returns are A + V
+    td_lambda = 1,  ///< returns G = A + V (the lambda-return); advantages are A
+    vtrace = 2,     ///< returns are the targets vs = V + A; advantages are IMPALA's
+                    ///< pg advantages min(rho_pg_clip, ratio_t) (r_t + gamma (1 - terminated_t) vs'_t - V_t)
+    /// A = G, the returns-to-go r_t + gamma (1 - terminated_t) B_t + gamma (1 - done_t) G_{t+1},
+    /// B_t the bootstrap at truncated and last steps (absent: 0); reads no values.
+    discounted_returns = 3,
+    /// A = Q_ret - Q with c_t = lambda min(c_clip, pi_t / mu_t) of the next step.
+    retrace = 4,
+    /// A = G - Q; Peng's Q(lambda), or Watkins's with `greedy` (the trace is cut
+    /// after a non-greedy action).
+    q_lambda = 5,
+    /// A = G^(n) - V: rlax's n-step bootstrapped returns, episode ends cutting the window.
+    n_step_returns = 6,
+    /// A = C, the FORWARD scan C_t = inputs_t + gamma lambda (1 - reset_t) C_{t-1}:
+    /// episodic cumulative sums (gamma = lambda = 1) and eligibility traces.
+    episodic_sum = 7,
 };
 
 const char* estimator_name(estimator e) noexcept;
-/// The inverse of estimator_name ("gae", "td_lambda", "vtrace"); value_error otherwise.
+/// The inverse of estimator_name ("gae", "td_lambda", "vtrace", "discounted_returns",
+/// "retrace", "q_lambda", "n_step_returns", "episodic_sum"); value_error otherwise.
 estimator estimator_from_name(const std::string& name);
 
-/// Scalars: finite, gamma and lambda in [0, 1], clips >= 0. The clips are read
-/// only when importance ratios are given; rho_pg_clip only by vtrace.
+/// Scalars: finite, gamma and lambda in [0, 1], clips >= 0, n >= 1. The clips are
+/// read only when importance ratios are given (retrace: c_clip always);
+/// rho_pg_clip only by vtrace.
 struct standard_params {
     estimator kind = estimator::gae;
     double gamma = 0.99;
@@ -39,6 +59,13 @@ struct standard_params {
     double rho_pg_clip = 1.0;
     /// How the caller spells lambda, for error messages ("gae_lambda", "lambda_").
     const char* lambda_name = "lambda";
+    /// n_step_returns: the window length, >= 1.
+    std::int64_t n = 1;
+    /// retrace: target_probs and behaviour_probs are log-probabilities (ratio = exp(t - b)).
+    bool log_probs = false;
+    /// episodic_sum: dones[t] starts a segment at t ("starts_at"); by default
+    /// ("ends_at") dones[t] ends one and the reset lands at t + 1.
+    bool reset_at_start = false;
 };
 
 /// The arrays of one call, as [rows, horizon] views (time-major data is passed
@@ -46,10 +73,16 @@ struct standard_params {
 /// with ndim 1. Floats: float32, float64, bfloat16 or float16, one dtype for all
 /// float inputs; flags: bool, uint8 or that float dtype (non-zero means set).
 struct standard_arrays {
-    matrix rewards, values, terminated;
+    /// episodic_sum reads its `inputs` here and its `dones` as terminated.
+    matrix rewards;
+    /// V(s_t), or Q(s_t, a_t) for retrace and q_lambda. Absent for
+    /// discounted_returns and episodic_sum (read as 0), required by every other kind.
+    std::optional<matrix> values;
+    matrix terminated;
     /// Episodes cut by a time limit: the trace stops, the value bootstraps.
     std::optional<matrix> truncated;
-    /// [rows]: V(s_T), the value of the observation after the last step.
+    /// [rows]: V(s_T), the value of the observation after the last step
+    /// (episodic_sum: its `seed`, C_{-1}).
     std::optional<matrix> last_value;
     /// [rows, horizon]: V(s_{t+1}) of step t's next observation, read only where
     /// the buffer does not hold it: at truncated steps and at the last step.
@@ -57,6 +90,14 @@ struct standard_arrays {
     std::optional<matrix> bootstrap_values;
     /// Ratios pi/mu; rho_t = min(ratio, rho_clip), c_t = min(ratio, c_clip). Absent: 1.
     std::optional<matrix> importance;
+    /// retrace: E_pi[Q(s_{t+1}, .)]; q_lambda: max_a Q(s_{t+1}, a). The bootstrap
+    /// at every step; with it, last_value and bootstrap_values are refused.
+    std::optional<matrix> next_values;
+    /// retrace: pi(a_t|s_t) and mu(a_t|s_t) of the taken action (or their logs:
+    /// standard_params::log_probs); both or neither.
+    std::optional<matrix> target_probs, behaviour_probs;
+    /// q_lambda (Watkins): flags, a_t is greedy. Absent: Peng's Q(lambda).
+    std::optional<matrix> greedy;
     /// Output [rows, horizon]: A (gae, td_lambda) or the pg advantages (vtrace).
     std::optional<matrix> advantages;
     /// returns (A + V, i.e. vs for vtrace) and per-row sums over `advantages`' quantity.

@@ -48,22 +48,28 @@ def _puff_advantage(values, rewards, dones, importance, advantages, returns, abs
 
 
 def _standard_estimate(rewards, values, terminated, truncated, last_value, bootstrap_values,
-                       importance, advantages, returns, abs_sums, sums, square_sums, kind, lambda_name,
-                       gamma, lam, rho_clip, c_clip, rho_pg_clip, time_axis, stream):
+                       importance, next_values, target_probs, behaviour_probs, greedy, advantages, returns,
+                       abs_sums, sums, square_sums, kind, gamma, lam, rho_clip, c_clip, rho_pg_clip,
+                       time_axis, n, log_probs, reset_at_start, stream):
+    kind = _conventions._KINDS[kind]
+    inputs = (rewards, values, terminated, truncated, last_value, bootstrap_values, importance)
+    if kind.family:
+        inputs += (next_values, target_probs, behaviour_probs, greedy)
     outputs = (advantages, returns, abs_sums, sums, square_sums)
-    _conventions._estimate(kind, lambda_name,
-                           (rewards, values, terminated, truncated, last_value, bootstrap_values, importance),
-                           tuple(False if x is None else x for x in outputs),
-                           (gamma, lam, rho_clip, c_clip, rho_pg_clip), time_axis, stream)
+    _conventions._estimate(kind, inputs, tuple(False if x is None else x for x in outputs),
+                           (gamma, lam, rho_clip, c_clip, rho_pg_clip), time_axis, stream,
+                           (n, log_probs, reset_at_start) if kind.family else None)
 
 
 _define("puff_advantage(Tensor values, Tensor rewards, Tensor dones, Tensor importance, "
         f"Tensor(a!) advantages, {_OUTPUT_SCHEMA}, float gamma, float gae_lambda, float rho_clip, "
         "float c_clip, int? stream) -> ()", _puff_advantage)
-_define("standard_estimate(Tensor rewards, Tensor values, Tensor terminated, Tensor? truncated, "
-        "Tensor? last_value, Tensor? bootstrap_values, Tensor? importance, Tensor(a!)? advantages, "
-        f"{_OUTPUT_SCHEMA}, str kind, str lambda_name, float gamma, float lam, float rho_clip, "
-        "float c_clip, float rho_pg_clip, int time_axis, int? stream) -> ()", _standard_estimate)
+_define("standard_estimate(Tensor rewards, Tensor? values, Tensor terminated, Tensor? truncated, "
+        "Tensor? last_value, Tensor? bootstrap_values, Tensor? importance, Tensor? next_values, "
+        "Tensor? target_probs, Tensor? behaviour_probs, Tensor? greedy, Tensor(a!)? advantages, "
+        f"{_OUTPUT_SCHEMA}, str kind, float gamma, float lam, float rho_clip, float c_clip, "
+        "float rho_pg_clip, int time_axis, int n, bool log_probs, bool reset_at_start, int? stream) -> ()",
+        _standard_estimate)
 _puff_advantage_op = torch.ops.puffadv_python.puff_advantage.default
 _standard_estimate_op = torch.ops.puffadv_python.standard_estimate.default
 
@@ -85,14 +91,16 @@ def compute_puff_advantage(values, rewards, dones, importance, advantages, gamma
     return _conventions.Estimate(out, *fused)
 
 
-def estimate(kind, lambda_name, inputs, specs, scalars, time_axis, stream):
+def estimate(kind, inputs, specs, scalars, time_axis, stream, options):
     """_conventions._estimate while dynamo traces (same arguments and result)."""
-    _require_tensors(zip(_conventions._STANDARD_NAMES, (*inputs, *specs)))
+    _require_tensors(zip(kind.check_names, (*(inputs[i] for i in kind.order or range(len(inputs))), *specs)))
     time_axis = _conventions._check_time_axis(time_axis)
-    scalars = _frameworks.real_parameters(scalars, _conventions._SCALAR_NAMES[lambda_name])
-    outputs = _allocate(inputs[0], inputs[1], time_axis, specs)
-    _standard_estimate_op(*_detached(inputs), *outputs, kind, lambda_name, *scalars, time_axis,
-                          _stream(stream))
+    scalars = _frameworks.real_parameters(scalars, kind.scalar_names)
+    like = inputs[0] if inputs[1] is None else inputs[1]
+    outputs = _allocate(inputs[0], like, time_axis, specs)
+    inputs = (*inputs, None, None, None, None)[:11]
+    _standard_estimate_op(*_detached(inputs), *outputs, kind.label, *scalars, time_axis,
+                          *(options or (1, False, False)), _stream(stream))
     return outputs
 
 

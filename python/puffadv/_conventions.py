@@ -117,9 +117,57 @@ def _batch_size(x, time_axis: int) -> int:
 
 _STANDARD_NAMES = ("rewards", "values", "terminated", "truncated", "last_value", "bootstrap_values",
                    "importance", "advantages", "returns", "abs_sums", "sums", "square_sums")
-_SCALAR_NAMES = {lam: ("gamma", lam, "rho_clip", "c_clip", "rho_pg_clip") for lam in ("gae_lambda", "lambda_")}
 _VTRACE_OUTPUT_NAMES = ("pg_advantages", "vs", "abs_sums", "sums", "square_sums")
 _SUMS = (False, False, True, True, True)  # which of the five outputs are [B] sums
+
+
+class _Kind(NamedTuple):
+    """How one public function calls the core's standard_estimate: the core's
+    kind, and the caller's names for everything the Python layer checks."""
+    label: str            # this entry's key in _KINDS (what the torch.compile operator carries)
+    core: str             # the core's estimator name
+    lambda_name: str      # the caller's name of lambda (the core names it in its errors)
+    family: bool          # eleven inputs (_FAMILY_INPUTS) and the options n, log_probs, reset_at_start
+    required: int         # how many inputs, first in `order`, must be arrays
+    order: Optional[tuple]  # core indices of the inputs in the caller's order (None: the core's own)
+    check_names: tuple    # the caller's names of the inputs in `order`, then of the five outputs
+    scalar_names: tuple   # gamma, lambda, rho_clip, c_clip, rho_pg_clip
+    output_names: tuple   # the caller's names of the five outputs
+
+
+# The core's inputs: the first seven are standard_estimate's positional arrays, the
+# others its keyword arrays (the estimator family of issue 20).
+_FAMILY_INPUTS = (*_STANDARD_NAMES[:7], "next_values", "target_probs", "behaviour_probs", "greedy")
+_KINDS: dict = {}
+
+
+def _kind(label, core, required, renamed=None, outputs=_STANDARD_NAMES[7:], lambda_name="lambda_", family=True):
+    """Registers a _Kind: `required` are the core's names of the inputs that must be arrays (in
+    the caller's order), `renamed` the caller's name of each core input that it calls otherwise."""
+    inputs = _FAMILY_INPUTS if family else _STANDARD_NAMES[:7]
+    order = (*(inputs.index(n) for n in required), *(i for i, n in enumerate(inputs) if n not in required))
+    names = tuple((renamed or {}).get(n, n) for n in inputs)
+    natural = order == tuple(range(len(inputs)))
+    kind = _Kind(label, core, lambda_name, family, len(required), None if natural else order,
+                 (*(names[i] for i in order), *outputs), ("gamma", lambda_name, "rho_clip", "c_clip", "rho_pg_clip"),
+                 outputs)
+    _KINDS[label] = kind
+    return kind
+
+
+_GAE = _kind("gae", "gae", ("rewards", "values", "terminated"), lambda_name="gae_lambda", family=False)
+_TD_LAMBDA = _kind("td_lambda", "td_lambda", ("rewards", "values", "terminated"), family=False)
+_VTRACE = _kind("vtrace", "vtrace", ("rewards", "values", "terminated"), outputs=_VTRACE_OUTPUT_NAMES, family=False)
+_DISCOUNTED = _kind("discounted_returns", "discounted_returns", ("rewards", "terminated"))
+_N_STEP = _kind("n_step_returns", "n_step_returns", ("rewards", "values", "terminated"))
+_RETRACE = _kind("retrace", "retrace", ("rewards", "values", "next_values", "terminated"), {"values": "q_values"})
+_RETRACE_LOG = _kind("retrace_log", "retrace", ("rewards", "values", "next_values", "terminated"),
+                     {"values": "q_values", "target_probs": "target_log_probs",
+                      "behaviour_probs": "behaviour_log_probs"})
+_Q_LAMBDA = _kind("q_lambda", "q_lambda", ("rewards", "values", "next_values", "terminated"), {"values": "q_values"})
+_EPISODIC = _kind("episodic_sum", "episodic_sum", ("rewards", "terminated"),
+                  {"rewards": "inputs", "terminated": "dones", "last_value": "seed"},
+                  ("out", "returns", "abs_sums", "sums", "square_sums"))
 
 
 def _given(specs: tuple) -> list:
@@ -129,7 +177,10 @@ def _given(specs: tuple) -> list:
 
 def _allocate(framework, rewards, values, time_axis, specs: tuple, outputs: list) -> list:
     """The output arrays: `outputs` (the given ones, from _given) with each True
-    spec's array allocated in place ([rows, horizon] like rewards, or [B] sums)."""
+    spec's array allocated in place ([rows, horizon] like rewards, or [B] sums).
+    `values` decides the device and dtype (rewards where there are no values)."""
+    if values is None:
+        values = rewards
     if framework == "dlpack" and any(spec is True for spec in specs):
         # A plain producer may have no .shape or .dtype: allocate like what the core read of it.
         framework = "numpy"
@@ -167,24 +218,48 @@ def _finish(framework, values, specs, outputs) -> list:
             for spec, out in zip(specs, outputs)]
 
 
-def _estimate(kind, lambda_name, inputs: tuple, specs: tuple, scalars: tuple, time_axis, stream):
-    """The shared body of gae / td_lambda_returns / vtrace. `inputs`: the seven
-    input arrays (None: absent); `specs`: advantages, returns, abs_sums, sums,
-    square_sums (True, False, None or an array); `scalars`: gamma, lambda,
-    rho_clip, c_clip, rho_pg_clip. Returns the five outputs (None: not asked for)."""
+def _family_core(rewards, values, terminated, truncated, last_value, bootstrap_values, importance,
+                 next_values, target_probs, behaviour_probs, greedy, advantages, returns, abs_sums, sums,
+                 square_sums, kind, gamma, lambda_, rho_clip, c_clip, rho_pg_clip, time_axis, lambda_name,
+                 n, log_probs, reset_at_start, stream):
+    """_core.standard_estimate taking the family's keyword arrays positionally, so that
+    _dispatch.call_core (and its CPU fallback, which copies every input) sees all eleven."""
+    _core.standard_estimate(rewards, values, terminated, truncated, last_value, bootstrap_values, importance,
+                            advantages, returns, abs_sums, sums, square_sums, kind, gamma, lambda_, rho_clip,
+                            c_clip, rho_pg_clip, time_axis, lambda_name, stream, next_values=next_values,
+                            target_probs=target_probs, behaviour_probs=behaviour_probs, greedy=greedy, n=n,
+                            log_probs=log_probs, reset_at_start=reset_at_start)
+
+
+def _estimate(kind: _Kind, inputs: tuple, specs: tuple, scalars: tuple, time_axis, stream, options=None):
+    """The shared body of every estimator but the puff advantage. `inputs`: the
+    seven (or, for the family's kinds, eleven) input arrays in the core's order
+    (None: absent); `specs`: advantages, returns, abs_sums, sums, square_sums
+    (True, False, None or an array); `scalars`: gamma, lambda, rho_clip, c_clip,
+    rho_pg_clip; `options` (family kinds only): n, log_probs, reset_at_start.
+    Returns the five outputs (None: not asked for)."""
     if type(inputs[0]) is not np.ndarray and _frameworks.torch_compiling():
         from . import _compiled
-        return _compiled.estimate(kind, lambda_name, inputs, specs, scalars, time_axis, stream)
+        return _compiled.estimate(kind, inputs, specs, scalars, time_axis, stream, options)
     given = _given(specs)
-    framework = _frameworks.framework_of_call(inputs[:3], (*inputs[3:], *given), _STANDARD_NAMES)
+    required = kind.required
+    if kind.order is None:
+        framework = _frameworks.framework_of_call(inputs[:required], (*inputs[required:], *given),
+                                                  kind.check_names)
+    else:
+        ordered = [inputs[i] for i in kind.order]
+        framework = _frameworks.framework_of_call(tuple(ordered[:required]), (*ordered[required:], *given),
+                                                  kind.check_names)
     time_axis = _check_time_axis(time_axis)
-    scalars = _frameworks.real_parameters(scalars, _SCALAR_NAMES[lambda_name])
+    scalars = _frameworks.real_parameters(scalars, kind.scalar_names)
     rewards, values = inputs[0], inputs[1]
     outputs = _allocate(framework, rewards, values, time_axis, specs, given)
-    _dispatch.call_core(_core.standard_estimate, framework, inputs, outputs,
-                        (kind, *scalars, time_axis, lambda_name), stream,
-                        _VTRACE_OUTPUT_NAMES if kind == "vtrace" else _STANDARD_NAMES[7:])
-    return _finish(framework, values, specs, outputs)
+    if kind.family:
+        kernel, parameters = _family_core, (kind.core, *scalars, time_axis, kind.lambda_name, *options)
+    else:
+        kernel, parameters = _core.standard_estimate, (kind.core, *scalars, time_axis, kind.lambda_name)
+    _dispatch.call_core(kernel, framework, inputs, outputs, parameters, stream, kind.output_names)
+    return _finish(framework, rewards if values is None else values, specs, outputs)
 
 
 def gae(rewards: Array, values: Array, terminated: Array, truncated: Optional[Array] = None, *,
@@ -221,7 +296,7 @@ def gae(rewards: Array, values: Array, terminated: Array, truncated: Optional[Ar
     inputs. Returns an :class:`Estimate`.
     """
     return Estimate(*_estimate(
-        "gae", "gae_lambda", (rewards, values, terminated, truncated, last_value, bootstrap_values, importance),
+        _GAE, (rewards, values, terminated, truncated, last_value, bootstrap_values, importance),
         (advantages, returns, abs_sums, sums, square_sums), (gamma, gae_lambda, rho_clip, c_clip, 1.0),
         time_axis, stream))
 
@@ -239,7 +314,7 @@ def td_lambda_returns(rewards: Array, values: Array, terminated: Array, truncate
     ``gae(...).returns``; with importance ratios, the lambda-V-trace targets.
     Arguments as :func:`gae`; ``advantages`` here are ``G - values``."""
     return Estimate(*_estimate(
-        "td_lambda", "lambda_", (rewards, values, terminated, truncated, last_value, bootstrap_values, importance),
+        _TD_LAMBDA, (rewards, values, terminated, truncated, last_value, bootstrap_values, importance),
         (advantages, returns, abs_sums, sums, square_sums), (gamma, lambda_, rho_clip, c_clip, 1.0),
         time_axis, stream))
 
@@ -262,10 +337,210 @@ def vtrace(rewards: Array, values: Array, terminated: Array, truncated: Optional
     (``exp(log_pi - log_mu)``), 1 when omitted. The sums are over ``pg_t``.
     Returns a :class:`VTraceEstimate`; arguments otherwise as :func:`gae`."""
     result = _estimate(
-        "vtrace", "lambda_", (rewards, values, terminated, truncated, last_value, bootstrap_values, importance),
+        _VTRACE, (rewards, values, terminated, truncated, last_value, bootstrap_values, importance),
         (pg_advantages, vs, abs_sums, sums, square_sums), (gamma, lambda_, rho_clip, c_clip, rho_pg_clip),
         time_axis, stream)
     return VTraceEstimate(result[1], result[0], *result[2:])
+
+
+# ---- the estimator family (issue 20): new kinds of the same core call ----
+
+def _window(n) -> int:
+    """n as the core's int64. Beyond int64 every row is shorter than the window,
+    which gives the same returns as the largest int64 (TD(lambda) returns)."""
+    if type(n) is not int:
+        if isinstance(n, bool) or not isinstance(n, numbers.Integral):
+            raise TypeError(f"n must be an int (the window length, >= 1), got {_frameworks.describe(n)}")
+        n = int(n)
+    return max(min(n, 2**63 - 1), -2**63)  # the core refuses n < 1, naming it
+
+
+def discounted_returns(rewards: Array, terminated: Array, truncated: Optional[Array] = None, *,
+                       last_value: Optional[Array] = None, bootstrap_values: Optional[Array] = None,
+                       gamma: Real = 0.99, time_axis: int = -1, returns: _Output = True,
+                       abs_sums: _Output = False, sums: _Output = False, square_sums: _Output = False,
+                       stream: Optional[Stream] = None) -> Estimate:
+    """Discounted returns (returns-to-go) with termination and an optional
+    bootstrap, reading no values array (rlax's ``discounted_returns``, TorchRL's
+    ``reward2go``, rl-triton's ``compute_discounted_returns``). For every row,
+    backwards over time::
+
+        B_t = last_value (or bootstrap_values[t]) at the row's last step;
+              bootstrap_values[t] where truncated[t]; else 0
+        G_t = rewards[t] + gamma (1 - terminated[t]) B_t + gamma (1 - done_t) G_{t+1}
+
+    with ``done = terminated | truncated`` and ``G`` after the row's last step 0.
+    Without any bootstrap (no ``last_value``, ``bootstrap_values`` or
+    ``truncated``) B is 0: the plain discounted sum of each episode's rewards.
+    Equal to :func:`td_lambda_returns` with lambda = 1 and values = 0.
+
+    Arrays, dtypes, ``truncated``/bootstrap rules and fused outputs as :func:`gae`;
+    returns an :class:`Estimate` whose ``advantages`` is None, ``returns`` is G
+    and the sums are over G.
+    """
+    return Estimate(*_estimate(
+        _DISCOUNTED, (rewards, None, terminated, truncated, last_value, bootstrap_values, None, None, None, None, None),
+        (False, returns, abs_sums, sums, square_sums), (gamma, 1.0, 1.0, 1.0, 1.0), time_axis, stream,
+        (1, False, False)))
+
+
+def n_step_returns(rewards: Array, values: Array, terminated: Array, truncated: Optional[Array] = None, *,
+                   n: int, last_value: Optional[Array] = None, bootstrap_values: Optional[Array] = None,
+                   gamma: Real = 0.99, lambda_: Real = 1.0, time_axis: int = -1, returns: _Output = True,
+                   advantages: _Output = False, abs_sums: _Output = False, sums: _Output = False,
+                   square_sums: _Output = False, stream: Optional[Stream] = None) -> Estimate:
+    """n-step bootstrapped returns as rlax's ``n_step_bootstrapped_returns``
+    defines them (scalar lambda), an episode's end cutting the window. With
+    ``V'_t`` the bootstrap of :func:`gae` (values[t+1] inside the buffer, the
+    bootstrap at truncations and after the last step)::
+
+        W1_s = rewards[s] + gamma (1 - terminated[s]) V'_s
+        Wj_s = rewards[s] + gamma (1 - terminated[s]) [(1 - lambda_) V'_s + lambda_ W(j-1)_{s+1}]
+                   if not done_s and s + 1 < T,   else W1_s
+        G_t  = Wn_t
+
+    ``n = 1``: one-step TD targets; ``n >= T``: TD(lambda) returns
+    (:func:`td_lambda_returns`); ``lambda_ = 1``: plain n-step returns
+    ``r_t + gamma r_{t+1} + ... + gamma^(n-1) r_{t+n-1} + gamma^n V_{t+n}``.
+    ``n`` is an int >= 1 (TypeError / ValueError otherwise).
+
+    Outputs: ``returns`` G (default) and ``advantages`` G - values; arguments
+    otherwise as :func:`gae`. Returns an :class:`Estimate`.
+    """
+    return Estimate(*_estimate(
+        _N_STEP, (rewards, values, terminated, truncated, last_value, bootstrap_values, None, None, None, None, None),
+        (advantages, returns, abs_sums, sums, square_sums), (gamma, lambda_, 1.0, 1.0, 1.0), time_axis, stream,
+        (_window(n), False, False)))
+
+
+_BOUNDARIES = ("ends_at", "starts_at")
+
+
+def probability_pair(target_probs, behaviour_probs, target_log_probs, behaviour_log_probs):
+    """retrace's (log_probs, target, behaviour) from its four optional arguments:
+    one pair or the other, never a mix (shared by puffadv.jax.retrace). A missing
+    half of the plain pair is the core's error, as every missing array is."""
+    logs = target_log_probs is not None or behaviour_log_probs is not None
+    if logs and (target_probs is not None or behaviour_probs is not None):
+        raise ValueError("pass either target_probs and behaviour_probs or target_log_probs and "
+                         "behaviour_log_probs, not a mix of the two")
+    if logs and (target_log_probs is None or behaviour_log_probs is None):
+        missing = "target_log_probs" if target_log_probs is None else "behaviour_log_probs"
+        raise ValueError(f"{missing} must be given with "
+                         f"{'behaviour_log_probs' if target_log_probs is None else 'target_log_probs'}; "
+                         f"the trace needs both log-probabilities of the taken actions")
+    return (True, target_log_probs, behaviour_log_probs) if logs else (False, target_probs, behaviour_probs)
+
+
+def reset_at_start(boundary) -> bool:
+    """episodic_cumsum's boundary as the core's reset_at_start (shared by puffadv.jax)."""
+    if boundary not in _BOUNDARIES:
+        raise ValueError(f"boundary must be 'ends_at' (dones[t] ends an episode at t) or 'starts_at' "
+                         f"(dones[t] starts one at t), got {boundary!r}")
+    return boundary == "starts_at"
+
+
+def retrace(rewards: Array, q_values: Array, next_values: Array, terminated: Array,
+            truncated: Optional[Array] = None, *, target_probs: Optional[Array] = None,
+            behaviour_probs: Optional[Array] = None, target_log_probs: Optional[Array] = None,
+            behaviour_log_probs: Optional[Array] = None, gamma: Real = 0.99, lambda_: Real = 1.0,
+            c_clip: Real = 1.0, time_axis: int = -1, returns: _Output = True, advantages: _Output = True,
+            abs_sums: _Output = False, sums: _Output = False, square_sums: _Output = False,
+            stream: Optional[Stream] = None) -> Estimate:
+    """Retrace(lambda) targets on action values (Munos et al. 2016, "Safe and
+    efficient off-policy reinforcement learning"; rlax's ``retrace``, rl-triton's
+    ``compute_retrace``). ``q_values[t] = Q(s_t, a_t)`` of the taken action,
+    ``next_values[t] = E_{a ~ pi} Q(s_{t+1}, a)`` of the step's next state (the
+    final observation's where the step is truncated; read at every step),
+    ``target_probs[t] = pi(a_t | s_t)`` and ``behaviour_probs[t] = mu(a_t | s_t)``.
+    For every row, backwards over time::
+
+        ratio_t = target_probs[t] / behaviour_probs[t]   (log-probs: exp(target - behaviour))
+        c_t     = lambda_ min(c_clip, ratio_t)
+        Delta_t = rewards[t] + gamma (1 - terminated[t]) next_values[t] - q_values[t]
+                  + gamma (1 - done_t) c_{t+1} Delta_{t+1}
+
+    with ``Delta`` after the row's last step 0: the trace of step t is the
+    NEXT step's ratio (``target_probs[:, 0]`` is never read). Outputs:
+    ``returns`` the Retrace targets ``Q_ret = q_values + Delta`` and
+    ``advantages`` Delta; the sums are over Delta.
+
+    Pass exactly one pair: ``target_probs`` and ``behaviour_probs``, or
+    ``target_log_probs`` and ``behaviour_log_probs`` (a mix is a ValueError).
+    No ``last_value``, ``bootstrap_values`` or ``importance``: ``next_values``
+    is the bootstrap everywhere, so ``truncated`` only cuts the trace.
+    Arguments otherwise as :func:`gae`. Returns an :class:`Estimate`.
+    """
+    logs, target, behaviour = probability_pair(target_probs, behaviour_probs, target_log_probs,
+                                               behaviour_log_probs)
+    kind = _RETRACE_LOG if logs else _RETRACE
+    return Estimate(*_estimate(
+        kind, (rewards, q_values, terminated, truncated, None, None, None, next_values, target, behaviour, None),
+        (advantages, returns, abs_sums, sums, square_sums), (gamma, lambda_, 1.0, c_clip, 1.0), time_axis, stream,
+        (1, logs, False)))
+
+
+def q_lambda(rewards: Array, q_values: Array, next_values: Array, terminated: Array,
+             truncated: Optional[Array] = None, *, greedy: Optional[Array] = None, gamma: Real = 0.99,
+             lambda_: Real = 0.9, time_axis: int = -1, returns: _Output = True, advantages: _Output = True,
+             abs_sums: _Output = False, sums: _Output = False, square_sums: _Output = False,
+             stream: Optional[Stream] = None) -> Estimate:
+    """Q(lambda) returns as rlax's ``q_lambda`` defines them: Peng's without
+    ``greedy``, Watkins' with it. ``q_values[t] = Q(s_t, a_t)``,
+    ``next_values[t] = max_a Q(s_{t+1}, a)`` of the step's next state (the final
+    observation's where truncated; read at every step), ``greedy[t]``: a flag,
+    a_t is greedy (argmax_a Q(s_t, a)). For every row, backwards over time::
+
+        lambda_t = lambda_                    (Peng)
+                 = lambda_ greedy[t+1]        (Watkins: the trace goes on only through greedy actions)
+        G_t = rewards[t] + gamma (1 - terminated[t]) [(1 - lambda_t) next_values[t] + lambda_t G_{t+1}]
+                  if not done_t and t + 1 < T,
+            = rewards[t] + gamma (1 - terminated[t]) next_values[t]   otherwise
+
+    Outputs: ``returns`` G and ``advantages`` G - q_values (rlax's result);
+    ``greedy[:, 0]`` is never read. No ``last_value``, ``bootstrap_values`` or
+    ``importance``. Arguments otherwise as :func:`gae`. Returns an :class:`Estimate`.
+    """
+    return Estimate(*_estimate(
+        _Q_LAMBDA, (rewards, q_values, terminated, truncated, None, None, None, next_values, None, None, greedy),
+        (advantages, returns, abs_sums, sums, square_sums), (gamma, lambda_, 1.0, 1.0, 1.0), time_axis, stream,
+        (1, False, False)))
+
+
+
+def episodic_cumsum(inputs: Array, dones: Array, *, seed: Optional[Array] = None, boundary: str = "ends_at",
+                    time_axis: int = -1, out: Optional[Array] = None, stream: Optional[Stream] = None) -> Any:
+    """Cumulative sums over time that restart at episode boundaries (a FORWARD
+    scan; rl-triton's ``compute_episodic_prefix_sum``). For every row::
+
+        reset_t = dones[t-1]   (boundary="ends_at": dones[t] ends an episode at t; dones[-1] = 0)
+                = dones[t]     (boundary="starts_at": dones[t] starts one at t)
+        C_t     = inputs[t] + (1 - reset_t) C_{t-1},    C_{-1} = seed (0 without a seed)
+
+    ``seed`` is ``[B]``: a sum carried in from the previous buffer. Arrays as
+    :func:`gae` (``dones`` a flag array); ``out`` is written when given, else
+    allocated (float32 for bfloat16/float16 inputs). Returns C.
+    """
+    return _estimate(
+        _EPISODIC, (inputs, None, dones, None, seed, None, None, None, None, None, None),
+        (True if out is None else out, False, False, False, False), (1.0, 1.0, 1.0, 1.0, 1.0), time_axis,
+        stream, (1, False, reset_at_start(boundary)))[0]
+
+
+def eligibility_traces(inputs: Array, dones: Array, *, gamma: Real, lambda_: Real, seed: Optional[Array] = None,
+                       time_axis: int = -1, out: Optional[Array] = None, stream: Optional[Stream] = None) -> Any:
+    """Accumulating eligibility traces, reset at episode ends (a FORWARD scan;
+    rl-triton's ``compute_eligibility_traces``). For every row::
+
+        e_t = inputs[t] + gamma lambda_ (1 - dones[t-1]) e_{t-1},    e_{-1} = seed (0 without one)
+
+    (``dones[t]`` ends an episode at t, so the trace restarts at t + 1;
+    ``dones[-1] = 0``). Otherwise as :func:`episodic_cumsum`. Returns e.
+    """
+    return _estimate(
+        _EPISODIC, (inputs, None, dones, None, seed, None, None, None, None, None, None),
+        (True if out is None else out, False, False, False, False), (gamma, lambda_, 1.0, 1.0, 1.0), time_axis,
+        stream, (1, False, False))[0]
 
 
 _PUFF_FUSED_NAMES = ("values", "returns", "abs_sums", "sums", "square_sums")

@@ -1,14 +1,29 @@
-"""Fake kernels of torch.ops.puffadv.gae / td_lambda_returns / vtrace
-(src/torch/conventions_ops.cpp), so that torch.compile(fullgraph=True) traces
-them. They describe outputs only: the real kernels run the core's checks.
-Registered by puffadv.torch after the op library is loaded."""
+"""Fake kernels of the estimator family's torch operators (torch.ops.puffadv.gae,
+td_lambda_returns, vtrace, discounted_returns, n_step_returns, retrace, q_lambda,
+episodic_cumsum, eligibility_traces; src/torch/conventions_ops.cpp), so that
+torch.compile(fullgraph=True) traces them. They describe outputs only: the real
+kernels run the core's checks. Registered by puffadv.torch after the op library
+is loaded."""
 from __future__ import annotations
 
 import torch
 
 from . import _torch_rules
 
-_NAMES = ("rewards", "values", "terminated", "truncated", "last_value", "bootstrap_values", "importance")
+# Each operator: how many outputs it returns, and the argument whose dtype the
+# outputs follow (the values; the rewards or inputs where a kind reads no values).
+# Outputs are shaped like the first argument.
+OPERATORS = {
+    "gae": (2, "values"),
+    "td_lambda_returns": (1, "values"),
+    "vtrace": (2, "values"),
+    "discounted_returns": (1, "rewards"),
+    "n_step_returns": (1, "values"),
+    "retrace": (2, "q_values"),
+    "q_lambda": (2, "q_values"),
+    "episodic_cumsum": (1, "inputs"),
+    "eligibility_traces": (1, "inputs"),
+}
 
 
 def output_dtype(input_dtype):
@@ -17,27 +32,26 @@ def output_dtype(input_dtype):
     return torch.float32 if input_dtype in (torch.bfloat16, torch.float16) else input_dtype
 
 
-def _output(rewards, values, *optional):
-    """Shaped like rewards, of output_dtype, once every tensor is on one device."""
-    _torch_rules.check_one_device(zip(_NAMES, (rewards, values, *optional)))
-    return torch.empty(rewards.shape, dtype=output_dtype(values.dtype), device=rewards.device)
+def _fake(name: str):
+    """The fake kernel of one operator, from its schema: outputs shaped like the
+    first tensor, of the dtype OPERATORS names, once every tensor is on one device."""
+    schema = getattr(torch.ops.puffadv, name).default._schema
+    names = [a.name for a in schema.arguments]
+    count, typed_by = OPERATORS[name]
+
+    def fake(*args, **kwargs):
+        bound = dict(zip(names, args), **kwargs)
+        tensors = [(n, bound.get(n)) for n in names]
+        _torch_rules.check_one_device(tensors)
+        first, typed = bound[names[0]], bound[typed_by]
+        outputs = tuple(torch.empty(first.shape, dtype=output_dtype(typed.dtype), device=first.device)
+                        for _ in range(count))
+        return outputs if count > 1 else outputs[0]
+
+    fake.__name__ = f"_{name}_fake"
+    return fake
 
 
 def register(lib: torch.library.Library) -> None:
-    @torch.library.register_fake("puffadv::gae", lib=lib)
-    def _gae_fake(rewards, values, terminated, truncated=None, last_value=None, bootstrap_values=None,
-                  importance=None, gamma=0.99, gae_lambda=0.95, rho_clip=1.0, c_clip=1.0, time_axis=-1):
-        out = _output(rewards, values, terminated, truncated, last_value, bootstrap_values, importance)
-        return out, torch.empty_like(out)
-
-    @torch.library.register_fake("puffadv::td_lambda_returns", lib=lib)
-    def _td_lambda_fake(rewards, values, terminated, truncated=None, last_value=None, bootstrap_values=None,
-                        importance=None, gamma=0.99, lambda_=0.95, rho_clip=1.0, c_clip=1.0, time_axis=-1):
-        return _output(rewards, values, terminated, truncated, last_value, bootstrap_values, importance)
-
-    @torch.library.register_fake("puffadv::vtrace", lib=lib)
-    def _vtrace_fake(rewards, values, terminated, truncated=None, last_value=None, bootstrap_values=None,
-                     importance=None, gamma=0.99, lambda_=1.0, rho_clip=1.0, c_clip=1.0, rho_pg_clip=1.0,
-                     time_axis=-1):
-        out = _output(rewards, values, terminated, truncated, last_value, bootstrap_values, importance)
-        return out, torch.empty_like(out)
+    for name in OPERATORS:
+        torch.library.register_fake(f"puffadv::{name}", _fake(name), lib=lib)

@@ -9,7 +9,7 @@ puffadv.torch right after it loads the library:
   write (refusals, version counter);
 - Negative: the in-place op refuses negative views by name (torch's fallback crashes);
 - Functionalize: the in-place op under torch.compile;
-- the fake kernels of the puff ops (those of gae & co are in _torch_conventions).
+- the fake kernels of the puff ops (those of the estimator family are in _torch_conventions).
 """
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ import torch
 from . import _core, _fallback, _torch_conventions, _torch_rules
 
 _PUFF_NAMES = ("values", "rewards", "dones", "importance", "advantages")
-_FUNCTIONAL = ("puff_advantage", "gae", "td_lambda_returns", "vtrace")
+_FUNCTIONAL = ("puff_advantage", *_torch_conventions.OPERATORS)
 _BELOW_BACKEND_SELECT = torch._C._dispatch_keyset_full_after(torch._C.DispatchKey.BackendSelect)
 _TYPE_ERROR = "TypeError: "  # how a kernel marks a type problem (type_error_prefix in src/torch/ops.hpp)
 

@@ -1,9 +1,11 @@
 """puffadv inside JAX: XLA FFI handlers usable under ``jax.jit``, ``jax.vmap`` and sharding.
 
-``import puffadv.jax`` provides :func:`compute_puff_advantage` and the standard
-conventions :func:`gae`, :func:`td_lambda_returns` and :func:`vtrace`. The
-handlers (compiled into ``puffadv._core`` for CPU and, in GPU builds, CUDA or
-ROCm; all four functions have both) are registered with XLA on the first call,
+``import puffadv.jax`` provides :func:`compute_puff_advantage` and the estimator
+family: :func:`gae`, :func:`td_lambda_returns`, :func:`vtrace`,
+:func:`discounted_returns`, :func:`n_step_returns`, :func:`retrace`,
+:func:`q_lambda`, :func:`episodic_cumsum` and :func:`eligibility_traces` (in
+``_jax_family.py``). The handlers (compiled into ``puffadv._core`` for CPU and,
+in GPU builds, CUDA or ROCm) are registered with XLA on the first call,
 for the platforms ``"cpu"``, ``"CUDA"`` and ``"ROCM"``. On a GPU the kernel runs
 on XLA's own stream, with no host round trip, no synchronisation and no
 allocation.
@@ -49,7 +51,9 @@ if not hasattr(_core, "jax_ffi_targets"):
         "or it was built with PUFF_JAX=OFF); install jax, then rebuild: "
         "pip install --no-build-isolation . -C cmake.define.PUFF_JAX=ON")
 
-__all__ = ["compute_puff_advantage", "gae", "td_lambda_returns", "vtrace", "Estimate", "VTraceEstimate"]
+__all__ = ["compute_puff_advantage", "gae", "td_lambda_returns", "vtrace", "discounted_returns",
+           "n_step_returns", "retrace", "q_lambda", "episodic_cumsum", "eligibility_traces", "Estimate",
+           "VTraceEstimate"]
 
 _HANDLER_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 _FLAGS = (np.dtype(np.bool_), np.dtype(np.uint8))
@@ -244,141 +248,8 @@ def compute_puff_advantage(values, rewards, dones, importance, gamma=0.99, gae_l
     return _puff_advantage_jit(*arrays, *params)
 
 
-# ----------------------------------------------------------------- standard conventions
+# ----------------------------------------------------------------- the estimator family
 
-_KINDS = {"gae": 0, "td_lambda": 1, "vtrace": 2}
-# Optional inputs in the handler's order, with their bit in its `present` mask.
-_OPTIONAL = (("truncated", 1), ("last_value", 2), ("bootstrap_values", 4), ("importance", 8))
-
-
-def _standard_per_shard(static, rewards, values, terminated, *optional):
-    """The custom call on whatever block of rows XLA hands it."""
-    kind, present, gamma, lam, rho_clip, c_clip, rho_pg_clip = static
-    dtype = np.dtype(rewards.dtype)
-    scalar = dtype.type
-    out = result_type(rewards, dtype)
-    call = jax.ffi.ffi_call(f"puffadv_standard_estimate_{'f64' if dtype == np.float64 else 'f32'}",
-                            (out, out), vmap_method="broadcast_all")
-    return tuple(call(rewards, values, terminated, *optional, kind=np.int32(kind),
-                      present=np.int32(present), gamma=scalar(gamma), lambda_=scalar(lam),
-                      rho_clip=scalar(rho_clip), c_clip=scalar(c_clip), rho_pg_clip=scalar(rho_pg_clip)))
-
-
-_STANDARD_CALLS = {kind: RowwiseCall(_standard_per_shard, f"puffadv.jax.{function}")
-                   for kind, function in (("gae", "gae"), ("td_lambda", "td_lambda_returns"),
-                                          ("vtrace", "vtrace"))}
-
-
-@functools.partial(jax.custom_jvp, nondiff_argnums=(0, 1))
-def _standard_estimate(static, layout, rewards, values, terminated, optional):
-    """`layout`: (names of the arrays passed, how the time axis is named in messages)."""
-    names, time_axis_label = layout
-    kind = next(k for k, code in _KINDS.items() if code == static[0])
-    return _STANDARD_CALLS[kind](static, (rewards, values, terminated, *optional), names, time_axis_label)
-
-
-@_standard_estimate.defjvp
-def _standard_estimate_jvp(static, layout, primals, tangents):
-    raise ValueError(_not_differentiable(("gae", "td_lambda_returns", "vtrace")[static[0]]))
-
-
-_standard_estimate_jit = jax.jit(_standard_estimate, static_argnums=(0, 1))
-
-
-def _standard(kind, lambda_name, rewards, values, terminated, optional, gamma, lam, rho_clip, c_clip,
-              rho_pg_clip, time_axis):
-    """(advantages, returns) of one convention, shaped like `rewards`."""
-    named = {"rewards": _array(rewards, "rewards"), "values": _array(values, "values"),
-             "terminated": _array(terminated, "terminated")}
-    named.update({name: _array(x, name) for name, x in optional.items() if x is not None})
-    if isinstance(time_axis, bool) or not isinstance(time_axis, numbers.Integral):
-        raise TypeError(f"time_axis must be an int (0: time-major [T, B], 1: batch-major [B, T]), "
-                        f"got {type(time_axis).__name__}")
-    params = tuple(_scalar(p, n) for p, n in ((gamma, "gamma"), (lam, lambda_name), (rho_clip, "rho_clip"),
-                                              (c_clip, "c_clip"), (rho_pg_clip, "rho_pg_clip")))
-    specs = {name: (_spec(named[name]) if name in named else None)
-             for name in ("rewards", "values", "terminated", *(n for n, _ in _OPTIONAL))}
-    _core.jax_check_standard(kind, *specs.values(), *params, int(time_axis), lambda_name)
-    _register()
-
-    compute = _compute_dtype(named["values"].dtype)
-    time_major = int(time_axis) in (0, -2)
-
-    def prepare(name):  # batch-major [B, T] in the compute dtype; last_value is [B]
-        x = named[name]
-        x = _as_flag(x, compute) if name in ("terminated", "truncated") else _as_float(x, compute)
-        return jnp.swapaxes(x, 0, 1) if time_major and x.ndim == 2 else x
-
-    present = sum(bit for name, bit in _OPTIONAL if name in named)
-    extra = tuple(prepare(name) for name, _ in _OPTIONAL if name in named)
-    static = (_KINDS[kind], present, *params)
-    names = ("rewards", "values", "terminated", *(name for name, _ in _OPTIONAL if name in named))
-    time_axis_label = f"axis {'0' if time_major else '-1'}, time_axis={int(time_axis)}"
-    advantages, returns = _standard_estimate_jit(static, (names, time_axis_label), prepare("rewards"),
-                                                 prepare("values"), prepare("terminated"), extra)
-    if time_major:
-        advantages, returns = jnp.swapaxes(advantages, 0, 1), jnp.swapaxes(returns, 0, 1)
-    return advantages, returns
-
-
-_CONVENTIONS_DOC = """
-
-    Arrays are 2-D JAX (or NumPy) arrays, ``[B, T]`` with ``time_axis=-1`` (default)
-    or ``[T, B]`` with ``time_axis=0`` (XLA transposes those around the call).
-    Floats: float32, float64 (``jax_enable_x64``), bfloat16/float16 (computed in
-    float32, float32 results); flags bool, uint8 or the float dtype. Pass exactly
-    one of ``last_value`` (``[B]``) and ``bootstrap_values`` (rewards' shape);
-    ``truncated`` needs ``bootstrap_values``. Shapes, dtypes and scalars are checked
-    before lowering with the messages of the NumPy function; a step both terminated
-    and truncated depends on the data and fails when the call runs. Scalars must be
-    concrete (static under ``jit``). ``jax.vmap`` adds leading batch axes to one
-    call. Under ``jit``, arrays sharded over the batch axis ``B`` (axis 0, or axis
-    1 with ``time_axis=0``) stay sharded: no collective, outputs sharded alike.
-    Not differentiable: ``jax.grad`` through an input raises ``ValueError``.
-    On a GPU the GPU kernels run, on XLA's stream; there a step both terminated
-    and truncated gives NaN in its row instead of an error (the host never waits
-    for the GPU to check the data).
-"""
-
-
-def gae(rewards, values, terminated, truncated=None, *, last_value=None, bootstrap_values=None,
-        importance=None, gamma=0.99, gae_lambda=0.95, rho_clip=1.0, c_clip=1.0,
-        time_axis=-1) -> Estimate:
-    """Generalised advantage estimation as TorchRL, SB3, CleanRL and rlax define it
-    (same numbers as :func:`puffadv.gae`), as an XLA custom call. Returns an
-    :class:`Estimate` with ``advantages`` and ``returns`` (advantages + values)."""
-    optional = {"truncated": truncated, "last_value": last_value,
-                "bootstrap_values": bootstrap_values, "importance": importance}
-    advantages, returns = _standard("gae", "gae_lambda", rewards, values, terminated, optional, gamma,
-                                    gae_lambda, rho_clip, c_clip, 1.0, time_axis)
-    return Estimate(advantages, returns)
-
-
-def td_lambda_returns(rewards, values, terminated, truncated=None, *, last_value=None,
-                      bootstrap_values=None, importance=None, gamma=0.99, lambda_=0.95, rho_clip=1.0,
-                      c_clip=1.0, time_axis=-1) -> Estimate:
-    """TD(lambda) returns as rlax's ``lambda_returns`` and TorchRL define them (same
-    numbers as :func:`puffadv.td_lambda_returns`), as an XLA custom call. Returns an
-    :class:`Estimate`: ``returns`` G and ``advantages`` G - values."""
-    optional = {"truncated": truncated, "last_value": last_value,
-                "bootstrap_values": bootstrap_values, "importance": importance}
-    advantages, returns = _standard("td_lambda", "lambda_", rewards, values, terminated, optional,
-                                    gamma, lambda_, rho_clip, c_clip, 1.0, time_axis)
-    return Estimate(advantages, returns)
-
-
-def vtrace(rewards, values, terminated, truncated=None, *, last_value=None, bootstrap_values=None,
-           importance=None, gamma=0.99, lambda_=1.0, rho_clip=1.0, c_clip=1.0, rho_pg_clip=1.0,
-           time_axis=-1) -> VTraceEstimate:
-    """V-trace (IMPALA), same numbers as :func:`puffadv.vtrace`, as an XLA custom
-    call. Returns a :class:`VTraceEstimate`: targets ``vs`` and the policy-gradient
-    advantages ``pg_advantages``."""
-    optional = {"truncated": truncated, "last_value": last_value,
-                "bootstrap_values": bootstrap_values, "importance": importance}
-    pg_advantages, vs = _standard("vtrace", "lambda_", rewards, values, terminated, optional, gamma,
-                                  lambda_, rho_clip, c_clip, rho_pg_clip, time_axis)
-    return VTraceEstimate(vs, pg_advantages)
-
-
-for _function in (gae, td_lambda_returns, vtrace):
-    _function.__doc__ += _CONVENTIONS_DOC
+# Last: _jax_family reads this module's helpers (and _register) at call time.
+from ._jax_family import (discounted_returns, eligibility_traces, episodic_cumsum, gae,  # noqa: E402
+                          n_step_returns, q_lambda, retrace, td_lambda_returns, vtrace)

@@ -12,8 +12,13 @@ half (fakes, autograd, torch.compile; see _torch_kernels):
   gae_lambda, rho_clip, c_clip) -> Tensor`` returns a new row-major tensor.
 
 Both trace under torch.compile(fullgraph=True); there the in-place op becomes
-the functional op plus a copy into ``advantages``. So do ``gae``,
-``td_lambda_returns`` and ``vtrace`` (the standard conventions, functional).
+the functional op plus a copy into ``advantages``. So do the estimator
+family's functional ops (src/torch/conventions_ops.cpp, schemas there):
+``gae``, ``td_lambda_returns``, ``vtrace``, ``discounted_returns``,
+``n_step_returns``, ``retrace``, ``q_lambda``, ``episodic_cumsum`` and
+``eligibility_traces``, with the Python API's arguments and numbers (retrace
+takes one pair of probabilities with ``log_probs`` saying which kind;
+episodic_cumsum's ``reset_at_start`` is ``boundary="starts_at"``).
 No op records an autograd graph: advantages and returns are training targets.
 
 CPU and CUDA (HIP under ROCm torch) tensors; on a GPU the work is queued on

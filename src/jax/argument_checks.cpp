@@ -88,33 +88,56 @@ void check_puff(nb::handle values, nb::handle rewards, nb::handle dones, nb::han
     check_puff_arguments(a, puff_params{gamma, gae_lambda, rho_clip, c_clip});
 }
 
-std::optional<matrix> optional_view(fake_arrays& fake, nb::handle spec, const char* name) {
-    if (spec.is_none()) return std::nullopt;
-    return fake.view(spec, name);
+/// The arrays of one call by the core's roles (standard_arrays' fields): each a
+/// (shape, dtype name, the caller's name for it) triple, absent roles missing.
+void view_roles(fake_arrays& fake, const nb::dict& arrays, standard_arrays& a) {
+    const std::pair<const char*, std::optional<matrix>*> optional[] = {
+        {"values", &a.values},
+        {"truncated", &a.truncated},
+        {"last_value", &a.last_value},
+        {"bootstrap_values", &a.bootstrap_values},
+        {"importance", &a.importance},
+        {"next_values", &a.next_values},
+        {"target_probs", &a.target_probs},
+        {"behaviour_probs", &a.behaviour_probs},
+        {"greedy", &a.greedy}};
+    const auto view = [&](const char* role) {
+        nb::handle spec = arrays[role];
+        return fake.view(spec, nb::cast<const char*>(spec[2]));
+    };
+    a.rewards = view("rewards");
+    a.terminated = view("terminated");
+    for (auto [role, field] : optional)
+        if (arrays.contains(role)) *field = view(role);
 }
 
-void check_standard(const std::string& kind, nb::handle rewards, nb::handle values, nb::handle terminated,
-                    nb::handle truncated, nb::handle last_value, nb::handle bootstrap_values,
-                    nb::handle importance, double gamma, double lambda, double rho_clip, double c_clip,
-                    double rho_pg_clip, int time_axis, const std::string& lambda_name) {
+void check_standard(const std::string& kind, const nb::dict& arrays, double gamma, double lambda,
+                    double rho_clip, double c_clip, double rho_pg_clip, std::int64_t n, bool log_probs,
+                    bool reset_at_start, std::int64_t time_axis, const std::string& lambda_name,
+                    bool advantages) {
     fake_arrays fake;
     standard_arrays a;
-    a.rewards = fake.view(rewards, "rewards");
-    a.values = fake.view(values, "values");
-    a.terminated = fake.view(terminated, "terminated");
-    a.truncated = optional_view(fake, truncated, "truncated");
-    a.last_value = optional_view(fake, last_value, "last_value");
-    a.bootstrap_values = optional_view(fake, bootstrap_values, "bootstrap_values");
-    a.importance = optional_view(fake, importance, "importance");
-    // Both outputs, shaped like rewards, as puffadv.gae allocates them.
-    const dtype out = is_reduced(a.values.type) ? dtype::float32 : a.values.type;
-    a.advantages = fake.output(rewards, out);
-    a.fused.returns = fake.output(rewards, out);
+    view_roles(fake, arrays, a);
+    // The outputs puffadv.jax allocates, shaped like rewards: the values' dtype
+    // (the rewards' where a kind reads none), float32 for 16-bit floats.
+    const dtype in = a.values ? a.values->type : a.rewards.type;
+    const dtype out = is_reduced(in) ? dtype::float32 : in;
+    if (advantages) a.advantages = fake.output(arrays["rewards"], out);
+    a.fused.returns = fake.output(arrays["rewards"], out);
 
     if (auto problem = apply_time_axis(a, time_axis)) throw value_error(problem.message);
 
-    const standard_params p{estimator_from_name(kind), gamma, lambda, rho_clip, c_clip, rho_pg_clip,
-                            lambda_name.c_str()};
+    standard_params p;
+    p.kind = estimator_from_name(kind);
+    p.gamma = gamma;
+    p.lambda = lambda;
+    p.rho_clip = rho_clip;
+    p.c_clip = c_clip;
+    p.rho_pg_clip = rho_pg_clip;
+    p.lambda_name = lambda_name.c_str();
+    p.n = n;
+    p.log_probs = log_probs;
+    p.reset_at_start = reset_at_start;
     detail::throw_problem(find_standard_problem(a, p));
 }
 
@@ -125,12 +148,12 @@ void register_argument_checks(nb::module_& m) {
           nb::arg("importance"), nb::arg("gamma"), nb::arg("gae_lambda"), nb::arg("rho_clip"),
           nb::arg("c_clip"),
           "Raises what compute_puff_advantage would for arrays given as (shape, dtype name).");
-    m.def("jax_check_standard", &check_standard, nb::arg("kind"), nb::arg("rewards"), nb::arg("values"),
-          nb::arg("terminated"), nb::arg("truncated").none(), nb::arg("last_value").none(),
-          nb::arg("bootstrap_values").none(), nb::arg("importance").none(), nb::arg("gamma"),
-          nb::arg("lambda_"), nb::arg("rho_clip"), nb::arg("c_clip"), nb::arg("rho_pg_clip"),
-          nb::arg("time_axis"), nb::arg("lambda_name"),
-          "Raises what gae / td_lambda_returns / vtrace would for arrays given as (shape, dtype name).");
+    m.def("jax_check_standard", &check_standard, nb::arg("kind"), nb::arg("arrays"), nb::arg("gamma"),
+          nb::arg("lambda_"), nb::arg("rho_clip"), nb::arg("c_clip"), nb::arg("rho_pg_clip"), nb::arg("n"),
+          nb::arg("log_probs"), nb::arg("reset_at_start"), nb::arg("time_axis"), nb::arg("lambda_name"),
+          nb::arg("advantages"),
+          "Raises what the estimator `kind` of the puffadv module would for arrays given by role as\n"
+          "(shape, dtype name, argument name) triples.");
 }
 
 }  // namespace puffadv::jax

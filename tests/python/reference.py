@@ -148,3 +148,134 @@ def random_episodes(rng, rows, horizon, dtype=np.float32, end_rate=0.15):
                 bootstrap_values=f(rng.standard_normal((rows, horizon))),
                 last_value=f(rng.standard_normal(rows)),
                 importance=f(rng.uniform(0.0, 3.0, (rows, horizon))))
+
+
+# ---- the estimator family (issue 20; /work/wt/FAMILY.md, docs/semantics.md) ----
+# Each takes batch-major [B, T] arrays and returns float64 arrays, one row and
+# one step at a time, written from the recurrences, not from the kernels.
+
+def _flags(x, like):
+    return np.zeros(like.shape, bool) if x is None else np.asarray(x).astype(bool)
+
+
+def _bootstrap(values, truncated, last_value, bootstrap_values, b, t):
+    """V'_t: values[t+1] inside the buffer, the bootstrap at a truncation or the last step."""
+    horizon = truncated.shape[1]
+    if truncated[b, t] or t == horizon - 1:
+        if bootstrap_values is not None:
+            return float(bootstrap_values[b, t])
+        return 0.0 if last_value is None else float(last_value[b])
+    return float(values[b, t + 1])
+
+
+def discounted_returns(rewards, terminated, truncated=None, last_value=None, bootstrap_values=None, gamma=0.99):
+    """G_t = r_t + gamma (1 - term_t) B_t + gamma (1 - done_t) G_{t+1}; B_t the bootstrap at
+    truncations and the last step (0 elsewhere, and 0 everywhere without one)."""
+    r = np.asarray(rewards, np.float64)
+    term, trunc = _flags(terminated, r), _flags(truncated, r)
+    boot = None if bootstrap_values is None else np.asarray(bootstrap_values, np.float64)
+    out = np.zeros(r.shape)
+    for b in range(r.shape[0]):
+        g = 0.0
+        for t in range(r.shape[1] - 1, -1, -1):
+            at_end = trunc[b, t] or t == r.shape[1] - 1
+            bootstrap = _bootstrap(r, trunc, last_value, boot, b, t) if at_end else 0.0
+            done = term[b, t] or trunc[b, t]
+            g = r[b, t] + (0.0 if term[b, t] else gamma * bootstrap) + (0.0 if done else gamma * g)
+            out[b, t] = g
+    return out
+
+
+def n_step_returns(rewards, values, terminated, truncated=None, last_value=None, bootstrap_values=None,
+                   n=1, gamma=0.99, lam=1.0):
+    """G^(n)_t = Wn_t: W1_s = r_s + gamma (1 - term_s) V'_s; Wj_s = r_s + gamma (1 - term_s)
+    [(1 - lam) V'_s + lam W(j-1)_{s+1}] if not done_s and s + 1 < T, else W1_s. W1, W2, ...
+    in turn, each a NumPy expression over the row's steps (O(T n))."""
+    r, v = np.asarray(rewards, np.float64), np.asarray(values, np.float64)
+    term, trunc = _flags(terminated, r), _flags(truncated, r)
+    boot = None if bootstrap_values is None else np.asarray(bootstrap_values, np.float64)
+    rows, horizon = r.shape
+    out = np.zeros(r.shape)
+    for b in range(rows):
+        nv = np.array([_bootstrap(v, trunc, last_value, boot, b, t) for t in range(horizon)])
+        one = r[b] + np.where(term[b], 0.0, gamma * nv)
+        cut = term[b] | trunc[b] | (np.arange(horizon) == horizon - 1)
+        w = one
+        for _ in range(min(n, horizon) - 1):  # the window never reaches past the row
+            later = np.append(w[1:], 0.0)
+            w = np.where(cut, one, r[b] + gamma * ((1 - lam) * nv + lam * later))
+        out[b] = w
+    return out
+
+
+def retrace(rewards, q_values, next_values, terminated, truncated=None, target_probs=None,
+            behaviour_probs=None, log_probs=False, gamma=0.99, lam=1.0, c_clip=1.0):
+    """Delta_t = r_t + gamma (1 - term_t) nv_t - q_t + gamma (1 - done_t) c_{t+1} Delta_{t+1},
+    c_t = lam min(c_clip, pi_t / mu_t) (log-probs: exp(pi_t - mu_t)), Delta after the row 0.
+    Returns (Delta, Q_ret = q + Delta)."""
+    r, q, nv = (np.asarray(a, np.float64) for a in (rewards, q_values, next_values))
+    pi, mu = np.asarray(target_probs, np.float64), np.asarray(behaviour_probs, np.float64)
+    ratio = np.exp(pi - mu) if log_probs else pi / mu
+    term, trunc = _flags(terminated, r), _flags(truncated, r)
+    out = np.zeros(r.shape)
+    for b in range(r.shape[0]):
+        delta = 0.0
+        for t in range(r.shape[1] - 1, -1, -1):
+            done = term[b, t] or trunc[b, t]
+            later = 0.0
+            if not done and t + 1 < r.shape[1]:
+                later = gamma * lam * min(c_clip, ratio[b, t + 1]) * delta
+            delta = r[b, t] + (0.0 if term[b, t] else gamma * nv[b, t]) - q[b, t] + later
+            out[b, t] = delta
+    return out, out + q
+
+
+def q_lambda(rewards, q_values, next_values, terminated, truncated=None, greedy=None, gamma=0.99, lam=0.9):
+    """G_t = r_t + gamma (1 - term_t) [(1 - lam_t) nv_t + lam_t G_{t+1}] inside an episode and the
+    row, else r_t + gamma (1 - term_t) nv_t; lam_t = lam (Peng) or lam greedy_{t+1} (Watkins).
+    Returns (G - q, G)."""
+    r, q, nv = (np.asarray(a, np.float64) for a in (rewards, q_values, next_values))
+    term, trunc = _flags(terminated, r), _flags(truncated, r)
+    out = np.zeros(r.shape)
+    for b in range(r.shape[0]):
+        g = 0.0
+        for t in range(r.shape[1] - 1, -1, -1):
+            bootstrap = 0.0 if term[b, t] else gamma * nv[b, t]
+            if term[b, t] or trunc[b, t] or t + 1 == r.shape[1]:
+                g = r[b, t] + bootstrap
+            else:
+                lam_t = lam if greedy is None else lam * float(bool(greedy[b, t + 1]))
+                g = r[b, t] + gamma * ((1 - lam_t) * nv[b, t] + lam_t * g)
+            out[b, t] = g
+    return out - q, out
+
+
+def episodic_sum(inputs, dones, seed=None, decay=1.0, reset_at_start=False):
+    """C_t = x_t + decay (1 - reset_t) C_{t-1}, C_{-1} = seed (or 0); reset_t = dones[t-1]
+    ('ends_at', dones[-1] = 0) or dones[t] ('starts_at'). A forward scan."""
+    x = np.asarray(inputs, np.float64)
+    d = _flags(dones, x)
+    out = np.zeros(x.shape)
+    for b in range(x.shape[0]):
+        c = 0.0 if seed is None else float(seed[b])
+        for t in range(x.shape[1]):
+            reset = d[b, t] if reset_at_start else (t > 0 and d[b, t - 1])
+            c = x[b, t] + (0.0 if reset else decay * c)
+            out[b, t] = c
+    return out
+
+
+def random_off_policy(rng, rows, horizon, dtype=np.float32, end_rate=0.15):
+    """random_episodes plus what Retrace and Q(lambda) read: q_values, next_values
+    (never read after a termination: garbage there), probabilities of the taken
+    actions in (0.05, 1] (ratios around 1, so that c_clip bites) and greedy flags."""
+    e = random_episodes(rng, rows, horizon, dtype, end_rate)
+    f = lambda a: a.astype(dtype)
+    e["q_values"] = f(rng.standard_normal((rows, horizon)))
+    e["next_values"] = f(np.where(e["terminated"], 1e3, rng.standard_normal((rows, horizon))))
+    e["target_probs"] = f(rng.uniform(0.05, 1.0, (rows, horizon)))
+    e["behaviour_probs"] = f(rng.uniform(0.05, 1.0, (rows, horizon)))
+    e["target_log_probs"] = np.log(e["target_probs"]).astype(dtype)
+    e["behaviour_log_probs"] = np.log(e["behaviour_probs"]).astype(dtype)
+    e["greedy"] = rng.random((rows, horizon)) < 0.7
+    return e

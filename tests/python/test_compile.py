@@ -120,6 +120,35 @@ def test_conventions(device, rng):
 
 
 @pytest.mark.parametrize("device", DEVICES)
+def test_estimator_family(device, rng):
+    """The six functions of issue 20 trace through the same operator, their
+    arrays and options (n, log-probabilities, boundary) carried with it."""
+    e = ref.random_off_policy(rng, 7, 30)
+    keys = ("rewards", "values", "terminated", "truncated", "bootstrap_values", "q_values", "next_values",
+            "target_log_probs", "behaviour_log_probs", "greedy", "last_value")  # logs: inductor's log is not eager's
+    arrays = on(device, [e[k] for k in keys])
+
+    def estimates(r, v, term, trunc, boot, q, nv, log_pi, log_mu, greedy, seed, out):
+        return (puffadv.discounted_returns(r, term, trunc, bootstrap_values=boot, gamma=0.9, sums=True),
+                puffadv.n_step_returns(r.T, v.T, term.T, trunc.T, n=3, bootstrap_values=boot.T, time_axis=0,
+                                       advantages=True),
+                puffadv.retrace(r, q, nv, term, trunc, target_log_probs=log_pi, behaviour_log_probs=log_mu,
+                                c_clip=1.3),
+                puffadv.q_lambda(r, q, nv, term, trunc, greedy=greedy, returns=out),
+                puffadv.episodic_cumsum(r, term | trunc, seed=seed, boundary="starts_at"),
+                puffadv.eligibility_traces(r, term | trunc, gamma=0.9, lambda_=0.8))
+
+    out_compiled, out_eager = poison((7, 30), torch.float32, device), poison((7, 30), torch.float32, device)
+    compiled = torch.compile(estimates, fullgraph=True)(*arrays, out_compiled)
+    eager = estimates(*arrays, out_eager)
+    assert_same(compiled, eager)
+    assert compiled[3].returns is out_compiled
+    want, _ = ref.retrace(e["rewards"], e["q_values"], e["next_values"], e["terminated"], e["truncated"],
+                          e["target_log_probs"], e["behaviour_log_probs"], True, 0.99, 1.0, 1.3)
+    assert ref.relative_error(eager[2].advantages.cpu().numpy(), want) <= 1e-5
+
+
+@pytest.mark.parametrize("device", DEVICES)
 def test_reduced_precision_gives_float32_as_eager(device, rng):
     def both(v, r, d, i, last):
         return (puffadv.compute_puff_advantage(v, r, d, i, None, *PARAMS),
@@ -172,8 +201,8 @@ def test_custom_ops_pass_opcheck(rng):
                           (v, r, d, i, out, returns, None, sums, None, *PARAMS, None))
     terminated = d > 0
     torch.library.opcheck(torch.ops.puffadv_python.standard_estimate,
-                          (r, v, terminated, None, v[:, 0].contiguous(), None, i, out, None, None, sums, None,
-                           "vtrace", "lambda_", 0.97, 1.0, 1.5, 0.8, 1.2, -1, None))
+                          (r, v, terminated, None, v[:, 0].contiguous(), None, i, None, None, None, None, out,
+                           None, None, sums, None, "vtrace", 0.97, 1.0, 1.5, 0.8, 1.2, -1, 1, False, False, None))
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")

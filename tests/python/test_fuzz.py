@@ -712,6 +712,238 @@ def test_fuzz_conventions(kind, data):
           f"{'time-major' if case['time_major'] else 'batch-major'} | {given_outputs} outputs given"] += 1
 
 
+# --- the estimator family (issue 20) ---------------------------------------------
+#
+# Each kind: its function, the arrays it always takes, the sets of optional
+# arrays a valid call may add (one drawn per case), its outputs and its scalars
+# with good values. The arrays' layouts, dtypes and frameworks and the faults are
+# drawn as above; the reference is reference.py's.
+
+FAMILY = {
+    "discounted_returns": (puffadv.discounted_returns, ("rewards", "terminated"),
+                           [(), ("last_value",), ("truncated", "bootstrap_values"), ("bootstrap_values",)],
+                           ("returns",), dict(gamma=[0.0, 0.9, 1.0])),
+    "n_step_returns": (puffadv.n_step_returns, ("rewards", "values", "terminated"),
+                       [("last_value",), ("truncated", "bootstrap_values"), ("bootstrap_values",)],
+                       ("advantages", "returns"), dict(gamma=[0.0, 0.9, 1.0], lambda_=[0.0, 0.8, 1.0],
+                                                       n=[1, 2, 5, 40, np.int32(3)])),
+    "retrace": (puffadv.retrace, ("rewards", "q_values", "next_values", "terminated"),
+                [("target_probs", "behaviour_probs"), ("target_log_probs", "behaviour_log_probs"),
+                 ("truncated", "target_probs", "behaviour_probs")],
+                ("advantages", "returns"), dict(gamma=[0.0, 0.9, 1.0], lambda_=[0.0, 0.9, 1.0], c_clip=[0.0, 1.0, 2.0])),
+    "q_lambda": (puffadv.q_lambda, ("rewards", "q_values", "next_values", "terminated"),
+                 [(), ("greedy",), ("truncated",), ("truncated", "greedy")],
+                 ("advantages", "returns"), dict(gamma=[0.0, 0.9, 1.0], lambda_=[0.0, 0.9, 1.0])),
+    "episodic_cumsum": (puffadv.episodic_cumsum, ("inputs", "dones"), [(), ("seed",)], ("out",),
+                        dict(boundary=["ends_at", "starts_at"])),
+    "eligibility_traces": (puffadv.eligibility_traces, ("inputs", "dones"), [(), ("seed",)], ("out",),
+                           dict(gamma=[0.0, 0.9, 1.0], lambda_=[0.0, 0.5, 1.0])),
+}
+FAMILY_FLAGS = ("terminated", "truncated", "dones", "greedy")
+FAMILY_FAULTS = ["dtype", "shape", "ndim", "not-array", "framework", "param", "time_axis", "misaligned", "alias"]
+# Faults of one kind: what only its own arguments can get wrong.
+KIND_FAULTS = {"n_step_returns": [("n", 0, ValueError), ("n", 1.5, TypeError), ("n", True, TypeError)],
+               "episodic_cumsum": [("boundary", "ends", ValueError)],
+               "retrace": [("target_log_probs", "mix", ValueError), ("behaviour_probs", "half pair", ValueError)]}
+
+
+# The core's names for arguments the caller calls otherwise (test_family_errors.py's strict
+# xfails OUT_NAMED_ADVANTAGES and LOG_PROBS_NAMED_PROBS record them as defects).
+CORE_NAMES = {"out": ("advantages",), "target_log_probs": ("target_probs",),
+              "behaviour_log_probs": ("behaviour_probs",)}
+
+
+def family_data(rng, rows, cols):
+    """Every array any kind reads, under the caller's names (float64; flags bool)."""
+    e = reference.random_off_policy(rng, max(rows, 1), max(cols, 1), np.float64)
+    e = {k: v[:rows, :cols] if v.ndim == 2 else v[:rows] for k, v in e.items()}
+    # Layouts that share elements make a never-read next value read: keep it at the
+    # others' scale (1e3 against returns near 1 exceeds float32's 1e-5 in Q(lambda)'s
+    # delta form, which rounds gamma * next_values before (1 - lambda) cancels it).
+    e["next_values"] = np.where(e["terminated"], rng.standard_normal(e["terminated"].shape), e["next_values"])
+    e.update(inputs=e["rewards"], dones=e["terminated"] | e["truncated"], seed=e["last_value"])
+    return e
+
+
+@st.composite
+def family_calls(draw, kind):
+    function, required, choices, out_names, good = FAMILY[kind]
+    rows, cols = draw(st.sampled_from([0, 1, 2, 5, 17])), draw(st.sampled_from([0, 1, 2, 7, 33]))
+    framework = draw(st.sampled_from(["numpy"] * 3 + (["torch"] if torch is not None else [])))
+    dtype = draw(st.sampled_from(MAIN_DTYPES if framework == "torch" else MAIN_DTYPES[:3]))
+    time_major = draw(st.booleans())
+    time_axis = draw(st.sampled_from([0, -2] if time_major else [-1, 1]))
+    names = [*required, *draw(st.sampled_from(choices))]
+    fault = draw(st.sampled_from([None] * 6 + FAMILY_FAULTS + ["kind"] * (kind in KIND_FAULTS)))
+    ep = family_data(np.random.default_rng(draw(st.integers(0, 2**32 - 1))), rows, cols)
+    flag_dtype = draw(st.sampled_from([np.bool_, np.uint8, dtype]))
+    series = [n for n in names if n not in ("last_value", "seed")]
+    victim = draw(st.sampled_from(series))
+    kwargs, logical, keep, faults = {}, {}, {}, []
+    torch_dtype = lambda d: torch.bfloat16 if d == "bfloat16" else torch.from_numpy(np.zeros(1, d)).dtype
+    for name in names:
+        is_flag, a_dtype, a_rows, ndim = name in FAMILY_FLAGS, dtype, rows, 2
+        a_dtype = flag_dtype if is_flag else dtype
+        if name in ("last_value", "seed"):  # [B]: contiguous, in the call's float dtype
+            host = ep[name].astype(np.float32 if dtype == "bfloat16" else dtype)
+            kwargs[name] = torch.from_numpy(host).to(torch_dtype(dtype)) if framework == "torch" else host
+            logical[name] = as_numpy(kwargs[name]).astype(np.float64)
+            continue
+        if name == victim and fault == "dtype":
+            a_dtype = draw(st.sampled_from([np.int32, np.complex64] + [d for d in FLOATS if d != dtype]))
+            # Another float dtype is a mismatch only beside an array of the call's float dtype.
+            if a_dtype in FLOATS and not is_flag and flag_dtype in (np.bool_, np.uint8) and \
+                    not [n for n in names if n != name and n not in FAMILY_FLAGS]:
+                a_dtype = np.int32
+            faults.append((name, "dtype", TypeError))
+        elif name == victim and fault == "shape":
+            a_rows += 1
+            faults.append((name, "shape mismatch", ValueError))
+        elif name == victim and fault == "ndim":
+            ndim = draw(st.sampled_from([1, 3]))
+            faults.append((name, f"{ndim}-D array", ValueError))
+        elif name == victim and fault == "not-array":
+            kwargs[name] = draw(st.sampled_from(NOT_ARRAYS[1:]))
+            faults.append((name, "not an array", TypeError))
+            continue
+        layout = draw(layouts(a_rows, cols, output=is_flag))
+        if name == victim and fault == "misaligned":
+            layout["misaligned"] = draw(st.sampled_from([1, 2, 3]))
+        bf16 = a_dtype == "bfloat16"
+        view, base, offset = carve(a_rows, cols, np.float32 if bf16 else a_dtype, layout, 0)
+        data = np.zeros((a_rows, cols))
+        data[:rows] = ep[name]
+        as_strided(base[offset:], shape=view.shape, strides=view.strides)[...] = data.astype(view.dtype)
+        logical[name] = np.array(view).real.astype(np.float64)
+        obj = view if ndim == 2 else np.ascontiguousarray(view).ravel() if ndim == 1 else np.ascontiguousarray(view)[None]
+        if time_major and ndim == 2:
+            obj = obj.T
+        if framework == "torch" and not (name == victim and fault == "framework"):
+            obj = torch.from_numpy(np.array(obj))
+            if bf16:
+                obj = obj.bfloat16()
+                logical[name] = np.array(torch.from_numpy(np.array(view)).bfloat16().float().numpy(), np.float64)
+        elif bf16:
+            faults.append((name, "dtype", TypeError))
+        if name == victim and fault == "framework":
+            faults.append((name, "mixed frameworks", TypeError))
+            if framework == "numpy":
+                obj = torch.from_numpy(np.array(obj)) if torch is not None else [[0.0]]
+        if isinstance(obj, np.ndarray) and ndim == 2 and view.size and layout["misaligned"] % view.itemsize:
+            faults.append((name, "misaligned data", ValueError))
+        kwargs[name], keep[name] = obj, (view, base, offset, layout)
+
+    out_dtype = np.float32 if dtype_name(dtype) in REDUCED else dtype
+    requests = {}
+    for name in out_names:
+        if draw(st.booleans()):
+            layout = draw(layouts(rows, cols, output=True))
+            view, base, offset = carve(rows, cols, out_dtype, layout, np.nan)
+            obj = view.T if time_major else view
+            if framework == "torch":
+                obj = to_torch(view, base, offset, layout)
+                if obj is None:
+                    view = base = None
+                    obj = torch.full((rows, cols), float("nan"), dtype=torch_dtype(out_dtype))
+                obj = obj.T if time_major else obj
+            requests[name], keep[name] = obj, (view, base, offset, layout)
+        elif name != "out":
+            requests[name] = True
+    if fault == "alias" and isinstance(kwargs.get(series[0]), np.ndarray) and keep[series[0]][0].size \
+            and dtype_name(kwargs[series[0]].dtype) == dtype_name(out_dtype):
+        requests[out_names[-1]] = kwargs[series[0]]
+        faults.append((out_names[-1], "output aliases an input", ValueError))
+
+    params = {name: draw(st.sampled_from(values)) for name, values in good.items()}
+    if fault == "param" and "gamma" in params:
+        name = draw(st.sampled_from(sorted(n for n in params if n != "n")))
+        params[name] = draw(st.sampled_from([-0.5, float("nan"), 1.5 if name in ("gamma", "lambda_") else -1.0, "0.9"]))
+        faults.append((name, "parameter", TypeError if params[name] == "0.9" else ValueError))
+    if fault == "time_axis":
+        time_axis = draw(st.sampled_from([2, -3, "0", None]))
+        faults.append(("time_axis", "time_axis", ValueError if isinstance(time_axis, int) else TypeError))
+    if fault == "kind":
+        name, value, error = draw(st.sampled_from(KIND_FAULTS[kind]))
+        if name in params:
+            params[name] = value
+        elif value == "mix" and "target_log_probs" in kwargs:
+            kwargs["target_probs"] = kwargs["target_log_probs"]
+        elif value == "half pair" and "behaviour_probs" in kwargs:
+            del kwargs["behaviour_probs"]
+        else:
+            error = None
+        if error is not None:
+            faults.append((name, f"{kind} argument", error))
+    # A fault in the first array is told as the others' disagreeing with it.
+    named = not (fault in ("framework", "dtype", "shape") and victim == series[0])
+    return dict(kind=kind, rows=rows, cols=cols, framework=framework, dtype=dtype, time_major=time_major,
+                time_axis=time_axis, kwargs=kwargs, requests=requests, params=params, logical=logical, keep=keep,
+                faults=faults, named=named)
+
+
+def family_reference(case) -> dict:
+    """{output: float64 [B, T]} from what the arrays hold (reference.py)."""
+    kind, lg, p = case["kind"], case["logical"], case["params"]
+    flag = lambda name: lg[name] > 0 if name in lg else None
+    if kind == "discounted_returns":
+        return dict(returns=reference.discounted_returns(lg["rewards"], flag("terminated"), flag("truncated"),
+                                                         lg.get("last_value"), lg.get("bootstrap_values"), p["gamma"]))
+    if kind == "n_step_returns":
+        g = reference.n_step_returns(lg["rewards"], lg["values"], flag("terminated"), flag("truncated"),
+                                     lg.get("last_value"), lg.get("bootstrap_values"), int(p["n"]), p["gamma"],
+                                     p["lambda_"])
+        return dict(returns=g, advantages=g - lg["values"])
+    if kind == "retrace":
+        logs = "target_log_probs" in lg
+        adv, g = reference.retrace(lg["rewards"], lg["q_values"], lg["next_values"], flag("terminated"),
+                                   flag("truncated"), lg["target_log_probs" if logs else "target_probs"],
+                                   lg["behaviour_log_probs" if logs else "behaviour_probs"], logs, p["gamma"],
+                                   p["lambda_"], p["c_clip"])
+        return dict(returns=g, advantages=adv)
+    if kind == "q_lambda":
+        adv, g = reference.q_lambda(lg["rewards"], lg["q_values"], lg["next_values"], flag("terminated"),
+                                    flag("truncated"), flag("greedy"), p["gamma"], p["lambda_"])
+        return dict(returns=g, advantages=adv)
+    decay = 1.0 if kind == "episodic_cumsum" else p["gamma"] * p["lambda_"]
+    return dict(out=reference.episodic_sum(lg["inputs"], flag("dones"), lg.get("seed"), decay,
+                                           p.get("boundary") == "starts_at"))
+
+
+@pytest.mark.parametrize("kind", list(FAMILY))
+@FUZZ
+@given(data=st.data())
+def test_fuzz_family(kind, data):
+    case = data.draw(family_calls(kind))
+    classes = {cls for _, _, cls in case["faults"]}
+    try:
+        result = FAMILY[kind][0](**case["kwargs"], time_axis=case["time_axis"], **case["requests"], **case["params"])
+    except (TypeError, ValueError) as error:
+        assert classes, f"a valid call raised {type(error).__name__}: {error}"
+        assert type(error) in classes, f"raised {type(error).__name__} for faults {case['faults']}: {error}"
+        named = {n for name, _, _ in case["faults"] for n in (name, *CORE_NAMES.get(name, ()))}
+        assert not case["named"] or any(name in str(error) for name in named), \
+            f"{error} names none of {case['faults']}"
+        tally(kind, case["faults"], type(error).__name__)
+        return
+    assert not classes, f"no error for faults {case['faults']}"
+    for name, expected in family_reference(case).items():
+        got = result if name == "out" else getattr(result, name)
+        request = case["requests"].get(name, True)
+        if request is not True:
+            assert got is request, f"{name} was given but another array came back"
+        got_np = as_numpy(got).astype(np.float64)
+        got_np = got_np.T if case["time_major"] else got_np
+        assert got_np.shape == (case["rows"], case["cols"]), name
+        assert relative_error(got_np, expected) <= TOLERANCE[dtype_of(got)], name
+        keep = case["keep"].get(name)
+        if request is not True and keep is not None and keep[1] is not None:
+            view, base, offset, _ = keep
+            untouched = base.copy()
+            as_strided(untouched[offset:], shape=view.shape, strides=view.strides)[...] = np.nan
+            assert np.isnan(untouched).all(), f"a write landed outside the {name} view"
+    tally(kind, [], "right answer")
+
+
 # --- lying DLPack producers (issue 15) -------------------------------------------
 #
 # Every array is a DLPack producer over NumPy memory (dlpack_producers.py); some

@@ -236,3 +236,162 @@ def test_rlax_vtrace(rlax, episodes, lam):
     v_next = np.concatenate([e["values"][:, 1:], e["values"][:, -1:]], axis=1)
     quirk = np.minimum(ratio, 1.1) * (e["rewards"] + GAMMA * v_next - e["values"])
     close(np.where(inside, 0, quirk), np.where(inside, 0, pg))
+
+
+# ---------------------------------------------------------------- the estimator family (issue 20)
+# docs/conventions.md ("The estimator family") has the mapping tables these tests run.
+
+def test_rlax_discounted_returns(rlax, episodes):
+    """rlax's v_t (a scalar here) bootstraps only after the last step; a time limit
+    is folded into the reward with discount 0, as for GAE. puffadv reads the
+    bootstrap at truncations and the last step from bootstrap_values."""
+    e = episodes
+    done = e["terminated"] | e["truncated"]
+    discount = (GAMMA * (1 - done)).astype(np.float32)
+    folded = (e["rewards"] + np.where(e["truncated"], GAMMA * e["bootstrap_values"], 0)).astype(np.float32)
+    theirs = np.stack([np.asarray(rlax.discounted_returns(folded[b], discount[b], e["last_value"][b]))
+                       for b in range(ROWS)])
+    ours = puffadv.discounted_returns(e["rewards"], e["terminated"], e["truncated"], bootstrap_values=next_values(e),
+                                      gamma=GAMMA)
+    close(ours.returns, theirs)
+    # No bootstrap at all: v_t = 0 in rlax, nothing passed to puffadv.
+    theirs = _per_row(lambda r, d: rlax.discounted_returns(r, d, 0.0), e["rewards"], discount)
+    close(puffadv.discounted_returns(e["rewards"], done, gamma=GAMMA).returns, theirs)
+
+
+@pytest.mark.parametrize("n", [1, 3, 5, HORIZON + 3])
+@pytest.mark.parametrize("lam", [1.0, 0.8])
+def test_rlax_n_step_bootstrapped_returns(rlax, episodes, n, lam):
+    """v_t = V(s_{t+1}) is puffadv's bootstrap_values as it is; a time limit is a
+    per-step lambda_t = lambda (1 - truncated_t) with discount_t = gamma (1 - terminated_t)."""
+    e = episodes
+    nv = next_values(e)
+    discount = (GAMMA * (1 - e["terminated"])).astype(np.float32)
+    lam_t = (lam * (1 - e["truncated"])).astype(np.float32)
+    theirs = _per_row(lambda r, d, v, l: rlax.n_step_bootstrapped_returns(r, d, v, n, l), e["rewards"], discount,
+                      nv, lam_t)
+    ours = puffadv.n_step_returns(e["rewards"], e["values"], e["terminated"], e["truncated"], n=n,
+                                  bootstrap_values=nv, gamma=GAMMA, lambda_=lam)
+    close(ours.returns, theirs)
+
+
+ACTIONS = 3
+
+
+def _softmax(x):
+    x = np.exp(x - x.max(-1, keepdims=True))
+    return (x / x.sum(-1, keepdims=True)).astype(np.float32)
+
+
+def _action_values(e, rng):
+    """Per-state Q and pi tables of a discrete-action trajectory in rlax's layout:
+    (q_tm1, a_tm1, q_t, a_t, pi_t, mu_t), each [B, T, ...], and puffadv's
+    (q_values, next_values, target_probs, behaviour_probs, greedy). s_T is the state
+    after the last step; a truncated step's next state is its final observation
+    (its own Q and pi rows, and a behaviour probability of inf: rlax's c_t is then
+    min(1, pi / (inf + eps)) = 0, which is how a time limit cuts its trace)."""
+    rows, horizon = e["rewards"].shape
+    q = rng.standard_normal((rows, horizon + 1, ACTIONS)).astype(np.float32)
+    pi = _softmax(rng.standard_normal((rows, horizon + 1, ACTIONS)))
+    a = rng.integers(0, ACTIONS, (rows, horizon + 1))
+    mu = rng.uniform(0.05, 1.0, (rows, horizon + 1)).astype(np.float32)
+    final_q = rng.standard_normal((rows, horizon, ACTIONS)).astype(np.float32)
+    final_pi = _softmax(rng.standard_normal((rows, horizon, ACTIONS)))
+    trunc = e["truncated"]
+    q_t = np.where(trunc[..., None], final_q, q[:, 1:])
+    pi_t = np.where(trunc[..., None], final_pi, pi[:, 1:])
+    a_t = np.where(trunc, a[:, :-1], a[:, 1:])
+    mu_t = np.where(trunc, np.float32(np.inf), mu[:, 1:])
+    take = lambda table, actions: np.take_along_axis(table, actions[..., None], -1)[..., 0]
+    ours = dict(q_values=take(q[:, :-1], a[:, :-1]), next_values=(pi_t * q_t).sum(-1),
+                target_probs=take(pi[:, :-1], a[:, :-1]), behaviour_probs=mu[:, :-1],
+                greedy=a[:, :-1] == q[:, :-1].argmax(-1), max_next=q_t.max(-1))
+    return (q[:, :-1], a[:, :-1], q_t, a_t, pi_t, mu_t), ours
+
+
+@pytest.mark.parametrize("lam", [1.0, 0.7])
+def test_rlax_retrace(rlax, episodes, lam):
+    """rlax.retrace's errors are puffadv's advantages (Delta); its c_t is
+    lambda min(1, pi / (mu + 1e-8)): c_clip = 1, and the eps moves c by < 1e-7
+    relatively (mu >= 0.05 here)."""
+    e = episodes
+    (q_tm1, a_tm1, q_t, a_t, pi_t, mu_t), ours = _action_values(e, np.random.default_rng(2))
+    discount = (GAMMA * (1 - e["terminated"])).astype(np.float32)
+    theirs = np.stack([np.asarray(rlax.retrace(q_tm1[b], q_t[b], a_tm1[b], a_t[b], e["rewards"][b], discount[b],
+                                               pi_t[b], mu_t[b], lam)) for b in range(ROWS)])
+    got = puffadv.retrace(e["rewards"], ours["q_values"], ours["next_values"], e["terminated"], e["truncated"],
+                          target_probs=ours["target_probs"], behaviour_probs=ours["behaviour_probs"], gamma=GAMMA,
+                          lambda_=lam, c_clip=1.0)
+    close(got.advantages, theirs)
+    logs = puffadv.retrace(e["rewards"], ours["q_values"], ours["next_values"], e["terminated"], e["truncated"],
+                           target_log_probs=np.log(ours["target_probs"]),
+                           behaviour_log_probs=np.log(ours["behaviour_probs"]), gamma=GAMMA, lambda_=lam)
+    close(logs.advantages, theirs)
+
+
+@pytest.mark.parametrize("c_clip", [1.0, 1.5])
+def test_rlax_general_off_policy_returns_from_action_values(rlax, episodes, c_clip):
+    """The general form takes c_t itself, indexed by rlax's t (the transition):
+    c_t[i] = lambda min(c_clip, target_probs[i+1] / behaviour_probs[i+1]) (1 - truncated[i]),
+    the NEXT step's ratio; its result is puffadv's returns (Q_ret)."""
+    e = episodes
+    (_, _, q_t, a_t, pi_t, _), ours = _action_values(e, np.random.default_rng(3))
+    ratio = ours["target_probs"] / ours["behaviour_probs"]
+    next_ratio = np.concatenate([ratio[:, 1:], np.ones((ROWS, 1), np.float32)], axis=1)
+    c = (LAM * np.minimum(c_clip, next_ratio) * (1 - e["truncated"])).astype(np.float32)
+    discount = (GAMMA * (1 - e["terminated"])).astype(np.float32)
+    theirs = np.stack([np.asarray(rlax.general_off_policy_returns_from_action_values(
+        q_t[b], a_t[b], e["rewards"][b], discount[b], c[b], pi_t[b])) for b in range(ROWS)])
+    got = puffadv.retrace(e["rewards"], ours["q_values"], ours["next_values"], e["terminated"], e["truncated"],
+                          target_probs=ours["target_probs"], behaviour_probs=ours["behaviour_probs"], gamma=GAMMA,
+                          lambda_=LAM, c_clip=c_clip)
+    close(got.returns, theirs)
+
+
+@pytest.mark.parametrize("watkins", [False, True])
+def test_rlax_q_lambda(rlax, episodes, watkins):
+    """rlax.q_lambda's v_t is max_a q_t (puffadv's next_values). Its lambda_ is per
+    transition: Watkins' lambda_[t] = lambda * (a_{t+1} greedy) = lambda greedy[t+1] in
+    puffadv's flags (one step later), and a time limit cuts the trace with lambda_[t] = 0."""
+    e = episodes
+    (q_tm1, a_tm1, q_t, _, _, _), ours = _action_values(e, np.random.default_rng(4))
+    discount = (GAMMA * (1 - e["terminated"])).astype(np.float32)
+    greedy_next = np.concatenate([ours["greedy"][:, 1:], np.ones((ROWS, 1), bool)], axis=1)
+    lam_t = LAM * (1 - e["truncated"]) * (greedy_next if watkins else 1)
+    theirs = np.stack([np.asarray(rlax.q_lambda(q_tm1[b], a_tm1[b], e["rewards"][b], discount[b], q_t[b],
+                                                lam_t[b].astype(np.float32))) for b in range(ROWS)])
+    got = puffadv.q_lambda(e["rewards"], ours["q_values"], ours["max_next"], e["terminated"], e["truncated"],
+                           greedy=ours["greedy"] if watkins else None, gamma=GAMMA, lambda_=LAM)
+    close(got.advantages, theirs)
+
+
+def test_torchrl_reward2go(torchrl_functional, episodes):
+    """reward2go reads a 2-D array as [T, B] (time_dim=-2, the default; pass time_dim=-1
+    for [B, T]), has no bootstrap (an episode's end, and the buffer's, add nothing) and
+    sums a geometric series cut where gamma^k < 1e-7 (a relative error near 1e-7)."""
+    import torch
+    F, e = torchrl_functional, episodes
+    done = e["terminated"] | e["truncated"]
+    theirs = F.reward2go(torch.from_numpy(e["rewards"].T.copy()), torch.from_numpy(done.T.copy()), GAMMA)
+    ours = puffadv.discounted_returns(e["rewards"].T, done.T, gamma=GAMMA, time_axis=0)
+    close(ours.returns, theirs)
+    batch_major = F.reward2go(torch.from_numpy(e["rewards"]), torch.from_numpy(done), GAMMA, time_dim=-1)
+    close(puffadv.discounted_returns(e["rewards"], done, gamma=GAMMA).returns, batch_major)
+
+
+def test_torchrl_td0_and_td1_returns(torchrl_functional, episodes):
+    """td0_return_estimate is the one-step target r + gamma (1 - terminated) V(s'):
+    n_step_returns with n = 1; td1_return_estimate bootstraps from
+    next_state_value at truncations and after the last step: discounted_returns
+    with bootstrap_values = next_state_value."""
+    F, e = torchrl_functional, episodes
+    nv = next_values(e)
+    done = e["terminated"] | e["truncated"]
+    td0 = F.td0_return_estimate(GAMMA, _torchrl(nv), _torchrl(e["rewards"]), _torchrl(e["terminated"]))
+    ours = puffadv.n_step_returns(e["rewards"], e["values"], e["terminated"], e["truncated"], n=1,
+                                  bootstrap_values=nv, gamma=GAMMA)
+    close(ours.returns, td0[..., 0])
+    td1 = F.td1_return_estimate(GAMMA, _torchrl(nv), _torchrl(e["rewards"]), _torchrl(done),
+                                _torchrl(e["terminated"]))
+    ours = puffadv.discounted_returns(e["rewards"], e["terminated"], e["truncated"], bootstrap_values=nv, gamma=GAMMA)
+    close(ours.returns, td1[..., 0])

@@ -432,6 +432,38 @@ def test_conventions_keep_batch_sharding(rng, kind, option, time_axis, explicit)
     assert reference.relative_error(second, ref[1]) <= 1e-5
 
 
+FAMILY = ("discounted/bootstrap_values", "n_step/3", "retrace/log_probs", "q_lambda/watkins",
+          "episodic_cumsum/starts_at+seed", "eligibility_traces")
+
+
+@four_devices
+@pytest.mark.parametrize("explicit", [False, True], ids=["auto", "explicit"])
+@pytest.mark.parametrize("variant", FAMILY)
+def test_estimator_family_keeps_batch_sharding(rng, variant, explicit):
+    """Discounted returns, n-step returns, Retrace, Q(lambda) and the episodic sums
+    are rows of the same call: batch-sharded in, no collective, sharded out."""
+    from test_family import VARIANTS
+    fn, args, kw, params, want = VARIANTS[variant](reference.random_off_policy(rng, 32, 20))
+    fn = getattr(pjax, fn.__name__)
+    mesh = make_mesh((2, 2), ("x", "y"), explicit)
+    matrix, vector = NamedSharding(mesh, P(("x", "y"), None)), NamedSharding(mesh, P(("x", "y")))
+    positional = [a for a in args if a is not None]  # a None truncated is last: nothing after it
+    keywords = {k: v for k, v in kw.items() if v is not None}
+    place = lambda x: jax.device_put(x, matrix if x.ndim == 2 else vector)
+
+    def call(positional, keywords):
+        out = fn(*positional, **keywords, **params)
+        return (out,) if fn.__name__ in ("episodic_cumsum", "eligibility_traces") else (out.returns,)
+
+    f = jax.jit(call)
+    placed = ([place(a) for a in positional], {k: place(v) for k, v in keywords.items()})
+    assert collectives(f, *placed) == []
+    (out,) = f(*placed)
+    assert_sharded_like(out, matrix)
+    assert np.array_equal(np.asarray(out), np.asarray(call(positional, keywords)[0]))
+    assert reference.relative_error(out, want["out" if "out" in want else "returns"]) <= 1e-5
+
+
 @four_devices
 def test_conventions_refuse_explicit_sharded_time_axis(rng):
     mesh = make_mesh((4,), ("t",), True)

@@ -1,0 +1,332 @@
+"""The estimator family of issue 20 (discounted returns, n-step returns,
+Retrace, Q(lambda), episodic sums and eligibility traces) against the float64
+references in reference.py: dtypes, layouts, given and allocated outputs,
+frameworks, bad input named, NaN rows kept apart."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import puffadv
+import reference as ref
+
+GAMMA, LAM, C_CLIP = 0.97, 0.9, 1.3
+
+
+def _sums(a):
+    """The fused [B] row sums of the scanned quantity A."""
+    return dict(sums=a.sum(1), abs_sums=np.abs(a).sum(1), square_sums=(a * a).sum(1))
+
+
+def _discounted(e, bootstrap):
+    term, trunc, kw = np.maximum(e["terminated"], e["truncated"]), None, {}
+    if bootstrap == "bootstrap_values":
+        term, trunc, kw = e["terminated"], e["truncated"], dict(bootstrap_values=e["bootstrap_values"])
+    elif bootstrap == "last_value":
+        kw = dict(last_value=e["last_value"])
+    want = ref.discounted_returns(e["rewards"], term, trunc, kw.get("last_value"), kw.get("bootstrap_values"),
+                                  GAMMA)
+    return puffadv.discounted_returns, [e["rewards"], term, trunc], kw, dict(gamma=GAMMA), \
+        dict(returns=want, **_sums(want))
+
+
+def _n_step(e, n, lam=LAM):
+    n = e["rewards"].shape[1] + 5 if n == "T+5" else n
+    kw = dict(bootstrap_values=e["bootstrap_values"])
+    want = ref.n_step_returns(e["rewards"], e["values"], e["terminated"], e["truncated"], None,
+                              e["bootstrap_values"], n, GAMMA, lam)
+    adv = want - e["values"]
+    return puffadv.n_step_returns, [e["rewards"], e["values"], e["terminated"], e["truncated"]], kw, \
+        dict(n=n, gamma=GAMMA, lambda_=lam), dict(returns=want, advantages=adv, **_sums(adv))
+
+
+def _retrace(e, logs):
+    pi, mu = e["target_probs"], e["behaviour_probs"]
+    if logs:
+        pi, mu = e["target_log_probs"], e["behaviour_log_probs"]
+        kw = dict(target_log_probs=pi, behaviour_log_probs=mu)
+    else:
+        kw = dict(target_probs=pi, behaviour_probs=mu)
+    delta, target = ref.retrace(e["rewards"], e["q_values"], e["next_values"], e["terminated"], e["truncated"],
+                                pi, mu, logs, GAMMA, LAM, C_CLIP)
+    return puffadv.retrace, [e["rewards"], e["q_values"], e["next_values"], e["terminated"], e["truncated"]], kw, \
+        dict(gamma=GAMMA, lambda_=LAM, c_clip=C_CLIP), dict(returns=target, advantages=delta, **_sums(delta))
+
+
+def _q_lambda(e, watkins):
+    kw = dict(greedy=e["greedy"]) if watkins else {}
+    adv, target = ref.q_lambda(e["rewards"], e["q_values"], e["next_values"], e["terminated"], e["truncated"],
+                               kw.get("greedy"), GAMMA, LAM)
+    return puffadv.q_lambda, [e["rewards"], e["q_values"], e["next_values"], e["terminated"], e["truncated"]], kw, \
+        dict(gamma=GAMMA, lambda_=LAM), dict(returns=target, advantages=adv, **_sums(adv))
+
+
+def _episodic(e, boundary, seed):
+    dones = np.maximum(e["terminated"], e["truncated"])
+    kw = dict(seed=e["last_value"]) if seed else {}
+    want = ref.episodic_sum(e["rewards"], dones, kw.get("seed"), 1.0, boundary == "starts_at")
+    return puffadv.episodic_cumsum, [e["rewards"], dones], kw, dict(boundary=boundary), dict(out=want)
+
+
+def _traces(e, seed):
+    dones = np.maximum(e["terminated"], e["truncated"])
+    kw = dict(seed=e["last_value"]) if seed else {}
+    want = ref.episodic_sum(e["rewards"], dones, kw.get("seed"), GAMMA * LAM)
+    return puffadv.eligibility_traces, [e["rewards"], dones], kw, dict(gamma=GAMMA, lambda_=LAM), dict(out=want)
+
+
+VARIANTS = {
+    "discounted/bootstrap_values": lambda e: _discounted(e, "bootstrap_values"),
+    "discounted/last_value": lambda e: _discounted(e, "last_value"),
+    "discounted/no-bootstrap": lambda e: _discounted(e, None),
+    "n_step/1": lambda e: _n_step(e, 1),
+    "n_step/3": lambda e: _n_step(e, 3),
+    "n_step/3/lambda=1": lambda e: _n_step(e, 3, 1.0),
+    "n_step/T+5": lambda e: _n_step(e, "T+5"),
+    "retrace/probs": lambda e: _retrace(e, False),
+    "retrace/log_probs": lambda e: _retrace(e, True),
+    "q_lambda/peng": lambda e: _q_lambda(e, False),
+    "q_lambda/watkins": lambda e: _q_lambda(e, True),
+    "episodic_cumsum/ends_at": lambda e: _episodic(e, "ends_at", False),
+    "episodic_cumsum/starts_at+seed": lambda e: _episodic(e, "starts_at", True),
+    "eligibility_traces": lambda e: _traces(e, False),
+    "eligibility_traces+seed": lambda e: _traces(e, True),
+}
+
+
+def call(variant, e, put=lambda x: x, time_axis=-1, give=False, out_dtype=None, view=None):
+    """Runs `variant` on the episodes `e` ([B, T] NumPy arrays) moved by `put`:
+    time-major [T, B] arrays for time_axis 0, `view` applied to every 2-D array.
+    Outputs are allocated, or (give) NaN-filled arrays of out_dtype. Returns
+    ({output: NumPy [B, T] or [B] result}, want, {output: the given array})."""
+    fn, args, kw, params, want = VARIANTS[variant](e)
+    layout = (lambda x: x) if time_axis == -1 else (lambda x: np.ascontiguousarray(x.T))
+    view = view or (lambda x: x)
+    move = lambda x: None if x is None else put(view(layout(x))) if np.ndim(x) == 2 else put(x)
+    rows, horizon = e["rewards"].shape
+    out_dtype = out_dtype or e["rewards"].dtype
+    given = {}
+    for name in want:
+        if give:
+            shape = (rows,) if name.endswith("sums") else (rows, horizon) if time_axis == -1 else (horizon, rows)
+            sums_dtype = np.float64 if out_dtype == np.float64 else np.float32
+            given[name] = put(np.full(shape, np.nan, sums_dtype if name.endswith("sums") else out_dtype))
+    requests = {name: given.get(name, True) for name in want if name != "out"}
+    if "out" in given:
+        requests["out"] = given["out"]
+    result = fn(*map(move, args), **{k: move(v) for k, v in kw.items()}, **params, **requests,
+                time_axis=time_axis)
+    got = {}
+    for name in want:
+        x = result if name == "out" else getattr(result, name)
+        if name in given:
+            assert x is given[name], f"{name} was given but another array came back"
+        x = np.asarray(x.double().cpu() if hasattr(x, "cpu") else x, np.float64)
+        got[name] = x if x.ndim == 1 or time_axis == -1 else x.T
+    return got, want, given
+
+
+def assert_matches(got, want, tol):
+    for name, expected in want.items():
+        assert got[name].shape == expected.shape, name
+        assert ref.relative_error(got[name], expected) <= tol * (10 if name.endswith("sums") else 1), name
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("time_axis", [-1, 0])
+@pytest.mark.parametrize("give", [False, True])
+def test_matches_reference(target, rng, variant, dtype, time_axis, give):
+    e = ref.random_off_policy(rng, int(rng.integers(1, 9)), int(rng.integers(2, 90)), dtype)
+    got, want, _ = call(variant, e, target.put, time_axis, give)
+    assert_matches(got, want, ref.TOLERANCE[np.dtype(dtype)])
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_horizons_of_one_and_many_rows(rng, variant, dtype):
+    """T = 1 (every step first and last), enough rows for several blocks and threads, and
+    long [B, T] rows (tiles of 8 rows, chunks of 256 steps, a remainder of both)."""
+    for rows, horizon in [(5, 1), (603, 37), (21, 700)]:
+        e = ref.random_off_policy(rng, rows, horizon, dtype)
+        for time_axis in (-1, 0):
+            got, want, _ = call(variant, e, time_axis=time_axis)
+            assert_matches(got, want, ref.TOLERANCE[np.dtype(dtype)])
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("flag_dtype", [np.uint8, np.float32])
+def test_strided_views_and_flag_dtypes(rng, variant, flag_dtype):
+    """Sliced views of wider arrays (every stride path) and non-bool flags."""
+    e = ref.random_off_policy(rng, 7, 41, np.float32)
+    _, want, _ = call(variant, e)
+    flags = ("terminated", "truncated", "greedy")
+    e = {k: v.astype(flag_dtype) if k in flags else v for k, v in e.items()}
+    wide = lambda x: np.repeat(np.repeat(x, 2, axis=0), 3, axis=1)[::2, ::3]
+    got, _, _ = call(variant, e, view=wide)
+    assert_matches(got, want, 1e-5)
+    got, _, _ = call(variant, e, time_axis=0, view=lambda x: np.asfortranarray(x))
+    assert_matches(got, want, 1e-5)
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_empty_shapes(variant):
+    for rows, horizon in [(0, 5), (3, 0), (0, 0)]:
+        e = ref.random_off_policy(np.random.default_rng(0), max(rows, 1), max(horizon, 1), np.float32)
+        e = {k: v[:rows, :horizon] if v.ndim == 2 else v[:rows] for k, v in e.items()}
+        got, want, _ = call(variant, e)
+        for name in want:
+            assert got[name].shape == ((rows,) if name.endswith("sums") else (rows, horizon))
+            assert not np.isnan(got[name]).any()
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("time_axis", [-1, 0])
+def test_nan_stays_in_its_row(rng, variant, time_axis):
+    """A NaN input poisons its own row (from its step on, in scan order) and nothing else,
+    also inside a SIMD tile of rows and a chunk of steps (float32, 19 x 300)."""
+    e = ref.random_off_policy(rng, 19, 300, np.float32)
+    e["rewards"][9, 260] = np.nan
+    got, want, _ = call(variant, e, time_axis=time_axis)
+    for name, expected in want.items():
+        others = lambda x: np.delete(x, 9, axis=0)
+        assert np.isnan(got[name][9] if name.endswith("sums") else got[name][9, 260]), name
+        assert ref.relative_error(others(got[name]), others(expected)) <= 1e-4, name
+
+
+@pytest.mark.parametrize("variant", ["retrace/probs", "q_lambda/peng", "discounted/bootstrap_values"])
+def test_what_is_never_read_can_be_nan(rng, variant):
+    """next_values after a termination, bootstrap_values inside an episode, the first
+    step's target probability: never read, so NaN there changes nothing."""
+    e = ref.random_off_policy(rng, 6, 50, np.float64)
+    _, want, _ = call(variant, e)
+    e["next_values"] = np.where(e["terminated"], np.nan, e["next_values"])
+    last = np.zeros_like(e["truncated"])
+    last[:, -1] = True
+    e["bootstrap_values"] = np.where(e["truncated"] | last, e["bootstrap_values"], np.nan)
+    e["target_probs"][:, 0] = np.nan
+    got, _, _ = call(variant, e)
+    assert_matches(got, want, 1e-12)
+
+
+try:
+    import torch
+except ImportError:
+    torch = None
+needs_torch = pytest.mark.skipif(torch is None, reason="bfloat16/float16 arrays come from torch here")
+
+
+@needs_torch
+@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+@pytest.mark.parametrize("give", [False, True])
+def test_reduced_precision(rng, variant, dtype, give):
+    """16-bit inputs, float32 arithmetic and (by default) float32 outputs."""
+    tdtype = getattr(torch, dtype)
+    e = ref.random_off_policy(rng, 5, 77, np.float32)
+    rounded = lambda x: torch.from_numpy(x).to(tdtype).double().numpy() if x.dtype == np.float32 else x
+    e = {k: rounded(v) for k, v in e.items()}
+    put = lambda x: (lambda t: t.to(tdtype) if t.dtype == torch.float64 else t)(torch.from_numpy(np.ascontiguousarray(x)))
+    got, want, given = call(variant, e, put, -1, give, out_dtype=np.float32)
+    assert_matches(got, want, 1e-5)
+    fn, args, kw, params, _ = VARIANTS[variant](e)
+    result = fn(*(None if a is None else put(a) for a in args), **{k: put(v) for k, v in kw.items()}, **params)
+    main = result if torch.is_tensor(result) else result.returns
+    assert main.dtype == torch.float32
+
+
+# ---- identities between the estimators ----
+
+def test_identities(rng):
+    e = ref.random_off_policy(rng, 5, 60, np.float64)
+    r, v, term, trunc, boot = e["rewards"], e["values"], e["terminated"], e["truncated"], e["bootstrap_values"]
+    td = lambda lam, values=v: puffadv.td_lambda_returns(r, values, term, trunc, bootstrap_values=boot,
+                                                         gamma=GAMMA, lambda_=lam).returns
+    close = lambda a, b: ref.relative_error(a, b) <= 1e-12
+    # Discounted returns are TD(1) returns over zero values.
+    assert close(puffadv.discounted_returns(r, term, trunc, bootstrap_values=boot, gamma=GAMMA).returns,
+                 td(1.0, np.zeros_like(v)))
+    # n >= T: TD(lambda) returns; n = 1: one-step targets (TD(0)).
+    n_step = lambda n, lam: puffadv.n_step_returns(r, v, term, trunc, n=n, bootstrap_values=boot, gamma=GAMMA,
+                                                   lambda_=lam).returns
+    assert close(n_step(60, LAM), td(LAM)) and close(n_step(10**30, LAM), td(LAM))
+    assert close(n_step(np.int64(1), LAM), td(0.0))
+    # Watkins with every action greedy is Peng; lambda 0 is the one-step target either way.
+    q = lambda **kw: puffadv.q_lambda(r, e["q_values"], e["next_values"], term, trunc, gamma=GAMMA, **kw).returns
+    assert close(q(greedy=np.ones_like(term), lambda_=LAM), q(lambda_=LAM))
+    assert close(q(greedy=e["greedy"], lambda_=0.0), q(lambda_=0.0))
+    # Retrace with ratios all above c_clip = lambda-weighted Q(lambda) over E_pi targets: c = lambda.
+    ones = np.ones_like(r)
+    ret = puffadv.retrace(r, e["q_values"], e["next_values"], term, trunc, target_probs=ones, behaviour_probs=ones,
+                          gamma=GAMMA, lambda_=LAM, c_clip=1.0)
+    want, _ = ref.retrace(r, e["q_values"], e["next_values"], term, trunc, ones, ones, False, GAMMA, LAM, 1.0)
+    assert close(ret.advantages, want)
+    # Eligibility traces with gamma = lambda = 1 are the episodic cumulative sums.
+    dones = term | trunc
+    assert close(puffadv.eligibility_traces(r, dones, gamma=1.0, lambda_=1.0), puffadv.episodic_cumsum(r, dones))
+
+
+def test_by_hand():
+    r = np.array([[1.0, 2.0, 3.0, 4.0]])
+    d = np.array([[False, True, False, False]])
+    assert np.array_equal(puffadv.episodic_cumsum(r, d), [[1, 3, 3, 7]])
+    assert np.array_equal(puffadv.episodic_cumsum(r, d, boundary="starts_at"), [[1, 2, 5, 9]])
+    assert np.array_equal(puffadv.episodic_cumsum(r, d, seed=np.array([10.0])), [[11, 13, 3, 7]])
+    assert np.allclose(puffadv.eligibility_traces(r, d, gamma=0.5, lambda_=0.5), [[1, 2.25, 3, 4.75]])
+    g = puffadv.discounted_returns(r, d, gamma=0.5).returns
+    assert np.allclose(g, [[2.0, 2.0, 5.0, 4.0]])
+    g = puffadv.discounted_returns(r, d, last_value=np.array([8.0]), gamma=0.5).returns
+    assert np.allclose(g, [[2.0, 2.0, 3 + 0.5 * 8, 8.0]])
+    v = np.array([[0.0, 10.0, 20.0, 30.0]])
+    g = puffadv.n_step_returns(r, v, np.zeros_like(d), n=2, last_value=np.array([40.0]), gamma=0.5).returns
+    assert np.allclose(g, [[1 + 0.5 * 2 + 0.25 * 20, 2 + 0.5 * 3 + 0.25 * 30, 3 + 0.5 * 4 + 0.25 * 40, 4 + 20]])
+
+
+@pytest.fixture(scope="module")
+def large_episodes():
+    return ref.random_off_policy(np.random.default_rng(20), 16400, 264, np.float32)
+
+
+LARGE = {  # one output of each kind of kernel, given as `out`
+    "n_step": lambda a, out, **kw: puffadv.n_step_returns(
+        a["rewards"], a["values"], a["terminated"], a["truncated"], n=3, bootstrap_values=a["bootstrap_values"],
+        returns=out, **kw).returns,
+    "retrace": lambda a, out, **kw: puffadv.retrace(
+        a["rewards"], a["q_values"], a["next_values"], a["terminated"], a["truncated"], target_probs=a["target_probs"],
+        behaviour_probs=a["behaviour_probs"], advantages=out, returns=False, **kw).advantages,
+    "episodic_cumsum": lambda a, out, **kw: puffadv.episodic_cumsum(
+        a["rewards"], a["terminated"], seed=a["last_value"], boundary="starts_at", out=out, **kw),
+}
+
+
+@pytest.mark.parametrize("kind", LARGE)
+@pytest.mark.parametrize("time_axis", [-1, 0])
+@pytest.mark.parametrize("offset", [0, 1])
+def test_large_outputs_streamed_past_the_caches(large_episodes, kind, time_axis, offset):
+    """Outputs of 16 MiB and more are written with streaming stores (16-byte aligned
+    rows only; offset 1 takes the cached stores): the same numbers, bit for bit, as
+    the call in slices of 1024 rows, whose outputs fit the caches."""
+    e = large_episodes
+    rows, horizon = e["rewards"].shape
+    shape = (rows, horizon) if time_axis == -1 else (horizon, rows)
+    big = np.full(rows * horizon + 8, np.nan, np.float32)[offset:offset + rows * horizon].reshape(shape)
+
+    def arrays(part):
+        layout = (lambda x: x[part]) if time_axis == -1 else (lambda x: np.ascontiguousarray(x[part].T))
+        return {k: layout(v) if v.ndim == 2 else v[part] for k, v in e.items()}
+
+    LARGE[kind](arrays(slice(None)), big, time_axis=time_axis)
+    for start in range(0, rows, 1024):
+        part = slice(start, start + 1024)
+        small = LARGE[kind](arrays(part), None if kind == "episodic_cumsum" else True, time_axis=time_axis)
+        np.testing.assert_array_equal(small, big[part] if time_axis == -1 else big[:, part])
+
+
+@pytest.mark.xfail(strict=True, reason="found 2026-12-02: Q(lambda)'s delta form rounds gamma * next_values in "
+                                       "float32 before (1 - lambda_t) cancels it")
+def test_q_lambda_float32_error_scales_with_returns_not_next_values():
+    """Peng (lambda = 1): G_0 = r_0 + gamma G_1 whatever next_values[0] is; computed as
+    r - q + gamma nv + gamma (delta_1 + q_1 - nv), a next value of 1e3 costs 6e-5."""
+    r, q, nv = (np.array([x], np.float32) for x in ([-0.5357, 0.3616], [-0.2188, -1.2459], [1e3, 0.0]))
+    g = puffadv.q_lambda(r, q, nv, np.array([[False, True]]), gamma=0.9, lambda_=1.0).returns
+    assert ref.relative_error(g, [[-0.5357 + 0.9 * 0.3616, 0.3616]]) <= 1e-6
