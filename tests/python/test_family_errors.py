@@ -49,10 +49,9 @@ def _args(rng=np.random.default_rng(0)):
                                 greedy=e["greedy"][:3]), ValueError, "^greedy"),
     (lambda e: puffadv.q_lambda(e["rewards"], e["q_values"], e["next_values"].astype(np.float64), e["terminated"]),
      TypeError, "next_values"),
-    pytest.param(lambda e: puffadv.q_lambda(e["rewards"], e["q_values"], e["next_values"], e["terminated"],
-                                            greedy=e["greedy"].astype(np.int32)),
-                 TypeError, "^greedy has dtype int32.*expected bool, uint8", marks=pytest.mark.xfail(
-                     strict=True, reason="found 2026-12-01: the core offers greedy only the float dtypes")),
+    (lambda e: puffadv.q_lambda(e["rewards"], e["q_values"], e["next_values"], e["terminated"],
+                                greedy=e["greedy"].astype(np.int32)),
+     TypeError, "^greedy has dtype int32.*expected bool, uint8"),
     (lambda e: puffadv.n_step_returns(e["rewards"], e["values"], e["terminated"], n=2.0,
                                       last_value=e["last_value"]), TypeError, "^n must be an int"),
     (lambda e: puffadv.n_step_returns(e["rewards"], e["values"], e["terminated"], n=True,
