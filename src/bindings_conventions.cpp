@@ -55,8 +55,10 @@ void standard_estimate(nb::handle rewards, nb::handle values, nb::handle termina
                        nb::handle target_probs, nb::handle behaviour_probs, nb::handle greedy, std::int64_t n,
                        bool log_probs, bool reset_at_start) {
     const estimator estimator_kind = estimator_from_name(kind);
-    // Arrays are named as this kind's caller knows them (episodic_sum's "inputs").
-    auto name = [estimator_kind](detail::argument_role r) { return detail::argument_name(estimator_kind, r); };
+    // Arrays are named as this kind's caller knows them (episodic_sum's "inputs" and "out").
+    auto name = [estimator_kind, log_probs](detail::argument_role r) {
+        return detail::argument_name(estimator_kind, r, log_probs);
+    };
     using role = detail::argument_role;
     array_holder keep[16];
     standard_arrays a;
@@ -71,7 +73,7 @@ void standard_estimate(nb::handle rewards, nb::handle values, nb::handle termina
     a.target_probs = import(target_probs, name(role::target_probs), keep[8]);
     a.behaviour_probs = import(behaviour_probs, name(role::behaviour_probs), keep[9]);
     a.greedy = import(greedy, name(role::greedy), keep[10]);
-    a.advantages = output(advantages, "advantages", keep[11]);
+    a.advantages = output(advantages, name(role::advantages), keep[11]);
     a.fused.returns = output(returns, "returns", keep[12]);
     a.fused.abs_sums = output(abs_sums, "abs_sums", keep[13]);
     a.fused.sums = output(sums, "sums", keep[14]);

@@ -25,9 +25,9 @@ std::string unreadable_dtype_message(const char* name, const std::string& descri
     // What this argument accepts, known from its name (the names are the core's own).
     const std::string n = name;
     const char* expected = "float32, float64, bfloat16 or float16";
-    if (n == "dones" || n == "terminated" || n == "truncated")
+    if (n == "dones" || n == "terminated" || n == "truncated" || n == "greedy")
         expected = "bool, uint8 or the float inputs' dtype (float32, float64, bfloat16 or float16)";
-    else if (n == "advantages" || n == "returns")
+    else if (n == "advantages" || n == "returns" || n == "out" || n == "vs" || n == "pg_advantages")
         expected = "the float inputs' dtype (float32, float64, bfloat16 or float16), or float32 for "
                    "bfloat16/float16 inputs";
     else if (n == "abs_sums" || n == "sums" || n == "square_sums")

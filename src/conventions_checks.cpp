@@ -182,7 +182,7 @@ argument_problem apply_time_axis(standard_arrays& a, std::int64_t time_axis) {
 
 namespace detail {
 
-const char* argument_name(estimator kind, argument_role role) noexcept {
+const char* argument_name(estimator kind, argument_role role, bool log_probs) noexcept {
     const bool episodic = kind == estimator::episodic_sum;
     const bool action_values = kind == estimator::retrace || kind == estimator::q_lambda;
     switch (role) {
@@ -194,9 +194,10 @@ const char* argument_name(estimator kind, argument_role role) noexcept {
         case argument_role::bootstrap_values: return "bootstrap_values";
         case argument_role::importance: return "importance";
         case argument_role::next_values: return "next_values";
-        case argument_role::target_probs: return "target_probs";
-        case argument_role::behaviour_probs: return "behaviour_probs";
+        case argument_role::target_probs: return log_probs ? "target_log_probs" : "target_probs";
+        case argument_role::behaviour_probs: return log_probs ? "behaviour_log_probs" : "behaviour_probs";
         case argument_role::greedy: return "greedy";
+        case argument_role::advantages: return episodic ? "out" : "advantages";
     }
     return "?";
 }
@@ -270,7 +271,7 @@ argument_problem find_standard_problem(const standard_arrays& a, const standard_
     using namespace detail;
     using role = argument_role;
     const estimator kind = p.kind;
-    auto name = [kind](role r) { return argument_name(kind, r); };
+    auto name = [&p](role r) { return argument_name(p, r); };
     const kind_rules rules = rules_of(kind);
 
     // Presence: what this kind needs and what it refuses.
@@ -308,8 +309,9 @@ argument_problem find_standard_problem(const standard_arrays& a, const standard_
     }
     if (rules.probs == need::required && (!a.target_probs || !a.behaviour_probs)) {
         if (a.target_probs || a.behaviour_probs)
-            return value_problem(join("pass both target_probs and behaviour_probs, got only ",
-                                      a.target_probs ? "target_probs" : "behaviour_probs"));
+            return value_problem(join("pass both ", name(role::target_probs), " and ",
+                                      name(role::behaviour_probs), ", got only ",
+                                      name(a.target_probs ? role::target_probs : role::behaviour_probs)));
         return value_problem(join(estimator_name(kind), " needs target_probs and behaviour_probs ([rows, horizon]: "
                                   "pi(a_t|s_t) and mu(a_t|s_t) of the taken actions, or their logs with "
                                   "log_probs)"));
@@ -327,8 +329,9 @@ argument_problem find_standard_problem(const standard_arrays& a, const standard_
     if (a.last_value)
         if (auto problem = check_vector_layout(*a.last_value, name(role::last_value), ref, ref_name))
             return problem;
+    const char* advantages_name = name(role::advantages);
     if (a.advantages)
-        if (auto problem = check_array_layout(*a.advantages, "advantages", ref, ref_name)) return problem;
+        if (auto problem = check_array_layout(*a.advantages, advantages_name, ref, ref_name)) return problem;
 
     if (a.last_value && a.bootstrap_values)
         return value_problem("pass either last_value ([rows]: the value after the last step) or "
@@ -364,11 +367,11 @@ argument_problem find_standard_problem(const standard_arrays& a, const standard_
     std::size_t n_all = n_inputs;
     if (a.last_value) all_inputs[n_all++] = {&*a.last_value, name(role::last_value)};
     if (a.advantages) {
-        if (auto problem = check_float_output(*a.advantages, "advantages", float_type)) return problem;
-        if (auto problem = check_output(*a.advantages, "advantages", {all_inputs, n_all})) return problem;
+        if (auto problem = check_float_output(*a.advantages, advantages_name, float_type)) return problem;
+        if (auto problem = check_output(*a.advantages, advantages_name, {all_inputs, n_all})) return problem;
     }
     // Without an advantages output, the fused outputs' "other output" is the reference input itself.
-    const named_matrix outputs[] = {a.advantages ? named_matrix{&*a.advantages, "advantages"}
+    const named_matrix outputs[] = {a.advantages ? named_matrix{&*a.advantages, advantages_name}
                                                  : named_matrix{&a.rewards, ref_name}};
     if (auto problem = check_fused_outputs(a.fused, ref, ref_name, float_type, {all_inputs, n_all}, outputs))
         return problem;

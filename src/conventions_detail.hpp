@@ -41,12 +41,18 @@ argument_problem check_fused_outputs(const fused_outputs& fused, const matrix& r
 
 /// The arrays of a standard-convention call by their part in it. The name the
 /// caller knows each by depends on the kind (episodic_sum's rewards are its
-/// "inputs"): argument_name holds the one table every message reads.
+/// "inputs", its output `out`; retrace's probabilities are target_log_probs and
+/// behaviour_log_probs with log_probs): argument_name holds the one table every
+/// message reads.
 enum class argument_role : std::uint8_t {
     rewards, values, terminated, truncated, last_value, bootstrap_values, importance,
     next_values, target_probs, behaviour_probs, greedy,
+    advantages,  // the output A_t (episodic_sum's `out`)
 };
-const char* argument_name(estimator kind, argument_role role) noexcept;
+const char* argument_name(estimator kind, argument_role role, bool log_probs = false) noexcept;
+inline const char* argument_name(const standard_params& p, argument_role role) noexcept {
+    return argument_name(p.kind, role, p.log_probs);
+}
 
 /// The message for a time_axis that is none of 0, -2, 1, -1 (`got`: as the caller wrote it).
 std::string time_axis_message(const char* name, const std::string& got);

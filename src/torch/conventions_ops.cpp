@@ -44,7 +44,7 @@ struct op_inputs {
 std::tuple<Tensor, Tensor> estimate(const op_inputs& in, const standard_params& p, std::int64_t time_axis,
                                     bool want_advantages) {
     using detail::argument_role;
-    const auto name = [&p](argument_role role) { return detail::argument_name(p.kind, role); };
+    const auto name = [&p](argument_role role) { return detail::argument_name(p, role); };
     require_tensor(in.rewards, name(argument_role::rewards));  // shapes the outputs
     if (in.values) require_tensor(*in.values, name(argument_role::values));
     const Tensor& typed = in.values ? *in.values : in.rewards;  // sets their dtype
@@ -65,7 +65,7 @@ std::tuple<Tensor, Tensor> estimate(const op_inputs& in, const standard_params& 
         {in.behaviour_probs, a.behaviour_probs, argument_role::behaviour_probs},
         {in.greedy, a.greedy, argument_role::greedy}};
     for (const auto& [tensor, view, role] : optional) view = optional_view(tensor, name(role));
-    if (want_advantages) a.advantages = to_matrix(advantages, "advantages", true);
+    if (want_advantages) a.advantages = to_matrix(advantages, name(argument_role::advantages), true);
     a.fused.returns = to_matrix(returns, "returns", true);
     throw_problem(apply_time_axis(a, time_axis));  // the schema's int64, unnarrowed
     throw_problem(find_standard_problem(a, p));

@@ -474,6 +474,13 @@ TEST(family_arguments, refused_and_missing_arrays_are_named) {
     expect_invalid([&] {
         run(estimator::episodic_sum, seeded, [](family_call<float>& c) { c.arrays.last_value->rows = 3; });
     }, {"seed", "inputs"});
+    // episodic_sum's output is the caller's `out`, not `advantages`.
+    expect_invalid([&] {
+        run(estimator::episodic_sum, call_options{}, [](family_call<float>& c) { c.arrays.advantages->cols = 5; });
+    }, {"out has shape", "inputs"});
+    expect_invalid([&] {
+        run(estimator::episodic_sum, call_options{}, [](family_call<float>& c) { c.arrays.advantages = c.arrays.rewards; });
+    }, {"out overlaps inputs"});
     // retrace.
     call_options rt = options_for(estimator::retrace);
     rt.next_values = false;
@@ -494,6 +501,13 @@ TEST(family_arguments, refused_and_missing_arrays_are_named) {
     expect_invalid([&] {
         run(estimator::retrace, rt, [](family_call<float>& c) { c.arrays.target_probs->type = puffadv::dtype::float64; });
     }, {"target_probs", "float64", "float32"}, /*type=*/true);
+    rt.log_probs = true;  // the pair is then the caller's target_log_probs and behaviour_log_probs
+    expect_invalid([&] {
+        run(estimator::retrace, rt, [](family_call<float>& c) { c.arrays.target_probs->cols = 5; });
+    }, {"target_log_probs has shape"});
+    expect_invalid([&] {
+        run(estimator::retrace, rt, [](family_call<float>& c) { c.arrays.behaviour_probs.reset(); });
+    }, {"pass both target_log_probs and behaviour_log_probs, got only target_log_probs"});
     // q_lambda.
     call_options q = options_for(estimator::q_lambda);
     q.probs = true;
@@ -523,6 +537,44 @@ TEST(family_arguments, refused_and_missing_arrays_are_named) {
     call_options g = options_for(estimator::n_step_returns);
     g.greedy = true;
     expect_invalid([&] { run(estimator::gae, g, none); }, {"gae", "greedy"});
+}
+
+// Peng (lambda = 1): G_0 = r_0 + gamma G_1 whatever next_values[0] is. A delta form that adds
+// gamma nv_0 and takes gamma lambda nv_0 away again loses 6e-5 of G to nv_0 = 1e3 in float32.
+TEST(family_facts, q_lambda_float32_rounding_scales_with_the_returns_not_next_values) {
+    // One row of two steps, time-contiguous (the tile path) or with steps 2 apart (the block path).
+    for (const std::int64_t step : {1, 2}) {
+        // Step 1 at index `step`: {x0, x1, x1, x1} serves both strides.
+        const float r[4] = {-0.5357f, 0.3616f, 0.3616f, 0.3616f}, q[4] = {-0.2188f, -1.2459f, -1.2459f, -1.2459f},
+                    nv[4] = {1e3f, 0.0f, 0.0f, 0.0f};
+        const bool term[4] = {false, true, true, true};
+        float got[4] = {NAN, NAN, NAN, NAN};
+        auto view = [step](const void* data, puffadv::dtype type) {
+            puffadv::matrix m;
+            m.data = const_cast<void*>(data);
+            m.type = type;
+            m.rows = 1;
+            m.cols = 2;
+            m.row_stride = 4;
+            m.col_stride = step;
+            return m;
+        };
+        auto at = [step](const auto* x, int t) { return x[t * step]; };
+        puffadv::standard_arrays a;
+        a.rewards = view(r, puffadv::dtype::float32);
+        a.values = view(q, puffadv::dtype::float32);
+        a.next_values = view(nv, puffadv::dtype::float32);
+        a.terminated = view(term, puffadv::dtype::boolean);
+        a.fused.returns = view(got, puffadv::dtype::float32);
+        puffadv::standard_params p;
+        p.kind = estimator::q_lambda;
+        p.gamma = 0.9;
+        p.lambda = 1.0;
+        puffadv::compute_standard_estimate(a, p);
+        const double want0 = double(r[0]) + 0.9 * double(r[1]);
+        EXPECT_LT(std::fabs(at(got, 0) - want0) / std::fabs(want0), 1e-6) << "step " << step << ": " << at(got, 0);
+        EXPECT_NEAR(at(got, 1), r[1], 1e-6) << "step " << step;
+    }
 }
 
 TEST(family_arguments, outputs_must_not_alias_the_new_inputs) {

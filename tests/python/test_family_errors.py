@@ -18,12 +18,6 @@ needs_torch = pytest.mark.skipif(torch is None, reason="the mixed-framework case
 GAMMA, LAM = 0.97, 0.9
 
 
-# Found 2026-12-01 (family-core 42837c4): the core names episodic_sum's output
-# "advantages" (the binding's fixed output names), where the caller passed `out`.
-OUT_NAMED_ADVANTAGES = pytest.mark.xfail(strict=True, reason="the core calls episodic sums' `out` advantages")
-# Likewise log-probabilities are named as the probabilities' role ("target_probs").
-LOG_PROBS_NAMED_PROBS = pytest.mark.xfail(strict=True, reason="the core calls target_log_probs target_probs")
-
 
 def _args(rng=np.random.default_rng(0)):
     return ref.random_off_policy(rng, 4, 10, np.float32)
@@ -47,18 +41,17 @@ def _args(rng=np.random.default_rng(0)):
     (lambda e: puffadv.retrace(e["rewards"], e["q_values"], e["next_values"], e["terminated"],
                                target_probs=e["target_probs"], behaviour_probs=e["behaviour_probs"], c_clip=-1.0),
      ValueError, "^c_clip"),
-    pytest.param(lambda e: puffadv.retrace(e["rewards"], e["q_values"], e["next_values"], e["terminated"],
-                                           target_log_probs=e["target_log_probs"][:, :9],
-                                           behaviour_log_probs=e["behaviour_log_probs"]),
-                 ValueError, "^target_log_probs has shape", marks=LOG_PROBS_NAMED_PROBS),
+    (lambda e: puffadv.retrace(e["rewards"], e["q_values"], e["next_values"], e["terminated"],
+                               target_log_probs=e["target_log_probs"][:, :9],
+                               behaviour_log_probs=e["behaviour_log_probs"]),
+     ValueError, "^target_log_probs has shape"),
     (lambda e: puffadv.q_lambda(e["rewards"], e["q_values"], e["next_values"], e["terminated"],
                                 greedy=e["greedy"][:3]), ValueError, "^greedy"),
     (lambda e: puffadv.q_lambda(e["rewards"], e["q_values"], e["next_values"].astype(np.float64), e["terminated"]),
      TypeError, "next_values"),
-    pytest.param(lambda e: puffadv.q_lambda(e["rewards"], e["q_values"], e["next_values"], e["terminated"],
-                                            greedy=e["greedy"].astype(np.int32)),
-                 TypeError, "^greedy has dtype int32.*expected bool, uint8", marks=pytest.mark.xfail(
-                     strict=True, reason="found 2026-12-01: the core offers greedy only the float dtypes")),
+    (lambda e: puffadv.q_lambda(e["rewards"], e["q_values"], e["next_values"], e["terminated"],
+                                greedy=e["greedy"].astype(np.int32)),
+     TypeError, "^greedy has dtype int32.*expected bool, uint8"),
     (lambda e: puffadv.n_step_returns(e["rewards"], e["values"], e["terminated"], n=2.0,
                                       last_value=e["last_value"]), TypeError, "^n must be an int"),
     (lambda e: puffadv.n_step_returns(e["rewards"], e["values"], e["terminated"], n=True,
@@ -78,8 +71,8 @@ def _args(rng=np.random.default_rng(0)):
     (lambda e: puffadv.episodic_cumsum(e["rewards"].astype(np.int32), e["terminated"]), TypeError, "^inputs"),
     (lambda e: puffadv.episodic_cumsum(e["rewards"], e["terminated"], seed=e["last_value"][:2]),
      ValueError, "^seed"),
-    pytest.param(lambda e: puffadv.episodic_cumsum(e["rewards"], e["terminated"], out=np.zeros((4, 9), np.float32)),
-                 ValueError, "^out has shape", marks=OUT_NAMED_ADVANTAGES),
+    (lambda e: puffadv.episodic_cumsum(e["rewards"], e["terminated"], out=np.zeros((4, 9), np.float32)),
+     ValueError, "^out has shape"),
     (lambda e: puffadv.eligibility_traces(e["rewards"], e["terminated"], gamma=0.9, lambda_=-0.1),
      ValueError, "^lambda_"),
     (lambda e: puffadv.eligibility_traces(e["rewards"], [[1]], gamma=0.9, lambda_=0.5), TypeError, "^dones"),
@@ -108,7 +101,6 @@ def test_outputs_must_not_alias_inputs():
         puffadv.q_lambda(e["rewards"], e["q_values"], e["next_values"], e["terminated"], returns=e["q_values"])
 
 
-@OUT_NAMED_ADVANTAGES
 def test_out_aliasing_inputs_is_named():
     e = _args()
     with pytest.raises(ValueError, match="^out overlaps inputs in memory"):
