@@ -10,7 +10,7 @@
 //   - blocks: a block of rows steps back through time together, one line of
 //     rows per step. Serves every layout and n_step_returns; on time-major
 //     [T, B] data the lines are contiguous. Lookaheads (Retrace's c_{t+1},
-//     Q(lambda)'s q_{t+1} and greedy_{t+1}, V_{t+1}) are the later step's lines;
+//     Q(lambda)'s greedy_{t+1}, V_{t+1}) are the later step's lines;
 //     episodic_sum's forward scan runs on time-reversed views;
 //   - tiles: rows whose steps are adjacent ([B, T]) are produced along time in
 //     chunks, then 8 rows run the recurrence interleaved (their dependency chains
@@ -192,17 +192,19 @@ void prefetch_step(const family_args<C>& a, std::int64_t first, std::int64_t t, 
     }
 }
 
-// Q(lambda)'s delta_t (A_t = delta_t + gamma lambda_t (1 - done_t) A_{t+1}), grouped so that its
-// rounding scales with the returns, not with |next_values|: where the trace goes on,
-//     delta_t = r_t - q_t + gamma ((1 - lambda_t) nv_t + lambda_t q_{t+1})
-// (Peng's lambda = 1 drops nv_t exactly; r - q + gamma nv - gamma lambda_t nv + ... rounded gamma nv
-// first and lost 6e-5 of returns near 0.2 to a next value of 1e3 in float32), and where the step
-// is done or the row's last: r_t - q_t + gamma (1 - term_t) nv_t. Flags are exactly 0 or 1.
+// Q(lambda) is scanned in its returns, G_t = b_t + k_t G_{t+1} with k_t = gamma lambda_t where the
+// trace goes on (not done, not the row's last step) and 0 where it stops, and
+//     b_t = r_t + gamma (1 - lambda_t) nv_t          where the trace goes on,
+//         = r_t + gamma (1 - term_t) nv_t            where it stops (done: 1 there);
+// the advantages G_t - q_t come after the scan. The target does not read q (rlax's q_lambda:
+// lambda-returns over max_a Q(s_{t+1}, a)), so a NaN q_t reaches A_t alone; the delta form
+// (A_t over q_{t+1}) carried it into every earlier step of the row. Peng's lambda = 1 drops nv_t
+// exactly, so float32 returns near 0 keep their accuracy beside next values of 1e3. Flags are 0 or 1.
 template <typename C>
-inline C q_lambda_delta(C r, C q, C nv, C q_next, C term, C done, C gamma, C lambda_t) {
+inline C q_lambda_base(C r, C nv, C term, C done, C gamma, C lambda_t) {
     const C stop = zero_where_set(term, gamma * nv);
-    const C go = gamma * ((C(1) - lambda_t) * nv + lambda_t * q_next);
-    return r - q + zero_where_set(C(1) - done, stop) + zero_where_set(done, go);
+    const C go = gamma * ((C(1) - lambda_t) * nv);
+    return r + zero_where_set(C(1) - done, stop) + zero_where_set(done, go);
 }
 
 template <typename C>
@@ -216,6 +218,10 @@ PUFF_SIMD_CLONES bad_step run_block(const family_args<C>& a, std::int64_t first,
     const bool sum = a.abs_sums.present || a.sums.present || a.square_sums.present;
     const bool bootstraps = a.kind == estimator::discounted_returns || a.kind == estimator::n_step_returns;
     const bool action_values = a.kind == estimator::retrace || a.kind == estimator::q_lambda;
+    // Q(lambda) scans the returns G; q only enters A = G - q (stored, or summed).
+    const bool scans_returns = a.kind == estimator::q_lambda;
+    const bool reads_values =
+        a.values.present && (!scans_returns || a.advantages.present || sum);
     const std::int64_t T = a.horizon;
     const bool raw_flags = a.terminated.type == dtype_of<C> && a.terminated.row_stride == 1;
 
@@ -243,7 +249,7 @@ PUFF_SIMD_CLONES bad_step run_block(const family_args<C>& a, std::int64_t first,
         // Flags of type C in adjacent rows are read in place, tested as they are used.
         const C* term = raw_flags ? static_cast<const C*>(a.terminated.at(first, t))
                                   : step_line(a.terminated, first, t, n, s.term_keep[k], true);
-        const C* v = a.values.present ? step_line(a.values, first, t, n, s.v[k], false) : s.zeros;
+        const C* v = reads_values ? step_line(a.values, first, t, n, s.v[k], false) : s.zeros;
         const C* trunc = s.zeros;
         bool truncations = false;
         if (a.truncated.present) {
@@ -308,18 +314,16 @@ PUFF_SIMD_CLONES bad_step run_block(const family_args<C>& a, std::int64_t first,
                 break;
             }
             case estimator::q_lambda: {
-                // lambda_t = lambda greedy_{t+1} (Peng: lambda); the trace past the row's end is cut.
-                // delta_t blends next_values and q_{t+1} before scaling by gamma, so that a large
-                // next value cancelled by (1 - lambda_t) = 0 costs no rounding (see q_lambda_delta).
+                // acc holds G (q_lambda_base); lambda_t = lambda greedy_{t+1} (Peng: lambda);
+                // the trace past the row's end is cut.
                 if (last) {
                     for (int i = 0; i < n; ++i)
-                        acc[i] = r[i] - v[i] + zero_where_set(as_flag(term[i]), gamma * boot[i]);
+                        acc[i] = r[i] + zero_where_set(as_flag(term[i]), gamma * boot[i]);
                 } else {
                     for (int i = 0; i < n; ++i) {
                         const C done = as_flag(term[i]) + trunc[i] - as_flag(term[i]) * trunc[i];
                         const C lambda_t = lambda * later_factor[i];
-                        acc[i] = q_lambda_delta(r[i], v[i], boot[i], later_v[i], as_flag(term[i]), done,
-                                                gamma, lambda_t) +
+                        acc[i] = q_lambda_base(r[i], boot[i], as_flag(term[i]), done, gamma, lambda_t) +
                                  zero_where_set(done, gamma * lambda_t) * acc[i];
                     }
                 }
@@ -364,21 +368,26 @@ PUFF_SIMD_CLONES bad_step run_block(const family_args<C>& a, std::int64_t first,
             default: break;
         }
 
-        if (a.advantages.present)
-            store_line<C>(a.advantages, first, t, a.advantages.row_stride, n, s.acc, a.streaming);
-        if (a.returns.present) {
-            const C* ret = s.acc;
-            if (is_window(a)) {
-                ret = windows + (levels - 1) * pitch;  // G^(n) itself, not (G - V) + V
-            } else if (a.values.present) {
-                for (int i = 0; i < n; ++i) s.out[i] = s.acc[i] + v[i];
-                ret = s.out;
+        // A_t and the returns: the scan is A (returns A + V), or Q(lambda)'s G (A = G - q).
+        const C* adv = s.acc;
+        const C* ret = s.acc;
+        if (is_window(a)) {
+            ret = windows + (levels - 1) * pitch;  // G^(n) itself, not (G - V) + V
+        } else if (scans_returns) {
+            if (reads_values) {
+                for (int i = 0; i < n; ++i) s.out[i] = s.acc[i] - v[i];
+                adv = s.out;
             }
-            store_line<C>(a.returns, first, t, a.returns.row_stride, n, ret, a.streaming);
+        } else if (a.returns.present && a.values.present) {
+            for (int i = 0; i < n; ++i) s.out[i] = s.acc[i] + v[i];
+            ret = s.out;
         }
+        if (a.advantages.present)
+            store_line<C>(a.advantages, first, t, a.advantages.row_stride, n, adv, a.streaming);
+        if (a.returns.present) store_line<C>(a.returns, first, t, a.returns.row_stride, n, ret, a.streaming);
         if (sum)
             for (int i = 0; i < n; ++i) {
-                const double x = s.acc[i];
+                const double x = adv[i];
                 s.sums[0][i] += std::fabs(x), s.sums[1][i] += x, s.sums[2][i] += x * x;
             }
         later_v = v;
@@ -468,7 +477,6 @@ PUFF_SIMD_CLONES void produce_along_time(const family_args<C>& a, std::int64_t r
     C* const done = tmp + 3 * kTilePitch;
     C* const boot = tmp + 4 * kTilePitch;
     C* const later = tmp + 5 * kTilePitch;   // the lookahead line: c, greedy or dones, at [0, n]
-    C* const v_next = tmp + 6 * kTilePitch;  // q_lambda: values at [0, n]
     C* const t_buf = tmp + 7 * kTilePitch;
     C* const b_buf = tmp + 8 * kTilePitch;
     C* const v_buf = tmp + 9 * kTilePitch;
@@ -515,7 +523,9 @@ PUFF_SIMD_CLONES void produce_along_time(const family_args<C>& a, std::int64_t r
         std::copy(term, term + n, done);
     if (at_end) done[n - 1] = C(1);  // nothing follows the last step
 
-    const C* v = a.values.present ? line_along(a.values, row, lo, n, v_buf, false) : nullptr;
+    // Q(lambda)'s scan (of G) does not read q: only `values`, for A = G - q, does.
+    const bool reads_values = a.values.present && (a.kind != estimator::q_lambda || values);
+    const C* v = reads_values ? line_along(a.values, row, lo, n, v_buf, false) : nullptr;
     if (values && v) std::copy(v, v + n, values);
     switch (a.kind) {
         case estimator::discounted_returns: {
@@ -548,16 +558,16 @@ PUFF_SIMD_CLONES void produce_along_time(const family_args<C>& a, std::int64_t r
             break;
         }
         case estimator::q_lambda: {
+            // The scan of G (q_lambda_base): delta = b_t, decay = k_t.
             const C* nv = line_along(a.next_values, row, lo, n, boot, false);
-            copy_along(a.values, row, lo, ahead, v_next, false);
             if (a.greedy.present)
                 copy_along(a.greedy, row, lo, ahead, later, true);
             else
                 std::fill(later, later + ahead, C(1));
-            if (at_end) later[n] = v_next[n] = C(0);
+            if (at_end) later[n] = C(0);
             for (int j = 0; j < n; ++j) {
                 const C lambda_t = lambda * later[j + 1];
-                delta[j] = q_lambda_delta(r[j], v[j], nv[j], v_next[j + 1], term[j], done[j], gamma, lambda_t);
+                delta[j] = q_lambda_base(r[j], nv[j], term[j], done[j], gamma, lambda_t);
                 decay[j] = zero_where_set(done[j], gamma * lambda_t);
             }
             break;
@@ -631,7 +641,9 @@ PUFF_SIMD_CLONES bad_step run_tile(const family_args<C>& a, std::int64_t first, 
     C* const ret = tmp;  // the epilogue's returns line reuses the temporaries
     bad_step bad;
     const bool sum = a.abs_sums.present || a.sums.present || a.square_sums.present;
-    const bool add_values = a.returns.present && a.values.present;
+    // The scan is A (returns A + V), or Q(lambda)'s G (A = G - q, wanted for the advantages and sums).
+    const bool scans_returns = a.kind == estimator::q_lambda;
+    const bool keep_values = a.values.present && (scans_returns ? a.advantages.present || sum : a.returns.present);
     C carry[kTileRows] = {};
     if (a.kind == estimator::episodic_sum && a.last_value.present)
         for (int q = 0; q < count; ++q) carry[q] = load_one<C>(a.last_value, first + q, 0);
@@ -655,7 +667,7 @@ PUFF_SIMD_CLONES bad_step run_tile(const family_args<C>& a, std::int64_t first, 
         } else {
             for (int q = 0; q < count; ++q)
                 produce_along_time(a, first + q, lo, n, tmp, delta + q * kTilePitch, decay + q * kTilePitch,
-                                   add_values ? values + q * kTilePitch : nullptr, bad);
+                                   keep_values ? values + q * kTilePitch : nullptr, bad);
             if (forward)
                 recur_any<C, true>(count, n, delta, decay, out, carry);
             else
@@ -664,19 +676,22 @@ PUFF_SIMD_CLONES bad_step run_tile(const family_args<C>& a, std::int64_t first, 
         for (int q = 0; q < count; ++q) {
             const std::int64_t row = first + q;
             const C* adv = out + q * kTilePitch;
+            const C* g = adv;
+            const C* v = values + q * kTilePitch;
+            if (is_window(a)) {
+                g = delta + q * kTilePitch;  // G^(n) itself, not (G - V) + V
+            } else if (scans_returns) {
+                if (keep_values) {
+                    for (int j = 0; j < n; ++j) ret[j] = g[j] - v[j];
+                    adv = ret;
+                }
+            } else if (keep_values) {
+                for (int j = 0; j < n; ++j) ret[j] = adv[j] + v[j];
+                g = ret;
+            }
             if (a.advantages.present)
                 store_line<C>(a.advantages, row, lo, a.advantages.col_stride, n, adv, streaming);
-            if (a.returns.present) {
-                const C* g = adv;
-                if (is_window(a)) {
-                    g = delta + q * kTilePitch;  // G^(n) itself, not (G - V) + V
-                } else if (add_values) {
-                    const C* v = values + q * kTilePitch;
-                    for (int j = 0; j < n; ++j) ret[j] = adv[j] + v[j];
-                    g = ret;
-                }
-                store_line<C>(a.returns, row, lo, a.returns.col_stride, n, g, streaming);
-            }
+            if (a.returns.present) store_line<C>(a.returns, row, lo, a.returns.col_stride, n, g, streaming);
             if (sum) {
                 double s_abs = 0, s = 0, s_sq = 0;
                 for (int j = 0; j < n; ++j) {
@@ -766,6 +781,13 @@ bool is_family_kind(estimator kind) noexcept {
 }
 
 void family_estimate_cpu(const standard_arrays& arrays, const standard_params& params) {
+    // n >= T: every window runs to its episode's or the row's end, where G^(n) is the TD(lambda)
+    // return (FAMILY.md 4): one O(T) scan instead of the O(T min(n, T)) window (minutes on long rows).
+    if (params.kind == estimator::n_step_returns && params.n >= arrays.rewards.cols) {
+        standard_params td = params;
+        td.kind = estimator::td_lambda;
+        return standard_estimate_cpu(arrays, td);
+    }
     if (arrays.rewards.type == dtype::float64)
         run_family<double>(arrays, params);
     else

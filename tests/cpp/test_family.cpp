@@ -577,6 +577,38 @@ TEST(family_facts, q_lambda_float32_rounding_scales_with_the_returns_not_next_va
     }
 }
 
+// The target G does not read q_values (rlax: lambda-returns over r, discount and max_a Q(s_{t+1}, a)):
+// a NaN in q_values[:, t] makes advantages[:, t] = G_t - q_t alone NaN; every return and every other
+// advantage is bitwise that of a clean call. Steps 0, 255 and 256 (both sides of a tile's chunk) and
+// the last, in the time-contiguous (tile) and time-major (block) paths.
+TEST(family_facts, q_lambda_nan_q_value_reaches_its_own_advantage_only) {
+    for (const bool watkins : {false, true})
+        for (layout l : {layout::row_major, layout::time_major}) {
+            call_options o;
+            o.values = o.truncated = o.next_values = true;
+            o.greedy = watkins;
+            const episodes clean = random_episodes<float>(12, 300, 11);
+            episodes e = clean;
+            const std::int64_t nan_steps[] = {0, 100, 255, 256, 299};
+            for (std::int64_t r = 0; r < e.rows; ++r)
+                for (std::int64_t t : nan_steps) e.values.at(r, t) = std::numeric_limits<double>::quiet_NaN();
+            family_call<float> dirty_call(e, o, l), clean_call(clean, o, l);
+            puffadv::compute_standard_estimate(dirty_call.arrays, params_of(estimator::q_lambda, o));
+            puffadv::compute_standard_estimate(clean_call.arrays, params_of(estimator::q_lambda, o));
+            const std::string where = std::string(watkins ? "watkins " : "peng ") + puff_test::layout_name(l);
+            for (std::int64_t r = 0; r < e.rows; ++r)
+                for (std::int64_t t = 0; t < e.horizon; ++t) {
+                    const float g = dirty_call.returns.at(r, t), g_clean = clean_call.returns.at(r, t);
+                    EXPECT_EQ(std::memcmp(&g, &g_clean, sizeof g), 0) << where << " row " << r << " step " << t;
+                    const float a = dirty_call.advantages.at(r, t), a_clean = clean_call.advantages.at(r, t);
+                    if (std::isnan(e.values.at(r, t)))
+                        EXPECT_TRUE(std::isnan(a)) << where << " row " << r << " step " << t;
+                    else
+                        EXPECT_EQ(std::memcmp(&a, &a_clean, sizeof a), 0) << where << " row " << r << " step " << t;
+                }
+        }
+}
+
 TEST(family_arguments, outputs_must_not_alias_the_new_inputs) {
     const episodes e = random_episodes<float>(4, 6, 5);
     call_options rt = options_for(estimator::retrace);

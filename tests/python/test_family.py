@@ -359,3 +359,59 @@ def test_q_lambda_float32_keeps_returns_near_zero_beside_large_next_values(rng, 
     unlayout = (lambda x: x) if time_axis == -1 else (lambda x: x.T)
     assert ref.relative_error(unlayout(got.returns), g_want) <= 1e-6
     assert ref.relative_error(unlayout(got.advantages), adv_want) <= 1e-6
+
+
+@pytest.mark.parametrize("watkins", [False, True], ids=["peng", "watkins"])
+@pytest.mark.parametrize("time_axis", [-1, 0])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_q_lambda_nan_q_value_reaches_its_own_advantage_only(rng, watkins, time_axis, dtype):
+    """The target G does not read q_values (rlax: lambda-returns over r, discount and
+    max_a Q(s_{t+1}, a)), so a NaN in q_values[:, t] leaves every return finite and makes
+    advantages[:, t] = G_t - q_t alone NaN: at the first and last steps and on both sides of
+    a 256-step chunk of the [B, T] tiles (time_axis -1) and in the [T, B] blocks (0). With the
+    advantages not asked for, q_values are not read at all."""
+    e = ref.random_off_policy(rng, 11, 300, dtype)
+    nan_steps = [0, 100, 255, 256, 299]
+    q = e["q_values"].copy()
+    q[:, nan_steps] = np.nan
+    greedy = e["greedy"] if watkins else None
+    adv_want, g_want = ref.q_lambda(e["rewards"], q, e["next_values"], e["terminated"], e["truncated"], greedy,
+                                    GAMMA, LAM)
+    layout = (lambda x: x) if time_axis == -1 else (lambda x: np.ascontiguousarray(x.T))
+    unlayout = (lambda x: x) if time_axis == -1 else (lambda x: x.T)
+    args = [layout(x) for x in (e["rewards"], q, e["next_values"], e["terminated"], e["truncated"])]
+    kw = dict(greedy=None if greedy is None else layout(greedy), gamma=GAMMA, lambda_=LAM, time_axis=time_axis)
+    got = puffadv.q_lambda(*args, **kw)
+    returns, adv = unlayout(got.returns), unlayout(got.advantages)
+    assert np.isfinite(returns).all()
+    assert ref.relative_error(returns, g_want) <= ref.TOLERANCE[np.dtype(dtype)]
+    assert np.isnan(adv[:, nan_steps]).all()
+    finite = np.delete(np.arange(300), nan_steps)
+    assert np.isfinite(adv[:, finite]).all()
+    assert ref.relative_error(adv[:, finite], adv_want[:, finite]) <= ref.TOLERANCE[np.dtype(dtype)]
+    args[1] = np.full_like(args[1], np.nan)
+    only_returns = puffadv.q_lambda(*args, **kw, advantages=False).returns
+    np.testing.assert_array_equal(unlayout(only_returns), returns)
+
+
+def test_n_step_returns_past_the_horizon_take_the_td_lambda_scan(rng):
+    """n >= T is TD(lambda) (FAMILY.md 4) and runs as its O(T) scan: 1 x 200000 steps with
+    n = 10**9 in well under a second (the n-step window costs O(T min(n, T)): minutes)."""
+    import time
+    e = ref.random_off_policy(rng, 1, 200_000, np.float32)
+    r, v, term, trunc, boot = e["rewards"], e["values"], e["terminated"], e["truncated"], e["bootstrap_values"]
+    started = time.perf_counter()
+    got = puffadv.n_step_returns(r, v, term, trunc, n=10**9, bootstrap_values=boot, gamma=GAMMA, lambda_=LAM,
+                                 advantages=True)
+    elapsed = time.perf_counter() - started
+    want = puffadv.td_lambda_returns(r, v, term, trunc, bootstrap_values=boot, gamma=GAMMA, lambda_=LAM,
+                                     advantages=True)
+    np.testing.assert_array_equal(got.returns, want.returns)
+    np.testing.assert_array_equal(got.advantages, want.advantages)
+    assert elapsed < 10, elapsed
+    # n = T exactly is the same scan; the float64 reference agrees on a short row.
+    e = ref.random_off_policy(rng, 3, 40, np.float64)
+    args = [e[k] for k in ("rewards", "values", "terminated", "truncated")]
+    want = ref.n_step_returns(*args, None, e["bootstrap_values"], 40, GAMMA, LAM)
+    got = puffadv.n_step_returns(*args, n=40, bootstrap_values=e["bootstrap_values"], gamma=GAMMA, lambda_=LAM)
+    assert ref.relative_error(got.returns, want) <= 1e-12
