@@ -1,8 +1,9 @@
 // CPU kernels of the estimator family beyond GAE / TD(lambda) / V-trace:
 // discounted returns, Retrace, Q(lambda), episodic sums (kinds that are one
 // first-order scan A_t = delta_t + k_t A_{t+1}, like the standard ones) and
-// n-step returns (a window of n steps per output). Definitions: conventions.hpp
-// and docs/conventions.md.
+// n-step returns (a window of n steps per output; windows longer than 64 steps
+// and shorter than the row: one O(T) pass per row, run_long_windows).
+// Definitions: conventions.hpp and docs/conventions.md.
 //
 // Two traversals, both over every dtype (lines converted into C scratch, or
 // read in place when they already are contiguous C), so that the arithmetic is
@@ -707,11 +708,109 @@ PUFF_SIMD_CLONES bad_step run_tile(const family_args<C>& a, std::int64_t first, 
     return bad;
 }
 
+// ---- n_step_returns with 64 < n < T: O(T) per row ----
+//
+// The window code costs O(T min(n, T)) per row (n = 10^5 on rows of 131072 steps: minutes). For
+// long windows each row is one backward pass instead, over the TD(lambda) return Lambda (the
+// n >= T result) and D_t = Lambda_t - W1_t = gamma lambda (1 - done_t) (Lambda_{t+1} - V'_t)
+// (0 at the row's last step). Lambda - Wj obeys the same decay as Lambda, so
+//     G^(n)_t = Lambda_t - (gamma lambda)^(n - 1) D_{t+n-1}  where no step in [t, t+n-2] is done
+//                                                            and t + n - 1 < T,
+//             = Lambda_t                                     otherwise (the window is cut).
+// In double: in float32 the subtraction cancels when gamma lambda is near 1. One difference from
+// the window: a NaN or inf past the window but inside the episode reaches G_t (through Lambda_t
+// and D_{t+n-1}); it stays in its row.
+constexpr std::int64_t kLongWindow = 64;     // windows longer than this take the O(T) pass
+constexpr int kLongChunk = 512;              // steps loaded, produced and stored at a time
+
+template <typename C>
+bool is_long_window(const family_args<C>& a) {
+    return is_window(a) && a.n > kLongWindow && a.n < a.horizon;
+}
+
+// Rows [first, first + count), one at a time; scratch: D (T doubles) and a few chunk lines,
+// released on return.
+template <typename C>
+bad_step run_long_windows(const family_args<C>& a, std::int64_t first, std::int64_t count) {
+    const std::int64_t T = a.horizon;
+    const double gamma = double(a.gamma), gl = double(a.gamma) * double(a.lambda);
+    // (gamma lambda)^(n - 1); 0 when it underflows (a cut window then, as in double arithmetic).
+    const double decay = std::pow(gl, double(a.n - 1));
+    const bool sum = a.abs_sums.present || a.sums.present || a.square_sums.present;
+    std::vector<double> d(static_cast<std::size_t>(T));
+    std::vector<C> lines(static_cast<std::size_t>(6 * kLongChunk));
+    C* const r_buf = lines.data();
+    C* const v_buf = r_buf + kLongChunk;
+    C* const term = v_buf + kLongChunk;
+    C* const trunc = term + kLongChunk;
+    C* const g = trunc + kLongChunk;
+    C* const adv = g + kLongChunk;
+    bad_step bad;
+    for (std::int64_t row = first; row < first + count; ++row) {
+        double lambda_later = 0;         // Lambda_{t+1}
+        double v_later = 0;              // V_{t+1}
+        std::int64_t next_done = T;      // the first done step at or after t (T: none)
+        double sums[3] = {0, 0, 0};
+        for (std::int64_t hi = T; hi > 0; hi -= kLongChunk) {
+            const std::int64_t lo = std::max<std::int64_t>(0, hi - kLongChunk);
+            const int m = static_cast<int>(hi - lo);
+            const C* r = line_along(a.rewards, row, lo, m, r_buf, false);
+            const C* v = line_along(a.values, row, lo, m, v_buf, false);
+            copy_along(a.terminated, row, lo, m, term, true);
+            if (a.truncated.present)
+                copy_along(a.truncated, row, lo, m, trunc, true);
+            else
+                std::fill(trunc, trunc + m, C(0));
+            for (int j = m - 1; j >= 0; --j) {
+                const std::int64_t t = lo + j;
+                const bool terminated = term[j] != C(0), truncated = trunc[j] != C(0);
+                if (terminated && truncated) bad.keep_first(row, t);
+                // V'_t: V_{t+1} inside the row, the bootstrap at truncations and after the last step.
+                double boot;
+                if (truncated)
+                    boot = double(load_one<C>(a.bootstrap, row, t));
+                else if (t == T - 1)
+                    boot = double(value_after_end(a, row));
+                else
+                    boot = v_later;
+                // A terminated step never reads V' (a NaN there stays out), nor a done one Lambda_{t+1}.
+                const double w1 = double(r[j]) + (terminated ? 0.0 : gamma * boot);
+                const double dt = (terminated || truncated || t == T - 1) ? 0.0 : gl * (lambda_later - boot);
+                const double lambda_t = w1 + dt;
+                d[static_cast<std::size_t>(t)] = dt;
+                if (terminated || truncated) next_done = t;
+                const std::int64_t far = t + a.n - 1;  // the window's last step
+                double gt = lambda_t;
+                if (far < T && next_done >= far && decay != 0.0) gt -= decay * d[static_cast<std::size_t>(far)];
+                g[j] = C(gt);
+                adv[j] = C(gt - double(v[j]));
+                lambda_later = lambda_t;
+                v_later = double(v[j]);
+            }
+            if (a.advantages.present) store_line<C>(a.advantages, row, lo, a.advantages.col_stride, m, adv, false);
+            if (a.returns.present) store_line<C>(a.returns, row, lo, a.returns.col_stride, m, g, false);
+            if (sum)
+                for (int j = 0; j < m; ++j) {
+                    const double x = adv[j];
+                    sums[0] += std::fabs(x), sums[1] += x, sums[2] += x * x;
+                }
+        }
+        if (sum) write_row_sums(a, row, sums);
+    }
+    return bad;
+}
+
 // The view of the same data with time reversed: step t reads the caller's T - 1 - t.
 void reverse_time(view& v, std::int64_t horizon) {
     if (!v.present || horizon == 0) return;
     v.base += (horizon - 1) * v.col_stride * v.size;
     v.col_stride = -v.col_stride;
+}
+
+[[noreturn]] void throw_both_set(const bad_step& first) {
+    throw value_error("terminated and truncated are both set at row " + std::to_string(first.row) + ", step " +
+                      std::to_string(first.step) +
+                      " (in [rows, horizon] order); a step ends its episode one way or the other");
 }
 
 template <typename C>
@@ -754,6 +853,14 @@ void run_family(const standard_arrays& a, const standard_params& p) {
         for (view* v : {&k.rewards, &k.terminated, &k.advantages, &k.returns}) reverse_time(*v, k.horizon);
 
     shared_bad_step bad;
+    if (is_long_window(k)) {  // whole rows per thread, in O(T) each
+        const int threads = static_cast<int>(std::min<std::int64_t>(cpu_thread_count(), k.rows));
+        parallel_ranges(threads, k.rows, [&](std::int64_t begin, std::int64_t end) {
+            bad.keep(run_long_windows(k, begin, end - begin));
+        });
+        if (bad.first.row >= 0) throw_both_set(bad.first);
+        return;
+    }
     const std::int64_t unit = along_time ? kTileRows : block_rows_of(k);
     const std::int64_t units = (k.rows + unit - 1) / unit;
     const std::int64_t by_work = std::max<std::int64_t>(1, k.rows * k.horizon / kElementsPerThread);
@@ -768,10 +875,7 @@ void run_family(const standard_arrays& a, const standard_params& p) {
 #endif
         }
     });
-    if (bad.first.row >= 0)
-        throw value_error("terminated and truncated are both set at row " + std::to_string(bad.first.row) +
-                          ", step " + std::to_string(bad.first.step) +
-                          " (in [rows, horizon] order); a step ends its episode one way or the other");
+    if (bad.first.row >= 0) throw_both_set(bad.first);
 }
 
 }  // namespace

@@ -415,3 +415,108 @@ def test_n_step_returns_past_the_horizon_take_the_td_lambda_scan(rng):
     want = ref.n_step_returns(*args, None, e["bootstrap_values"], 40, GAMMA, LAM)
     got = puffadv.n_step_returns(*args, n=40, bootstrap_values=e["bootstrap_values"], gamma=GAMMA, lambda_=LAM)
     assert ref.relative_error(got.returns, want) <= 1e-12
+
+
+def _n_step_identity(r, v, term, trunc, boot, n, gamma, lam):
+    """G^(n) in float64 from the TD(lambda) return Lambda (puffadv's, float64):
+    G_t = Lambda_t - (gamma lam)^(n-1) (Lambda - W1)_{t+n-1} where no step in [t, t+n-2] is
+    done and t + n - 1 < T; Lambda_t where the window is cut. W1 = r + gamma (1 - term) V'."""
+    r, v, boot = (np.asarray(x, np.float64) for x in (r, v, boot))
+    lam_ret = puffadv.td_lambda_returns(r, v, term, trunc, bootstrap_values=boot, gamma=gamma,
+                                        lambda_=lam).returns
+    rows, horizon = r.shape
+    nv = np.concatenate([v[:, 1:], boot[:, -1:]], axis=1)
+    nv = np.where(trunc, boot, nv)
+    w1 = r + np.where(term, 0.0, gamma * nv)
+    steps = np.arange(horizon)
+    out = np.empty_like(r)
+    for b in range(rows):
+        done_at = np.where(term[b] | trunc[b], steps, horizon)
+        next_done = np.minimum.accumulate(done_at[::-1])[::-1]
+        far = steps + n - 1
+        whole = (far < horizon) & (next_done >= far)
+        d = (lam_ret[b] - w1[b])[np.minimum(far, horizon - 1)]
+        out[b] = lam_ret[b] - np.where(whole, (gamma * lam) ** (n - 1) * d, 0.0)
+    return out
+
+
+@pytest.mark.parametrize("n", [65, 100, "T-1", "T-2"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("time_axis", [-1, 0])
+@pytest.mark.parametrize("end_rate", [0.002, 0.03])
+def test_n_step_long_windows_match_the_reference(rng, n, dtype, time_axis, end_rate):
+    """64 < n < T takes one O(T) pass per row (the TD(lambda) return less the part past the
+    window); rare ends leave most windows whole, frequent ones cut them. Given outputs are
+    NaN-filled first; the bootstrap as bootstrap_values with truncations, or last_value."""
+    rows, horizon = int(rng.integers(1, 6)), int(rng.integers(130, 260))
+    e = ref.random_off_policy(rng, rows, horizon, dtype, end_rate)
+    n = {"T-1": horizon - 1, "T-2": horizon - 2}.get(n, n)
+    layout = (lambda x: x) if time_axis == -1 else (lambda x: np.ascontiguousarray(x.T))
+    unlayout = (lambda x: x) if time_axis == -1 else (lambda x: x.T)
+    for bootstrap in ("bootstrap_values", "last_value"):
+        trunc = e["truncated"] if bootstrap == "bootstrap_values" else None
+        kw = {bootstrap: e[bootstrap] if bootstrap == "last_value" else layout(e[bootstrap])}
+        want = ref.n_step_returns(e["rewards"], e["values"], e["terminated"], trunc,
+                                  kw.get("last_value"), e["bootstrap_values"] if trunc is not None else None,
+                                  n, GAMMA, LAM)
+        adv_want = want - e["values"].astype(np.float64)
+        shape = layout(e["rewards"]).shape
+        out = {k: np.full(shape, np.nan, dtype) for k in ("returns", "advantages")}
+        sums = np.full(rows, np.nan, np.float64 if dtype == np.float64 else np.float32)
+        got = puffadv.n_step_returns(layout(e["rewards"]), layout(e["values"]), layout(e["terminated"]),
+                                     None if trunc is None else layout(trunc), **kw, n=n, gamma=GAMMA,
+                                     lambda_=LAM, time_axis=time_axis, sums=sums, **out)
+        tol = ref.TOLERANCE[np.dtype(dtype)]
+        assert ref.relative_error(unlayout(got.returns), want) <= tol
+        assert ref.relative_error(unlayout(got.advantages), adv_want) <= tol
+        assert ref.relative_error(got.sums, adv_want.sum(1)) <= 10 * tol
+
+
+def test_n_step_long_window_on_a_long_row_is_linear_in_time(rng):
+    """1 x 200000 steps, n = T - 1 and n = T / 2 (the window code: O(T n), minutes) in a few
+    seconds; equal to the identity in float64 (test-side, above) with gamma lambda near 1, where
+    (gamma lambda)^(n-1) ~ 0.37 and the part past the window matters. Ends only at a few steps."""
+    import time
+    horizon = 200_000
+    e = ref.random_off_policy(rng, 1, horizon, np.float64, end_rate=0.0)
+    term, trunc = np.zeros((1, horizon), bool), np.zeros((1, horizon), bool)
+    term[0, 70_000], trunc[0, 150_000], term[0, 0] = True, True, True
+    r, v, boot = e["rewards"], e["values"], e["bootstrap_values"]
+    gamma, lam = 1.0, 1.0 - 1e-5
+    for n in (horizon - 1, horizon // 2, 65_000):
+        started = time.perf_counter()
+        got = puffadv.n_step_returns(r, v, term, trunc, n=n, bootstrap_values=boot, gamma=gamma, lambda_=lam,
+                                     advantages=True)
+        elapsed = time.perf_counter() - started
+        assert elapsed < 5, (n, elapsed)
+        want = _n_step_identity(r, v, term, trunc, boot, n, gamma, lam)
+        assert ref.relative_error(got.returns, want) <= 1e-12, n
+        assert ref.relative_error(got.advantages, want - v) <= 1e-12, n
+    # The identity itself against the O(T n) reference, on shorter rows.
+    e = ref.random_off_policy(rng, 3, 300, np.float64, end_rate=0.004)
+    args = [e[k] for k in ("rewards", "values", "terminated", "truncated")]
+    for n in (65, 150, 298, 299):
+        want = ref.n_step_returns(*args, None, e["bootstrap_values"], n, GAMMA, LAM)
+        assert ref.relative_error(_n_step_identity(*args, e["bootstrap_values"], n, GAMMA, LAM), want) <= 1e-13
+
+
+@pytest.mark.parametrize("time_axis", [-1, 0])
+def test_n_step_long_windows_nan_stays_in_its_row_and_both_flags_are_refused(rng, time_axis):
+    layout = (lambda x: x) if time_axis == -1 else (lambda x: np.ascontiguousarray(x.T))
+    unlayout = (lambda x: x) if time_axis == -1 else (lambda x: x.T)
+    e = ref.random_off_policy(rng, 4, 300, np.float32, end_rate=0.01)
+    args = [e[k].copy() for k in ("rewards", "values", "terminated", "truncated")]
+    args[0][2, 123] = np.nan
+    got = puffadv.n_step_returns(*map(layout, args), n=100, bootstrap_values=layout(e["bootstrap_values"]),
+                                 gamma=GAMMA, lambda_=LAM, time_axis=time_axis).returns
+    got = unlayout(got)
+    want = ref.n_step_returns(*args, None, e["bootstrap_values"], 100, GAMMA, LAM)
+    others = [0, 1, 3]
+    assert np.isfinite(got[others]).all()
+    assert ref.relative_error(got[others], want[others]) <= ref.TOLERANCE[np.dtype(np.float32)]
+    assert np.isnan(got[2, 123])
+    args[0][2, 123] = 0.0
+    args[2][1, 200], args[3][1, 200] = True, True
+    with pytest.raises(ValueError, match="terminated and truncated are both set at row 1, step 200"):
+        puffadv.n_step_returns(*map(layout, args), n=100, bootstrap_values=layout(e["bootstrap_values"]),
+                               time_axis=time_axis)
