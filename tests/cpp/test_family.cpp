@@ -3,6 +3,7 @@
 // written here from docs/conventions.md (branches, not the kernels' masked
 // arithmetic), in every layout, float32 and float64, outputs poisoned first;
 // and bad arguments as std::invalid_argument naming what the caller passed.
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -267,11 +268,17 @@ std::vector<family_case> family_cases() {
     cases.push_back({"q_lambda_peng", estimator::q_lambda, q});
     q.greedy = true;
     cases.push_back({"q_lambda_watkins", estimator::q_lambda, q});
-    for (std::int64_t n : {1, 3, 1000}) {
+    // 65 and 100: past 64 steps and short of the 530- and 600-step rows, the O(T) pass.
+    for (std::int64_t n : {1, 3, 65, 100, 1000}) {
         call_options ns;
         ns.values = ns.truncated = ns.bootstrap = true;
         ns.n = n;
-        cases.push_back({n == 1 ? "n_step_1" : n == 3 ? "n_step_3" : "n_step_1000", estimator::n_step_returns, ns});
+        cases.push_back({n == 1    ? "n_step_1"
+                         : n == 3  ? "n_step_3"
+                         : n == 65 ? "n_step_65"
+                         : n == 100 ? "n_step_100"
+                                    : "n_step_1000",
+                         estimator::n_step_returns, ns});
     }
     call_options nl;
     nl.values = nl.last_value = true;
@@ -287,8 +294,8 @@ std::vector<family_case> family_cases() {
 }
 
 template <typename T>
-void check_case(const family_case& c, layout l, std::int64_t rows, std::int64_t horizon) {
-    const episodes e = random_episodes<T>(rows, horizon, 1234 + rows * 7 + horizon);
+void check_episodes(const family_case& c, layout l, const episodes& e) {
+    const std::int64_t rows = e.rows, horizon = e.horizon;
     const estimate want = reference(c.kind, e, c.options);
     family_call<T> call(e, c.options, l);
     puffadv::compute_standard_estimate(call.arrays, params_of(c.kind, c.options));
@@ -303,6 +310,11 @@ void check_case(const family_case& c, layout l, std::int64_t rows, std::int64_t 
         for (std::int64_t t = 0; t < horizon; ++t) s += want.advantages.at(r, t);
         EXPECT_NEAR(call.sums[static_cast<std::size_t>(r)], s, tol * 10 * (1 + std::fabs(s))) << where << " row " << r;
     }
+}
+
+template <typename T>
+void check_case(const family_case& c, layout l, std::int64_t rows, std::int64_t horizon) {
+    check_episodes<T>(c, l, random_episodes<T>(rows, horizon, 1234 + rows * 7 + horizon));
 }
 
 class family : public ::testing::TestWithParam<family_case> {};
@@ -407,6 +419,54 @@ TEST(family_facts, n_step_with_n_at_least_the_horizon_is_the_td_lambda_return) {
     puffadv::compute_standard_estimate(td.arrays, p);
     const std::vector<double> a = window.returns.to_vector(), b = td.returns.to_vector();
     for (std::size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(a[i], b[i], 1e-12) << i;
+}
+
+// 64 < n < T: one O(T) pass per row. Episodes ending rarely (flags kept at the first and
+// last steps and at one step in 151 of the others) leave many windows of 65 and 100 whole,
+// so the part of the TD(lambda) return past each window is what the pass subtracts.
+TEST(family_facts, n_step_long_windows_match_the_reference) {
+    for (std::int64_t horizon : {200, 333}) {
+        episodes sparse = random_episodes<float>(5, horizon, 99 + horizon);
+        for (std::int64_t r = 0; r < sparse.rows; ++r)
+            for (std::int64_t t = 1; t + 1 < horizon; ++t)
+                if ((r * 131 + t * 7) % 151 != 0) sparse.terminated.at(r, t) = sparse.truncated.at(r, t) = 0.0;
+        for (std::int64_t n : {std::int64_t{65}, std::int64_t{100}, horizon - 1, horizon - 2}) {
+            family_case c{"n_step_long", estimator::n_step_returns, {}};
+            c.options.values = c.options.truncated = c.options.bootstrap = true;
+            c.options.n = n;
+            family_case last = c;
+            last.options.truncated = last.options.bootstrap = false;
+            last.options.last_value = true;
+            for (layout l : {layout::row_major, layout::padded, layout::time_major, layout::reversed}) {
+                SCOPED_TRACE("n = " + std::to_string(n));
+                check_episodes<float>(c, l, sparse);
+                check_episodes<double>(c, l, sparse);
+                check_episodes<double>(last, l, sparse);
+            }
+        }
+    }
+}
+
+// A long row whose O(T n) windows took minutes: 1 x 200000, n = T - 1, well within a second.
+TEST(family_facts, n_step_long_window_on_a_long_row_is_fast) {
+    const std::int64_t horizon = 200000;
+    const episodes e = random_episodes<float>(1, horizon, 3);
+    call_options o;
+    o.values = o.truncated = o.bootstrap = true;
+    o.n = horizon - 1;
+    family_call<float> call(e, o, layout::row_major);
+    const auto started = std::chrono::steady_clock::now();
+    puffadv::compute_standard_estimate(call.arrays, params_of(estimator::n_step_returns, o));
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    EXPECT_LT(seconds, 2.0);
+    // Every window of this row reaches an episode end or the row's: the TD(lambda) return.
+    family_call<float> td(e, o, layout::row_major);
+    puffadv::compute_standard_estimate(td.arrays, params_of(estimator::td_lambda, o));
+    const std::vector<double> got = call.returns.to_vector(), want = td.returns.to_vector();
+    double diff = 0.0, norm = 0.0;
+    for (std::size_t i = 0; i < got.size(); ++i)
+        diff += (got[i] - want[i]) * (got[i] - want[i]), norm += want[i] * want[i];
+    EXPECT_LT(std::sqrt(diff / norm), 2e-6);
 }
 
 TEST(family_facts, estimator_names_round_trip) {
