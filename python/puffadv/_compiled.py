@@ -97,11 +97,15 @@ def estimate(kind, inputs, specs, scalars, time_axis, stream, options):
     time_axis = _conventions._check_time_axis(time_axis)
     scalars = _frameworks.real_parameters(scalars, kind.scalar_names)
     like = inputs[0] if inputs[1] is None else inputs[1]
+    # The GPU kernels of these kinds sum only beside the advantages: allocate them, hand back None.
+    hidden = _conventions._sums_without_advantages(kind, specs) and inputs[0].device.type == "cuda"
+    if hidden:
+        specs = (True, *specs[1:])
     outputs = _allocate(inputs[0], like, time_axis, specs)
     inputs = (*inputs, None, None, None, None)[:11]
     _standard_estimate_op(*_detached(inputs), *outputs, kind.label, *scalars, time_axis,
                           *(options or (1, False, False)), _stream(stream))
-    return outputs
+    return [None, *outputs[1:]] if hidden else outputs
 
 
 def _output_dtype(values):

@@ -231,6 +231,26 @@ def _family_core(rewards, values, terminated, truncated, last_value, bootstrap_v
                             log_probs=log_probs, reset_at_start=reset_at_start)
 
 
+# The GPU backends produce these kinds' row sums only beside the advantages (the window and
+# the lookahead kernels sum what they store: src/kernels/conventions_backend.cuh refuses the rest).
+_GPU_SUMS_NEED_ADVANTAGES = frozenset({"n_step_returns", "retrace", "q_lambda"})
+
+
+def _sums_without_advantages(kind: _Kind, specs: tuple) -> bool:
+    """Row sums of a kind in _GPU_SUMS_NEED_ADVANTAGES requested without the advantages."""
+    def wanted(spec):
+        return spec is not False and spec is not None
+    return kind.core in _GPU_SUMS_NEED_ADVANTAGES and not wanted(specs[0]) and any(map(wanted, specs[2:]))
+
+
+def _advantages_for_sums(kind: _Kind, framework: str, rewards, specs: tuple) -> bool:
+    """Whether to allocate an advantages array the caller did not ask for: sums without them
+    (_sums_without_advantages) on a GPU, in a framework that allocates there (a plain DLPack
+    producer cannot: its call goes on as asked). _compiled.estimate decides the same for torch."""
+    return (_sums_without_advantages(kind, specs) and framework in ("torch", "cupy", "jax")
+            and _frameworks.is_gpu(rewards))
+
+
 def _estimate(kind: _Kind, inputs: tuple, specs: tuple, scalars: tuple, time_axis, stream, options=None):
     """The shared body of every estimator but the puff advantage. `inputs`: the
     seven (or, for the family's kinds, eleven) input arrays in the core's order
@@ -253,13 +273,19 @@ def _estimate(kind: _Kind, inputs: tuple, specs: tuple, scalars: tuple, time_axi
     time_axis = _check_time_axis(time_axis)
     scalars = _frameworks.real_parameters(scalars, kind.scalar_names)
     rewards, values = inputs[0], inputs[1]
+    hidden = _advantages_for_sums(kind, framework, rewards, specs)  # the advantages only the kernel sees
+    if hidden:
+        specs = (True, *specs[1:])
     outputs = _allocate(framework, rewards, values, time_axis, specs, given)
     if kind.family:
         kernel, parameters = _family_core, (kind.core, *scalars, time_axis, kind.lambda_name, *options)
     else:
         kernel, parameters = _core.standard_estimate, (kind.core, *scalars, time_axis, kind.lambda_name)
     _dispatch.call_core(kernel, framework, inputs, outputs, parameters, stream, kind.output_names)
-    return _finish(framework, rewards if values is None else values, specs, outputs)
+    outputs = _finish(framework, rewards if values is None else values, specs, outputs)
+    if hidden:
+        outputs = [None, *outputs[1:]]
+    return outputs
 
 
 def gae(rewards: Array, values: Array, terminated: Array, truncated: Optional[Array] = None, *,

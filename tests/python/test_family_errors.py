@@ -138,3 +138,93 @@ def test_gpu_arrays_without_a_usable_backend_fall_back_to_the_host(rng, monkeypa
     assert ref.relative_error(out.host, want) <= 1e-5
     assert ref.relative_error(sums.host, want.sum(1)) <= 1e-5
     assert ref.relative_error(counter.host, ref.episodic_sum(e["rewards"], e["terminated"], e["last_value"])) <= 1e-5
+
+
+# ---- row sums without the advantages on a GPU (conventions_backend.cuh refuses them for
+# n_step_returns, retrace and q_lambda: the Python layer allocates the advantages itself) ----
+
+def _gpu_sum_kinds():
+    from puffadv import _conventions as conv
+    return conv, [conv._N_STEP, conv._RETRACE, conv._RETRACE_LOG, conv._Q_LAMBDA]
+
+
+def test_gpu_sums_without_advantages_get_hidden_advantages(monkeypatch):
+    """The decision alone (no GPU here): which calls get an advantages array allocated for the
+    kernel. Sums as True or as an array count; a given or requested advantages array, no sums,
+    other kinds, host arrays and plain DLPack producers (which cannot allocate on a GPU) do not."""
+    from puffadv import _frameworks
+    conv, kinds = _gpu_sum_kinds()
+    x = np.zeros((2, 3), np.float32)
+    sums = np.zeros(2, np.float32)
+    monkeypatch.setattr(_frameworks, "is_gpu", lambda a: True)
+    decide = conv._advantages_for_sums
+    for kind in kinds:
+        for framework in ("torch", "cupy", "jax"):
+            for specs in [(False, True, False, True, False), (None, False, True, False, False),
+                          (False, False, False, False, sums), (False, True, sums, sums, sums)]:
+                assert decide(kind, framework, x, specs), (kind.label, framework, specs)
+            for specs in [(True, True, False, True, False), (x, False, False, True, False),
+                          (False, True, False, False, False), (None, None, None, None, None)]:
+                assert not decide(kind, framework, x, specs), (kind.label, framework, specs)
+        assert not decide(kind, "dlpack", x, (False, True, False, True, False))
+    for kind in (conv._GAE, conv._TD_LAMBDA, conv._VTRACE, conv._DISCOUNTED, conv._EPISODIC):
+        assert not decide(kind, "torch", x, (False, True, False, True, False)), kind.label
+    monkeypatch.setattr(_frameworks, "is_gpu", lambda a: False)
+    for kind in kinds:
+        assert not decide(kind, "torch", x, (False, True, False, True, False)), kind.label
+
+
+@pytest.mark.parametrize("which", ["n_step", "retrace", "q_lambda"])
+def test_hidden_advantages_reach_the_kernel_and_stay_hidden(rng, monkeypatch, which):
+    """The plumbing, on the CPU with the decision forced: the kernel gets an advantages array,
+    the caller gets advantages None, and the sums and returns are those of a plain call."""
+    conv, _ = _gpu_sum_kinds()
+    e = ref.random_off_policy(rng, 5, 40, np.float64)
+    call = {
+        "n_step": lambda **kw: puffadv.n_step_returns(
+            e["rewards"], e["values"], e["terminated"], e["truncated"], n=3,
+            bootstrap_values=e["bootstrap_values"], gamma=GAMMA, lambda_=LAM, **kw),
+        "retrace": lambda **kw: puffadv.retrace(
+            e["rewards"], e["q_values"], e["next_values"], e["terminated"], e["truncated"],
+            target_probs=e["target_probs"], behaviour_probs=e["behaviour_probs"], gamma=GAMMA, lambda_=LAM, **kw),
+        "q_lambda": lambda **kw: puffadv.q_lambda(
+            e["rewards"], e["q_values"], e["next_values"], e["terminated"], e["truncated"], gamma=GAMMA,
+            lambda_=LAM, **kw),
+    }[which]
+    plain = call(advantages=True, sums=True, square_sums=True)
+    passed = []
+    real_call_core = conv._dispatch.call_core
+    monkeypatch.setattr(conv._dispatch, "call_core",
+                        lambda kernel, framework, inputs, outputs, *rest: (
+                            passed.append(outputs[0]), real_call_core(kernel, framework, inputs, outputs, *rest)))
+    monkeypatch.setattr(conv, "_advantages_for_sums", lambda kind, framework, rewards, specs: True)
+    got = call(advantages=False, sums=True, square_sums=True)
+    assert got.advantages is None
+    assert len(passed) == 1 and isinstance(passed[0], np.ndarray) and passed[0].shape == (5, 40)
+    np.testing.assert_array_equal(passed[0], plain.advantages)
+    np.testing.assert_array_equal(got.sums, plain.sums)
+    np.testing.assert_array_equal(got.square_sums, plain.square_sums)
+    np.testing.assert_array_equal(got.returns, plain.returns)
+
+
+@pytest.mark.skipif(torch is None or not torch.cuda.is_available() or puffadv.backend()["cuda"]["device_count"] == 0,
+                    reason="needs a CUDA device and puffadv's CUDA backend")
+def test_gpu_row_sums_without_advantages_are_computed(rng):
+    e = ref.random_off_policy(rng, 4, 50, np.float32)
+    cuda = lambda x: torch.from_numpy(np.ascontiguousarray(x)).cuda()
+    got = puffadv.n_step_returns(*map(cuda, (e["rewards"], e["values"], e["terminated"], e["truncated"])), n=3,
+                                 bootstrap_values=cuda(e["bootstrap_values"]), gamma=GAMMA, lambda_=LAM, sums=True)
+    want = ref.n_step_returns(e["rewards"], e["values"], e["terminated"], e["truncated"], None,
+                              e["bootstrap_values"], 3, GAMMA, LAM) - e["values"]
+    assert got.advantages is None
+    assert ref.relative_error(got.sums.cpu().numpy(), want.sum(1)) <= 1e-4
+    for fn, extra in [(puffadv.retrace, dict(target_probs=e["target_probs"], behaviour_probs=e["behaviour_probs"])),
+                      (puffadv.q_lambda, {})]:
+        out = fn(*map(cuda, (e["rewards"], e["q_values"], e["next_values"], e["terminated"], e["truncated"])),
+                 **{k: cuda(v) for k, v in extra.items()}, advantages=False, sums=True)
+        assert out.advantages is None and out.sums is not None
+    # Under torch.compile (python/puffadv/_compiled.py decides the same).
+    args = [cuda(e[k]) for k in ("rewards", "values", "terminated", "truncated", "bootstrap_values")]
+    compiled = torch.compile(lambda r, v, d, t, b: puffadv.n_step_returns(
+        r, v, d, t, n=3, bootstrap_values=b, gamma=GAMMA, lambda_=LAM, sums=True).sums, fullgraph=True)
+    assert ref.relative_error(compiled(*args).cpu().numpy(), want.sum(1)) <= 1e-4
