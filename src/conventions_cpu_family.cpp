@@ -854,7 +854,8 @@ void run_family(const standard_arrays& a, const standard_params& p) {
 
     shared_bad_step bad;
     if (is_long_window(k)) {  // whole rows per thread, in O(T) each
-        const int threads = static_cast<int>(std::min<std::int64_t>(cpu_thread_count(), k.rows));
+        const std::int64_t by_work = std::max<std::int64_t>(1, k.rows * k.horizon / kElementsPerThread);
+        const int threads = static_cast<int>(std::min<std::int64_t>({cpu_thread_count(), k.rows, by_work}));
         parallel_ranges(threads, k.rows, [&](std::int64_t begin, std::int64_t end) {
             bad.keep(run_long_windows(k, begin, end - begin));
         });
