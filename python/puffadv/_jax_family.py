@@ -17,7 +17,8 @@ import numpy as np
 
 from . import _core
 from . import jax as _pjax  # the shared helpers and registration, read at call time
-from ._conventions import Estimate, VTraceEstimate, _window, probability_pair, reset_at_start
+from ._conventions import Estimate, VTraceEstimate
+from ._family import _window, probability_pair, reset_at_start
 from ._jax_sharding import RowwiseCall, result_type
 
 # The core's estimator values (the handler's `kind` attribute).
