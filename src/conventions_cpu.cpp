@@ -153,19 +153,6 @@ inline void add_row_sums(const C* adv, int n, double* sums) {
 }
 
 template <typename C>
-void write_sums(const kernel_args<C>& a, std::int64_t row, const double* sums) {
-    const view* outs[3] = {&a.abs_sums, &a.sums, &a.square_sums};
-    for (int i = 0; i < 3; ++i) {
-        if (!outs[i]->present) continue;
-        void* at = outs[i]->base + row * outs[i]->row_stride * outs[i]->size;
-        if (outs[i]->type == dtype::float64)
-            *static_cast<double*>(at) = sums[i];
-        else
-            *static_cast<float*>(at) = static_cast<float>(sums[i]);
-    }
-}
-
-template <typename C>
 bool wants_sums(const kernel_args<C>& a) {
     return a.abs_sums.present || a.sums.present || a.square_sums.present;
 }
@@ -324,7 +311,7 @@ void tile_time_contiguous(const kernel_args<C>& a, std::int64_t first, int count
         }
     }
     if (sum)
-        for (int r = 0; r < count; ++r) write_sums(a, first + r, sums[r]);
+        for (int r = 0; r < count; ++r) write_row_sums(a, first + r, sums[r]);
 }
 
 // ---- traversal 2: any layout, blocks of rows stepping back through time ----
@@ -401,7 +388,7 @@ void block_rows(const kernel_args<C>& a, std::int64_t first, int n, data_error& 
     if (sum)
         for (int i = 0; i < n; ++i) {
             const double triple[3] = {s.sums[0][i], s.sums[1][i], s.sums[2][i]};
-            write_sums(a, first + i, triple);
+            write_row_sums(a, first + i, triple);
         }
 }
 

@@ -53,6 +53,22 @@ inline view view_of(const matrix& m) {
 }
 inline view view_of(const std::optional<matrix>& m) { return m ? view_of(*m) : view{}; }
 
+/// Stores one row's sums of |A|, A and A^2 (accumulated in double) into the
+/// present [rows] outputs, float32 or float64. `Args`: any kernel's arguments
+/// with abs_sums, sums and square_sums views.
+template <typename Args>
+void write_row_sums(const Args& a, std::int64_t row, const double* totals) {
+    const view* outs[3] = {&a.abs_sums, &a.sums, &a.square_sums};
+    for (int i = 0; i < 3; ++i) {
+        if (!outs[i]->present) continue;
+        void* p = outs[i]->at(row, 0);
+        if (outs[i]->type == dtype::float64)
+            *static_cast<double*>(p) = totals[i];
+        else
+            *static_cast<float*>(p) = static_cast<float>(totals[i]);
+    }
+}
+
 enum class producer { puff, standard };
 
 /// One call, in kernel terms. C is the arithmetic type: double for float64

@@ -65,19 +65,6 @@ struct shared_bad_step {
     }
 };
 
-template <typename C>
-void write_row_sums(const family_args<C>& a, std::int64_t row, const double* sums) {
-    const view* outs[3] = {&a.abs_sums, &a.sums, &a.square_sums};
-    for (int i = 0; i < 3; ++i) {
-        if (!outs[i]->present) continue;
-        void* at = outs[i]->base + row * outs[i]->row_stride * outs[i]->size;
-        if (outs[i]->type == dtype::float64)
-            *static_cast<double*>(at) = sums[i];
-        else
-            *static_cast<float*>(at) = static_cast<float>(sums[i]);
-    }
-}
-
 // Scratch lines of one block, carved out of this thread's buffers (pointers, so
 // that the loops do not look the thread-local storage up again at every use).
 template <typename C>

@@ -88,7 +88,7 @@ PUFF_SIMD_CLONES bad_step rows_along_time(const kernel_args<C>& a, std::int64_t 
     if (horizon == 0) {  // nothing to estimate, but the row sums are written: zeros
         const double zeros[3] = {0, 0, 0};
         if (want_sums)
-            for (std::int64_t row = first; row < first + count; ++row) write_sums(a, row, zeros);
+            for (std::int64_t row = first; row < first + count; ++row) write_row_sums(a, row, zeros);
         return bad;
     }
     for (std::int64_t row = first + count - 1; row >= first; --row) {
@@ -128,7 +128,7 @@ PUFF_SIMD_CLONES bad_step rows_along_time(const kernel_args<C>& a, std::int64_t 
         if (want_sums) {
             double totals[3] = {0, 0, 0};
             sums.total_into(totals);
-            write_sums(a, row, totals);
+            write_row_sums(a, row, totals);
         }
     }
     if (stream) simd::fence();

@@ -174,7 +174,7 @@ PUFF_SIMD_CLONES bad_step rows_across_time(const kernel_args<C>& a, std::int64_t
     if (sums)
         for (int i = 0; i < n; ++i) {
             const double totals[3] = {sums[i], sums[pitch + i], sums[2 * pitch + i]};
-            write_sums(a, first + i, totals);
+            write_row_sums(a, first + i, totals);
         }
     if (stream) simd::fence();
     return bad;

@@ -82,19 +82,6 @@ inline bool wants_sums(const view& abs_sums, const view& sums, const view& squar
     return abs_sums.present || sums.present || square_sums.present;
 }
 
-template <typename C>
-void write_sums(const kernel_args<C>& a, std::int64_t row, const double* totals) {
-    const view* outs[3] = {&a.abs_sums, &a.sums, &a.square_sums};
-    for (int i = 0; i < 3; ++i) {
-        if (!outs[i]->present) continue;
-        void* p = outs[i]->at(row, 0);
-        if (outs[i]->type == dtype::float64)
-            *static_cast<double*>(p) = totals[i];
-        else
-            *static_cast<float*>(p) = static_cast<float>(totals[i]);
-    }
-}
-
 // An output's W lanes at p (null: not requested), past the caches if `stream`
 // (a copy of a.stream: the streaming stores may alias anything, so a.stream
 // itself would be reloaded after each).
