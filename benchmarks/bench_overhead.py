@@ -14,10 +14,14 @@ process's CPU time instead of wall time, so that time spent descheduled by
 other processes' load is left out (on a quiet machine the two agree). At
 8192x64 the CPU rows include the computation itself.
 
-On a GPU, also the eager time of one call at 8192x64 and 65536x128 (L2 flushed,
-device idle before it, CUDA events around the call: host overhead included) and
-its device time (calls queued behind a sleep kernel, so no host gap is counted,
-on buffers rotated past the L2).
+On a GPU, also the eager time of one call at 8192x64 and 65536x128, two ways:
+from an idle device (L2 flushed, then a synchronisation, CUDA events around the
+call: the host's time up to the launch is counted) and as triton.testing.do_bench
+times it (flush and call queued back to back: the host's time hides behind the
+flush); and its device time (calls queued behind a sleep kernel, so no host gap
+is counted, on buffers rotated past the L2). Beside them, the floor of any
+Python-level call on that host: the compiled core called directly and a torch
+kernel launch (torch.add with an output).
 
     python benchmarks/bench_overhead.py [--quick] [--clock wall|cpu] [--json out.json]
 """
@@ -177,7 +181,7 @@ def _synchronize_all():
 
 
 def gpu_times(rows, horizon, repeats):
-    """{call: (eager us, device us)} for torch CUDA at one shape."""
+    """{call: (eager us from an idle device, eager us as do_bench, device us)} for torch CUDA at one shape."""
     import torch
     ops = _torch_ops()
     per_set = rows * horizon * 20
@@ -194,11 +198,17 @@ def gpu_times(rows, horizon, repeats):
                                advantages=a["out"], returns=False)
         if name == "op compute_puff_advantage (given)":
             return ops.compute_puff_advantage(v, r, d, i, a["out"], 0.99, 0.95, 1.0, 1.0)
-        return ops.gae(a["rewards"], v, a["terminated"], None, a["last_value"])
+        if name == "op gae":
+            return ops.gae(a["rewards"], v, a["terminated"], None, a["last_value"])
+        if name == "floor: direct _core.puff_advantage":
+            return _core.puff_advantage(v, r, d, i, a["out"], *PUFF, raw_stream(v.get_device()))
+        return torch.add(v, r, out=a["out"])  # floor: a torch kernel launch reading 2 arrays
 
+    raw_stream = torch._C._cuda_getCurrentRawStream
     names = ["puffadv.compute_puff_advantage (given)", "puffadv.gae (advantages given)"]
     if ops is not None:
         names += ["op compute_puff_advantage (given)", "op gae"]
+    names += ["floor: direct _core.puff_advantage", "floor: torch.add(v, r, out=)"]
     result = {}
     for name in names:
         call(name, arrays[0])
@@ -212,6 +222,19 @@ def gpu_times(rows, horizon, repeats):
             end.record()
             end.synchronize()
             eager.append(start.elapsed_time(end) * 1000)
+        # As triton.testing.do_bench times it: flushes and calls queued back to back,
+        # no wait between them, so the host's time overlaps the previous flush.
+        pipelined = []
+        starts = [torch.cuda.Event(enable_timing=True) for _ in range(repeats)]
+        ends = [torch.cuda.Event(enable_timing=True) for _ in range(repeats)]
+        torch.cuda.synchronize()
+        for k in range(repeats):
+            flush.zero_()
+            starts[k].record()
+            call(name, arrays[k % sets])
+            ends[k].record()
+        torch.cuda.synchronize()
+        pipelined = [s.elapsed_time(e) * 1000 for s, e in zip(starts, ends)]
         device = []
         for _ in range(max(3, repeats // 10)):
             torch.cuda.synchronize()
@@ -223,7 +246,7 @@ def gpu_times(rows, horizon, repeats):
             end.record()
             end.synchronize()
             device.append(start.elapsed_time(end) * 1000 / (2 * sets))
-        result[name] = (statistics.median(eager), statistics.median(device))
+        result[name] = (statistics.median(eager), statistics.median(pipelined), statistics.median(device))
     return result
 
 
@@ -301,9 +324,10 @@ def main(argv=None):
     if "torch-cuda" in table:
         for rows, horizon in GPU_SHAPES:
             gpu[f"{rows}x{horizon}"] = gpu_times(rows, horizon, 50 if args.quick else 200)
-            print(f"\ntorch CUDA {rows}x{horizon}: eager (L2 flushed) / device time, us")
-            for name, (eager, device) in gpu[f"{rows}x{horizon}"].items():
-                print(f"  {name:48s} {eager:8.1f} {device:8.1f}")
+            print(f"\ntorch CUDA {rows}x{horizon}, us: eager from an idle device (L2 flushed) / "
+                  f"eager as do_bench (flushes and calls queued) / device time")
+            for name, (eager, pipelined, device) in gpu[f"{rows}x{horizon}"].items():
+                print(f"  {name:48s} {eager:8.1f} {pipelined:8.1f} {device:8.1f}")
     else:
         print("\nGPU eager / device times: skipped, no CUDA device")
 

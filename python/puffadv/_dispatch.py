@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from . import _fallback, _frameworks
 
+_torch_rules = None  # imported with the first torch call (it imports torch)
+
 
 def call_core(kernel, framework: str, inputs, outputs, scalars, stream=None, output_names=()):
     """Runs `kernel(*inputs, *outputs, *scalars, stream_handle)`.
@@ -22,10 +24,10 @@ def call_core(kernel, framework: str, inputs, outputs, scalars, stream=None, out
     if framework == "numpy" and stream is None:  # the common case: host memory, no stream
         kernel(*inputs, *outputs, *scalars, 0)
         return
+    rules = None
     if framework == "torch":
-        from . import _torch_rules
-        for name, out in zip(output_names, outputs):
-            _torch_rules.check_writable(out, name)
+        rules = _torch_rules or _load_torch_rules()
+        rules.check_all_writable(outputs, output_names)
     handle = _frameworks.current_stream(framework, inputs[0], stream)
     reason = None
     try:
@@ -37,10 +39,17 @@ def call_core(kernel, framework: str, inputs, outputs, scalars, stream=None, out
         kernel, inputs, outputs = _present_only(kernel, inputs, outputs)
         inputs = _frameworks.for_import(framework, inputs)
         _fallback.run_on_host(kernel, framework, inputs, outputs, scalars, reason, stream)
-    if framework == "torch":
-        _torch_rules.mark_written(*outputs)
+    if rules is not None:
+        rules.mark_written(*outputs)
     elif framework == "jax" and _frameworks.is_gpu(inputs[0]):
         _frameworks.wait_for_gpu(inputs[0])
+
+
+def _load_torch_rules():
+    global _torch_rules
+    from . import _torch_rules as rules
+    _torch_rules = rules
+    return rules
 
 
 def _present_only(kernel, inputs, outputs):

@@ -61,10 +61,41 @@ def check_writable(tensor, name: str) -> None:
         "torch.no_grad()")
 
 
+def check_all_writable(tensors, names) -> None:
+    """check_writable() over one call's outputs, paired with their names. The
+    common output (no autograd history, not an inference tensor) costs two
+    attribute reads: this runs before every torch call's kernel launch."""
+    for tensor, name in zip(tensors, names):
+        if tensor is None or (type(tensor) is _Tensor and not tensor.requires_grad
+                              and not tensor.is_inference()):
+            continue
+        check_writable(tensor, name)
+
+
+_Tensor = torch.Tensor
+
+
+def _version_bumper():
+    """torch._C._increment_version, what torch.autograd.graph.increment_version
+    calls, if it takes a list (torch >= 2.5 or so); else the public function
+    per tensor (older torch took one tensor)."""
+    bump = getattr(torch._C, "_increment_version", None)
+    try:
+        bump([])
+        return bump
+    except Exception:
+        public = torch.autograd.graph.increment_version
+        return lambda tensors: [public(t) for t in tensors]
+
+
+_increment_version = _version_bumper()
+
+
 def mark_written(*tensors) -> None:
     """Bump the version counters, as torch's in-place ops do after a write, so that
     a backward that saved one of these tensors earlier fails instead of using new
-    values. None is skipped; inference tensors have no counter and are left alone."""
-    written = [t for t in tensors if isinstance(t, torch.Tensor)]
+    values. None is skipped; inference tensors have no counter and are left alone
+    (torch skips them)."""
+    written = [t for t in tensors if t is not None and isinstance(t, _Tensor)]
     if written:
-        torch.autograd.graph.increment_version(written)
+        _increment_version(written)
