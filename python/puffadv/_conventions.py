@@ -236,11 +236,13 @@ def _family_core(rewards, values, terminated, truncated, last_value, bootstrap_v
 _GPU_SUMS_NEED_ADVANTAGES = frozenset({"n_step_returns", "retrace", "q_lambda"})
 
 
+def _wanted(spec) -> bool:
+    return spec is not False and spec is not None
+
+
 def _sums_without_advantages(kind: _Kind, specs: tuple) -> bool:
     """Row sums of a kind in _GPU_SUMS_NEED_ADVANTAGES requested without the advantages."""
-    def wanted(spec):
-        return spec is not False and spec is not None
-    return kind.core in _GPU_SUMS_NEED_ADVANTAGES and not wanted(specs[0]) and any(map(wanted, specs[2:]))
+    return kind.core in _GPU_SUMS_NEED_ADVANTAGES and not _wanted(specs[0]) and any(map(_wanted, specs[2:]))
 
 
 def _advantages_for_sums(kind: _Kind, framework: str, rewards, specs: tuple) -> bool:
