@@ -33,9 +33,10 @@ struct fast_divider {
     }
 };
 
-/// keep ? a : b, bit by bit (keep is all ones or all zeros): one logic
-/// instruction (LOP3 / v_bfi) with no predicate, and b's NaN or a's never
-/// reaches the other side, as it would through a multiplication by 0.
+/// keep ? a : b, bit by bit (keep is all ones or all zeros): one instruction
+/// (nvcc 13 emits SEL on the predicate the mask came from; else LOP3 / v_bfi),
+/// and a NaN on the side not taken never reaches the result, as it would
+/// through a multiplication by 0.
 template <typename T>
 using bit_mask = std::conditional_t<sizeof(T) == 8, std::uint64_t, std::uint32_t>;
 
