@@ -13,6 +13,7 @@
 
 #include "backend.cuh"
 #include "family_steps.cuh"
+#include "n_step_window.cuh"
 #include "standard_steps.cuh"
 
 namespace puffadv::gpu {
@@ -428,15 +429,19 @@ void run_n_step(const standard_arrays& a, const standard_params& p, cudaStream_t
     // Windows of n <= 4 (8) steps of contiguous rows: the vector kernel, 4 (8) outputs a thread.
     const auto launch_vector = [&](auto n_tag, const auto& window) {
         constexpr int N = decltype(n_tag)::value;
-        constexpr unsigned threads = 256;
         const std::uint64_t chunks = std::uint64_t(rows) * std::uint64_t(horizon / N);
-        n_step_vector_kernel<N><<<static_cast<unsigned>((chunks + threads - 1) / threads), threads, 0, stream>>>(
-            window);
+        const auto blocks = static_cast<unsigned>((chunks + n_step_chunks_per_block - 1) / n_step_chunks_per_block);
+        // The divider serves chunk indices below 2^31; the kernel divides by 64 bits past them.
+        const fast_divider per_row(chunks < (std::uint64_t(1) << 31) ? std::uint32_t(horizon / N) : 1u);
+        if (a.truncated)
+            n_step_vector_kernel<N, true><<<blocks, n_step_threads, 0, stream>>>(window, per_row, chunks);
+        else
+            n_step_vector_kernel<N, false><<<blocks, n_step_threads, 0, stream>>>(window, per_row, chunks);
         PUFF_GPU_CHECK(cudaGetLastError(), device);
     };
     const auto run = [&](const auto& window) {
         const std::uint64_t chunks = std::uint64_t(rows) * std::uint64_t(horizon / 4);
-        const bool fits = (chunks + 255) / 256 <= 0x7fffffffu;
+        const bool fits = (chunks + n_step_chunks_per_block - 1) / n_step_chunks_per_block <= 0x7fffffffu;
         if (layout.vectorized && p.n <= 4 && fits)
             launch_vector(std::integral_constant<int, 4>{}, window);
         else if (layout.vectorized_wide && p.n <= 8 && fits)

@@ -353,6 +353,18 @@ def _family_calls(e):
                      dict(bootstrap_values=e["bootstrap_values"]), dict(n=3, **lam), estimate),
         "n_step/1": (puffadv.n_step_returns, [r, e["values"], term, trunc],
                      dict(bootstrap_values=e["bootstrap_values"]), dict(n=1, **lam), estimate),
+        "n_step/2": (puffadv.n_step_returns, [r, e["values"], term, trunc],
+                     dict(bootstrap_values=e["bootstrap_values"]), dict(n=2, **lam), estimate),
+        "n_step/4": (puffadv.n_step_returns, [r, e["values"], term, trunc],
+                     dict(bootstrap_values=e["bootstrap_values"]), dict(n=4, **lam), estimate),
+        "n_step/5": (puffadv.n_step_returns, [r, e["values"], term, trunc],
+                     dict(bootstrap_values=e["bootstrap_values"]), dict(n=5, **lam), estimate),
+        "n_step/3/bootstrap_values-returns-only": (puffadv.n_step_returns, [r, e["values"], dones],
+                                                   dict(bootstrap_values=e["bootstrap_values"]), dict(n=3, **lam),
+                                                   ("returns",)),
+        "n_step/6/advantages-only": (puffadv.n_step_returns, [r, e["values"], term, trunc],
+                                     dict(bootstrap_values=e["bootstrap_values"]),
+                                     dict(n=6, returns=False, **lam), ("advantages",)),
         "n_step/7/last_value": (puffadv.n_step_returns, [r, e["values"], dones], dict(last_value=e["last_value"]),
                                 dict(n=7, gamma=FAMILY_GAMMA, lambda_=1.0), estimate),
         "n_step/8": (puffadv.n_step_returns, [r, e["values"], term, trunc],
@@ -494,3 +506,94 @@ def test_family_nan_stays_in_its_row(rng, name, shape):
         others = np.delete(np.arange(shape[0]), 1)
         assert np.array_equal(dirty[out][others], clean[out][others]), out
         assert np.isnan(dirty[out][1]).any(), out
+
+
+# ---- the n-step vector kernel (src/kernels/n_step_window.cuh) ----
+# It takes contiguous rows whose horizon is a multiple of N = 4 (n <= 4) or 8
+# (n <= 8): each thread N outputs, a warp of 32 lanes 31 chunks (its top lane's
+# chunk only feeds the lane below), one shuffle of W per round of the window.
+# These shapes put row ends at every lane and warp position: rows of one or two
+# chunks, rows of exactly one warp (31 chunks of 4), rows that end mid-warp, a
+# horizon that is a multiple of 4 but not 8 (n > 4 takes the generic kernel).
+N_STEP_SHAPES = [(1000, 8), (37, 12), (31, 124), (33, 248), (70001, 8), (3, 4096)]
+
+
+def _n_step_run(e, n, flags, bootstrap, device, dtype):
+    """returns and advantages of n_step_returns on `device` (NaN-poisoned outputs), as float64 NumPy."""
+    tdtype = getattr(torch, np.dtype(dtype).name)
+    move = lambda x: torch.from_numpy(np.ascontiguousarray(x)).to(device)  # noqa: E731
+    shape = e["rewards"].shape
+    out = lambda: torch.full(shape, float("nan"), dtype=tdtype, device=device)  # noqa: E731
+    result = puffadv.n_step_returns(move(e["rewards"]), move(e["values"]), *map(move, flags), n=n,
+                                    **{k: move(e[k]) for k in bootstrap}, gamma=FAMILY_GAMMA, lambda_=FAMILY_LAMBDA,
+                                    returns=out(), advantages=out())
+    if device != "cpu":
+        torch.cuda.synchronize()
+    return {k: getattr(result, k).double().cpu().numpy() for k in ("returns", "advantages")}
+
+
+def _n_step_flags(e, case):
+    """Positional flags and bootstrap keywords: truncations with bootstrap_values, or
+    done flags with bootstrap_values (read at the row's last step only) or last_value."""
+    if case == "truncations":
+        return [e["terminated"], e["truncated"]], ["bootstrap_values"]
+    dones = e["terminated"] | e["truncated"]
+    return [dones], ["bootstrap_values" if case == "bootstrap_values" else "last_value"]
+
+
+@needs_gpu
+@pytest.mark.parametrize("n", [1, 2, 3, 4, 5, 7, 8])
+@pytest.mark.parametrize("shape", N_STEP_SHAPES)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("case", ["truncations", "bootstrap_values", "last_value"])
+def test_family_n_step_vector_kernel_matches_the_cpu(rng, n, shape, dtype, case):
+    if UNDER_SANITIZER and shape[0] * shape[1] > 100_000:
+        pytest.skip("long under the sanitizer")
+    e = _family_episodes(rng, *shape, dtype)
+    flags, bootstrap = _n_step_flags(e, case)
+    cpu = _n_step_run(e, n, flags, bootstrap, "cpu", dtype)
+    gpu = _n_step_run(e, n, flags, bootstrap, "cuda", dtype)
+    tol = 1e-12 if dtype == np.float64 else 1e-5
+    for out in cpu:
+        assert not np.isnan(gpu[out]).any(), f"{out}: unwritten or NaN on the GPU"
+        err = relative_error(gpu[out], cpu[out])
+        assert err <= tol, f"{out}: GPU vs CPU rel err {err:.2e}"
+
+
+@needs_gpu
+@pytest.mark.parametrize("n", [1, 2, 3, 4, 5, 8])
+@pytest.mark.parametrize("shape", [(40, 128), (40, 124)])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_family_n_step_nan_stays_in_its_episode(rng, n, shape, dtype):
+    """A window cut by an episode's end takes W1 by a select: a NaN reward or value
+    just after the end (which the step before computes with, then drops) reaches
+    no output of the ended episode, and a step both terminated and truncated (a
+    NaN, which only the GPU computes: the CPU raises) poisons exactly the windows
+    that reach it. Every row has its end at another lane/chunk position."""
+    rows, horizon = shape
+    e = _family_episodes(rng, rows, horizon, dtype)
+    term, trunc = e["terminated"], e["truncated"]
+    both = np.zeros_like(term)
+    for i in range(rows):
+        cut = (13 * i + 1) % (horizon - 1)
+        term[i, cut], trunc[i, cut] = True, False
+        e["rewards"][i, cut + 1] = np.nan
+        if i % 2:
+            e["values"][i, cut + 1] = np.nan
+        if i % 3 == 0:
+            both[i, (cut + 50) % horizon] = True
+    gpu_flags = [term | both, trunc | both]
+    cpu_flags = [term | both, trunc & ~both]  # the CPU refuses both: terminated alone there
+    gpu = _n_step_run(e, n, gpu_flags, ["bootstrap_values"], "cuda", dtype)
+    cpu = _n_step_run(e, n, cpu_flags, ["bootstrap_values"], "cpu", dtype)
+    done = term | trunc | both
+    poisoned = np.zeros((rows, horizon), bool)  # windows that reach a step both terminated and truncated
+    for i, d in zip(*np.nonzero(both)):
+        for t in range(max(0, d - n + 1), d + 1):
+            poisoned[i, t] = not done[i, t:d].any()
+    tol = 1e-12 if dtype == np.float64 else 1e-5
+    for out in cpu:
+        expected_nan = np.isnan(cpu[out]) | poisoned
+        assert np.array_equal(np.isnan(gpu[out]), expected_nan), out
+        keep = ~expected_nan
+        assert relative_error(gpu[out][keep], cpu[out][keep]) <= tol, out
