@@ -29,6 +29,7 @@
 #include <emmintrin.h>
 #endif
 
+#include "conventions_cpu_family.hpp"
 #include "conventions_cpu_lines.hpp"
 #include "cpu_scan.hpp"  // PUFF_SIMD_CLONES
 #include "cpu_threads.hpp"
@@ -40,19 +41,6 @@ constexpr int kRows = 256;         // rows per block (one unit of thread work) a
 constexpr int kStridedRows = 64;   // ... where a step's rows are not adjacent: their cache lines stay in L1
 constexpr std::int64_t kElementsPerThread = 1 << 15;
 constexpr std::int64_t kWindowScratchBytes = 1 << 21;  // n_step_returns: the n lines of W per block
-
-template <typename C>
-struct family_args {
-    estimator kind;
-    std::int64_t rows, horizon;
-    view rewards, values, terminated, truncated, last_value, bootstrap, next_values, target, behaviour, greedy;
-    view advantages, returns, abs_sums, sums, square_sums;
-    C gamma, lambda, c_clip;
-    bool log_probs, reset_at_start;
-    bool row_adjacent;  // every [rows, horizon] array holds a step's rows adjacent
-    bool streaming;     // outputs too large to stay cached: stored past the caches
-    std::int64_t n;
-};
 
 // The first (row, step) with terminated and truncated both set, across threads.
 struct shared_bad_step {
@@ -834,10 +822,18 @@ void run_family(const standard_arrays& a, const standard_params& p) {
     const std::int64_t output_bytes = k.rows * k.horizon * dtype_size(a.rewards.type) *
                                       ((a.advantages ? 1 : 0) + (a.fused.returns ? 1 : 0));
     k.streaming = output_bytes >= kStreamingBytes;
-    // The block path runs episodic_sum's forward scan backwards over time-reversed views.
-    const bool along_time = tile_serves(k);
-    if (k.kind == estimator::episodic_sum && !along_time)
-        for (view* v : {&k.rewards, &k.terminated, &k.advantages, &k.returns}) reverse_time(*v, k.horizon);
+    // The one-pass SIMD kernels serve the common calls: time-contiguous rows whole, row-adjacent
+    // blocks in whole vectors of rows (the rest of a block takes the general kernel).
+    const bool simd_rows = family_simd_serves(k, true);
+    const bool simd_blocks = !simd_rows && family_simd_serves(k, false);
+    k.simd_stream = (simd_rows || simd_blocks) && family_simd_streams(k, simd_rows);
+    // The general kernels; the block path runs episodic_sum's forward scan backwards over
+    // time-reversed views.
+    const bool along_time = simd_rows || tile_serves(k);
+    family_args<C> general = k;
+    if (general.kind == estimator::episodic_sum && !along_time)
+        for (view* v : {&general.rewards, &general.terminated, &general.advantages, &general.returns})
+            reverse_time(*v, general.horizon);
 
     shared_bad_step bad;
     if (is_long_window(k)) {  // whole rows per thread, in O(T) each
@@ -849,15 +845,26 @@ void run_family(const standard_arrays& a, const standard_params& p) {
         if (bad.first.row >= 0) throw_both_set(bad.first);
         return;
     }
-    const std::int64_t unit = along_time ? kTileRows : block_rows_of(k);
+    const std::int64_t unit = simd_rows ? kSimdTileRows : along_time ? kTileRows : block_rows_of(k);
     const std::int64_t units = (k.rows + unit - 1) / unit;
     const std::int64_t by_work = std::max<std::int64_t>(1, k.rows * k.horizon / kElementsPerThread);
     const int threads = static_cast<int>(std::min<std::int64_t>({cpu_thread_count(), units, by_work}));
+    // Backward scans of time-contiguous rows take the mirror image of their units: a thread's rows
+    // are then one descending stream (conventions_cpu_simd.cpp).
+    const bool mirror = simd_rows && k.kind != estimator::episodic_sum;
     parallel_ranges(threads, units, [&](std::int64_t begin, std::int64_t end) {
         for (std::int64_t u = begin; u < end; ++u) {
             const std::int64_t first = u * unit;
             const int count = static_cast<int>(std::min<std::int64_t>(unit, k.rows - first));
-            bad.keep(along_time ? run_tile(k, first, count) : run_block(k, first, count));
+            if (simd_rows) {
+                bad.keep(family_simd_rows(k, mirror ? k.rows - first - count : first, count));
+            } else if (simd_blocks) {
+                const int whole = count - count % family_simd_width<C>;
+                bad.keep(family_simd_block(k, first, whole));
+                if (whole < count) bad.keep(run_block(general, first + whole, count - whole));
+            } else {
+                bad.keep(along_time ? run_tile(general, first, count) : run_block(general, first, count));
+            }
 #if defined(__SSE2__)
             if (k.streaming) _mm_sfence();  // the streamed stores are seen before the call returns
 #endif

@@ -1,0 +1,187 @@
+// One-pass SIMD kernel of the estimator family (discounted returns, Retrace,
+// Q(lambda), episodic sums) for data whose rows are adjacent (time-major [T, B],
+// time_axis=0): a block of rows steps through time (backwards; episodic_sum
+// forwards), W rows per vector, each lane its own recurrence with the carries in
+// a scratch line, as conventions_cpu_simd_blocks.cpp does for GAE. The lookahead
+// (Retrace's c_{t+1}, Q(lambda)'s greedy_{t+1}) is a second scratch line written
+// at step t + 1. The producers are conventions_simd.hpp's; which calls this
+// serves, family_simd_serves (conventions_cpu_family_simd.cpp).
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
+#include "conventions_cpu_family.hpp"
+#include "conventions_simd.hpp"
+
+namespace puffadv::detail {
+namespace simd_kernels {
+namespace {
+
+template <typename C>
+struct family_block_scratch {
+    std::vector<C> carry, later, end_values;
+    std::vector<double> sums;
+};
+
+template <typename C>
+family_block_scratch<C>& family_scratch_for(int n, bool sums) {
+    static thread_local family_block_scratch<C> s;
+    if (s.carry.size() < std::size_t(n)) {
+        s.carry.resize(n);
+        s.later.resize(n);
+        s.end_values.resize(n);
+    }
+    if (sums && s.sums.size() < 3 * std::size_t(n)) s.sums.resize(3 * std::size_t(n));
+    return s;
+}
+
+// The value after the row's last step: last_value, bootstrap_values[T-1], or 0.
+template <typename C>
+C family_value_after_end(const family_args<C>& a, std::int64_t row) {
+    if (a.last_value.present) return *at<C>(a.last_value, row, 0);
+    if (a.bootstrap.present) return *at<C>(a.bootstrap, row, a.horizon - 1);
+    return C(0);
+}
+
+// The lines of the step read next, prefetched a cache line ahead of this step's
+// reads (see next_step_lines in conventions_cpu_simd_blocks.cpp: the hardware
+// prefetcher restarts at every page of every step's line).
+struct family_next_lines {
+    static constexpr int kMost = 9;
+    const char* lines[kMost] = {};
+    int sizes[kMost] = {};
+    int count = 0;
+
+    template <typename C>
+    family_next_lines(const family_args<C>& a, std::int64_t first, std::int64_t t) {
+        if (t < 0 || t >= a.horizon) return;
+        for (const view* v : {&a.rewards, &a.values, &a.terminated, &a.truncated, &a.next_values, &a.target,
+                              &a.behaviour, &a.greedy}) {
+            if (!v->present) continue;
+            lines[count] = static_cast<const char*>(v->at(first, t)), sizes[count++] = v->size;
+        }
+        if (!a.simd_stream)  // streamed outputs have no line to fetch
+            for (const view* v : {&a.advantages, &a.returns})
+                if (v->present) lines[count] = static_cast<const char*>(v->at(first, t)), sizes[count++] = v->size;
+    }
+    /// Element i of every line (called once per cache line of C).
+    PUFF_SIMD_INLINE void prefetch(std::int64_t i) const {
+        for (int j = 0; j < count; ++j) __builtin_prefetch(lines[j] + i * sizes[j]);
+    }
+};
+
+template <typename C>
+constexpr int kLineElements = 64 / sizeof(C);
+
+template <typename C, typename F, family_kind K>
+PUFF_SIMD_CLONES bad_step family_rows_across_time(const family_args<C>& a, std::int64_t first, int n) {
+    constexpr bool kForward = K == family_kind::episodic;
+    const family_coefficients<C> k = splat_family_coefficients<C>(a);
+    const bool want_sums = wants_sums(a.abs_sums, a.sums, a.square_sums);
+    family_block_scratch<C>& scratch = family_scratch_for<C>(n, want_sums);
+    C* const carry = scratch.carry.data();  // hoisted: a thread_local's address was re-derived per vector
+    C* const later = scratch.later.data();
+    C* const end_values = scratch.end_values.data();
+    double* const sums = want_sums ? scratch.sums.data() : nullptr;
+    const bool stream = a.simd_stream;
+    const bool q_read = K == family_kind::retrace || (a.values.present && (a.advantages.present || want_sums));
+    const std::int64_t T = a.horizon;
+    bad_step bad;
+    if (K == family_kind::episodic && a.last_value.present)
+        for (int i = 0; i < n; ++i) carry[i] = *at<C>(a.last_value, first + i, 0);  // the seed C_{-1}
+    else
+        std::fill(carry, carry + n, C(0));
+    std::fill(later, later + n, C(0));  // Retrace's c_T
+    if (K == family_kind::discounted && T > 0)
+        for (int i = 0; i < n; ++i) end_values[i] = family_value_after_end(a, first + i);
+    if (sums) std::fill(sums, sums + 3 * n, 0.0);
+    M<C> all{};
+    all = all == all;
+    for (std::int64_t step = 0; step < T; ++step) {
+        const std::int64_t t = kForward ? step : T - 1 - step;
+        const bool last = !kForward && t == T - 1;
+        const C* r = at<C>(a.rewards, first, t);
+        const C* q = a.values.present ? at<C>(a.values, first, t) : nullptr;
+        const C* nv = a.next_values.present ? at<C>(a.next_values, first, t) : nullptr;
+        const F* term = static_cast<const F*>(a.terminated.at(first, t));
+        const F* trunc = a.truncated.present ? static_cast<const F*>(a.truncated.at(first, t)) : nullptr;
+        const C* tp = K == family_kind::retrace ? at<C>(a.target, first, t) : nullptr;
+        const C* bp = K == family_kind::retrace ? at<C>(a.behaviour, first, t) : nullptr;
+        const F* greedy = a.greedy.present ? static_cast<const F*>(a.greedy.at(first, t)) : nullptr;
+        // episodic_sum's reset_t: dones_t, or dones_{t-1} (none before the first step).
+        const F* reset = a.reset_at_start ? term : t > 0 ? static_cast<const F*>(a.terminated.at(first, t - 1))
+                                                         : nullptr;
+        C* adv = out_at<C>(a.advantages, first, t);
+        C* ret = out_at<C>(a.returns, first, t);
+        const family_next_lines ahead(a, first, kForward ? t + 1 : t - 1);
+        for (int i = 0; i < n; i += W<C>) {
+            if (i % kLineElements<C> == 0) ahead.prefetch(i);
+            family_inputs<C> in{};
+            in.r = simd::load<C>(r + i);
+            if (K == family_kind::episodic) {
+                in.done = reset ? simd::set_lanes<C>(reset + i) : M<C>{};
+            } else {
+                in.terminated = simd::set_lanes<C>(term + i);
+                in.done = in.terminated;
+                if (K == family_kind::discounted)
+                    in.boot = last ? simd::load<C>(end_values + i) : simd::splat<C>(C(0));
+                else
+                    in.boot = simd::load<C>(nv + i);
+                if (trunc) {
+                    const M<C> truncated = simd::set_lanes<C>(trunc + i);
+                    if (simd::any_lane<C>(truncated)) {
+                        if (K == family_kind::discounted)
+                            in.boot = bootstrap_truncated<C, F>(a, in.boot, trunc + i, term + i, first + i, 1, t,
+                                                                0, bad);
+                        else if (simd::any_lane<C>(truncated & in.terminated))
+                            keep_both_set<C>(truncated & in.terminated, first + i, 1, t, 0, bad);
+                        in.done |= truncated;
+                    }
+                }
+            }
+            if (K == family_kind::retrace || q_read) in.q = simd::load<C>(q + i);
+            if (K == family_kind::retrace) {
+                in.later = simd::load<C>(later + i);
+                simd::store<C>(later + i, retrace_trace<C>(k, simd::load<C>(tp + i), simd::load<C>(bp + i)));
+            } else if (K == family_kind::q_lambda) {
+                in.later = simd::load<C>(later + i);
+                simd::store<C>(later + i, greedy ? flag_values<C, F>(k, greedy + i) : k.one);
+                if (last) in.done = all;  // the trace is cut past the row's end
+            }
+            const maps<C> m = produce_family<C, K>(k, in);
+            const V<C> s = m.delta + m.decay * simd::load<C>(carry + i);
+            simd::store<C>(carry + i, s);
+            const V<C> advantage = family_advantage<C, K>(s, in.q, q_read);
+            store_output(stream, adv ? adv + i : nullptr, advantage);
+            store_output(stream, ret ? ret + i : nullptr, family_return<C, K>(s, in.q));
+            if (sums) simd::add_to_lanes(advantage, sums + i, sums + n + i, sums + 2 * n + i);
+        }
+    }
+    if (sums)
+        for (int i = 0; i < n; ++i) {
+            const double totals[3] = {sums[i], sums[n + i], sums[2 * n + i]};
+            write_row_sums(a, first + i, totals);
+        }
+    if (stream) simd::fence();
+    return bad;
+}
+
+template <typename C, typename F, family_kind K>
+struct family_across_time {
+    static bad_step run(const family_args<C>& a, std::int64_t first, int count) {
+        return family_rows_across_time<C, F, K>(a, first, count);
+    }
+};
+
+}  // namespace
+}  // namespace simd_kernels
+
+template <typename C>
+bad_step family_simd_block(const family_args<C>& a, std::int64_t first, int count) {
+    return simd_kernels::family_dispatch<C, simd_kernels::family_across_time>(a, first, count);
+}
+
+template bad_step family_simd_block(const family_args<float>&, std::int64_t, int);
+template bad_step family_simd_block(const family_args<double>&, std::int64_t, int);
+
+}  // namespace puffadv::detail
