@@ -695,7 +695,7 @@ PUFF_SIMD_CLONES bad_step run_tile(const family_args<C>& a, std::int64_t first, 
 // In double: in float32 the subtraction cancels when gamma lambda is near 1. One difference from
 // the window: a NaN or inf past the window but inside the episode reaches G_t (through Lambda_t
 // and D_{t+n-1}); it stays in its row.
-constexpr std::int64_t kLongWindow = 64;     // windows longer than this take the O(T) pass
+constexpr std::int64_t kLongWindow = kFamilySimdWindow;  // windows longer than this take the O(T) pass
 constexpr int kLongChunk = 512;              // steps loaded, produced and stored at a time
 
 template <typename C>

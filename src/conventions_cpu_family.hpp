@@ -24,8 +24,8 @@ struct family_args {
 };
 
 /// Whether the one-pass SIMD kernels serve a family call: discounted_returns,
-/// retrace (probabilities, not log-probabilities: no vector exp), q_lambda and
-/// episodic_sum on inputs and outputs of type C (float32 or float64), flags of
+/// retrace (probabilities, not log-probabilities: no vector exp), q_lambda,
+/// episodic_sum, and n_step_returns on row-adjacent data, on inputs and outputs of type C (float32 or float64), flags of
 /// that type or bool/uint8 (terminated, truncated and greedy alike), every
 /// [rows, horizon] array with its steps adjacent (`time_contiguous`, and a
 /// horizon that is a multiple of the vector width) or its rows adjacent (and at
@@ -37,6 +37,9 @@ bool family_simd_serves(const family_args<C>& a, bool time_contiguous);
 /// they store 16-byte aligned).
 template <typename C>
 bool family_simd_streams(const family_args<C>& a, bool time_contiguous);
+
+/// n_step_returns' longest window the SIMD kernel serves (the general one's own limit).
+constexpr std::int64_t kFamilySimdWindow = 64;
 
 /// Lanes of the SIMD kernels: rows of a block are handed to them in multiples of it.
 template <typename C>

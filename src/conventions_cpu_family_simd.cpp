@@ -124,7 +124,9 @@ PUFF_SIMD_CLONES bad_step family_rows_along_time(const family_args<C>& a, std::i
 template <typename C, typename F, family_kind K>
 struct family_along_time {
     static bad_step run(const family_args<C>& a, std::int64_t first, int count) {
-        return family_rows_along_time<C, F, K>(a, first, count);
+        // n_step_returns in [B, T] keeps the general tiles (family_simd_serves): never called.
+        if constexpr (K == family_kind::n_step) return bad_step{};
+        else return family_rows_along_time<C, F, K>(a, first, count);
     }
 };
 
@@ -136,8 +138,12 @@ bool family_simd_serves(const family_args<C>& a, bool time_contiguous) {
     using simd_kernels::byte_flags;
     constexpr dtype own = sizeof(C) == 8 ? dtype::float64 : dtype::float32;
     constexpr int width = family_simd_width<C>;
+    // n_step_returns: [T, B] windows of at most kFamilySimdWindow steps (shorter than the row: longer
+    // ones take other paths before this, conventions_cpu_family.cpp); [B, T] keeps the tiles.
+    const bool windows = a.kind == estimator::n_step_returns && !time_contiguous && a.n <= kFamilySimdWindow;
     const bool kind = a.kind == estimator::discounted_returns || a.kind == estimator::q_lambda ||
-                      a.kind == estimator::episodic_sum || (a.kind == estimator::retrace && !a.log_probs);
+                      a.kind == estimator::episodic_sum || (a.kind == estimator::retrace && !a.log_probs) ||
+                      windows;
     if (!kind || a.rewards.type != own) return false;
     if (time_contiguous ? a.horizon < width || a.horizon % width != 0 : a.rows < width) return false;
     for (const view* v : {&a.values, &a.last_value, &a.bootstrap, &a.next_values, &a.target, &a.behaviour,

@@ -157,7 +157,9 @@ PUFF_SIMD_INLINE void prefetch_bootstraps(const F* flags, std::int64_t n, const 
 //   episodic_sum        delta = x                                      decay = gamma lambda (0 where reset)
 // The traversal hands `done` with the row's last step set for q_lambda (its trace is cut there),
 // and episodic_sum's reset_t (dones_{t-1}, or dones_t with reset_at_start) as `done`.
-enum class family_kind { discounted, retrace, q_lambda, episodic };
+// n_step_returns is no scan: its [T, B] traversal keeps the windows W1 .. Wn of the later step
+// (conventions_cpu_family_simd_blocks.cpp).
+enum class family_kind { discounted, retrace, q_lambda, episodic, n_step };
 
 template <typename C>
 struct family_coefficients {
@@ -254,18 +256,19 @@ bad_step dispatch(const kernel_args<C>& a, std::int64_t first, int count) {
 template <typename C, template <typename, typename, family_kind> class Kernel, typename Args>
 bad_step family_dispatch(const Args& a, std::int64_t first, int count) {
     using fn = bad_step (*)(const Args&, std::int64_t, int);
-    static constexpr fn by_float_flags[4] = {Kernel<C, C, family_kind::discounted>::run,
-                                             Kernel<C, C, family_kind::retrace>::run,
-                                             Kernel<C, C, family_kind::q_lambda>::run,
-                                             Kernel<C, C, family_kind::episodic>::run};
-    static constexpr fn by_byte_flags[4] = {Kernel<C, std::uint8_t, family_kind::discounted>::run,
-                                            Kernel<C, std::uint8_t, family_kind::retrace>::run,
-                                            Kernel<C, std::uint8_t, family_kind::q_lambda>::run,
-                                            Kernel<C, std::uint8_t, family_kind::episodic>::run};
+    static constexpr fn by_float_flags[5] = {
+        Kernel<C, C, family_kind::discounted>::run, Kernel<C, C, family_kind::retrace>::run,
+        Kernel<C, C, family_kind::q_lambda>::run, Kernel<C, C, family_kind::episodic>::run,
+        Kernel<C, C, family_kind::n_step>::run};
+    static constexpr fn by_byte_flags[5] = {
+        Kernel<C, std::uint8_t, family_kind::discounted>::run, Kernel<C, std::uint8_t, family_kind::retrace>::run,
+        Kernel<C, std::uint8_t, family_kind::q_lambda>::run, Kernel<C, std::uint8_t, family_kind::episodic>::run,
+        Kernel<C, std::uint8_t, family_kind::n_step>::run};
     const int which = a.kind == estimator::discounted_returns ? 0
                       : a.kind == estimator::retrace          ? 1
                       : a.kind == estimator::q_lambda         ? 2
-                                                              : 3;  // episodic_sum (family_simd_serves)
+                      : a.kind == estimator::episodic_sum     ? 3
+                                                              : 4;  // n_step_returns (family_simd_serves)
     return (byte_flags(a.terminated.type) ? by_byte_flags : by_float_flags)[which](a, first, count);
 }
 

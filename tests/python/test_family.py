@@ -177,7 +177,7 @@ def test_strided_views_and_flag_dtypes(rng, variant, flag_dtype):
 # float32/float64 data with flags of that type or bool/uint8 in [B, T] when the horizon is a
 # multiple of the vector width (8 float32, 4 float64; else the general kernel), and in [T, B] the
 # rows of a block in whole vectors (the rest, and fewer rows than a vector, the general kernel).
-# n_step_returns and log-probabilities always take the general kernel.
+# n_step_returns in [B, T] (and n >= T, or 64 < n) and log-probabilities take the general kernels.
 KERNEL_SHAPES = {"simd": (19, 64), "simd+general": (19, 62), "general": (3, 61)}
 
 
