@@ -1,7 +1,8 @@
-// Pieces the two one-pass SIMD traversals of the standard conventions share
-// (conventions_cpu_simd.cpp: time-contiguous rows; conventions_cpu_simd_blocks.cpp:
-// row-adjacent data): the producer of each step's affine map, the output
-// stores, the bootstrap at truncations. Private to those two files.
+// Pieces the one-pass SIMD traversals share (conventions_cpu_simd.cpp and
+// conventions_cpu_family_simd.cpp: time-contiguous rows; conventions_cpu_simd_blocks.cpp
+// and conventions_cpu_family_simd_blocks.cpp: row-adjacent data): the producers of
+// each step's affine map (the standard conventions' here, the estimator family's
+// further down), the output stores, the bootstrap at truncations. Private to those files.
 //
 // The producer is the general kernels' formula (conventions_cpu.cpp), lane for lane:
 //   V'_t    = V_{t+1}; the end value after the last step; the bootstrap value where
