@@ -3,8 +3,8 @@
 // time_axis=0): a block of rows steps through time (backwards; episodic_sum
 // forwards), W rows per vector, each lane its own recurrence with the carries in
 // a scratch line, as conventions_cpu_simd_blocks.cpp does for GAE. The lookahead
-// (Retrace's c_{t+1}, Q(lambda)'s greedy_{t+1}) is a second scratch line written
-// at step t + 1. The producers are conventions_simd.hpp's; which calls this
+// is a second scratch line written at step t + 1 (Retrace's c_{t+1}), or the
+// later step's line read again (Q(lambda)'s greedy_{t+1}). The producers are conventions_simd.hpp's; which calls this
 // serves, family_simd_serves (conventions_cpu_family_simd.cpp).
 #include <algorithm>
 #include <cstdint>
@@ -116,7 +116,9 @@ PUFF_SIMD_CLONES bad_step family_rows_across_time(const family_args<C>& a, std::
         const F* trunc = a.truncated.present ? static_cast<const F*>(a.truncated.at(first, t)) : nullptr;
         const C* tp = K == family_kind::retrace ? at<C>(a.target, first, t) : nullptr;
         const C* bp = K == family_kind::retrace ? at<C>(a.behaviour, first, t) : nullptr;
-        const F* greedy = a.greedy.present ? static_cast<const F*>(a.greedy.at(first, t)) : nullptr;
+        // Q(lambda)'s greedy_{t+1}: the later step's line, read again (cached: it was read at step t + 1).
+        const F* greedy_later =
+            a.greedy.present && !last ? static_cast<const F*>(a.greedy.at(first, t + 1)) : nullptr;
         // episodic_sum's reset_t: dones_t, or dones_{t-1} (none before the first step).
         const F* reset = a.reset_at_start ? term : t > 0 ? static_cast<const F*>(a.terminated.at(first, t - 1))
                                                          : nullptr;
@@ -155,8 +157,7 @@ PUFF_SIMD_CLONES bad_step family_rows_across_time(const family_args<C>& a, std::
                 in.later = simd::load<C>(later + i);
                 simd::store<C>(later + i, retrace_trace<C>(k, simd::load<C>(tp + i), simd::load<C>(bp + i)));
             } else if (K == family_kind::q_lambda) {
-                in.later = simd::load<C>(later + i);
-                simd::store<C>(later + i, greedy ? flag_values<C, F>(k, greedy + i) : k.one);
+                in.later = greedy_later ? flag_values<C, F>(k, greedy_later + i) : k.one;
                 if (last) in.done = all;  // the trace is cut past the row's end
             }
             V<C> advantage, returns;
