@@ -25,11 +25,11 @@ struct family_args {
 
 /// Whether the one-pass SIMD kernels serve a family call: discounted_returns,
 /// retrace (probabilities, not log-probabilities: no vector exp), q_lambda,
-/// episodic_sum, and n_step_returns on row-adjacent data, on inputs and outputs of type C (float32 or float64), flags of
-/// that type or bool/uint8 (terminated, truncated and greedy alike), every
-/// [rows, horizon] array with its steps adjacent (`time_contiguous`, and a
-/// horizon that is a multiple of the vector width) or its rows adjacent (and at
-/// least a vector of rows).
+/// episodic_sum, and n_step_returns on row-adjacent data, on inputs and outputs
+/// of type C (float32 or float64), flags of that type or bool/uint8
+/// (terminated, truncated and greedy alike), every [rows, horizon] array with
+/// its steps adjacent (`time_contiguous`, and a horizon that is a multiple of
+/// the vector width) or its rows adjacent (and at least a vector of rows).
 template <typename C>
 bool family_simd_serves(const family_args<C>& a, bool time_contiguous);
 

@@ -16,13 +16,6 @@ namespace puffadv::detail {
 namespace simd_kernels {
 namespace {
 
-template <typename C>
-C family_end_value(const family_args<C>& a, std::int64_t row) {
-    if (a.last_value.present) return *at<C>(a.last_value, row, 0);
-    if (a.bootstrap.present) return *at<C>(a.bootstrap, row, a.horizon - 1);
-    return C(0);
-}
-
 // Backward kinds walk the rows in descending order, each from its last step
 // down; episodic_sum ascending, each from its first step up: either way each
 // array is read as one stream (the prefetcher's best case; advantage_cpu.cpp).
@@ -62,7 +55,7 @@ PUFF_SIMD_CLONES bad_step family_rows_along_time(const family_args<C>& a, std::i
                                           : C(0));
         V<C> later_block = simd::splat<C>(C(0));  // the later block's first c or greedy, in every lane (c_T = 0)
         M<C> earlier_dones{};                      // episodic_sum: the earlier block's dones (none at first)
-        const C end = K == family_kind::discounted ? family_end_value(a, row) : C(0);
+        const C end = K == family_kind::discounted ? family_value_after_end<C>(a, row) : C(0);
         for (std::int64_t b = 0; b < T; b += W<C>) {
             const std::int64_t t = kForward ? b : T - W<C> - b;
             const bool top = !kForward && b == 0;  // holds the row's last step

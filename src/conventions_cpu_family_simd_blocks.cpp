@@ -38,14 +38,6 @@ family_block_scratch<C>& family_scratch_for(int n, int levels, bool sums) {
     return s;
 }
 
-// The value after the row's last step: last_value, bootstrap_values[T-1], or 0.
-template <typename C>
-C family_value_after_end(const family_args<C>& a, std::int64_t row) {
-    if (a.last_value.present) return *at<C>(a.last_value, row, 0);
-    if (a.bootstrap.present) return *at<C>(a.bootstrap, row, a.horizon - 1);
-    return C(0);
-}
-
 // The lines of the step read next, prefetched a cache line ahead of this step's
 // reads (see next_step_lines in conventions_cpu_simd_blocks.cpp: the hardware
 // prefetcher restarts at every page of every step's line).
@@ -100,7 +92,7 @@ PUFF_SIMD_CLONES bad_step family_rows_across_time(const family_args<C>& a, std::
         std::fill(carry, carry + n, C(0));
     std::fill(later, later + n, C(0));  // Retrace's c_T
     if ((K == family_kind::discounted || K == family_kind::n_step) && T > 0)
-        for (int i = 0; i < n; ++i) end_values[i] = family_value_after_end(a, first + i);
+        for (int i = 0; i < n; ++i) end_values[i] = family_value_after_end<C>(a, first + i);
     if (sums) std::fill(sums, sums + 3 * n, 0.0);
     M<C> all{};
     all = all == all;

@@ -173,6 +173,15 @@ PUFF_SIMD_INLINE family_coefficients<C> splat_family_coefficients(const Args& a)
             simd::splat<C>(a.gamma * a.lambda), simd::splat<C>(a.c_clip)};
 }
 
+/// The value after the row's last step (discounted and n-step returns): last_value,
+/// bootstrap_values[T-1], or 0 (`Args`: family_args<C>).
+template <typename C, typename Args>
+C family_value_after_end(const Args& a, std::int64_t row) {
+    if (a.last_value.present) return *at<C>(a.last_value, row, 0);
+    if (a.bootstrap.present) return *at<C>(a.bootstrap, row, a.horizon - 1);
+    return C(0);
+}
+
 /// W steps' (or rows') inputs as a traversal loaded them.
 template <typename C>
 struct family_inputs {
