@@ -1,7 +1,7 @@
 // Typed access for the CPU kernels of the standard family: the dtype
 // conversions (reduced precision included, branch-free so the loops vectorise)
 // and the strided line loads and stores, shared by the general kernels of
-// conventions_cpu.cpp and the estimator-family kernels of conventions_cpu_family.cpp.
+// conventions_cpu.cpp and the estimator-family kernels of conventions_cpu_family*.cpp.
 #pragma once
 
 #include <cstdint>

@@ -109,7 +109,7 @@ PUFF_SIMD_INLINE vec<T> splat(T x) {
     return vec<T>{} + x;
 }
 
-/// Lane i takes lane i + S of `a`; lanes past the end take `fill`'s.
+/// Lane i takes lane i + S of `a`; lanes past the end take `fill`'s lane i.
 template <int S, typename V, std::size_t... I>
 PUFF_SIMD_INLINE V shift_down(V a, V fill, std::index_sequence<I...>) {
     constexpr int W = sizeof...(I);
@@ -146,16 +146,59 @@ PUFF_SIMD_INLINE void reverse_scan(vec<T>& d, vec<T>& k) {
     combine_with_later<1, T>(d, k);
 }
 
+/// Lane i takes lane i - S of `a`; the first S lanes take the last S of `earlier`.
+template <int S, typename V, std::size_t... I>
+PUFF_SIMD_INLINE V shift_up(V a, V earlier, std::index_sequence<I...>) {
+    constexpr int W = sizeof...(I);
+    return __builtin_shufflevector(a, earlier, (static_cast<int>(I) >= S ? static_cast<int>(I) - S
+                                                                        : 2 * W - S + static_cast<int>(I))...);
+}
+
+template <int S, typename T>
+PUFF_SIMD_INLINE void combine_with_earlier(vec<T>& d, vec<T>& k) {
+    constexpr auto W = lanes<T>::width;
+    if constexpr (S < W) {
+        const vec<T> d_earlier = shift_up<S>(d, vec<T>{}, std::make_index_sequence<W>{});
+        const vec<T> k_earlier = shift_up<S>(k, splat<T>(1), std::make_index_sequence<W>{});
+        d = d + k * d_earlier;
+        k = k * k_earlier;
+        combine_with_earlier<2 * S, T>(d, k);
+    }
+}
+
+/// In place, for forward recurrences x_i = d_i + k_i x_{i-1}: lane i becomes the
+/// composition of the maps of lanes i .. 0 (it maps the carry x_{-1} to x_i).
+template <typename T>
+PUFF_SIMD_INLINE void forward_scan(vec<T>& d, vec<T>& k) {
+    combine_with_earlier<1, T>(d, k);
+}
+
+/// Every lane takes the last.
+template <typename V, std::size_t... I>
+PUFF_SIMD_INLINE V broadcast_last(V a, std::index_sequence<I...>) {
+    return __builtin_shufflevector(a, a, static_cast<int>(I * 0 + sizeof...(I) - 1)...);
+}
+template <typename T>
+PUFF_SIMD_INLINE vec<T> broadcast_last(vec<T> a) {
+    return broadcast_last(a, std::make_index_sequence<lanes<T>::width>{});
+}
+
 /// x < limit ? x : limit, per lane: a NaN x gives the limit, like fmin.
 template <typename T>
 PUFF_SIMD_INLINE vec<T> clip(vec<T> x, vec<T> limit) {
     return x < limit ? x : limit;
 }
 
-/// Lane i takes lane i + 1; the last lane takes `next`'s first.
+/// Lane i takes lane i + 1; the last lane takes `next`'s last (callers pass a splat).
 template <typename T>
 PUFF_SIMD_INLINE vec<T> shift_in(vec<T> a, vec<T> next) {
     return shift_down<1>(a, next, std::make_index_sequence<lanes<T>::width>{});
+}
+
+/// Lane i takes lane i - 1 of a mask; lane 0 takes `earlier`'s last.
+template <typename T>
+PUFF_SIMD_INLINE mask<T> shift_in_earlier(mask<T> a, mask<T> earlier) {
+    return shift_up<1>(a, earlier, std::make_index_sequence<lanes<T>::width>{});
 }
 
 /// The lanes of W flags that are set (non-zero; a NaN float flag is set).

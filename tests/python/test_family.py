@@ -173,6 +173,46 @@ def test_strided_views_and_flag_dtypes(rng, variant, flag_dtype):
     assert_matches(got, want, 1e-5)
 
 
+# Shapes that select each CPU kernel (conventions_cpu_family*.cpp): the one-pass SIMD kernels take
+# float32/float64 data with flags of that type or bool/uint8 in [B, T] when the horizon is a
+# multiple of the vector width (8 float32, 4 float64; else the general kernel), and in [T, B] the
+# rows of a block in whole vectors (the rest, and fewer rows than a vector, the general kernel).
+# n_step_returns in [B, T] (and n >= T, or 64 < n) and log-probabilities take the general kernels.
+KERNEL_SHAPES = {"simd": (19, 64), "simd+general": (19, 62), "general": (3, 61)}
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("flag_dtype", [bool, np.uint8, "float"])
+@pytest.mark.parametrize("time_axis", [-1, 0])
+@pytest.mark.parametrize("kernel", KERNEL_SHAPES)
+def test_simd_and_general_kernels(rng, variant, dtype, flag_dtype, time_axis, kernel):
+    """Every kernel against the float64 reference, outputs given NaN-filled: [B, T] 19 x 64
+    is SIMD, 19 x 62 and 3 x 61 general (62 is a multiple of neither 8 nor 4); [T, B] 19 rows
+    are 16 SIMD rows and 3 general ones, 3 rows general only."""
+    e = ref.random_off_policy(rng, *KERNEL_SHAPES[kernel], dtype, end_rate=0.1)
+    flag = dtype if flag_dtype == "float" else flag_dtype
+    e = {k: v.astype(flag) if k in ("terminated", "truncated", "greedy") else v for k, v in e.items()}
+    got, want, _ = call(variant, e, time_axis=time_axis, give=True)
+    assert_matches(got, want, ref.TOLERANCE[np.dtype(dtype)])
+
+
+@pytest.mark.parametrize("variant", ["discounted/bootstrap_values", "retrace/probs", "q_lambda/watkins"])
+@pytest.mark.parametrize("time_axis", [-1, 0])
+@pytest.mark.parametrize("flag_dtype", [bool, np.float32])
+def test_both_flags_found_by_every_kernel(rng, variant, time_axis, flag_dtype):
+    """The first step with terminated and truncated both set (in [rows, horizon] order) is
+    named, whichever kernel found it: 19 x 64 float32 runs SIMD in both layouts except for
+    [T, B] rows 16-18."""
+    for row, step in [(17, 40), (5, 63), (5, 0), (12, 9)]:
+        e = ref.random_off_policy(rng, 19, 64, np.float32, end_rate=0.1)
+        e["terminated"][row, step] = e["truncated"][row, step] = True
+        e["terminated"][18, 50] = e["truncated"][18, 50] = True  # later in [rows, horizon] order
+        e = {k: v.astype(flag_dtype) if k in ("terminated", "truncated") else v for k, v in e.items()}
+        with pytest.raises(ValueError, match=f"both set at row {row}, step {step} "):
+            call(variant, e, time_axis=time_axis)
+
+
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_empty_shapes(variant):
     for rows, horizon in [(0, 5), (3, 0), (0, 0)]:
@@ -186,10 +226,12 @@ def test_empty_shapes(variant):
 
 @pytest.mark.parametrize("variant", VARIANTS)
 @pytest.mark.parametrize("time_axis", [-1, 0])
-def test_nan_stays_in_its_row(rng, variant, time_axis):
+@pytest.mark.parametrize("horizon", [300, 304])
+def test_nan_stays_in_its_row(rng, variant, time_axis, horizon):
     """A NaN input poisons its own row (from its step on, in scan order) and nothing else,
-    also inside a SIMD tile of rows and a chunk of steps (float32, 19 x 300)."""
-    e = ref.random_off_policy(rng, 19, 300, np.float32)
+    also inside a SIMD tile of rows and a chunk of steps (float32, 19 x 300: [B, T] general;
+    19 x 304: [B, T] SIMD; [T, B] SIMD for row 9 either way)."""
+    e = ref.random_off_policy(rng, 19, horizon, np.float32)
     e["rewards"][9, 260] = np.nan
     got, want, _ = call(variant, e, time_axis=time_axis)
     for name, expected in want.items():
