@@ -83,27 +83,29 @@ struct returns_producer {
             bootstrap(s, read<T>(bootstrap_values, row, t));
         return s;
     }
-    template <int N>
-    __device__ __forceinline__ void load_items(std::int64_t row, std::int64_t t, step (&s)[N]) const {
+    template <int N, bool Flat>
+    __device__ __forceinline__ void load_items(const item_places<N, Flat>& at, step (&s)[N]) const {
         T r[N], d[N];
-        const bool holds_end = t + N == horizon;
+        const bool holds_end = at.holds_end(horizon);  // at.row's end
         const bool truncations = present(truncated);  // then bootstrap_values is present (checked)
-        const T end_value = holds_end && !truncations ? end_bootstrap(row) : T(0);
-        read_items(rewards, row, t, r);
-        read_items(terminated, row, t, d);
+        const T end_value = holds_end && !truncations ? end_bootstrap(at.row) : T(0);
+        read_items(rewards, at.row, at.t, r);
+        read_items(terminated, at.row, at.t, d);
         if (truncations) {
             T u[N], b[N];
-            read_items(truncated, row, t, u);
-            read_items(bootstrap_values, row, t, b);
+            read_items(truncated, at.row, at.t, u);
+            read_items(bootstrap_values, at.row, at.t, b);
 #pragma unroll
             for (int j = 0; j < N; ++j) {
                 s[j] = step{r[j], episode_flags(d[j], u[j])};
-                if ((s[j].flags & 2u) || (holds_end && j == N - 1)) bootstrap(s[j], b[j]);
+                if ((s[j].flags & 2u) || at.row_end(j, horizon)) bootstrap(s[j], b[j]);
             }
         } else {
 #pragma unroll
-            for (int j = 0; j < N; ++j) s[j] = step{r[j], episode_flags(d[j], T(0))};
-            if (holds_end) bootstrap(s[N - 1], end_value);
+            for (int j = 0; j < N; ++j) {
+                s[j] = step{r[j], episode_flags(d[j], T(0))};
+                if (at.row_end(j, horizon)) bootstrap(s[j], end_value);
+            }
         }
     }
 
@@ -153,8 +155,9 @@ struct retrace_producer {
                          read<T>(terminated, row, t), present(truncated) ? read<T>(truncated, row, t) : T(0),
                          read<T>(target, row, t), read<T>(behaviour, row, t));
     }
-    template <int N>
-    __device__ __forceinline__ void load_items(std::int64_t row, std::int64_t t, step (&s)[N]) const {
+    template <int N, bool Flat>
+    __device__ __forceinline__ void load_items(const item_places<N, Flat>& at, step (&s)[N]) const {
+        const std::int64_t row = at.row, t = at.t;  // nothing per row: a flat group reads as one run
         T q[N], r[N], nv[N], d[N], u[N], pi[N], mu[N];
         read_items(q_values, row, t, q);
         read_items(rewards, row, t, r);
@@ -218,8 +221,9 @@ struct q_lambda_producer {
                 flags_of(read<T>(terminated, row, t), present(truncated) ? read<T>(truncated, row, t) : T(0),
                          greedy_at(row, t))};
     }
-    template <int N>
-    __device__ __forceinline__ void load_items(std::int64_t row, std::int64_t t, step (&s)[N]) const {
+    template <int N, bool Flat>
+    __device__ __forceinline__ void load_items(const item_places<N, Flat>& at, step (&s)[N]) const {
+        const std::int64_t row = at.row, t = at.t;  // nothing per row: a flat group reads as one run
         T q[N], r[N], nv[N], d[N], u[N], g[N];
         if (present(q_values))
             read_items(q_values, row, t, q);
@@ -263,16 +267,16 @@ struct store_target {
         if (present(advantages)) write(advantages, row, t, g - s.value);
         if (present(returns)) write(returns, row, t, g);
     }
-    template <int N, typename Step, typename Next>
-    __device__ __forceinline__ void store_items(std::int64_t row, std::int64_t t, const T (&g)[N],
+    template <int N, bool Flat, typename Step, typename Next>
+    __device__ __forceinline__ void store_items(const item_places<N, Flat>& at, const T (&g)[N],
                                                 const Step (&s)[N], T, const Next&) const {
         if (present(advantages)) {
             T a[N];
 #pragma unroll
             for (int j = 0; j < N; ++j) a[j] = g[j] - s[j].value;
-            write_items(advantages, row, t, a);
+            write_items(advantages, at.row, at.t, a);
         }
-        if (present(returns)) write_items(returns, row, t, g);
+        if (present(returns)) write_items(returns, at.row, at.t, g);
     }
 };
 
@@ -317,8 +321,11 @@ struct episodic_producer {
         if (t == 0 && present(seed)) fold_seed(s, read<T>(seed, row, 0));
         return s;
     }
+    /// Aligned groups only: a flat group of reversed time would be two runs
+    /// (the host never plans one, launch_vector_scan).
     template <int N>
-    __device__ __forceinline__ void load_items(std::int64_t row, std::int64_t u, step (&s)[N]) const {
+    __device__ __forceinline__ void load_items(const item_places<N, false>& at, step (&s)[N]) const {
+        const std::int64_t row = at.row, u = at.t;
         const std::int64_t t = horizon - u - N;  // the run's first element in memory
         const bool holds_start = t == 0;
         const T seed_value = holds_start && present(seed) ? read<T>(seed, row, 0) : T(0);
@@ -355,9 +362,11 @@ struct store_same {
         if (present(advantages)) write(advantages, row, t, a);
         if (present(returns)) write(returns, row, t, a);
     }
-    template <int N, typename Step, typename Next>
-    __device__ __forceinline__ void store_items(std::int64_t row, std::int64_t u, const T (&a)[N],
+    template <int N, bool Flat, typename Step, typename Next>
+    __device__ __forceinline__ void store_items(const item_places<N, Flat>& at, const T (&a)[N],
                                                 const Step (&)[N], T, const Next&) const {
+        static_assert(!(Flat && Reversed), "flat groups of reversed time are two runs");
+        const std::int64_t row = at.row, u = at.t;
         T forward[N];
 #pragma unroll
         for (int j = 0; j < N; ++j) forward[j] = Reversed ? a[N - 1 - j] : a[j];
