@@ -57,10 +57,13 @@ struct row_scan_policy {
 using scan_policy = row_scan_policy<4, 8>;
 
 /// Launch bounds of a scan kernel over `Producer` (see row_scan_policy).
-template <typename Policy, bool Vec, typename Producer>
+/// Flat whole rows keep a few more values per thread (where the block's rows
+/// begin and end in its span): at most 6 blocks (40 registers), as the 32 of
+/// 8 blocks spilled 48-64 bytes (ptxas, puff advantage).
+template <typename Policy, bool Vec, typename Producer, bool Flat = false>
 constexpr int min_blocks_for() {
-    return Vec && sizeof(typename Producer::value_type) == 4 ? Policy::min_blocks_per_sm_fast
-                                                           : Policy::min_blocks_per_sm;
+    constexpr int fast = Flat && Policy::min_blocks_per_sm_fast > 6 ? 6 : Policy::min_blocks_per_sm_fast;
+    return Vec && sizeof(typename Producer::value_type) == 4 ? fast : Policy::min_blocks_per_sm;
 }
 
 /// The steps one block scans: local step e < length is at row `row + e / wrap`,
@@ -258,7 +261,7 @@ __device__ __forceinline__ affine<typename Producer::value_type> scan_span(
 
 /// Whole rows: block b owns rows [b * rows_per_block, ...).
 template <typename Policy, bool Vec, bool Flat = false, typename Producer, typename Epilogue>
-__global__ void __launch_bounds__(Policy::threads, (min_blocks_for<Policy, Vec, Producer>()))
+__global__ void __launch_bounds__(Policy::threads, (min_blocks_for<Policy, Vec, Producer, Flat>()))
 scan_whole_rows_kernel(Producer producer, Epilogue epilogue, std::int64_t rows, std::int64_t horizon,
                        std::int64_t rows_per_block) {
     using T = typename Producer::value_type;
