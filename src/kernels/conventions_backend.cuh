@@ -138,6 +138,18 @@ struct call_layout {
         return vector_access::none;
     }
     bool fast() const { return access() != vector_access::none && !flags_mixed && !outputs_mixed; }
+    /// Flat access serves whole-row plans only (whole_rows_planned, launch.cuh):
+    /// split rows of flat arrays take the generic kernels.
+    void plan_flat(std::int64_t rows, std::int64_t horizon, int device) {
+        if (!flat && !flat_wide) return;
+        int sm_count = 0;
+        PUFF_GPU_CHECK(cudaDeviceGetAttribute(&sm_count, cudaDevAttrMultiProcessorCount, device), device);
+        const bool half = items == 8;
+        flat = flat && (half ? whole_rows_planned<8>(rows, horizon, sm_count)
+                             : whole_rows_planned<4>(rows, horizon, sm_count));
+        flat_wide = flat_wide && (half ? whole_rows_planned<16>(rows, horizon, sm_count)
+                                       : whole_rows_planned<8>(rows, horizon, sm_count));
+    }
 };
 
 /// Calls f(type_tag<In>, type_tag<Flag>, type_tag<Out>) with the storage types
@@ -265,6 +277,7 @@ void run_standard(const standard_arrays& a, const standard_params& p, cudaStream
     if (a.truncated) layout.input(a.bootstrap_values);  // read like the others then (load_items)
     layout.output(a.advantages);
     layout.output(a.fused.returns);
+    layout.plan_flat(rows, horizon, device);
     const matrix* scratch = scratch_output({&a.advantages, &a.fused.returns});
 
     // 16-bit V-trace keeps the generic kernels for flat arrays: its flat fast
@@ -371,7 +384,8 @@ void run_family_scan(const standard_arrays& a, const standard_params& p, cudaStr
     const bool sums = a.fused.abs_sums || a.fused.sums || a.fused.square_sums;
     const matrix* summed = summed_output(a);
     if (sums && !summed) unsupported("row sums without the advantages output");
-    const call_layout layout = family_layout(a);
+    call_layout layout = family_layout(a);
+    layout.plan_flat(rows, horizon, device);
     const matrix* scratch = scratch_output({&a.advantages, &a.fused.returns});
     const auto estimate = [&](const auto& out) {  // A and the returns A + q
         return store_estimate<T, std::decay_t<decltype(out(a.advantages))>>{out(a.advantages), out(a.fused.returns)};
@@ -539,6 +553,7 @@ void run_puff_general(const puff_arrays& a, const puff_params& p, cudaStream_t s
     layout.flag(a.dones);
     layout.output(advantages);
     layout.output(a.fused.returns);
+    layout.plan_flat(rows, horizon, device);
     const matrix* scratch = scratch_output({&advantages, &a.fused.returns});
     const T gamma_lambda = T(p.gamma) * T(p.gae_lambda);
 

@@ -66,6 +66,15 @@ row_scan_plan plan_row_scan(std::int64_t rows, std::int64_t horizon, bool time_c
     return plan;
 }
 
+/// Whether flat arrays of [rows, horizon] with `items` steps per thread get
+/// whole-row blocks: flat kernels serve those only (split rows' segments start
+/// anywhere in the run), and the host picks other kernels for the rest.
+template <int Items>
+bool whole_rows_planned(std::int64_t rows, std::int64_t horizon, int sm_count) {
+    return plan_row_scan<row_scan_policy<Items, 1>>(rows, horizon, true, sm_count, true).layout ==
+           row_scan_plan::whole_rows;
+}
+
 /// Launches the scan of `producer`'s maps into `epilogue` as `plan` says.
 /// `scratch` is a time-contiguous [rows, horizon] output the call overwrites
 /// anyway (split rows keep two numbers per segment in it between launches).
@@ -73,8 +82,8 @@ row_scan_plan plan_row_scan(std::int64_t rows, std::int64_t horizon, bool time_c
 /// elements, with row strides and horizon multiples of it (the host checks);
 /// such arrays never take the strided layout. `Flat` (with Vec): every array
 /// is instead one packed run of rows * horizon elements, aligned to
-/// Policy::items elements: flat whole rows (planned with `flat`), and the
-/// scalar kernels for split rows, whose segments start anywhere in the run.
+/// Policy::items elements: flat whole rows (planned with `flat`; the host
+/// asks for them only where whole_rows_planned).
 template <typename Policy, bool Vec, bool Flat = false, typename Producer, typename Epilogue>
 cudaError_t launch_row_scan(const row_scan_plan& plan, const Producer& producer, const Epilogue& epilogue,
                             carry_slots<typename Producer::value_type> scratch, std::int64_t rows,
@@ -99,7 +108,7 @@ cudaError_t launch_row_scan(const row_scan_plan& plan, const Producer& producer,
             return cudaGetLastError();
         case row_scan_plan::split_rows: {
             if constexpr (Flat) {
-                return launch_row_scan<Policy, false>(plan, producer, epilogue, scratch, rows, horizon, stream);
+                return cudaErrorInvalidValue;  // flat arrays of split rows take the scalar kernels (whole_rows_planned)
             } else {
                 if (!scratch.data) return cudaErrorInvalidValue;
                 const std::int64_t len = plan.segment_length, segs = plan.segments;

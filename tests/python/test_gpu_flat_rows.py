@@ -19,11 +19,12 @@ from reference import relative_error
 from test_gpu import (FAMILY_GAMMA, FAMILY_LAMBDA, UNDER_SANITIZER, _family_calls, _puffadv_kernels_launched,
                       needs_gpu, torch)
 
-# Horizons 1..7 (shorter than a group: several row ends in one), 33, 91 (the SPEC
-# grid's), 127, 1023/1025/1029 (rows of about a round, one row per block); row
-# counts not multiples of 4 or 8, so that the last group runs past the arrays.
+# Horizons 1..7 (shorter than a group: the scalar kernels; 5..7 flat with 4 steps per
+# thread), 33, 91 (the SPEC grid's), 127, 1023/1025/1029 (rows of about a round, one row
+# per block), 9001 (3 rows: split rows, the scalar kernels); row counts not multiples of
+# 4 or 8, so that the last group runs past the arrays.
 FLAT_SHAPES = [(1, 1), (3, 1), (6, 2), (5, 3), (9, 5), (7, 6), (10, 7), (13, 33), (333, 91), (2001, 91),
-               (37, 127), (11, 1023), (5, 1025), (301, 1029)]
+               (37, 127), (11, 1023), (5, 1025), (301, 1029), (3, 9001)]
 # The same horizons in a layout that is not flat: every row padded by 3 elements.
 PADDED = "padded"
 
