@@ -192,7 +192,8 @@ inline const matrix* scratch_output(std::initializer_list<const std::optional<ma
 }
 
 /// Scans `producer` into `epilogue` with the row-scan kernels of launch.cuh.
-/// `reversed`: the scan runs over reversed time (episodic_producer).
+/// `reversed`: the scan runs over reversed time (episodic_producer; flat: over
+/// the whole run backwards, its groups aligned in memory).
 template <typename Policy, bool Vec, bool Flat = false, typename Producer, typename Epilogue>
 void launch_scan(const Producer& producer, const Epilogue& epilogue, const matrix* scratch, std::int64_t rows,
                  std::int64_t horizon, bool contiguous, int device, cudaStream_t stream, bool reversed = false) {
@@ -202,23 +203,35 @@ void launch_scan(const Producer& producer, const Epilogue& epilogue, const matri
     // Split rows need `scratch`: a call has a [rows, horizon] output, and split
     // rows are planned only when every array, that output too, is contiguous.
     const row_scan_plan plan = plan_row_scan<Policy>(rows, horizon, contiguous, sm_count, Flat);
-    PUFF_GPU_CHECK((launch_row_scan<Policy, Vec, Flat>(plan, producer, epilogue,
-                                                       carry_slots_of<T>(scratch, reversed), rows, horizon, stream)),
+    const std::int64_t phase = Flat && reversed ? rows * horizon % Policy::items : 0;
+    PUFF_GPU_CHECK((launch_row_scan<Policy, Vec, Flat>(plan, producer, epilogue, carry_slots_of<T>(scratch, reversed),
+                                                       rows, horizon, stream, phase)),
                    device);
 }
 
-/// The fast kernels of `Policy` with `access` (aligned or flat; a producer of
-/// reversed time reads aligned rows only, see scan_kind).
+/// Whether `X` (a producer or epilogue of reversed time) has with_flipped_rows.
+template <typename X, typename = void>
+struct flips_rows : std::false_type {};
+template <typename X>
+struct flips_rows<X, std::void_t<decltype(std::declval<const X&>().with_flipped_rows(0))>> : std::true_type {};
+
+/// The fast kernels of `Policy` with `access` (aligned or flat). Flat scans
+/// of reversed time run over the whole run backwards: their rows are flipped
+/// (episodic_producer).
 template <typename Policy, typename Producer, typename Epilogue>
 void launch_vector_scan(vector_access access, const Producer& producer, const Epilogue& epilogue,
                         const matrix* scratch, std::int64_t rows, std::int64_t horizon, int device,
                         cudaStream_t stream, bool reversed = false) {
     if (access == vector_access::flat) {
-        if constexpr (reads_flat_groups<Producer, Policy::items>::value)
-            return launch_scan<Policy, true, true>(producer, epilogue, scratch, rows, horizon, true, device, stream,
-                                                   reversed);
-        else
-            throw std::logic_error("puffadv: flat groups asked of a producer that reads aligned rows only");
+        static_assert(reads_flat_groups<Producer, Policy::items>::value, "every fast producer reads flat groups");
+        if constexpr (flips_rows<Producer>::value && flips_rows<Epilogue>::value) {  // reversed time
+            if (!reversed) throw std::logic_error("puffadv: rows flipped for a scan of forward time");
+            return launch_scan<Policy, true, true>(producer.with_flipped_rows(rows), epilogue.with_flipped_rows(rows),
+                                                   scratch, rows, horizon, true, device, stream, true);
+        } else {
+            if (reversed) throw std::logic_error("puffadv: a flat scan of reversed time needs rows it can flip");
+            return launch_scan<Policy, true, true>(producer, epilogue, scratch, rows, horizon, true, device, stream);
+        }
     }
     launch_scan<Policy, true>(producer, epilogue, scratch, rows, horizon, true, device, stream, reversed);
 }
@@ -332,16 +345,14 @@ inline call_layout family_layout(const standard_arrays& a) {
 /// (matrix or optional -> column). float32 and float64 calls whose arrays all
 /// vectorise take compile-time columns and wide loads (`FastPolicy`; 16-bit
 /// floats too would multiply the instantiations); any other call typed
-/// columns (scalar, any strides). Reversed time (the episodic sums) reads
-/// aligned rows only: a flat group of it would be two runs in memory.
+/// columns (scalar, any strides).
 template <typename T, typename FastPolicy, typename MakeProducer, typename MakeEpilogue>
 void scan_kind(const call_layout& layout, const matrix* scratch, std::int64_t rows, std::int64_t horizon,
                bool reversed, int device, cudaStream_t stream, MakeProducer&& producer_of,
                MakeEpilogue&& epilogue_of) {
     if (horizon <= 0) return;
     const vector_access access = layout.access(FastPolicy::items != layout.items);
-    const bool readable = access == vector_access::aligned || (access == vector_access::flat && !reversed);
-    if (layout.fast() && readable && dtype_size(layout.float_type) != 2) {  // T is the input dtype then
+    if (layout.fast() && access != vector_access::none && dtype_size(layout.float_type) != 2) {  // T: the input dtype
         const auto values = [](const auto& m) { return view_of<const T>(m); };
         const auto outputs = [](const auto& m) { return view_of<T>(m); };
         const auto run = [&](auto flag_tag) {
@@ -367,8 +378,7 @@ void scan_kind_widest(const call_layout& layout, const matrix* scratch, std::int
                       bool reversed, int device, cudaStream_t stream, MakeProducer&& producer_of,
                       MakeEpilogue&& epilogue_of) {
     if constexpr (std::is_same_v<T, float>) {
-        const vector_access wide = layout.access(true);
-        if (wide == vector_access::aligned || (wide == vector_access::flat && !reversed))
+        if (layout.access(true) != vector_access::none)
             return scan_kind<T, wide_standard_policy>(layout, scratch, rows, horizon, reversed, device, stream,
                                                       producer_of, epilogue_of);
     }

@@ -288,8 +288,13 @@ struct store_target {
 /// N steps in one access (the run ending at the step, reversed in registers).
 /// The seed is folded into the first step's input, as the bootstrap into a
 /// reward in standard_producer. Under "ends_at" the map of u needs the done of
-/// scan step u + 1 (time t - 1): the lookahead.
-template <typename T, typename Values = typed_view, typename Flags = Values>
+/// scan step u + 1 (time t - 1): the lookahead. Flat groups (scan_rows.cuh)
+/// take the producer with_flipped_rows: the scan runs backwards over the whole
+/// packed run of rows * horizon elements, scan row r being memory row
+/// rows - 1 - r, so that a group of N scan steps is one run of N elements even
+/// across a row's start (aligned by the kernel's phase). Flipped is a type
+/// (a runtime select of the row cost the generic kernels 900 bytes of spills).
+template <typename T, typename Values = typed_view, typename Flags = Values, bool Flipped = false>
 struct episodic_producer {
     using value_type = T;
     struct step {
@@ -305,8 +310,18 @@ struct episodic_producer {
     std::int64_t horizon;
     T kappa;
     bool starts_at;
+    std::int64_t rows = 0;  ///< Flipped: scan row r is memory row rows - 1 - r
 
+    episodic_producer<T, Values, Flags, true> with_flipped_rows(std::int64_t all_rows) const {
+        return {inputs, dones, seed, horizon, kappa, starts_at, all_rows};
+    }
     __device__ __forceinline__ std::int64_t time_of(std::int64_t u) const { return horizon - 1 - u; }
+    __device__ __forceinline__ std::int64_t memory_row(std::int64_t r) const {
+        if constexpr (Flipped)
+            return rows - 1 - r;
+        else
+            return r;
+    }
     __device__ __forceinline__ T done_at(std::int64_t row, std::int64_t t) const {
         return read<T>(dones, row, t) != T(0) ? T(1) : T(0);
     }
@@ -315,31 +330,33 @@ struct episodic_producer {
         s.input = s.input + kappa * (T(1) - (starts_at ? s.done : T(0))) * seed_value;
     }
 
-    __device__ __forceinline__ step load(std::int64_t row, std::int64_t u) const {
-        const std::int64_t t = time_of(u);
+    __device__ __forceinline__ step load(std::int64_t scan_row, std::int64_t u) const {
+        const std::int64_t row = memory_row(scan_row), t = time_of(u);
         step s{read<T>(inputs, row, t), done_at(row, t)};
         if (t == 0 && present(seed)) fold_seed(s, read<T>(seed, row, 0));
         return s;
     }
-    /// Aligned groups only: a flat group of reversed time would be two runs
-    /// (the host never plans one, launch_vector_scan).
-    template <int N>
-    __device__ __forceinline__ void load_items(const item_places<N, false>& at, step (&s)[N]) const {
-        const std::int64_t row = at.row, u = at.t;
-        const std::int64_t t = horizon - u - N;  // the run's first element in memory
-        const bool holds_start = t == 0;
+    template <int N, bool Flat>
+    __device__ __forceinline__ void load_items(const item_places<N, Flat>& at, step (&s)[N]) const {
+        const std::int64_t row = memory_row(at.row);
+        // The run's first element in memory: before the row's start (t < 0,
+        // the memory row before) where a flat group runs over the row's start.
+        const std::int64_t t = horizon - at.t - N;
+        const bool holds_start = at.holds_end(horizon);  // the scan row's end is the row's start
         const T seed_value = holds_start && present(seed) ? read<T>(seed, row, 0) : T(0);
         T x[N], d[N];
         read_items(inputs, row, t, x);
         read_items(dones, row, t, d);
 #pragma unroll
-        for (int j = 0; j < N; ++j) s[j] = step{x[N - 1 - j], d[N - 1 - j] != T(0) ? T(1) : T(0)};
-        if (holds_start && present(seed)) fold_seed(s[N - 1], seed_value);
+        for (int j = 0; j < N; ++j) {
+            s[j] = step{x[N - 1 - j], d[N - 1 - j] != T(0) ? T(1) : T(0)};
+            if (at.row_end(j, horizon) && present(seed)) fold_seed(s[j], seed_value);
+        }
     }
 
     static __device__ __forceinline__ lookahead ahead(const step& s) { return {s.done}; }
-    __device__ __forceinline__ lookahead load_ahead(std::int64_t row, std::int64_t u) const {
-        return {done_at(row, time_of(u))};
+    __device__ __forceinline__ lookahead load_ahead(std::int64_t scan_row, std::int64_t u) const {
+        return {done_at(memory_row(scan_row), time_of(u))};
     }
 
     __device__ __forceinline__ affine<T> map(const step& cur, const lookahead& before, bool last) const {
@@ -350,23 +367,33 @@ struct episodic_producer {
 
 /// Stores A into either output (the kinds without values: discounted returns,
 /// episodic sums, whose returns are A). Reversed: the scan's step u is time
-/// horizon - 1 - u (episodic_producer).
-template <typename T, typename Out = typed_view, bool Reversed = false>
+/// horizon - 1 - u, and Flipped its rows as episodic_producer's.
+template <typename T, typename Out = typed_view, bool Reversed = false, bool Flipped = false>
 struct store_same {
     Out advantages, returns;
     std::int64_t horizon;
+    std::int64_t rows = 0;  ///< Flipped: scan row r is memory row rows - 1 - r
 
+    store_same<T, Out, Reversed, true> with_flipped_rows(std::int64_t all_rows) const {
+        return {advantages, returns, horizon, all_rows};
+    }
+    __device__ __forceinline__ std::int64_t memory_row(std::int64_t r) const {
+        if constexpr (Flipped)
+            return rows - 1 - r;
+        else
+            return r;
+    }
     template <typename Step, typename Next>
-    __device__ __forceinline__ void store(std::int64_t row, std::int64_t u, T a, const Step&, T, const Next&) const {
-        const std::int64_t t = Reversed ? horizon - 1 - u : u;
+    __device__ __forceinline__ void store(std::int64_t scan_row, std::int64_t u, T a, const Step&, T,
+                                          const Next&) const {
+        const std::int64_t row = memory_row(scan_row), t = Reversed ? horizon - 1 - u : u;
         if (present(advantages)) write(advantages, row, t, a);
         if (present(returns)) write(returns, row, t, a);
     }
     template <int N, bool Flat, typename Step, typename Next>
     __device__ __forceinline__ void store_items(const item_places<N, Flat>& at, const T (&a)[N],
                                                 const Step (&)[N], T, const Next&) const {
-        static_assert(!(Flat && Reversed), "flat groups of reversed time are two runs");
-        const std::int64_t row = at.row, u = at.t;
+        const std::int64_t row = memory_row(at.row), u = at.t;
         T forward[N];
 #pragma unroll
         for (int j = 0; j < N; ++j) forward[j] = Reversed ? a[N - 1 - j] : a[j];

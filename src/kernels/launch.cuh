@@ -83,11 +83,12 @@ bool whole_rows_planned(std::int64_t rows, std::int64_t horizon, int sm_count) {
 /// such arrays never take the strided layout. `Flat` (with Vec): every array
 /// is instead one packed run of rows * horizon elements, aligned to
 /// Policy::items elements: flat whole rows (planned with `flat`; the host
-/// asks for them only where whole_rows_planned).
+/// asks for them only where whole_rows_planned), their groups aligned at flat
+/// steps = `flat_phase` modulo Policy::items (scan_whole_rows_kernel).
 template <typename Policy, bool Vec, bool Flat = false, typename Producer, typename Epilogue>
 cudaError_t launch_row_scan(const row_scan_plan& plan, const Producer& producer, const Epilogue& epilogue,
                             carry_slots<typename Producer::value_type> scratch, std::int64_t rows,
-                            std::int64_t horizon, cudaStream_t stream) {
+                            std::int64_t horizon, cudaStream_t stream, std::int64_t flat_phase = 0) {
     using T = typename Producer::value_type;
     constexpr unsigned threads = Policy::threads;
     if (plan.blocks <= 0) return cudaSuccess;  // nothing to launch
@@ -103,8 +104,8 @@ cudaError_t launch_row_scan(const row_scan_plan& plan, const Producer& producer,
                 return cudaGetLastError();
             }
         case row_scan_plan::whole_rows:
-            scan_whole_rows_kernel<Policy, Vec, Flat><<<blocks, threads, 0, stream>>>(producer, epilogue, rows,
-                                                                                     horizon, plan.rows_per_block);
+            scan_whole_rows_kernel<Policy, Vec, Flat><<<blocks, threads, 0, stream>>>(
+                producer, epilogue, rows, horizon, plan.rows_per_block, flat_phase);
             return cudaGetLastError();
         case row_scan_plan::split_rows: {
             if constexpr (Flat) {

@@ -69,12 +69,12 @@ constexpr int min_blocks_for() {
 /// The steps one block scans: local step e < length is at row `row + e / wrap`,
 /// time `t + e % wrap` (wrap = horizon for whole rows, > length for a segment).
 /// Flat whole rows: at row `row + (t + e) / wrap`, time `(t + e) % wrap`, and
-/// only steps lead <= e < length are the block's; `in_buffer` steps from the
-/// span's first lie in the arrays (a group past them loads step by step).
+/// only steps lead <= e < length are the block's; steps before <= e <
+/// in_buffer lie in the arrays (a group not wholly there loads step by step).
 struct block_span {
     std::int64_t row, t;
     std::uint32_t length, wrap;
-    std::uint32_t lead = 0;
+    std::uint32_t lead = 0, before = 0;
     std::int64_t in_buffer = 0;
 };
 
@@ -158,9 +158,9 @@ __device__ __forceinline__ affine<typename Producer::value_type> scan_span(
         if constexpr (Flat) {
             // Steps of other blocks' rows in the group are loaded too (in the
             // arrays, read-only to this block) and scanned as identities; only
-            // a group past the arrays' end loads step by step.
+            // a group past the arrays' end (or start) loads step by step.
             const bool any_valid = first + items > span.lead && first < span.length;
-            if (any_valid && first + items <= span.in_buffer) {
+            if (any_valid && first >= span.before && first + items <= span.in_buffer) {
                 producer.load_items(at, s);
             } else {
 #pragma unroll
@@ -259,22 +259,30 @@ __device__ __forceinline__ affine<typename Producer::value_type> scan_span(
     return carry;
 }
 
-/// Whole rows: block b owns rows [b * rows_per_block, ...).
+/// Whole rows: block b owns rows [b * rows_per_block, ...). Flat: groups
+/// start at flat steps = `phase` modulo items (a scan over the run backwards,
+/// episodic_producer's, has its groups aligned in memory at rows * horizon mod items).
 template <typename Policy, bool Vec, bool Flat = false, typename Producer, typename Epilogue>
 __global__ void __launch_bounds__(Policy::threads, (min_blocks_for<Policy, Vec, Producer, Flat>()))
 scan_whole_rows_kernel(Producer producer, Epilogue epilogue, std::int64_t rows, std::int64_t horizon,
-                       std::int64_t rows_per_block) {
+                       std::int64_t rows_per_block, std::int64_t phase) {
     using T = typename Producer::value_type;
     __shared__ scan_shared<T, Policy::threads / physical_warp_size> shared;
     const std::int64_t first_row = static_cast<std::int64_t>(blockIdx.x) * rows_per_block;
     const std::int64_t count = rows - first_row < rows_per_block ? rows - first_row : rows_per_block;
     const auto length = static_cast<std::uint32_t>(count * horizon);
     if constexpr (Flat) {  // from the aligned group holding the block's first step
+        constexpr std::int64_t items = Policy::items;
         const std::int64_t start = first_row * horizon;
-        const auto lead = static_cast<std::uint32_t>(start % Policy::items);
-        const std::int64_t aligned = start - lead;
-        const std::int64_t row = aligned / horizon;  // one 64-bit division per block
-        const block_span span{row, aligned - row * horizon, length + lead, static_cast<std::uint32_t>(horizon), lead,
+        const auto lead = static_cast<std::uint32_t>(((start - phase) % items + items) % items);
+        const std::int64_t aligned = start - lead;  // < 0: block 0 with a phase (horizon >= items)
+        const std::int64_t row = aligned < 0 ? -1 : aligned / horizon;  // one 64-bit division per block
+        const block_span span{row,
+                              aligned - row * horizon,
+                              length + lead,
+                              static_cast<std::uint32_t>(horizon),
+                              lead,
+                              static_cast<std::uint32_t>(aligned < 0 ? -aligned : 0),
                               rows * horizon - aligned};
         scan_span<Policy, Vec, true, Flat>(producer, epilogue, span, horizon, affine<T>{T(0), T(0)}, shared);
     } else {
