@@ -64,6 +64,16 @@ inline bool vectorizable(const matrix& m, int items = scan_policy::items) {
            (m.rows <= 1 || m.row_stride % items == 0) && m.cols % items == 0;
 }
 
+/// Flat whole rows may load `items` steps of this array in one access (see
+/// scan_rows.cuh): time-contiguous, every row right after the one before (one
+/// packed run of rows * cols elements), aligned to `items` elements, and rows
+/// of at least `items` steps (a group then holds one row end at most).
+inline bool flat_vectorizable(const matrix& m, int items = scan_policy::items) {
+    const auto address = reinterpret_cast<std::uintptr_t>(m.data);
+    return m.cols >= items && m.col_stride == 1 && (m.rows <= 1 || m.row_stride == m.cols) &&
+           address % (items * dtype_size(m.type)) == 0;
+}
+
 /// Split-row carries live in this output (null: none), see carry_slots; a scan
 /// over reversed time passes `reversed`.
 template <typename T>
@@ -86,16 +96,20 @@ void run_puff(const puff_arrays& a, const puff_params& params, cudaStream_t stre
                                     T(params.rho_clip), T(params.c_clip)};
     const store_advantage<T> epilogue{view_of<T>(a.advantages)};
     const matrix* all[] = {&a.values, &a.rewards, &a.dones, &a.importance, &a.advantages};
-    bool contiguous = true, vectorized = true;
+    bool contiguous = true, vectorized = true, flat = true;
     for (const matrix* m : all) {
         contiguous = contiguous && m->time_contiguous();
         vectorized = vectorized && vectorizable(*m);
+        flat = flat && flat_vectorizable(*m);
     }
     const std::int64_t rows = a.values.rows, horizon = a.values.cols;
-    const row_scan_plan plan = plan_row_scan<scan_policy>(rows, horizon, contiguous, sm_count);
+    // Flat kernels serve whole-row plans only: split rows of flat arrays take the scalar ones.
+    flat = flat && !vectorized && whole_rows_planned<scan_policy::items>(rows, horizon, sm_count);
+    const row_scan_plan plan = plan_row_scan<scan_policy>(rows, horizon, contiguous, sm_count, flat);
     const carry_slots<T> scratch = carry_slots_of<T>(&a.advantages);
     const cudaError_t launched =
         vectorized ? launch_row_scan<scan_policy, true>(plan, producer, epilogue, scratch, rows, horizon, stream)
+        : flat     ? launch_row_scan<scan_policy, true, true>(plan, producer, epilogue, scratch, rows, horizon, stream)
                    : launch_row_scan<scan_policy, false>(plan, producer, epilogue, scratch, rows, horizon, stream);
     PUFF_GPU_CHECK(launched, device);
 }

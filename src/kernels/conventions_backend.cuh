@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <initializer_list>
 #include <optional>
+#include <stdexcept>
 #include <type_traits>
 
 #include <puffadv/conventions.hpp>
@@ -83,16 +84,24 @@ struct type_tag {
     using type = S;
 };
 
+/// How the fast kernels read a call's arrays: aligned rows (every row starts
+/// aligned, the horizon a multiple of the steps per thread), flat whole rows
+/// (one packed, aligned run of rows * horizon elements: scan_rows.cuh), or
+/// neither (the generic kernels).
+enum class vector_access { none, aligned, flat };
+
 /// What one call reads and writes, for choosing its kernel: the fast kernels
 /// take compile-time storage types and vectorised accesses, and serve a call
-/// whose [rows, horizon] arrays all vectorise, whose flags share one storage
-/// type (bool/uint8, or the float dtype) and whose scan outputs share one
-/// dtype. Anything else takes the generic kernels (typed_view, scalar).
+/// whose [rows, horizon] arrays all vectorise (aligned or flat), whose flags
+/// share one storage type (bool/uint8, or the float dtype) and whose scan
+/// outputs share one dtype. Anything else takes the generic kernels
+/// (typed_view, scalar).
 struct call_layout {
     dtype float_type;
     int items;
     bool contiguous = true, vectorized = true, byte_flags = false, float_out = false;
     bool vectorized_wide = true;  ///< every array also allows 2 * items steps per access
+    bool flat = true, flat_wide = true;  ///< every array one packed run aligned to items (2 * items)
     bool flags_mixed = false, outputs_mixed = false, has_flags = false, has_outputs = false;
 
     call_layout(dtype t) : float_type(t), items(items_for(t)) {}
@@ -101,6 +110,8 @@ struct call_layout {
         contiguous = contiguous && m.time_contiguous();
         vectorized = vectorized && vectorizable(m, items);
         vectorized_wide = vectorized_wide && vectorizable(m, 2 * items);
+        flat = flat && flat_vectorizable(m, items);
+        flat_wide = flat_wide && flat_vectorizable(m, 2 * items);
     }
     void input(const std::optional<matrix>& m) {
         if (m) input(*m);
@@ -119,7 +130,27 @@ struct call_layout {
         outputs_mixed = outputs_mixed || (has_outputs && f32 != float_out);
         float_out = f32, has_outputs = true;
     }
-    bool fast() const { return vectorized && !flags_mixed && !outputs_mixed; }
+    /// The access of the fast kernels with `items` (wide: 2 * items) steps per
+    /// thread. Flat only where rows do not vectorise at all: a call that does
+    /// keeps the narrower policy's aligned kernels (measured; flat is new).
+    vector_access access(bool wide = false) const {
+        if (wide ? vectorized_wide : vectorized) return vector_access::aligned;
+        if (!vectorized && (wide ? flat_wide : flat)) return vector_access::flat;
+        return vector_access::none;
+    }
+    bool fast() const { return access() != vector_access::none && !flags_mixed && !outputs_mixed; }
+    /// Flat access serves whole-row plans only (whole_rows_planned, launch.cuh):
+    /// split rows of flat arrays take the generic kernels.
+    void plan_flat(std::int64_t rows, std::int64_t horizon, int device) {
+        if (!flat && !flat_wide) return;
+        int sm_count = 0;
+        PUFF_GPU_CHECK(cudaDeviceGetAttribute(&sm_count, cudaDevAttrMultiProcessorCount, device), device);
+        const bool half = items == 8;
+        flat = flat && (half ? whole_rows_planned<8>(rows, horizon, sm_count)
+                             : whole_rows_planned<4>(rows, horizon, sm_count));
+        flat_wide = flat_wide && (half ? whole_rows_planned<16>(rows, horizon, sm_count)
+                                       : whole_rows_planned<8>(rows, horizon, sm_count));
+    }
 };
 
 /// Calls f(type_tag<In>, type_tag<Flag>, type_tag<Out>) with the storage types
@@ -162,8 +193,9 @@ inline const matrix* scratch_output(std::initializer_list<const std::optional<ma
 }
 
 /// Scans `producer` into `epilogue` with the row-scan kernels of launch.cuh.
-/// `reversed`: the scan runs over reversed time (episodic_producer).
-template <typename Policy, bool Vec, typename Producer, typename Epilogue>
+/// `reversed`: the scan runs over reversed time (episodic_producer; flat: over
+/// the whole run backwards, its groups aligned in memory).
+template <typename Policy, bool Vec, bool Flat = false, typename Producer, typename Epilogue>
 void launch_scan(const Producer& producer, const Epilogue& epilogue, const matrix* scratch, std::int64_t rows,
                  std::int64_t horizon, bool contiguous, int device, cudaStream_t stream, bool reversed = false) {
     using T = typename Producer::value_type;
@@ -171,10 +203,38 @@ void launch_scan(const Producer& producer, const Epilogue& epilogue, const matri
     PUFF_GPU_CHECK(cudaDeviceGetAttribute(&sm_count, cudaDevAttrMultiProcessorCount, device), device);
     // Split rows need `scratch`: a call has a [rows, horizon] output, and split
     // rows are planned only when every array, that output too, is contiguous.
-    const row_scan_plan plan = plan_row_scan<Policy>(rows, horizon, contiguous, sm_count);
-    PUFF_GPU_CHECK((launch_row_scan<Policy, Vec>(plan, producer, epilogue, carry_slots_of<T>(scratch, reversed),
-                                                 rows, horizon, stream)),
+    const row_scan_plan plan = plan_row_scan<Policy>(rows, horizon, contiguous, sm_count, Flat);
+    const std::int64_t phase = Flat && reversed ? rows * horizon % Policy::items : 0;
+    PUFF_GPU_CHECK((launch_row_scan<Policy, Vec, Flat>(plan, producer, epilogue, carry_slots_of<T>(scratch, reversed),
+                                                       rows, horizon, stream, phase)),
                    device);
+}
+
+/// Whether `X` (a producer or epilogue of reversed time) has with_flipped_rows.
+template <typename X, typename = void>
+struct flips_rows : std::false_type {};
+template <typename X>
+struct flips_rows<X, std::void_t<decltype(std::declval<const X&>().with_flipped_rows(0))>> : std::true_type {};
+
+/// The fast kernels of `Policy` with `access` (aligned or flat). Flat scans
+/// of reversed time run over the whole run backwards: their rows are flipped
+/// (episodic_producer).
+template <typename Policy, typename Producer, typename Epilogue>
+void launch_vector_scan(vector_access access, const Producer& producer, const Epilogue& epilogue,
+                        const matrix* scratch, std::int64_t rows, std::int64_t horizon, int device,
+                        cudaStream_t stream, bool reversed = false) {
+    if (access == vector_access::flat) {
+        static_assert(reads_flat_groups<Producer, Policy::items>::value, "every fast producer reads flat groups");
+        if constexpr (flips_rows<Producer>::value && flips_rows<Epilogue>::value) {  // reversed time
+            if (!reversed) throw std::logic_error("puffadv: rows flipped for a scan of forward time");
+            return launch_scan<Policy, true, true>(producer.with_flipped_rows(rows), epilogue.with_flipped_rows(rows),
+                                                   scratch, rows, horizon, true, device, stream, true);
+        } else {
+            if (reversed) throw std::logic_error("puffadv: a flat scan of reversed time needs rows it can flip");
+            return launch_scan<Policy, true, true>(producer, epilogue, scratch, rows, horizon, true, device, stream);
+        }
+    }
+    launch_scan<Policy, true>(producer, epilogue, scratch, rows, horizon, true, device, stream, reversed);
 }
 
 inline void launch_row_sums(const matrix& a, const fused_outputs& f, std::int64_t rows, std::int64_t horizon,
@@ -231,9 +291,13 @@ void run_standard(const standard_arrays& a, const standard_params& p, cudaStream
     if (a.truncated) layout.input(a.bootstrap_values);  // read like the others then (load_items)
     layout.output(a.advantages);
     layout.output(a.fused.returns);
+    layout.plan_flat(rows, horizon, device);
     const matrix* scratch = scratch_output({&a.advantages, &a.fused.returns});
 
-    if (horizon > 0 && layout.fast()) {
+    // 16-bit V-trace keeps the generic kernels for flat arrays: its flat fast
+    // kernels spilled 108-200 bytes at 64 registers (ptxas), the aligned ones 34-46.
+    const bool flat_ok = !(PolicyGradient && dtype_size(layout.float_type) == 2);
+    if (horizon > 0 && layout.fast() && (layout.access() == vector_access::aligned || flat_ok)) {
         with_storage_types<T>(layout, [&](auto in_tag, auto flag_tag, auto out_tag) {
             using In = typename decltype(in_tag)::type;
             using Flag = typename decltype(flag_tag)::type;
@@ -248,12 +312,12 @@ void run_standard(const standard_arrays& a, const standard_params& p, cudaStream
             const auto epilogue = standard_epilogue<T, PolicyGradient>(view_of<Out>(a.advantages),
                                                                       view_of<Out>(a.fused.returns), a, p);
             if constexpr (std::is_same_v<In, float> && !PolicyGradient) {
-                if (!a.truncated && layout.vectorized_wide)
-                    return launch_scan<wide_standard_policy, true>(producer, epilogue, scratch, rows, horizon, true,
-                                                                   device, stream);
+                if (!a.truncated && layout.access(true) != vector_access::none)
+                    return launch_vector_scan<wide_standard_policy>(layout.access(true), producer, epilogue, scratch,
+                                                                    rows, horizon, device, stream);
             }
-            launch_scan<standard_policy_for<In, PolicyGradient>, true>(producer, epilogue, scratch, rows, horizon,
-                                                                       true, device, stream);
+            launch_vector_scan<standard_policy_for<In, PolicyGradient>>(layout.access(), producer, epilogue, scratch,
+                                                                        rows, horizon, device, stream);
         });
     } else if (horizon > 0) {
         const auto epilogue = standard_epilogue<T, PolicyGradient>(typed(a.advantages), typed(a.fused.returns), a, p);
@@ -288,14 +352,15 @@ void scan_kind(const call_layout& layout, const matrix* scratch, std::int64_t ro
                bool reversed, int device, cudaStream_t stream, MakeProducer&& producer_of,
                MakeEpilogue&& epilogue_of) {
     if (horizon <= 0) return;
-    if (layout.fast() && dtype_size(layout.float_type) != 2) {  // T is the input dtype then
+    const vector_access access = layout.access(FastPolicy::items != layout.items);
+    if (layout.fast() && access != vector_access::none && dtype_size(layout.float_type) != 2) {  // T: the input dtype
         const auto values = [](const auto& m) { return view_of<const T>(m); };
         const auto outputs = [](const auto& m) { return view_of<T>(m); };
         const auto run = [&](auto flag_tag) {
             using Flag = typename decltype(flag_tag)::type;
             const auto flags = [](const auto& m) { return view_of<const Flag>(m); };
-            launch_scan<FastPolicy, true>(producer_of(values, flags), epilogue_of(outputs), scratch, rows, horizon,
-                                          true, device, stream, reversed);
+            launch_vector_scan<FastPolicy>(access, producer_of(values, flags), epilogue_of(outputs), scratch, rows,
+                                           horizon, device, stream, reversed);
         };
         if (layout.byte_flags)
             run(type_tag<flag_byte>{});
@@ -314,7 +379,7 @@ void scan_kind_widest(const call_layout& layout, const matrix* scratch, std::int
                       bool reversed, int device, cudaStream_t stream, MakeProducer&& producer_of,
                       MakeEpilogue&& epilogue_of) {
     if constexpr (std::is_same_v<T, float>) {
-        if (layout.vectorized_wide)
+        if (layout.access(true) != vector_access::none)
             return scan_kind<T, wide_standard_policy>(layout, scratch, rows, horizon, reversed, device, stream,
                                                       producer_of, epilogue_of);
     }
@@ -330,7 +395,8 @@ void run_family_scan(const standard_arrays& a, const standard_params& p, cudaStr
     const bool sums = a.fused.abs_sums || a.fused.sums || a.fused.square_sums;
     const matrix* summed = summed_output(a);
     if (sums && !summed) unsupported("row sums without the advantages output");
-    const call_layout layout = family_layout(a);
+    call_layout layout = family_layout(a);
+    layout.plan_flat(rows, horizon, device);
     const matrix* scratch = scratch_output({&a.advantages, &a.fused.returns});
     const auto estimate = [&](const auto& out) {  // A and the returns A + q
         return store_estimate<T, std::decay_t<decltype(out(a.advantages))>>{out(a.advantages), out(a.fused.returns)};
@@ -502,6 +568,7 @@ void run_puff_general(const puff_arrays& a, const puff_params& p, cudaStream_t s
     layout.flag(a.dones);
     layout.output(advantages);
     layout.output(a.fused.returns);
+    layout.plan_flat(rows, horizon, device);
     const matrix* scratch = scratch_output({&advantages, &a.fused.returns});
     const T gamma_lambda = T(p.gamma) * T(p.gae_lambda);
 
@@ -515,7 +582,8 @@ void run_puff_general(const puff_arrays& a, const puff_params& p, cudaStream_t s
                 view_of<const In>(a.importance), T(p.gamma), gamma_lambda, T(p.rho_clip), T(p.c_clip)};
             const store_estimate<T, strided_view<Out>> epilogue{view_of<Out>(advantages),
                                                                 view_of<Out>(a.fused.returns)};
-            launch_scan<policy_for<In>, true>(producer, epilogue, scratch, rows, horizon, true, device, stream);
+            launch_vector_scan<policy_for<In>>(layout.access(), producer, epilogue, scratch, rows, horizon, device,
+                                               stream);
         });
     } else if (horizon > 0) {
         const puff_producer<T, typed_view> producer{typed(a.values), typed(a.rewards), typed(a.dones),

@@ -83,27 +83,29 @@ struct returns_producer {
             bootstrap(s, read<T>(bootstrap_values, row, t));
         return s;
     }
-    template <int N>
-    __device__ __forceinline__ void load_items(std::int64_t row, std::int64_t t, step (&s)[N]) const {
+    template <int N, bool Flat>
+    __device__ __forceinline__ void load_items(const item_places<N, Flat>& at, step (&s)[N]) const {
         T r[N], d[N];
-        const bool holds_end = t + N == horizon;
+        const bool holds_end = at.holds_end(horizon);  // at.row's end
         const bool truncations = present(truncated);  // then bootstrap_values is present (checked)
-        const T end_value = holds_end && !truncations ? end_bootstrap(row) : T(0);
-        read_items(rewards, row, t, r);
-        read_items(terminated, row, t, d);
+        const T end_value = holds_end && !truncations ? end_bootstrap(at.row) : T(0);
+        read_items(rewards, at.row, at.t, r);
+        read_items(terminated, at.row, at.t, d);
         if (truncations) {
             T u[N], b[N];
-            read_items(truncated, row, t, u);
-            read_items(bootstrap_values, row, t, b);
+            read_items(truncated, at.row, at.t, u);
+            read_items(bootstrap_values, at.row, at.t, b);
 #pragma unroll
             for (int j = 0; j < N; ++j) {
                 s[j] = step{r[j], episode_flags(d[j], u[j])};
-                if ((s[j].flags & 2u) || (holds_end && j == N - 1)) bootstrap(s[j], b[j]);
+                if ((s[j].flags & 2u) || at.row_end(j, horizon)) bootstrap(s[j], b[j]);
             }
         } else {
 #pragma unroll
-            for (int j = 0; j < N; ++j) s[j] = step{r[j], episode_flags(d[j], T(0))};
-            if (holds_end) bootstrap(s[N - 1], end_value);
+            for (int j = 0; j < N; ++j) {
+                s[j] = step{r[j], episode_flags(d[j], T(0))};
+                if (at.row_end(j, horizon)) bootstrap(s[j], end_value);
+            }
         }
     }
 
@@ -153,8 +155,9 @@ struct retrace_producer {
                          read<T>(terminated, row, t), present(truncated) ? read<T>(truncated, row, t) : T(0),
                          read<T>(target, row, t), read<T>(behaviour, row, t));
     }
-    template <int N>
-    __device__ __forceinline__ void load_items(std::int64_t row, std::int64_t t, step (&s)[N]) const {
+    template <int N, bool Flat>
+    __device__ __forceinline__ void load_items(const item_places<N, Flat>& at, step (&s)[N]) const {
+        const std::int64_t row = at.row, t = at.t;  // nothing per row: a flat group reads as one run
         T q[N], r[N], nv[N], d[N], u[N], pi[N], mu[N];
         read_items(q_values, row, t, q);
         read_items(rewards, row, t, r);
@@ -218,8 +221,9 @@ struct q_lambda_producer {
                 flags_of(read<T>(terminated, row, t), present(truncated) ? read<T>(truncated, row, t) : T(0),
                          greedy_at(row, t))};
     }
-    template <int N>
-    __device__ __forceinline__ void load_items(std::int64_t row, std::int64_t t, step (&s)[N]) const {
+    template <int N, bool Flat>
+    __device__ __forceinline__ void load_items(const item_places<N, Flat>& at, step (&s)[N]) const {
+        const std::int64_t row = at.row, t = at.t;  // nothing per row: a flat group reads as one run
         T q[N], r[N], nv[N], d[N], u[N], g[N];
         if (present(q_values))
             read_items(q_values, row, t, q);
@@ -263,16 +267,16 @@ struct store_target {
         if (present(advantages)) write(advantages, row, t, g - s.value);
         if (present(returns)) write(returns, row, t, g);
     }
-    template <int N, typename Step, typename Next>
-    __device__ __forceinline__ void store_items(std::int64_t row, std::int64_t t, const T (&g)[N],
+    template <int N, bool Flat, typename Step, typename Next>
+    __device__ __forceinline__ void store_items(const item_places<N, Flat>& at, const T (&g)[N],
                                                 const Step (&s)[N], T, const Next&) const {
         if (present(advantages)) {
             T a[N];
 #pragma unroll
             for (int j = 0; j < N; ++j) a[j] = g[j] - s[j].value;
-            write_items(advantages, row, t, a);
+            write_items(advantages, at.row, at.t, a);
         }
-        if (present(returns)) write_items(returns, row, t, g);
+        if (present(returns)) write_items(returns, at.row, at.t, g);
     }
 };
 
@@ -284,8 +288,13 @@ struct store_target {
 /// N steps in one access (the run ending at the step, reversed in registers).
 /// The seed is folded into the first step's input, as the bootstrap into a
 /// reward in standard_producer. Under "ends_at" the map of u needs the done of
-/// scan step u + 1 (time t - 1): the lookahead.
-template <typename T, typename Values = typed_view, typename Flags = Values>
+/// scan step u + 1 (time t - 1): the lookahead. Flat groups (scan_rows.cuh)
+/// take the producer with_flipped_rows: the scan runs backwards over the whole
+/// packed run of rows * horizon elements, scan row r being memory row
+/// rows - 1 - r, so that a group of N scan steps is one run of N elements even
+/// across a row's start (aligned by the kernel's phase). Flipped is a type
+/// (a runtime select of the row cost the generic kernels 900 bytes of spills).
+template <typename T, typename Values = typed_view, typename Flags = Values, bool Flipped = false>
 struct episodic_producer {
     using value_type = T;
     struct step {
@@ -301,8 +310,18 @@ struct episodic_producer {
     std::int64_t horizon;
     T kappa;
     bool starts_at;
+    std::int64_t rows = 0;  ///< Flipped: scan row r is memory row rows - 1 - r
 
+    episodic_producer<T, Values, Flags, true> with_flipped_rows(std::int64_t all_rows) const {
+        return {inputs, dones, seed, horizon, kappa, starts_at, all_rows};
+    }
     __device__ __forceinline__ std::int64_t time_of(std::int64_t u) const { return horizon - 1 - u; }
+    __device__ __forceinline__ std::int64_t memory_row(std::int64_t r) const {
+        if constexpr (Flipped)
+            return rows - 1 - r;
+        else
+            return r;
+    }
     __device__ __forceinline__ T done_at(std::int64_t row, std::int64_t t) const {
         return read<T>(dones, row, t) != T(0) ? T(1) : T(0);
     }
@@ -311,28 +330,33 @@ struct episodic_producer {
         s.input = s.input + kappa * (T(1) - (starts_at ? s.done : T(0))) * seed_value;
     }
 
-    __device__ __forceinline__ step load(std::int64_t row, std::int64_t u) const {
-        const std::int64_t t = time_of(u);
+    __device__ __forceinline__ step load(std::int64_t scan_row, std::int64_t u) const {
+        const std::int64_t row = memory_row(scan_row), t = time_of(u);
         step s{read<T>(inputs, row, t), done_at(row, t)};
         if (t == 0 && present(seed)) fold_seed(s, read<T>(seed, row, 0));
         return s;
     }
-    template <int N>
-    __device__ __forceinline__ void load_items(std::int64_t row, std::int64_t u, step (&s)[N]) const {
-        const std::int64_t t = horizon - u - N;  // the run's first element in memory
-        const bool holds_start = t == 0;
+    template <int N, bool Flat>
+    __device__ __forceinline__ void load_items(const item_places<N, Flat>& at, step (&s)[N]) const {
+        const std::int64_t row = memory_row(at.row);
+        // The run's first element in memory: before the row's start (t < 0,
+        // the memory row before) where a flat group runs over the row's start.
+        const std::int64_t t = horizon - at.t - N;
+        const bool holds_start = at.holds_end(horizon);  // the scan row's end is the row's start
         const T seed_value = holds_start && present(seed) ? read<T>(seed, row, 0) : T(0);
         T x[N], d[N];
         read_items(inputs, row, t, x);
         read_items(dones, row, t, d);
 #pragma unroll
-        for (int j = 0; j < N; ++j) s[j] = step{x[N - 1 - j], d[N - 1 - j] != T(0) ? T(1) : T(0)};
-        if (holds_start && present(seed)) fold_seed(s[N - 1], seed_value);
+        for (int j = 0; j < N; ++j) {
+            s[j] = step{x[N - 1 - j], d[N - 1 - j] != T(0) ? T(1) : T(0)};
+            if (at.row_end(j, horizon) && present(seed)) fold_seed(s[j], seed_value);
+        }
     }
 
     static __device__ __forceinline__ lookahead ahead(const step& s) { return {s.done}; }
-    __device__ __forceinline__ lookahead load_ahead(std::int64_t row, std::int64_t u) const {
-        return {done_at(row, time_of(u))};
+    __device__ __forceinline__ lookahead load_ahead(std::int64_t scan_row, std::int64_t u) const {
+        return {done_at(memory_row(scan_row), time_of(u))};
     }
 
     __device__ __forceinline__ affine<T> map(const step& cur, const lookahead& before, bool last) const {
@@ -343,21 +367,33 @@ struct episodic_producer {
 
 /// Stores A into either output (the kinds without values: discounted returns,
 /// episodic sums, whose returns are A). Reversed: the scan's step u is time
-/// horizon - 1 - u (episodic_producer).
-template <typename T, typename Out = typed_view, bool Reversed = false>
+/// horizon - 1 - u, and Flipped its rows as episodic_producer's.
+template <typename T, typename Out = typed_view, bool Reversed = false, bool Flipped = false>
 struct store_same {
     Out advantages, returns;
     std::int64_t horizon;
+    std::int64_t rows = 0;  ///< Flipped: scan row r is memory row rows - 1 - r
 
+    store_same<T, Out, Reversed, true> with_flipped_rows(std::int64_t all_rows) const {
+        return {advantages, returns, horizon, all_rows};
+    }
+    __device__ __forceinline__ std::int64_t memory_row(std::int64_t r) const {
+        if constexpr (Flipped)
+            return rows - 1 - r;
+        else
+            return r;
+    }
     template <typename Step, typename Next>
-    __device__ __forceinline__ void store(std::int64_t row, std::int64_t u, T a, const Step&, T, const Next&) const {
-        const std::int64_t t = Reversed ? horizon - 1 - u : u;
+    __device__ __forceinline__ void store(std::int64_t scan_row, std::int64_t u, T a, const Step&, T,
+                                          const Next&) const {
+        const std::int64_t row = memory_row(scan_row), t = Reversed ? horizon - 1 - u : u;
         if (present(advantages)) write(advantages, row, t, a);
         if (present(returns)) write(returns, row, t, a);
     }
-    template <int N, typename Step, typename Next>
-    __device__ __forceinline__ void store_items(std::int64_t row, std::int64_t u, const T (&a)[N],
+    template <int N, bool Flat, typename Step, typename Next>
+    __device__ __forceinline__ void store_items(const item_places<N, Flat>& at, const T (&a)[N],
                                                 const Step (&)[N], T, const Next&) const {
+        const std::int64_t row = memory_row(at.row), u = at.t;
         T forward[N];
 #pragma unroll
         for (int j = 0; j < N; ++j) forward[j] = Reversed ? a[N - 1 - j] : a[j];

@@ -22,8 +22,11 @@ struct row_scan_plan {
     std::int64_t blocks = 0;
 };
 
+/// `flat`: flat whole rows (scan_rows.cuh), whose block spans begin up to
+/// items - 1 steps before their first row: packed rows leave room for them.
 template <typename Policy>
-row_scan_plan plan_row_scan(std::int64_t rows, std::int64_t horizon, bool time_contiguous, int sm_count) {
+row_scan_plan plan_row_scan(std::int64_t rows, std::int64_t horizon, bool time_contiguous, int sm_count,
+                            bool flat = false) {
     row_scan_plan plan;
     constexpr std::int64_t round = Policy::round;
     if (!time_contiguous) {
@@ -40,8 +43,10 @@ row_scan_plan plan_row_scan(std::int64_t rows, std::int64_t horizon, bool time_c
             // Pack rows so that the rounds are nearly full: the fewest rounds
             // (most blocks) that use >= 7/8 of their lanes, else the fullest.
             std::int64_t best = 1, best_fill = -1;
+            const std::int64_t lead = flat ? Policy::items - 1 : 0;
             for (std::int64_t r = 1; r <= Policy::max_rounds_whole_row; ++r) {
-                const std::int64_t n = r * round / horizon;
+                const std::int64_t n = (r * round - lead) / horizon;
+                if (n == 0) continue;
                 const std::int64_t fill = n * horizon * 1000 / (((n * horizon + round - 1) / round) * round);
                 if (fill > best_fill) best = n, best_fill = fill;
                 if (fill >= 875) break;
@@ -61,16 +66,29 @@ row_scan_plan plan_row_scan(std::int64_t rows, std::int64_t horizon, bool time_c
     return plan;
 }
 
+/// Whether flat arrays of [rows, horizon] with `items` steps per thread get
+/// whole-row blocks: flat kernels serve those only (split rows' segments start
+/// anywhere in the run), and the host picks other kernels for the rest.
+template <int Items>
+bool whole_rows_planned(std::int64_t rows, std::int64_t horizon, int sm_count) {
+    return plan_row_scan<row_scan_policy<Items, 1>>(rows, horizon, true, sm_count, true).layout ==
+           row_scan_plan::whole_rows;
+}
+
 /// Launches the scan of `producer`'s maps into `epilogue` as `plan` says.
 /// `scratch` is a time-contiguous [rows, horizon] output the call overwrites
 /// anyway (split rows keep two numbers per segment in it between launches).
 /// `Vec`: every array is time-contiguous and aligned to Policy::items
 /// elements, with row strides and horizon multiples of it (the host checks);
-/// such arrays never take the strided layout.
-template <typename Policy, bool Vec, typename Producer, typename Epilogue>
+/// such arrays never take the strided layout. `Flat` (with Vec): every array
+/// is instead one packed run of rows * horizon elements, aligned to
+/// Policy::items elements: flat whole rows (planned with `flat`; the host
+/// asks for them only where whole_rows_planned), their groups aligned at flat
+/// steps = `flat_phase` modulo Policy::items (scan_whole_rows_kernel).
+template <typename Policy, bool Vec, bool Flat = false, typename Producer, typename Epilogue>
 cudaError_t launch_row_scan(const row_scan_plan& plan, const Producer& producer, const Epilogue& epilogue,
                             carry_slots<typename Producer::value_type> scratch, std::int64_t rows,
-                            std::int64_t horizon, cudaStream_t stream) {
+                            std::int64_t horizon, cudaStream_t stream, std::int64_t flat_phase = 0) {
     using T = typename Producer::value_type;
     constexpr unsigned threads = Policy::threads;
     if (plan.blocks <= 0) return cudaSuccess;  // nothing to launch
@@ -86,23 +104,27 @@ cudaError_t launch_row_scan(const row_scan_plan& plan, const Producer& producer,
                 return cudaGetLastError();
             }
         case row_scan_plan::whole_rows:
-            scan_whole_rows_kernel<Policy, Vec><<<blocks, threads, 0, stream>>>(producer, epilogue, rows, horizon,
-                                                                               plan.rows_per_block);
+            scan_whole_rows_kernel<Policy, Vec, Flat><<<blocks, threads, 0, stream>>>(
+                producer, epilogue, rows, horizon, plan.rows_per_block, flat_phase);
             return cudaGetLastError();
         case row_scan_plan::split_rows: {
-            if (!scratch.data) return cudaErrorInvalidValue;
-            const std::int64_t len = plan.segment_length, segs = plan.segments;
-            reduce_segments_kernel<Policy, Vec><<<blocks, threads, 0, stream>>>(producer, scratch, horizon, len,
-                                                                               segs);
-            if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
-            // A warp per row; sized for the widest warp, narrower ones leave blocks idle.
-            constexpr std::int64_t rows_per_block = Policy::threads / widest_warp_size;
-            const unsigned carry_blocks = static_cast<unsigned>((rows + rows_per_block - 1) / rows_per_block);
-            carry_segments_kernel<Policy, T><<<carry_blocks, threads, 0, stream>>>(scratch, rows, len, segs);
-            if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
-            scan_segments_kernel<Policy, Vec><<<blocks, threads, 0, stream>>>(producer, epilogue, scratch,
-                                                                             horizon, len, segs);
-            return cudaGetLastError();
+            if constexpr (Flat) {
+                return cudaErrorInvalidValue;  // flat arrays of split rows take the scalar kernels (whole_rows_planned)
+            } else {
+                if (!scratch.data) return cudaErrorInvalidValue;
+                const std::int64_t len = plan.segment_length, segs = plan.segments;
+                reduce_segments_kernel<Policy, Vec><<<blocks, threads, 0, stream>>>(producer, scratch, horizon,
+                                                                                   len, segs);
+                if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
+                // A warp per row; sized for the widest warp, narrower ones leave blocks idle.
+                constexpr std::int64_t rows_per_block = Policy::threads / widest_warp_size;
+                const unsigned carry_blocks = static_cast<unsigned>((rows + rows_per_block - 1) / rows_per_block);
+                carry_segments_kernel<Policy, T><<<carry_blocks, threads, 0, stream>>>(scratch, rows, len, segs);
+                if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
+                scan_segments_kernel<Policy, Vec><<<blocks, threads, 0, stream>>>(producer, epilogue, scratch,
+                                                                                 horizon, len, segs);
+                return cudaGetLastError();
+            }
         }
     }
     return cudaSuccess;

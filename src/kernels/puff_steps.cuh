@@ -7,10 +7,14 @@
 //   struct step;                      what one time step loads; trivially copyable,
 //                                     a whole number of 32-bit words (it is shuffled)
 //   step load(row, t) const;          one step, any strides
-//   template <int N> void load_items(row, t, step (&s)[N]) const;
-//                                     steps t..t+N-1 of one row, called only when the
-//                                     host said every array is time-contiguous and
-//                                     aligned to N elements there
+//   template <int N, bool Flat> void load_items(const item_places<N, Flat>& at,
+//                                               step (&s)[N]) const;
+//                                     the N steps at `at` (views.cuh), called only when
+//                                     the host said every array allows one access there:
+//                                     time-contiguous rows aligned to N elements (Flat
+//                                     false), or packed rows, aligned, whose groups may
+//                                     run over row ends (Flat: per-row work, such as a
+//                                     bootstrap, is done where at.row_end(j) says)
 //   struct lookahead;                 what the map of step t needs of step t+1 (a whole
 //                                     number of 32-bit words: a thread gets it from
 //                                     the next lane by shuffles, one per word; an
@@ -23,7 +27,8 @@
 // Epilogue concept:
 //   void store(row, t, value_type a, const step& cur, value_type a_next,
 //              const lookahead& next) const;
-//   template <int N> void store_items(row, t, const value_type (&a)[N], const step (&s)[N],
+//   template <int N, bool Flat> void store_items(const item_places<N, Flat>& at,
+//                                     const value_type (&a)[N], const step (&s)[N],
 //                                     value_type a_after, const lookahead& after) const;
 // Both get the producer's steps, so fused outputs (returns = A + V) need no reload,
 // and A and the lookahead of the step after (t + 1, or t + N: unspecified past a
@@ -68,13 +73,13 @@ struct puff_producer {
         return {read<T>(values, row, t), read<T>(rewards, row, t), read<T>(dones, row, t)};
     }
 
-    template <int N>
-    __device__ __forceinline__ void load_items(std::int64_t row, std::int64_t t, step (&s)[N]) const {
+    template <int N, bool Flat>
+    __device__ __forceinline__ void load_items(const item_places<N, Flat>& at, step (&s)[N]) const {
         T v[N], r[N], d[N], imp[N];
-        read_items(values, row, t, v);
-        read_items(rewards, row, t, r);
-        read_items(dones, row, t, d);
-        read_items(importance, row, t, imp);
+        read_items(values, at.row, at.t, v);
+        read_items(rewards, at.row, at.t, r);
+        read_items(dones, at.row, at.t, d);
+        read_items(importance, at.row, at.t, imp);
 #pragma unroll
         for (int j = 0; j < N; ++j) s[j] = step{v[j], r[j], d[j], imp[j]};
     }
@@ -100,10 +105,10 @@ struct store_advantage {
     __device__ __forceinline__ void store(std::int64_t row, std::int64_t t, T a, const Step&, T, const Next&) const {
         *out.at(row, t) = a;
     }
-    template <int N, typename Step, typename Next>
-    __device__ __forceinline__ void store_items(std::int64_t row, std::int64_t t, const T (&a)[N],
+    template <int N, bool Flat, typename Step, typename Next>
+    __device__ __forceinline__ void store_items(const item_places<N, Flat>& at, const T (&a)[N],
                                                 const Step (&)[N], T, const Next&) const {
-        write_items(out, row, t, a);
+        write_items(out, at.row, at.t, a);
     }
 };
 

@@ -8,7 +8,13 @@
 //
 // Layouts (chosen by the host in launch.cuh):
 //   whole rows  - a block owns rows_per_block consecutive rows; row ends are
-//                 maps with k = 0, so packed short rows need no segment logic;
+//                 maps with k = 0, so packed short rows need no segment logic.
+//                 Flat (every array one packed, aligned run of rows * horizon
+//                 elements, the horizon not a multiple of `items`): a thread's
+//                 `items` steps are aligned in the run, not in the row, and
+//                 load in one access per array even across a row end; the
+//                 block's span starts at the aligned group holding its first
+//                 step (`lead` steps of the row before, not scanned);
 //   split rows  - few long rows: each row is cut into segments, one block each,
 //                 in three launches: reduce_segments (each segment's composed
 //                 map), carry_segments (a warp per row scans those maps), then
@@ -20,6 +26,7 @@
 #pragma once
 
 #include <type_traits>
+#include <utility>
 
 #include "affine_scan.cuh"
 #include "storage.cuh"
@@ -50,18 +57,36 @@ struct row_scan_policy {
 using scan_policy = row_scan_policy<4, 8>;
 
 /// Launch bounds of a scan kernel over `Producer` (see row_scan_policy).
-template <typename Policy, bool Vec, typename Producer>
+/// Flat whole rows keep a few more values per thread (where the block's rows
+/// begin and end in its span): at most 6 blocks (40 registers), as the 32 of
+/// 8 blocks spilled 48-64 bytes (ptxas, puff advantage).
+template <typename Policy, bool Vec, typename Producer, bool Flat = false>
 constexpr int min_blocks_for() {
-    return Vec && sizeof(typename Producer::value_type) == 4 ? Policy::min_blocks_per_sm_fast
-                                                           : Policy::min_blocks_per_sm;
+    constexpr int fast = Flat && Policy::min_blocks_per_sm_fast > 6 ? 6 : Policy::min_blocks_per_sm_fast;
+    return Vec && sizeof(typename Producer::value_type) == 4 ? fast : Policy::min_blocks_per_sm;
 }
 
 /// The steps one block scans: local step e < length is at row `row + e / wrap`,
 /// time `t + e % wrap` (wrap = horizon for whole rows, > length for a segment).
+/// Flat whole rows: at row `row + (t + e) / wrap`, time `(t + e) % wrap`, and
+/// only steps lead <= e < length are the block's; steps before <= e <
+/// in_buffer lie in the arrays (a group not wholly there loads step by step).
 struct block_span {
     std::int64_t row, t;
     std::uint32_t length, wrap;
+    std::uint32_t lead = 0, before = 0;
+    std::int64_t in_buffer = 0;
 };
+
+/// Whether `Producer` reads flat groups (load_items of item_places<N, true>);
+/// a scan over reversed time does not (episodic_producer).
+template <typename Producer, int N, typename = void>
+struct reads_flat_groups : std::false_type {};
+template <typename Producer, int N>
+struct reads_flat_groups<Producer, N,
+                         std::void_t<decltype(std::declval<const Producer&>().load_items(
+                             std::declval<const item_places<N, true>&>(),
+                             std::declval<typename Producer::step (&)[N]>()))>> : std::true_type {};
 
 template <typename T, int warps>
 struct scan_shared {
@@ -71,7 +96,9 @@ struct scan_shared {
 /// Scans `span` backwards. Store: writes every A through `epilogue`, starting
 /// from A = carry.d after the span, and returns A at the span's first step in
 /// .d. !Store: returns the composed map of the whole span (carry = identity).
-template <typename Policy, bool Vec, bool Store, typename Producer, typename Epilogue>
+/// Vec: one access per array for a thread's steps; Flat (with Vec): flat
+/// whole rows (see the top of this file).
+template <typename Policy, bool Vec, bool Store, bool Flat = false, typename Producer, typename Epilogue>
 __device__ __forceinline__ affine<typename Producer::value_type> scan_span(
     const Producer& producer, const Epilogue& epilogue, const block_span span,
     const std::int64_t horizon, affine<typename Producer::value_type> carry,
@@ -91,27 +118,57 @@ __device__ __forceinline__ affine<typename Producer::value_type> scan_span(
 
     for (int r = rounds - 1; r >= 0; --r) {
         const std::uint32_t first = static_cast<std::uint32_t>(r) * Policy::round + threadIdx.x * items;
-        std::int64_t row[items], t[items];
-        bool valid[items];
-        row[0] = span.row + first / span.wrap;
-        t[0] = span.t + first % span.wrap;
+        // Where the items lie. Flat: item 0's place and the row ends among the
+        // items (views.cuh), the rest computed where used: arrays of 64-bit
+        // places kept live across the scan spilled (ptxas).
+        item_places<items, Flat> at{};
+        std::int64_t row[items], t[items];  // !Flat
+        bool valid[items];                  // !Flat
+        if constexpr (Flat) {
+            const std::uint32_t e = static_cast<std::uint32_t>(span.t) + first;  // span.t < horizon
+            at.row = span.row + e / span.wrap;
+            at.t = e % span.wrap;
+            std::uint32_t time = static_cast<std::uint32_t>(at.t);
 #pragma unroll
-        for (int j = 1; j < items; ++j) {
-            row[j] = row[j - 1];
-            t[j] = t[j - 1] + 1;
-            // Only scalar groups can wrap to the next row (whole-row spans).
-            if constexpr (!Vec) {
-                if (t[j] == horizon) t[j] = 0, ++row[j];
+            for (int j = 0; j < items; ++j) {
+                if (time == span.wrap - 1) at.ends |= 1u << j;
+                time = time == span.wrap - 1 ? 0u : time + 1u;
             }
-        }
-        // Vectorised groups never straddle a row or the span's end (the host
-        // checked that horizons are multiples of `items`): one check per thread.
+        } else {
+            row[0] = span.row + first / span.wrap;
+            t[0] = span.t + first % span.wrap;
 #pragma unroll
-        for (int j = 0; j < items; ++j) valid[j] = Vec && j > 0 ? valid[0] : first + j < span.length;
+            for (int j = 1; j < items; ++j) {
+                row[j] = row[j - 1];
+                t[j] = t[j - 1] + 1;
+                // Only scalar groups can wrap to the next row (whole-row spans).
+                if constexpr (!Vec) {
+                    if (t[j] == horizon) t[j] = 0, ++row[j];
+                }
+            }
+            // Aligned groups never straddle a row or the span's end (the host
+            // checked that horizons are multiples of `items`): one check per thread.
+#pragma unroll
+            for (int j = 0; j < items; ++j) valid[j] = Vec && j > 0 ? valid[0] : first + j < span.length;
+        }
+        // Flat: whether item j is this block's (its place is computed where used).
+        const auto flat_valid = [&](int j) { return first + j >= span.lead && first + j < span.length; };
 
         step s[items] = {};
-        if constexpr (Vec) {  // host checked: a thread's steps never straddle rows, and are aligned
-            if (valid[0]) producer.load_items(row[0], t[0], s);
+        if constexpr (Flat) {
+            // Steps of other blocks' rows in the group are loaded too (in the
+            // arrays, read-only to this block) and scanned as identities; only
+            // a group past the arrays' end (or start) loads step by step.
+            const bool any_valid = first + items > span.lead && first < span.length;
+            if (any_valid && first >= span.before && first + items <= span.in_buffer) {
+                producer.load_items(at, s);
+            } else {
+#pragma unroll
+                for (int j = 0; j < items; ++j)
+                    if (flat_valid(j)) s[j] = producer.load(at.row_of(j), at.t_of(j));
+            }
+        } else if constexpr (Vec) {  // host checked: a thread's steps never straddle rows, and are aligned
+            if (valid[0]) producer.load_items(item_places<items, false>{row[0], t[0]}, s);
         } else {
 #pragma unroll
             for (int j = 0; j < items; ++j)
@@ -120,20 +177,33 @@ __device__ __forceinline__ affine<typename Producer::value_type> scan_span(
         // What the last item's map needs of step t+1: from the next lane's first
         // item, or loaded at a warp's top (only that part of the step).
         // A producer whose maps need nothing of the next step has an empty lookahead.
-        const bool last_step = t[items - 1] == horizon - 1;
+        bool last_step;
+        if constexpr (Flat)
+            last_step = at.row_end(items - 1, horizon);
+        else
+            last_step = t[items - 1] == horizon - 1;
         ahead after{};
         if constexpr (!std::is_empty_v<ahead>) {
             after = shfl_down_struct<warp>(Producer::ahead(s[0]), 1);
-            if (lane == warp - 1 && valid[items - 1] && !last_step)
-                after = producer.load_ahead(row[items - 1], t[items - 1] + 1);
+            if constexpr (Flat) {
+                if (lane == warp - 1 && flat_valid(items - 1) && !last_step)
+                    after = producer.load_ahead(at.row_of(items - 1), at.t_of(items - 1) + 1);
+            } else {
+                if (lane == warp - 1 && valid[items - 1] && !last_step)
+                    after = producer.load_ahead(row[items - 1], t[items - 1] + 1);
+            }
         }
 
         affine<T> m[items];
 #pragma unroll
         for (int j = 0; j < items; ++j) {
             const ahead next = j + 1 < items ? Producer::ahead(s[j + 1]) : after;
-            const bool row_end = Vec ? j == items - 1 && last_step : t[j] == horizon - 1;
-            m[j] = valid[j] ? producer.map(s[j], next, row_end) : identity_map<T>();
+            bool row_end;
+            if constexpr (Flat)
+                row_end = at.row_end(j, horizon);
+            else
+                row_end = Vec ? j == items - 1 && last_step : t[j] == horizon - 1;
+            m[j] = (Flat ? flat_valid(j) : valid[j]) ? producer.map(s[j], next, row_end) : identity_map<T>();
         }
         affine<T> mine = m[items - 1];
 #pragma unroll
@@ -159,8 +229,20 @@ __device__ __forceinline__ affine<typename Producer::value_type> scan_span(
             T x = a_after;
 #pragma unroll
             for (int j = items - 1; j >= 0; --j) out[j] = x = apply(m[j], x);
-            if constexpr (Vec) {
-                if (valid[0]) epilogue.store_items(row[0], t[0], out, s, a_after, after);
+            if constexpr (Flat) {
+                // A group shared with another block's rows stores step by step.
+                if (first >= span.lead && first + items <= span.length) {
+                    epilogue.store_items(at, out, s, a_after, after);
+                } else {
+#pragma unroll
+                    for (int j = 0; j < items; ++j)
+                        if (flat_valid(j))
+                            epilogue.store(at.row_of(j), at.t_of(j), out[j], s[j],
+                                           j + 1 < items ? out[j + 1] : a_after,
+                                           j + 1 < items ? Producer::ahead(s[j + 1]) : after);
+                }
+            } else if constexpr (Vec) {
+                if (valid[0]) epilogue.store_items(item_places<items, false>{row[0], t[0]}, out, s, a_after, after);
             } else {
 #pragma unroll
                 for (int j = 0; j < items; ++j)
@@ -177,18 +259,36 @@ __device__ __forceinline__ affine<typename Producer::value_type> scan_span(
     return carry;
 }
 
-/// Whole rows: block b owns rows [b * rows_per_block, ...).
-template <typename Policy, bool Vec, typename Producer, typename Epilogue>
-__global__ void __launch_bounds__(Policy::threads, (min_blocks_for<Policy, Vec, Producer>()))
+/// Whole rows: block b owns rows [b * rows_per_block, ...). Flat: groups
+/// start at flat steps = `phase` modulo items (a scan over the run backwards,
+/// episodic_producer's, has its groups aligned in memory at rows * horizon mod items).
+template <typename Policy, bool Vec, bool Flat = false, typename Producer, typename Epilogue>
+__global__ void __launch_bounds__(Policy::threads, (min_blocks_for<Policy, Vec, Producer, Flat>()))
 scan_whole_rows_kernel(Producer producer, Epilogue epilogue, std::int64_t rows, std::int64_t horizon,
-                       std::int64_t rows_per_block) {
+                       std::int64_t rows_per_block, std::int64_t phase) {
     using T = typename Producer::value_type;
     __shared__ scan_shared<T, Policy::threads / physical_warp_size> shared;
     const std::int64_t first_row = static_cast<std::int64_t>(blockIdx.x) * rows_per_block;
     const std::int64_t count = rows - first_row < rows_per_block ? rows - first_row : rows_per_block;
-    const block_span span{first_row, 0, static_cast<std::uint32_t>(count * horizon),
-                          static_cast<std::uint32_t>(horizon)};
-    scan_span<Policy, Vec, true>(producer, epilogue, span, horizon, affine<T>{T(0), T(0)}, shared);
+    const auto length = static_cast<std::uint32_t>(count * horizon);
+    if constexpr (Flat) {  // from the aligned group holding the block's first step
+        constexpr std::int64_t items = Policy::items;
+        const std::int64_t start = first_row * horizon;
+        const auto lead = static_cast<std::uint32_t>(((start - phase) % items + items) % items);
+        const std::int64_t aligned = start - lead;  // < 0: block 0 with a phase (horizon >= items)
+        const std::int64_t row = aligned < 0 ? -1 : aligned / horizon;  // one 64-bit division per block
+        const block_span span{row,
+                              aligned - row * horizon,
+                              length + lead,
+                              static_cast<std::uint32_t>(horizon),
+                              lead,
+                              static_cast<std::uint32_t>(aligned < 0 ? -aligned : 0),
+                              rows * horizon - aligned};
+        scan_span<Policy, Vec, true, Flat>(producer, epilogue, span, horizon, affine<T>{T(0), T(0)}, shared);
+    } else {
+        const block_span span{first_row, 0, length, static_cast<std::uint32_t>(horizon)};
+        scan_span<Policy, Vec, true>(producer, epilogue, span, horizon, affine<T>{T(0), T(0)}, shared);
+    }
 }
 
 /// The span of segment `blockIdx.x % segments` of row `blockIdx.x / segments`.

@@ -65,39 +65,41 @@ struct standard_producer {
         return s;
     }
 
-    /// Steps t..t+N-1 of one row. The bootstrap of a row's last step is loaded
+    /// The N steps at `at`. The bootstrap of a row's last step is loaded
     /// with the other inputs (its address does not depend on them): a load that
     /// waited for the flags put a second memory round trip into every block.
     /// With truncations, bootstrap_values is read like the other inputs (one
     /// vector load, used where the step is truncated or the row's last): a
     /// branch and a scalar load per truncated step cost more than the bytes.
-    template <int N>
-    __device__ __forceinline__ void load_items(std::int64_t row, std::int64_t t, step (&s)[N]) const {
+    template <int N, bool Flat>
+    __device__ __forceinline__ void load_items(const item_places<N, Flat>& at, step (&s)[N]) const {
         T v[N], r[N], d[N], u[N], w[N];
-        const bool holds_end = t + N == horizon;  // a thread's steps never straddle rows here
         const bool truncations = present(truncated);  // then bootstrap_values is present (checked)
-        const T end_value = holds_end && !truncations ? end_bootstrap(row) : T(0);
-        read_items(values, row, t, v);
-        read_items(rewards, row, t, r);
-        read_items(terminated, row, t, d);
+        const bool holds_end = at.holds_end(horizon);  // at.row's end
+        const T end_value = holds_end && !truncations ? end_bootstrap(at.row) : T(0);
+        read_items(values, at.row, at.t, v);
+        read_items(rewards, at.row, at.t, r);
+        read_items(terminated, at.row, at.t, d);
         if (truncations)
-            read_items(truncated, row, t, u);
+            read_items(truncated, at.row, at.t, u);
         else
             for (int j = 0; j < N; ++j) u[j] = T(0);
         if (present(importance))
-            read_items(importance, row, t, w);
+            read_items(importance, at.row, at.t, w);
         else
             for (int j = 0; j < N; ++j) w[j] = T(1);
 #pragma unroll
         for (int j = 0; j < N; ++j) s[j] = make_step(v[j], r[j], d[j], u[j], w[j]);
         if (truncations) {
             T b[N];
-            read_items(bootstrap_values, row, t, b);
+            read_items(bootstrap_values, at.row, at.t, b);
 #pragma unroll
             for (int j = 0; j < N; ++j)
-                if ((s[j].flags & 2u) || (holds_end && j == N - 1)) bootstrap(s[j], b[j]);
-        } else if (holds_end) {
-            bootstrap(s[N - 1], end_value);
+                if ((s[j].flags & 2u) || at.row_end(j, horizon)) bootstrap(s[j], b[j]);
+        } else {
+#pragma unroll
+            for (int j = 0; j < N; ++j)
+                if (at.row_end(j, horizon)) bootstrap(s[j], end_value);
         }
     }
 
@@ -135,15 +137,15 @@ struct store_estimate {
     bool has_ratio = false;
     std::int64_t horizon = 0;
 
-    /// pg_t from step t, A_{t+1} and V_{t+1}.
+    /// pg_t from step t, A_{t+1} and V_{t+1}; `row_end`: t is its row's last step.
     template <typename Step>
-    __device__ __forceinline__ T pg_advantage(const Step& s, std::int64_t t, T a_next, T value_next) const {
+    __device__ __forceinline__ T pg_advantage(const Step& s, bool row_end, T a_next, T value_next) const {
         // vs_{t+1} is multiplied in wherever the row holds it, never selected away,
         // so that a NaN there reaches pg_t as on the CPU (pg_t = q_t + p_t A_{t+1}):
         // times (1 - term_t) inside an episode, times 0 where the bootstrap was read
         // (it is in s.reward then; step t+1 belongs to the next episode). Past the
         // row's last step there is nothing (a_next and next belong to another row).
-        const T vs_next = t + 1 < horizon ? a_next + value_next : T(0);
+        const T vs_next = row_end ? T(0) : a_next + value_next;
         const T not_terminated = s.flags & 1u ? T(0) : T(1);
         const T v_next = s.flags & 4u ? T(0) * vs_next : vs_next * not_terminated;
         const T rho = has_ratio ? clip_to(s.ratio, rho_pg_clip) : T(1);
@@ -155,32 +157,33 @@ struct store_estimate {
     __device__ __forceinline__ void store(std::int64_t row, std::int64_t t, T a, const Step& s, T a_next,
                                           const Next& next) const {
         if constexpr (PolicyGradient) {
-            if (present(advantages)) write(advantages, row, t, pg_advantage(s, t, a_next, next.value));
+            if (present(advantages))
+                write(advantages, row, t, pg_advantage(s, t == horizon - 1, a_next, next.value));
         } else {
             if (present(advantages)) write(advantages, row, t, a);
         }
         if (present(returns)) write(returns, row, t, a + s.value);
     }
-    template <int N, typename Step, typename Next>
-    __device__ __forceinline__ void store_items(std::int64_t row, std::int64_t t, const T (&a)[N],
+    template <int N, bool Flat, typename Step, typename Next>
+    __device__ __forceinline__ void store_items(const item_places<N, Flat>& at, const T (&a)[N],
                                                 const Step (&s)[N], T a_after, const Next& after) const {
         if constexpr (PolicyGradient) {
             if (present(advantages)) {
                 T pg[N];
 #pragma unroll
                 for (int j = 0; j < N; ++j)
-                    pg[j] = pg_advantage(s[j], t + j, j + 1 < N ? a[j + 1] : a_after,
+                    pg[j] = pg_advantage(s[j], at.row_end(j, horizon), j + 1 < N ? a[j + 1] : a_after,
                                          j + 1 < N ? s[j + 1].value : after.value);
-                write_items(advantages, row, t, pg);
+                write_items(advantages, at.row, at.t, pg);
             }
         } else {
-            if (present(advantages)) write_items(advantages, row, t, a);
+            if (present(advantages)) write_items(advantages, at.row, at.t, a);
         }
         if (present(returns)) {
             T r[N];
 #pragma unroll
             for (int j = 0; j < N; ++j) r[j] = a[j] + s[j].value;
-            write_items(returns, row, t, r);
+            write_items(returns, at.row, at.t, r);
         }
     }
 };
