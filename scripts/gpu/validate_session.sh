@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# One device call validating a whole tree (run from the checkout's root; logs packed into
+# $OUT/logs.tar.gz, the device tool returns few files):
+#   1. build with every layer (CUDA sm_90, torch, JAX);
+#   2. side by side: the whole Python suite on the GPU (pytest -n 6, JAX after it),
+#      compute-sanitizer memcheck and racecheck over the scan kernels' layouts
+#      (test_gpu_flat_rows.py, test_gpu.py's every_layout cases);
+#   3. alone on the GPU, bounded by DEADLINE (s after the start, default 585): the
+#      estimators beside rl-triton (STD_SHAPES, FAM_SHAPES), the puff kernel, the
+#      host cost of a call (bench_overhead.py), reduced precision, and Nsight
+#      Compute over short rows (short_rows_workload.py).
+# rl-triton: $PUFFADV_RL_TRITON (default .gpu/peers/rl_triton in the checkout).
+set -uo pipefail
+SR=$(cd "$(dirname "$0")" && pwd)/short_rows_workload.py
+export PYTHONUNBUFFERED=1 XLA_PYTHON_CLIENT_PREALLOCATE=false
+L=$OUT/logs; mkdir -p $L
+export PUFFADV_RL_TRITON=${PUFFADV_RL_TRITON:-$PWD/.gpu/peers/rl_triton}
+pack(){ tar -C $OUT -czf $OUT/logs.tar.gz logs; }; trap pack EXIT
+stamp(){ echo "--- $(date -u +%T) ${SECONDS}s $*" | tee -a $L/timeline.txt; }
+stamp start; git log --oneline -1 > $L/commit.txt 2>&1; git status --short >> $L/commit.txt
+nvidia-smi --query-gpu=name,driver_version --format=csv > $L/machine.txt 2>&1
+CMAKE_BUILD_PARALLEL_LEVEL=16 python3 -m pip install -q --no-build-isolation --no-deps -C build-dir=/tmp/b \
+  -C cmake.define.PUFF_CUDA=ON -C cmake.define.CMAKE_CUDA_ARCHITECTURES=90 -C cmake.define.PUFF_HIP=OFF . > $L/build.log 2>&1 \
+  || { tail -40 $L/build.log; exit 1; }
+stamp built
+python3 -m puffadv > $L/selfcheck.txt 2>&1; tail -1 $L/selfcheck.txt
+T=${TEST_LIMIT:-230}
+san(){ tool=$1; shift; PUFFADV_UNDER_SANITIZER=1 timeout $T compute-sanitizer --tool $tool --error-exitcode 99 "$@" >> $L/$tool.txt 2>&1; echo "$tool exit $? : $*" >> $L/$tool.txt; }
+( san memcheck python3 -m pytest -q -p no:cacheprovider tests/python/test_gpu_flat_rows.py -k "(match_the_cpu and float32 and (shape4 or shape8)) or (nan_stays and shape1)"
+  san memcheck python3 -m pytest -q -p no:cacheprovider tests/python/test_gpu.py -k "every_layout and float32" ) & p1=$!
+( san racecheck python3 -m pytest -q -p no:cacheprovider tests/python/test_gpu_flat_rows.py -k "match_the_cpu and float32 and shape8"
+  san racecheck python3 -m pytest -q -p no:cacheprovider tests/python/test_gpu.py -k "every_layout and float32 and family" ) & p2=$!
+( timeout $T python3 -m pytest -q -rs -p no:cacheprovider -n 6 --dist loadfile tests/python \
+  --ignore=tests/python/test_jax.py --ignore=tests/python/test_family_jax.py > $L/pytest-gpu.txt 2>&1; echo "exit $?" >> $L/pytest-gpu.txt ) & p3=$!
+wait $p3
+timeout 120 python3 -m pytest -q -p no:cacheprovider tests/python/test_jax.py tests/python/test_family_jax.py > $L/pytest-jax.txt 2>&1; echo "exit $?" >> $L/pytest-jax.txt
+wait $p1 $p2
+for f in pytest-gpu pytest-jax; do echo "$f: $(grep -E ' passed| failed' $L/$f.txt | tail -1) $(tail -1 $L/$f.txt)"; done
+grep -E "^FAILED|^ERROR" $L/pytest-gpu.txt $L/pytest-jax.txt | head -20
+grep -E "ERROR SUMMARY|RACECHECK SUMMARY|exit [0-9]+ :|passed|failed" $L/memcheck.txt $L/racecheck.txt | tail -8
+stamp tests
+left(){ echo $(( ${DEADLINE:-585} - SECONDS )); }
+timeout $(( $(left) / 3 )) python3 benchmarks/bench_conventions.py --sections peers --shapes ${STD_SHAPES:-8192x91,8192x64,65536x128,1024x128,4096x1024} \
+  --json $L/std-bench.json --markdown $L/std-bench.md > $L/std-bench.txt 2>&1; grep -E "MISSED|MISMATCH" $L/std-bench.txt | head -12
+stamp std-bench
+timeout $(( $(left) / 2 )) python3 benchmarks/bench_conventions.py --sections peers --estimators family --shapes ${FAM_SHAPES:-8192x91,8192x64,65536x128,4096x1024,1024x128,262144x128} \
+  --json $L/family-bench.json --markdown $L/family-bench.md > $L/family-bench.txt 2>&1; grep -E "MISSED|MISMATCH" $L/family-bench.txt | head -12
+stamp family-bench
+timeout $(( $(left) / 3 )) python3 benchmarks/bench_gpu.py --quick --shapes 8192x91,8192x64,65536x128 --markdown $L/puff-bench.md > $L/puff-bench.txt 2>&1; tail -6 $L/puff-bench.txt
+stamp puff-bench
+timeout $(( $(left) / 2 )) python3 benchmarks/bench_overhead.py --quick --json $L/overhead.json > $L/overhead.txt 2>&1; tail -24 $L/overhead.txt
+stamp overhead
+timeout $(( $(left) / 2 )) python3 benchmarks/bench_conventions.py --quick --sections dtypes --bench-only --json $L/dtypes.json > $L/dtypes.txt 2>&1; grep -E "ratio|BAR|bar met" $L/dtypes.txt | head -12
+stamp dtypes
+timeout $(( $(left) - 3 )) ncu --profile-from-start off --section SpeedOfLight --section LaunchStats --section Occupancy python3 $SR > $L/ncu-short-rows.txt 2>&1
+grep -E "^  [a-z_]+.*\(|Duration|DRAM Throughput|Grid Size|Block Size" $L/ncu-short-rows.txt | head -60
+stamp ncu
