@@ -157,13 +157,7 @@ bool family_simd_serves(const family_args<C>& a, bool time_contiguous) {
 
 template <typename C>
 bool family_simd_streams(const family_args<C>& a, bool time_contiguous) {
-    if (!a.streaming) return false;
-    for (const view* v : {&a.advantages, &a.returns}) {
-        if (!v->present) continue;
-        const std::int64_t outer = (time_contiguous ? v->row_stride : v->col_stride) * v->size;
-        if (reinterpret_cast<std::uintptr_t>(v->base) % 16 != 0 || outer % 16 != 0) return false;
-    }
-    return true;
+    return a.streaming && simd_kernels::outputs_stream_aligned(a.advantages, a.returns, time_contiguous);
 }
 
 template <typename C>

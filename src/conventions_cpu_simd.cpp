@@ -168,13 +168,10 @@ bool standard_simd_serves(const kernel_args<C>& a, bool time_contiguous) {
 
 template <typename C>
 bool standard_simd_streams(const kernel_args<C>& a, bool time_contiguous) {
+    if (!simd_kernels::outputs_stream_aligned(a.advantages, a.returns, time_contiguous)) return false;
     std::int64_t bytes = 0;
-    for (const view* v : {&a.advantages, &a.returns}) {
-        if (!v->present) continue;
-        const std::int64_t outer = (time_contiguous ? v->row_stride : v->col_stride) * v->size;
-        if (reinterpret_cast<std::uintptr_t>(v->base) % 16 != 0 || outer % 16 != 0) return false;
-        bytes += a.rows * a.horizon * v->size;
-    }
+    for (const view* v : {&a.advantages, &a.returns})
+        if (v->present) bytes += a.rows * a.horizon * v->size;
     return bytes >= kStreamingBytes;
 }
 

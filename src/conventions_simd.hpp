@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
 
 #include "conventions_cpu.hpp"
 #include "cpu_scan.hpp"
@@ -93,6 +94,18 @@ PUFF_SIMD_INLINE void store_output(bool stream, C* p, V<C> x) {
         simd::stream<C>(p, x);
     else
         simd::store<C>(p, x);
+}
+
+// Whether the present outputs can take store_output's streaming stores: each
+// starts 16-byte aligned and so does each of its lines the traversal walks
+// (rows when `time_contiguous`, else steps).
+inline bool outputs_stream_aligned(const view& advantages, const view& returns, bool time_contiguous) {
+    for (const view* v : {&advantages, &returns}) {
+        if (!v->present) continue;
+        const std::int64_t outer = (time_contiguous ? v->row_stride : v->col_stride) * v->size;
+        if (reinterpret_cast<std::uintptr_t>(v->base) % 16 != 0 || outer % 16 != 0) return false;
+    }
+    return true;
 }
 
 // V' where truncated: `next` (W values) takes bootstrap_values at the lanes
