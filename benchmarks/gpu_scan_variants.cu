@@ -139,13 +139,13 @@ void release(device_set& d) {
     for (float* p : {d.v, d.r, d.term, d.trunc, d.boot, d.ratio, d.last, d.done, d.out, d.out2}) cudaFree(p);
 }
 
-template <typename Policy>
+template <typename Policy, bool Groups = false>
 void launch(kind k, const device_set& d, std::int64_t rows, std::int64_t h, int sms) {
     using view = strided_view<const float>;
     const view none{nullptr, 0, 0};
     auto m = [&](const float* p) { return view{p, h, 1}; };
     const strided_view<float> out{d.out, h, 1}, out2{d.out2, h, 1}, nothing{nullptr, 0, 0};
-    const row_scan_plan plan = plan_row_scan<Policy>(rows, h, true, sms);
+    const row_scan_plan plan = plan_row_scan<Policy>(rows, h, true, sms, false, Groups);
     const carry_slots<float> scratch{reinterpret_cast<unsigned char*>(d.out), h * 4, 4};
     cudaError_t e = cudaSuccess;
     if (k == kind::puff) {
@@ -174,11 +174,15 @@ struct variant {
     const char* name;
     launcher fn;
 };
-/// Steps per thread x blocks per SM asked of the compiler (launch bounds).
+/// Steps per thread x blocks per SM asked of the compiler (launch bounds);
+/// "g": whole rows of up to max_group_rounds warp rounds in row groups
+/// (scan_row_groups.cuh), else the block kernels.
 const variant kVariants[] = {
-    {"4x4", launch<row_scan_policy<4, 4>>}, {"4x5", launch<row_scan_policy<4, 5>>},
-    {"4x6", launch<row_scan_policy<4, 6>>}, {"4x8", launch<row_scan_policy<4, 8>>},
-    {"8x3", launch<row_scan_policy<8, 3>>}, {"8x4", launch<row_scan_policy<8, 4>>}};
+    {"4x4", launch<row_scan_policy<4, 4>>},        {"4x6", launch<row_scan_policy<4, 6>>},
+    {"4x8", launch<row_scan_policy<4, 8>>},        {"8x4", launch<row_scan_policy<8, 4>>},
+    {"g4x4", launch<row_scan_policy<4, 4, 4>, true>}, {"g4x6", launch<row_scan_policy<4, 6, 6>, true>},
+    {"g4x5", launch<row_scan_policy<4, 5, 5>, true>}, {"g8x2", launch<row_scan_policy<8, 2, 2>, true>},
+    {"g8x3", launch<row_scan_policy<8, 3, 3>, true>}, {"g8x4", launch<row_scan_policy<8, 4, 4>, true>}};
 
 double rel_error(const std::vector<float>& got, const std::vector<double>& want) {
     double num = 0, den = 0;
@@ -234,7 +238,7 @@ int main(int argc, char** argv) {
     std::printf("copy bandwidth %.0f GB/s\n", copy_gbs);
 
     std::vector<std::pair<std::int64_t, std::int64_t>> shapes = {
-        {65536, 128}, {1048576, 8}, {4096, 1024}, {64, 16384}, {8, 131072}};
+        {65536, 128}, {1048576, 8}, {4096, 1024}, {1024, 128}, {8192, 64}, {4096, 64}, {8, 131072}};
     if (profile) shapes = {{65536, 128}};
     const kind kinds[] = {kind::gae_last, kind::gae_trunc, kind::td_lambda, kind::vtrace, kind::puff};
     int failures = 0;

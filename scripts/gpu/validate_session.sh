@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # One device call validating a whole tree (run from the checkout's root; logs packed into
 # $OUT/logs.tar.gz, the device tool returns few files):
-#   1. build with every layer (CUDA sm_90, torch, JAX);
+#   1. build with every layer (CUDA sm_90, torch, JAX); with VARIANTS=1, beside it the
+#      kernel-variant harness (benchmarks/gpu_scan_variants.cu), timed on the idle GPU;
 #   2. side by side: the whole Python suite on the GPU (pytest -n 6, JAX after it),
 #      compute-sanitizer memcheck and racecheck over the scan kernels' layouts
 #      (test_gpu_flat_rows.py, test_gpu.py's every_layout cases);
@@ -19,10 +20,16 @@ pack(){ tar -C $OUT -czf $OUT/logs.tar.gz logs; }; trap pack EXIT
 stamp(){ echo "--- $(date -u +%T) ${SECONDS}s $*" | tee -a $L/timeline.txt; }
 stamp start; git log --oneline -1 > $L/commit.txt 2>&1; git status --short >> $L/commit.txt
 nvidia-smi --query-gpu=name,driver_version --format=csv > $L/machine.txt 2>&1
-CMAKE_BUILD_PARALLEL_LEVEL=16 python3 -m pip install -q --no-build-isolation --no-deps -C build-dir=/tmp/b \
+if [ "${VARIANTS:-0}" = 1 ]; then
+  ( nvcc -std=c++17 -O3 -arch=sm_90 --expt-relaxed-constexpr -Xptxas -v -Isrc benchmarks/gpu_scan_variants.cu \
+      -o /tmp/variants > $L/variants-ptxas.txt 2>&1 && /tmp/variants > $L/variants.txt 2>&1
+    echo "exit $?" >> $L/variants.txt ) & pv=$!
+fi
+CMAKE_BUILD_PARALLEL_LEVEL=14 python3 -m pip install -q --no-build-isolation --no-deps -C build-dir=/tmp/b \
   -C cmake.define.PUFF_CUDA=ON -C cmake.define.CMAKE_CUDA_ARCHITECTURES=90 -C cmake.define.PUFF_HIP=OFF . > $L/build.log 2>&1 \
   || { tail -40 $L/build.log; exit 1; }
 stamp built
+if [ "${VARIANTS:-0}" = 1 ]; then wait $pv; tail -2 $L/variants.txt; stamp variants; fi
 python3 -m puffadv > $L/selfcheck.txt 2>&1; tail -1 $L/selfcheck.txt
 T=${TEST_LIMIT:-230}
 san(){ tool=$1; shift; PUFFADV_UNDER_SANITIZER=1 timeout $T compute-sanitizer --tool $tool --error-exitcode 99 "$@" >> $L/$tool.txt 2>&1; echo "$tool exit $? : $*" >> $L/$tool.txt; }

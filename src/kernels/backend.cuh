@@ -105,7 +105,7 @@ void run_puff(const puff_arrays& a, const puff_params& params, cudaStream_t stre
     const std::int64_t rows = a.values.rows, horizon = a.values.cols;
     // Flat kernels serve whole-row plans only: split rows of flat arrays take the scalar ones.
     flat = flat && !vectorized && whole_rows_planned<scan_policy::items>(rows, horizon, sm_count);
-    const row_scan_plan plan = plan_row_scan<scan_policy>(rows, horizon, contiguous, sm_count, flat);
+    const row_scan_plan plan = plan_row_scan<scan_policy>(rows, horizon, contiguous, sm_count, flat, vectorized);
     const carry_slots<T> scratch = carry_slots_of<T>(&a.advantages);
     const cudaError_t launched =
         vectorized ? launch_row_scan<scan_policy, true>(plan, producer, epilogue, scratch, rows, horizon, stream)

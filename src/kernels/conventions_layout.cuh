@@ -204,7 +204,7 @@ void launch_scan(const Producer& producer, const Epilogue& epilogue, const matri
     PUFF_GPU_CHECK(cudaDeviceGetAttribute(&sm_count, cudaDevAttrMultiProcessorCount, device), device);
     // Split rows need `scratch`: a call has a [rows, horizon] output, and split
     // rows are planned only when every array, that output too, is contiguous.
-    const row_scan_plan plan = plan_row_scan<Policy>(rows, horizon, contiguous, sm_count, Flat);
+    const row_scan_plan plan = plan_row_scan<Policy>(rows, horizon, contiguous, sm_count, Flat, Vec && !Flat);
     const std::int64_t phase = Flat && reversed ? rows * horizon % Policy::items : 0;
     PUFF_GPU_CHECK((launch_row_scan<Policy, Vec, Flat>(plan, producer, epilogue, carry_slots_of<T>(scratch, reversed),
                                                        rows, horizon, stream, phase)),

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "scan_row_groups.cuh"
 #include "scan_rows.cuh"
 
 namespace puffadv::gpu {
@@ -15,8 +16,10 @@ inline namespace PUFF_GPU_ABI {  // CUDA and HIP builds may share one library
 /// How one call is laid out over blocks; plain data so that tests and the
 /// benchmark can print it.
 struct row_scan_plan {
-    enum layout_t { whole_rows, split_rows, strided } layout = whole_rows;
+    enum layout_t { whole_rows, row_groups, split_rows, strided } layout = whole_rows;
     std::int64_t rows_per_block = 1;  ///< whole_rows
+    int lanes = 0;                    ///< row_groups: lanes per row
+    int threads = 0;                  ///< row_groups: threads per block
     std::int64_t segment_length = 0;  ///< split_rows: steps per segment (a multiple of the round)
     std::int64_t segments = 0;        ///< split_rows: segments per row
     std::int64_t blocks = 0;
@@ -24,9 +27,12 @@ struct row_scan_plan {
 
 /// `flat`: flat whole rows (scan_rows.cuh), whose block spans begin up to
 /// items - 1 steps before their first row: packed rows leave room for them.
+/// `groups`: the arrays allow aligned vector access, so whole rows of at most
+/// Policy::max_group_rounds rounds of a warp take row groups
+/// (scan_row_groups.cuh).
 template <typename Policy>
 row_scan_plan plan_row_scan(std::int64_t rows, std::int64_t horizon, bool time_contiguous, int sm_count,
-                            bool flat = false) {
+                            bool flat = false, bool groups = false) {
     row_scan_plan plan;
     constexpr std::int64_t round = Policy::round;
     if (!time_contiguous) {
@@ -38,6 +44,23 @@ row_scan_plan plan_row_scan(std::int64_t rows, std::int64_t horizon, bool time_c
     const std::int64_t rounds_per_row = (horizon + round - 1) / round;
     constexpr std::int64_t max_span = std::int64_t(1) << 30;  // block spans are 32-bit
     if ((rounds_per_row <= Policy::max_rounds_whole_row || rows >= capacity) && horizon <= max_span) {
+        constexpr std::int64_t warp_steps = std::int64_t(row_group_warp) * Policy::items;
+        if (groups && horizon > 0 && (horizon + warp_steps - 1) / warp_steps <= Policy::max_group_rounds) {
+            plan.layout = row_scan_plan::row_groups;
+            std::int64_t lanes = 1;
+            while (lanes < row_group_warp && lanes * Policy::items < horizon) lanes *= 2;
+            plan.lanes = static_cast<int>(lanes);
+            // Blocks of up to Policy::threads threads, smaller (down to two
+            // warps of the widest kind) while the grid would not give every
+            // SM two blocks.
+            const std::int64_t threads_needed = (rows * lanes + row_group_warp - 1) / row_group_warp * row_group_warp;
+            std::int64_t threads = Policy::threads;
+            while (threads > 2 * widest_warp_size && (threads_needed + threads - 1) / threads < 2 * sm_count)
+                threads /= 2;
+            plan.threads = static_cast<int>(threads);
+            plan.blocks = (threads_needed + threads - 1) / threads;
+            return plan;
+        }
         plan.layout = row_scan_plan::whole_rows;
         if (horizon < round) {
             // Pack rows so that the rounds are nearly full: the fewest rounds
@@ -102,6 +125,14 @@ cudaError_t launch_row_scan(const row_scan_plan& plan, const Producer& producer,
                 scan_strided_rows_kernel<Policy><<<blocks, Policy::strided_threads, 0, stream>>>(
                     producer, epilogue, rows, horizon);
                 return cudaGetLastError();
+            }
+        case row_scan_plan::row_groups:
+            if constexpr (Vec && !Flat) {
+                scan_row_groups_kernel<Policy><<<blocks, static_cast<unsigned>(plan.threads), 0, stream>>>(
+                    producer, epilogue, rows, horizon, plan.lanes);
+                return cudaGetLastError();
+            } else {
+                return cudaErrorInvalidValue;  // planned for aligned vector access only
             }
         case row_scan_plan::whole_rows:
             scan_whole_rows_kernel<Policy, Vec, Flat><<<blocks, threads, 0, stream>>>(

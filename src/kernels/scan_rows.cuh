@@ -31,13 +31,17 @@
 #include "affine_scan.cuh"
 #include "storage.cuh"
 
+#ifndef PUFF_MAX_GROUP_ROUNDS
+#define PUFF_MAX_GROUP_ROUNDS 8
+#endif
+
 namespace puffadv::gpu {
 inline namespace PUFF_GPU_ABI {  // CUDA and HIP builds may share one library
 
 /// Tuning knobs, kept apart from the kernel bodies. `Items` consecutive steps
 /// per thread: as many as one 16-byte access of the widest input holds (4 for
 /// float32, 8 for the 16-bit floats), so that a thread's loads stay wide.
-template <int Items, int MinBlocksFast>
+template <int Items, int MinBlocksFast, int MinBlocksGroups = (Items >= 8 ? 3 : 4)>
 struct row_scan_policy {
     static constexpr int threads = 256;  ///< per block; a multiple of every warp width
     static constexpr int items = Items;
@@ -45,6 +49,14 @@ struct row_scan_policy {
     /// Whole-row blocks scan at most this many rounds one after another, unless
     /// there are enough rows to fill the GPU anyway; longer rows are split.
     static constexpr int max_rounds_whole_row = 4;
+    /// Rows of aligned vector arrays up to this many rounds of a warp
+    /// (32 * items steps each) take the row-group kernels (scan_row_groups.cuh).
+    static constexpr int max_group_rounds = PUFF_MAX_GROUP_ROUNDS;
+    /// Occupancy asked for the row-group kernels: each group keeps its row's
+    /// array pointers across rounds, so they need more registers than the
+    /// block kernels (ptxas, float32: 4 steps spilled 24-164 bytes at 6-8
+    /// blocks, none at 4; 8 steps none at 3).
+    static constexpr int min_blocks_per_sm_groups = MinBlocksGroups;
     static constexpr int blocks_per_sm = 8;  ///< resident blocks assumed when splitting rows
     /// Occupancy asked of the compiler (__launch_bounds__) for the vectorised
     /// float32-arithmetic kernels: 8 blocks of 256 threads (32 registers) keep

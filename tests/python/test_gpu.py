@@ -35,8 +35,12 @@ PARAMS = dict(gamma=0.99, gae_lambda=0.95, rho_clip=5.0, c_clip=1.0)
 LONG_MEMORY = dict(gamma=0.999, gae_lambda=1.0, rho_clip=1.0, c_clip=1.0)
 
 # Shapes that reach each layout of src/kernels/launch.cuh (round = 1024 steps):
-WHOLE_ROWS = [(1, 1), (3, 2), (5, 3), (7, 4), (1000, 8), (333, 91), (64, 128), (9, 1023),
-              (4, 1024), (3, 1025), (10, 4096), (20000, 64), (20000, 63), (1500, 5000), (4300, 4100)]
+# Row groups (scan_row_groups.cuh: aligned rows of up to 8 warp rounds): (7, 4)
+# one lane a row, (33, 36) 16 lanes for 9 steps' worth (the last warp half
+# real rows), (50, 1000) and (129, 520) several rounds, the first partial.
+WHOLE_ROWS = [(1, 1), (3, 2), (5, 3), (7, 4), (1000, 8), (33, 36), (333, 91), (64, 128), (9, 1023),
+              (4, 1024), (50, 1000), (129, 520), (3, 1025), (10, 4096), (20000, 64), (20000, 63),
+              (1500, 5000), (4300, 4100)]
 SPLIT_ROWS = [(2, 6000), (3, 50001), (64, 16384), (8, 131072), (1, 300007)]
 
 
@@ -462,7 +466,7 @@ def _family_episodes(rng, rows, horizon, dtype=np.float32, end_rate=0.05):
 @needs_gpu
 @pytest.mark.parametrize("name", FAMILY_KINDS)
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-@pytest.mark.parametrize("shape", [(7, 37), (64, 1024), (3000, 64), (2, 40000), (3, 50001)])
+@pytest.mark.parametrize("shape", [(7, 37), (33, 36), (64, 1024), (50, 1000), (3000, 64), (2, 40000), (3, 50001)])
 def test_family_every_layout_matches_the_cpu(rng, name, dtype, shape):
     if UNDER_SANITIZER and shape[0] * shape[1] > 100_000:
         pytest.skip("long under the sanitizer")
