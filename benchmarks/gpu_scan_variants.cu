@@ -180,8 +180,7 @@ struct variant {
 const variant kVariants[] = {
     {"4x4", launch<row_scan_policy<4, 4>>},        {"4x6", launch<row_scan_policy<4, 6>>},
     {"4x8", launch<row_scan_policy<4, 8>>},        {"8x4", launch<row_scan_policy<8, 4>>},
-    {"g4x4", launch<row_scan_policy<4, 4, 4>, true>}, {"g4x6", launch<row_scan_policy<4, 6, 6>, true>},
-    {"g4x5", launch<row_scan_policy<4, 5, 5>, true>}, {"g8x2", launch<row_scan_policy<8, 2, 2>, true>},
+    {"g4x4", launch<row_scan_policy<4, 4, 4>, true>}, {"g4x5", launch<row_scan_policy<4, 5, 5>, true>},
     {"g8x3", launch<row_scan_policy<8, 3, 3>, true>}, {"g8x4", launch<row_scan_policy<8, 4, 4>, true>}};
 
 double rel_error(const std::vector<float>& got, const std::vector<double>& want) {

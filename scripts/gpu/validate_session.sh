@@ -59,6 +59,11 @@ timeout $(( $(left) / 2 )) python3 benchmarks/bench_overhead.py --quick --json $
 stamp overhead
 timeout $(( $(left) / 2 )) python3 benchmarks/bench_conventions.py --quick --sections dtypes --bench-only --json $L/dtypes.json > $L/dtypes.txt 2>&1; grep -E "ratio|BAR|bar met" $L/dtypes.txt | head -12
 stamp dtypes
+if [ -n "${NCU_VARIANTS:-}" ] && [ -x /tmp/variants ]; then  # the harness's kernels at 65536x128
+  timeout $(( $(left) / 2 )) ncu --section SpeedOfLight --section LaunchStats --section Occupancy --section InstructionStats \
+    -k regex:scan_ /tmp/variants --profile --variant $NCU_VARIANTS > $L/ncu-variants.txt 2>&1
+  grep -E "^  void|Duration|DRAM Throughput|Executed Instructions  |Registers Per|Achieved Occupancy" $L/ncu-variants.txt | head -80
+fi
 timeout $(( $(left) - 3 )) ncu --profile-from-start off --section SpeedOfLight --section LaunchStats --section Occupancy python3 $SR > $L/ncu-short-rows.txt 2>&1
 grep -E "^  [a-z_]+.*\(|Duration|DRAM Throughput|Grid Size|Block Size" $L/ncu-short-rows.txt | head -60
 stamp ncu

@@ -18,7 +18,7 @@ inline namespace PUFF_GPU_ABI {  // CUDA and HIP builds may share one library
 struct row_scan_plan {
     enum layout_t { whole_rows, row_groups, split_rows, strided } layout = whole_rows;
     std::int64_t rows_per_block = 1;  ///< whole_rows
-    int lanes = 0;                    ///< row_groups: lanes per row
+    int lanes_log2 = 0;               ///< row_groups: 2^lanes_log2 lanes per row
     int threads = 0;                  ///< row_groups: threads per block
     std::int64_t segment_length = 0;  ///< split_rows: steps per segment (a multiple of the round)
     std::int64_t segments = 0;        ///< split_rows: segments per row
@@ -48,8 +48,7 @@ row_scan_plan plan_row_scan(std::int64_t rows, std::int64_t horizon, bool time_c
         if (groups && horizon > 0 && (horizon + warp_steps - 1) / warp_steps <= Policy::max_group_rounds) {
             plan.layout = row_scan_plan::row_groups;
             std::int64_t lanes = 1;
-            while (lanes < row_group_warp && lanes * Policy::items < horizon) lanes *= 2;
-            plan.lanes = static_cast<int>(lanes);
+            while (lanes < row_group_warp && lanes * Policy::items < horizon) lanes *= 2, ++plan.lanes_log2;
             // Blocks of up to Policy::threads threads, smaller (down to two
             // warps of the widest kind) while the grid would not give every
             // SM two blocks.
@@ -129,7 +128,7 @@ cudaError_t launch_row_scan(const row_scan_plan& plan, const Producer& producer,
         case row_scan_plan::row_groups:
             if constexpr (Vec && !Flat) {
                 scan_row_groups_kernel<Policy><<<blocks, static_cast<unsigned>(plan.threads), 0, stream>>>(
-                    producer, epilogue, rows, horizon, plan.lanes);
+                    producer, epilogue, rows, horizon, plan.lanes_log2);
                 return cudaGetLastError();
             } else {
                 return cudaErrorInvalidValue;  // planned for aligned vector access only

@@ -35,9 +35,11 @@ __device__ __forceinline__ T advance(affine<T> m, T x) {
     return m.d + m.k * x;
 }
 
-/// Row r is scanned by the `lanes` lanes from thread r * lanes on (blockDim.x
-/// is any multiple of row_group_warp). Rows past `rows` leave whole warps, or
-/// scan identities where a warp holds real rows too (shuffles need every lane).
+/// Row r is scanned by the 2^lanes_log2 lanes from thread r * 2^lanes_log2 on
+/// (blockDim.x is any multiple of row_group_warp). Rows past `rows` leave whole
+/// warps, or scan identities where a warp holds real rows too (shuffles need
+/// every lane). Places come from shifts: a 64-bit division by a runtime value
+/// is a long subroutine per thread, as much as a round of 4 steps costs.
 /// Launch bounds of a row-group kernel over `Producer` (see row_scan_policy).
 template <typename Policy, typename Producer>
 constexpr int min_group_blocks_for() {
@@ -48,24 +50,28 @@ constexpr int min_group_blocks_for() {
 
 template <typename Policy, typename Producer, typename Epilogue>
 __global__ void __launch_bounds__(Policy::threads, (min_group_blocks_for<Policy, Producer>()))
-scan_row_groups_kernel(Producer producer, Epilogue epilogue, std::int64_t rows, std::int64_t horizon, int lanes) {
+scan_row_groups_kernel(Producer producer, Epilogue epilogue, std::int64_t rows, std::int64_t horizon,
+                       int lanes_log2) {
     using T = typename Producer::value_type;
     using step = typename Producer::step;
     using ahead = typename Producer::lookahead;
     constexpr int warp = row_group_warp;
     constexpr int items = Policy::items;
+    static_assert((items & (items - 1)) == 0, "steps per thread: a power of two");
+    constexpr int items_log2 = items >= 16 ? 4 : items >= 8 ? 3 : items >= 4 ? 2 : items >= 2 ? 1 : 0;
 
-    const std::int64_t thread = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-    const int lane = static_cast<int>(thread % warp);
+    const int lanes = 1 << lanes_log2;
+    const int lane = static_cast<int>(threadIdx.x % warp);
     const int sub = lane & (lanes - 1);  // place in the row's group
-    if ((thread - lane) / lanes >= rows) return;  // the warp's first row: whole warps leave
-    const std::int64_t row = thread / lanes;
-    const std::int64_t chunk = std::int64_t(lanes) * items;
-    const int rounds = static_cast<int>((horizon + chunk - 1) / chunk);
+    const std::int64_t thread = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+    if (((thread - lane) >> lanes_log2) >= rows) return;  // the warp's first row: whole warps leave
+    const std::int64_t row = thread >> lanes_log2;
+    const int chunk_log2 = lanes_log2 + items_log2;  // steps per round
+    const int rounds = static_cast<int>((horizon + (std::int64_t(1) << chunk_log2) - 1) >> chunk_log2);
 
     T carry = T(0);  // A at the first step after the round
     for (int r = rounds - 1; r >= 0; --r) {
-        const std::int64_t t = r * chunk + std::int64_t(sub) * items;
+        const std::int64_t t = (std::int64_t(r) << chunk_log2) + sub * items;
         const bool valid = row < rows && t < horizon;
         const bool last_step = t + items == horizon;
         const item_places<items, false> at{row, t};

@@ -41,7 +41,7 @@ inline namespace PUFF_GPU_ABI {  // CUDA and HIP builds may share one library
 /// Tuning knobs, kept apart from the kernel bodies. `Items` consecutive steps
 /// per thread: as many as one 16-byte access of the widest input holds (4 for
 /// float32, 8 for the 16-bit floats), so that a thread's loads stay wide.
-template <int Items, int MinBlocksFast, int MinBlocksGroups = (Items >= 8 ? 3 : 4)>
+template <int Items, int MinBlocksFast, int MinBlocksGroups = 4>
 struct row_scan_policy {
     static constexpr int threads = 256;  ///< per block; a multiple of every warp width
     static constexpr int items = Items;
@@ -55,7 +55,8 @@ struct row_scan_policy {
     /// Occupancy asked for the row-group kernels: each group keeps its row's
     /// array pointers across rounds, so they need more registers than the
     /// block kernels (ptxas, float32: 4 steps spilled 24-164 bytes at 6-8
-    /// blocks, none at 4; 8 steps none at 3).
+    /// blocks, none at 4; 8 steps 8-16 bytes at 4, none at 3, but at 3 GAE
+    /// took 44.3 us against 40.5 at 65536x128 on the H200, 2026-12-02).
     static constexpr int min_blocks_per_sm_groups = MinBlocksGroups;
     static constexpr int blocks_per_sm = 8;  ///< resident blocks assumed when splitting rows
     /// Occupancy asked of the compiler (__launch_bounds__) for the vectorised
