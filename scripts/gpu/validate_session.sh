@@ -33,6 +33,14 @@ if [ "${VARIANTS:-0}" = 1 ]; then wait $pv; tail -2 $L/variants.txt; stamp varia
 python3 -m puffadv > $L/selfcheck.txt 2>&1; tail -1 $L/selfcheck.txt
 T=${TEST_LIMIT:-230}
 san(){ tool=$1; shift; PUFFADV_UNDER_SANITIZER=1 timeout $T compute-sanitizer --tool $tool --error-exitcode 99 "$@" >> $L/$tool.txt 2>&1; echo "$tool exit $? : $*" >> $L/$tool.txt; }
+# QUICK=1: no sanitizers, no JAX tests, and pytest over PYTEST_FILES only (a
+# follow-up call after a full one, when the device time left is short).
+if [ "${QUICK:-0}" = 1 ]; then
+( timeout $T python3 -m pytest -q -rs -p no:cacheprovider -n 8 --dist loadfile ${PYTEST_FILES:-tests/python/test_gpu.py} \
+  > $L/pytest-gpu.txt 2>&1; echo "exit $?" >> $L/pytest-gpu.txt )
+echo "pytest-gpu: $(grep -E ' passed| failed' $L/pytest-gpu.txt | tail -1) $(tail -1 $L/pytest-gpu.txt)"
+grep -E "^FAILED|^ERROR" $L/pytest-gpu.txt | head -20
+else
 ( san memcheck python3 -m pytest -q -p no:cacheprovider tests/python/test_gpu_flat_rows.py -k "(match_the_cpu and float32 and (shape4 or shape8)) or (nan_stays and shape1)"
   san memcheck python3 -m pytest -q -p no:cacheprovider tests/python/test_gpu.py -k "every_layout and float32" ) & p1=$!
 ( san racecheck python3 -m pytest -q -p no:cacheprovider tests/python/test_gpu_flat_rows.py -k "match_the_cpu and float32 and shape8"
@@ -45,6 +53,7 @@ wait $p1 $p2
 for f in pytest-gpu pytest-jax; do echo "$f: $(grep -E ' passed| failed' $L/$f.txt | tail -1) $(tail -1 $L/$f.txt)"; done
 grep -E "^FAILED|^ERROR" $L/pytest-gpu.txt $L/pytest-jax.txt | head -20
 grep -E "ERROR SUMMARY|RACECHECK SUMMARY|exit [0-9]+ :|passed|failed" $L/memcheck.txt $L/racecheck.txt | tail -8
+fi
 stamp tests
 left(){ echo $(( ${DEADLINE:-585} - SECONDS )); }
 timeout $(( $(left) / 3 )) python3 benchmarks/bench_conventions.py --sections peers --shapes ${STD_SHAPES:-8192x91,8192x64,65536x128,1024x128,4096x1024} \

@@ -52,7 +52,7 @@ void run_standard(const standard_arrays& a, const standard_params& p, cudaStream
     if (a.truncated) layout.input(a.bootstrap_values);  // read like the others then (load_items)
     layout.output(a.advantages);
     layout.output(a.fused.returns);
-    layout.plan_flat(rows, horizon, device);
+    layout.plan(rows, horizon, device);
     const matrix* scratch = scratch_output({&a.advantages, &a.fused.returns});
 
     // 16-bit V-trace keeps the generic kernels for flat arrays: its flat fast
@@ -120,7 +120,7 @@ void run_puff_general(const puff_arrays& a, const puff_params& p, cudaStream_t s
     layout.flag(a.dones);
     layout.output(advantages);
     layout.output(a.fused.returns);
-    layout.plan_flat(rows, horizon, device);
+    layout.plan(rows, horizon, device);
     const matrix* scratch = scratch_output({&advantages, &a.fused.returns});
     const T gamma_lambda = T(p.gamma) * T(p.gae_lambda);
 

@@ -94,7 +94,7 @@ void run_family_scan(const standard_arrays& a, const standard_params& p, cudaStr
     const matrix* summed = summed_output(a);
     if (sums && !summed) unsupported("row sums without the advantages output");
     call_layout layout = family_layout(a);
-    layout.plan_flat(rows, horizon, device);
+    layout.plan(rows, horizon, device);
     const matrix* scratch = scratch_output({&a.advantages, &a.fused.returns});
     const auto estimate = [&](const auto& out) {  // A and the returns A + q
         return store_estimate<T, std::decay_t<decltype(out(a.advantages))>>{out(a.advantages), out(a.fused.returns)};

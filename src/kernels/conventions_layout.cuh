@@ -104,6 +104,7 @@ struct call_layout {
     bool vectorized_wide = true;  ///< every array also allows 2 * items steps per access
     bool flat = true, flat_wide = true;  ///< every array one packed run aligned to items (2 * items)
     bool flags_mixed = false, outputs_mixed = false, has_flags = false, has_outputs = false;
+    bool small = false;  ///< too few steps for the wide policy to fill the GPU (plan)
 
     call_layout(dtype t) : float_type(t), items(items_for(t)) {}
 
@@ -135,17 +136,24 @@ struct call_layout {
     /// thread. Flat only where rows do not vectorise at all: a call that does
     /// keeps the narrower policy's aligned kernels (measured; flat is new).
     vector_access access(bool wide = false) const {
+        if (wide && small) return vector_access::none;
         if (wide ? vectorized_wide : vectorized) return vector_access::aligned;
         if (!vectorized && (wide ? flat_wide : flat)) return vector_access::flat;
         return vector_access::none;
     }
     bool fast() const { return access() != vector_access::none && !flags_mixed && !outputs_mixed; }
-    /// Flat access serves whole-row plans only (whole_rows_planned, launch.cuh):
-    /// split rows of flat arrays take the generic kernels.
-    void plan_flat(std::int64_t rows, std::int64_t horizon, int device) {
-        if (!flat && !flat_wide) return;
+    /// Plans for the call's size. Flat access serves whole-row plans only
+    /// (whole_rows_planned, launch.cuh): split rows of flat arrays take the
+    /// generic kernels. The wide policy serves whole rows of at least 16384
+    /// steps per SM (2048 threads of 8 steps): below that a call is bound by
+    /// each thread's chain of dependent instructions, which 2 * items steps
+    /// make longer (Nsight Compute, H200, GAE at 1024x128: 128 blocks of 128
+    /// threads, 4 warps an SM, 4672 active cycles against rl-triton's 2297).
+    void plan(std::int64_t rows, std::int64_t horizon, int device) {
         int sm_count = 0;
         PUFF_GPU_CHECK(cudaDeviceGetAttribute(&sm_count, cudaDevAttrMultiProcessorCount, device), device);
+        small = horizon <= 2048 && rows * horizon < std::int64_t(sm_count) * 16384;
+        if (!flat && !flat_wide) return;
         const bool half = items == 8;
         flat = flat && (half ? whole_rows_planned<8>(rows, horizon, sm_count)
                              : whole_rows_planned<4>(rows, horizon, sm_count));
