@@ -57,7 +57,7 @@ fi
 stamp tests
 left(){ echo $(( ${DEADLINE:-585} - SECONDS )); }
 timeout $(( $(left) / 3 )) python3 benchmarks/bench_conventions.py --sections peers --shapes ${STD_SHAPES:-8192x91,8192x64,65536x128,1024x128,4096x1024} \
-  --json $L/std-bench.json --markdown $L/std-bench.md > $L/std-bench.txt 2>&1; grep -E "MISSED|MISMATCH" $L/std-bench.txt | head -12
+  --json $L/std-bench.json --markdown $L/std-bench.md ${STD_EXTRA:-} > $L/std-bench.txt 2>&1; grep -E "MISSED|MISMATCH" $L/std-bench.txt | head -12
 stamp std-bench
 timeout $(( $(left) / 2 )) python3 benchmarks/bench_conventions.py --sections peers --estimators family --shapes ${FAM_SHAPES:-8192x91,8192x64,65536x128,4096x1024,1024x128,262144x128} \
   --json $L/family-bench.json --markdown $L/family-bench.md > $L/family-bench.txt 2>&1; grep -E "MISSED|MISMATCH" $L/family-bench.txt | head -12
