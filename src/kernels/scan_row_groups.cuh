@@ -64,7 +64,10 @@ scan_row_groups_kernel(Producer producer, Epilogue epilogue, std::int64_t rows, 
     const int lane = static_cast<int>(threadIdx.x % warp);
     const int sub = lane & (lanes - 1);  // place in the row's group
     const std::int64_t thread = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-    if (((thread - lane) >> lanes_log2) >= rows) return;  // the warp's first row: whole warps leave
+    // Whole physical warps leave (a 64-wide CDNA wavefront holds two groups of
+    // 32; its shuffles want every lane, ROCm 5 has no masked ones).
+    const int physical_lane = static_cast<int>(threadIdx.x % physical_warp_size);
+    if (((thread - physical_lane) >> lanes_log2) >= rows) return;
     const std::int64_t row = thread >> lanes_log2;
     const int chunk_log2 = lanes_log2 + items_log2;  // steps per round
     const int rounds = static_cast<int>((horizon + (std::int64_t(1) << chunk_log2) - 1) >> chunk_log2);
