@@ -9,9 +9,11 @@
 //      pg terms q, p) with plain vectorisable arithmetic;
 //   2. the recurrence, with several rows interleaved so their chains overlap;
 //   3. the epilogue: convert + store the outputs and accumulate the row sums.
-// Two traversals: time-contiguous rows take chunks of steps per row (the
-// two-pass style of advantage_cpu.cpp); any other layout (time-major [T, B]
-// data above all) takes blocks of rows per step, vectorised across rows.
+// Stages 1 and 3 are in conventions_cpu_stages.hpp. Two traversals:
+// time-contiguous rows take chunks of steps per row (this file; the two-pass
+// style of advantage_cpu.cpp); any other layout (time-major [T, B] data above
+// all) takes blocks of rows per step, vectorised across rows
+// (conventions_cpu_blocks.cpp). The driver, run(), is at the end of this file.
 // The standard estimates most code asks for (float32/float64 data, flags of
 // that type or bool/uint8, [B, T] or [T, B]) skip the scratch lines: the
 // one-pass SIMD kernels of conventions_cpu_simd*.cpp serve them (kernel_args::simd).
@@ -25,11 +27,13 @@
 
 #include <mutex>
 
-#include "conventions_cpu_lines.hpp"
+#include "conventions_cpu_stages.hpp"
 #include "cpu_threads.hpp"
 
 namespace puffadv::detail {
 namespace {
+
+using namespace general_kernels;
 
 constexpr int kTileRows = 8;          // interleaved recurrence chains (time-contiguous path)
 constexpr int kChunkSteps = 256;      // steps per chunk; a tile's scratch stays in L1/L2
@@ -38,131 +42,6 @@ constexpr int kChunkSteps = 256;      // steps per chunk; a tile's scratch stays
 // which stalled it to a third of its speed.
 constexpr int kPitch = kChunkSteps + 16;
 constexpr std::int64_t kElementsPerThread = 1 << 15;
-
-// ---- data errors and line scratch ----
-
-// First (row, step) found with terminated and truncated both set.
-struct data_error {
-    std::int64_t row = -1, step = -1;
-    std::mutex lock;  // threads may find errors at once
-    void record(std::int64_t r, std::int64_t t) {
-        std::lock_guard<std::mutex> guard(lock);
-        if (row < 0 || r < row || (r == row && t < step)) row = r, step = t;
-    }
-};
-
-// Scratch for n elements of one line (a row's chunk of steps, or a block's rows at one step).
-template <typename C, int N>
-struct line {
-    // The step lines the producers read: straight from the caller's memory when
-    // it already holds contiguous C, else from the converted copies below.
-    const C *v, *vn, *r, *d, *trunc, *imp;
-    alignas(64) C v_buf[2][N + 16], vn_buf[N + 16], r_buf[N + 16], d_buf[N + 16], trunc_buf[N + 16],
-        imp_buf[N + 16];  // padded against 4K aliasing, as the scratch
-};
-
-// Stage 1 for one line, specialised on what the call has, so that the loop is
-// branch-free straight-line arithmetic the compiler vectorises. `vn` holds the
-// next values already (truncated steps overridden). Returns the count of steps
-// both terminated and truncated.
-template <typename C, bool kTrunc, bool kImp, bool kPg>
-C produce_standard_kernel(const C* __restrict r, const C* __restrict v, const C* __restrict vn,
-                          const C* __restrict term, const C* __restrict trunc, const C* __restrict imp,
-                          int n, C gamma, C gamma_lambda, C rho_clip, C c_clip, C rho_pg_clip,
-                          C* __restrict delta, C* __restrict decay, C* __restrict q, C* __restrict p) {
-    C bad = 0;
-    for (int j = 0; j < n; ++j) {
-        const C t = term[j];
-        const C u = kTrunc ? trunc[j] : C(0);
-        if (kTrunc) bad += t * u;
-        const C not_done = C(1) - (t + u - t * u);  // flags are exactly 0 or 1: 1 - (t | u)
-        const C next = zero_where_set(t, vn[j]);
-        const C td = r[j] + gamma * next - v[j];
-        const C rho = kImp ? clip(imp[j], rho_clip) : C(1);
-        const C c = kImp ? clip(imp[j], c_clip) : C(1);
-        delta[j] = rho * td;
-        decay[j] = gamma_lambda * c * not_done;
-        if (kPg) {
-            const C rho_pg = kImp ? clip(imp[j], rho_pg_clip) : C(1);
-            q[j] = rho_pg * td;
-            p[j] = gamma * rho_pg * not_done;
-        }
-    }
-    return bad;
-}
-
-template <typename C, int N>
-bool produce_standard(const kernel_args<C>& a, line<C, N>& in, int n, C* delta, C* decay, C* q, C* p) {
-    using fn = C (*)(const C*, const C*, const C*, const C*, const C*, const C*, int, C, C, C, C, C, C*, C*,
-                     C*, C*);
-    static constexpr fn table[8] = {
-        produce_standard_kernel<C, false, false, false>, produce_standard_kernel<C, false, false, true>,
-        produce_standard_kernel<C, false, true, false>,  produce_standard_kernel<C, false, true, true>,
-        produce_standard_kernel<C, true, false, false>,  produce_standard_kernel<C, true, false, true>,
-        produce_standard_kernel<C, true, true, false>,   produce_standard_kernel<C, true, true, true>};
-    const int which = (a.truncated.present ? 4 : 0) + (a.importance.present ? 2 : 0) + (a.pg ? 1 : 0);
-    return table[which](in.r, in.v, in.vn, in.d, in.trunc, in.imp, n, a.gamma, a.gamma_lambda, a.rho_clip,
-                        a.c_clip, a.rho_pg_clip, delta, decay, q, p) != C(0);
-}
-
-// Puff advantage (SPEC section 1): in.r, in.d and in.vn are the step-(t+1) lines.
-template <typename C>
-void produce_puff_kernel(const C* __restrict r_next, const C* __restrict v, const C* __restrict v_next,
-                         const C* __restrict d_next, const C* __restrict imp, int n, C gamma,
-                         C gamma_lambda, C rho_clip, C c_clip, C* __restrict delta, C* __restrict decay) {
-    for (int j = 0; j < n; ++j) {
-        const C not_done = C(1) - d_next[j];
-        const C rho = clip(imp[j], rho_clip);
-        const C c = clip(imp[j], c_clip);
-        delta[j] = rho * (r_next[j] + gamma * v_next[j] * not_done - v[j]);
-        decay[j] = gamma_lambda * c * not_done;
-    }
-}
-
-template <typename C, int N>
-void produce_puff(const kernel_args<C>& a, line<C, N>& in, int n, C* delta, C* decay) {
-    produce_puff_kernel<C>(in.r, in.v, in.vn, in.d, in.imp, n, a.gamma, a.gamma_lambda, a.rho_clip, a.c_clip,
-                           delta, decay);
-}
-
-// Stage 3 for n elements of a line (along time, or across rows at one step):
-// convert and store the advantages and the returns A + V.
-template <typename C>
-void epilogue(const kernel_args<C>& a, std::int64_t row, std::int64_t t, bool along_time, int n,
-              const C* adv, const C* acc, const C* values, C* scratch) {
-    auto stride_of = [&](const view& v) { return along_time ? v.col_stride : v.row_stride; };
-    if (a.advantages.present)
-        store<C>(a.advantages.type, a.advantages.at(row, t), stride_of(a.advantages), n, adv);
-    if (a.returns.present) {
-        for (int j = 0; j < n; ++j) scratch[j] = acc[j] + values[j];
-        store<C>(a.returns.type, a.returns.at(row, t), stride_of(a.returns), n, scratch);
-    }
-}
-
-// Row sums of one row's chunk (time path).
-template <typename C>
-inline void add_row_sums(const C* adv, int n, double* sums) {
-    double s_abs = 0, s = 0, s_sq = 0;
-    for (int j = 0; j < n; ++j) {
-        const double x = adv[j];
-        s_abs += std::fabs(x);
-        s += x;
-        s_sq += x * x;
-    }
-    sums[0] += s_abs, sums[1] += s, sums[2] += s_sq;
-}
-
-template <typename C>
-bool wants_sums(const kernel_args<C>& a) {
-    return a.abs_sums.present || a.sums.present || a.square_sums.present;
-}
-
-// The value V'_t after the buffer's last step (standard conventions).
-template <typename C>
-C value_after_end(const kernel_args<C>& a, std::int64_t row) {
-    if (a.last_value.present) return load_one<C>(a.last_value, row, 0);
-    return load_one<C>(a.bootstrap, row, a.horizon - 1);
-}
 
 // ---- traversal 1: time-contiguous rows, chunks of steps ----
 
@@ -312,84 +191,6 @@ void tile_time_contiguous(const kernel_args<C>& a, std::int64_t first, int count
     }
     if (sum)
         for (int r = 0; r < count; ++r) write_row_sums(a, first + r, sums[r]);
-}
-
-// ---- traversal 2: any layout, blocks of rows stepping back through time ----
-
-template <typename C>
-struct block_scratch {
-    // Padded as the tile scratch is (4K aliasing between the arrays).
-    alignas(64) C delta[kBlockRows + 16], decay[kBlockRows + 16], q[kBlockRows + 16], p[kBlockRows + 16];
-    alignas(64) C acc[kBlockRows + 16], out[kBlockRows + 16], end_values[kBlockRows + 16];
-    alignas(64) double sums[3][kBlockRows + 8];
-    line<C, kBlockRows> in;
-};
-
-template <typename C>
-void block_rows(const kernel_args<C>& a, std::int64_t first, int n, data_error& error) {
-    if (a.simd) {
-        const bad_step bad = standard_simd_block(a, first, n);
-        if (bad.row >= 0) error.record(bad.row, bad.step);
-        return;
-    }
-    static thread_local block_scratch<C> s;
-    auto& in = s.in;
-    const bool sum = wants_sums(a);
-    auto line_at = [&](const view& v, std::int64_t t, C* buffer, bool flag) {
-        return line_of<C>(v, first, t, v.row_stride, n, buffer, flag);
-    };
-    std::fill(s.acc, s.acc + n, C(0));
-    for (int i = 0; i < 3; ++i) std::fill(s.sums[i], s.sums[i] + n, 0.0);
-    if (a.kind == producer::standard && a.horizon > 0)
-        for (int i = 0; i < n; ++i) s.end_values[i] = value_after_end(a, first + i);
-    const C* later_values = s.end_values;  // V_{t+1}: the previous (later) step's line
-    for (std::int64_t t = a.horizon - 1; t >= 0; --t) {
-        // Two buffers: the line of step t must survive while step t - 1 reads it as V_{t+1}.
-        in.v = line_at(a.values, t, in.v_buf[t & 1], false);
-        in.vn = later_values;
-        if (a.importance.present) in.imp = line_at(a.importance, t, in.imp_buf, false);
-        if (a.kind == producer::puff) {
-            if (t == a.horizon - 1) {
-                std::fill(s.delta, s.delta + n, C(0));  // A_{H-1} = 0
-                std::fill(s.decay, s.decay + n, C(0));
-            } else {
-                in.r = line_at(a.rewards, t + 1, in.r_buf, false);
-                in.d = line_at(a.dones, t + 1, in.d_buf, false);
-                produce_puff(a, in, n, s.delta, s.decay);
-            }
-        } else {
-            in.r = line_at(a.rewards, t, in.r_buf, false);
-            in.d = line_at(a.dones, t, in.d_buf, true);
-            if (a.truncated.present && any_set(in.trunc = line_at(a.truncated, t, in.trunc_buf, true), n)) {
-                std::copy(in.vn, in.vn + n, in.vn_buf);
-                for (int i = 0; i < n; ++i)
-                    if (in.trunc[i] != C(0)) in.vn_buf[i] = load_one<C>(a.bootstrap, first + i, t);
-                in.vn = in.vn_buf;
-            }
-            if (produce_standard(a, in, n, s.delta, s.decay, s.q, s.p))
-                for (int i = 0; i < n; ++i)
-                    if (in.d[i] != C(0) && in.trunc[i] != C(0)) {
-                        error.record(first + i, t);
-                        break;
-                    }
-        }
-        if (a.pg)
-            for (int i = 0; i < n; ++i) s.q[i] += s.p[i] * s.acc[i];
-        for (int i = 0; i < n; ++i) s.acc[i] = s.delta[i] + s.decay[i] * s.acc[i];
-        const C* adv = a.pg ? s.q : s.acc;
-        epilogue(a, first, t, false, n, adv, s.acc, in.v, s.out);
-        if (sum)
-            for (int i = 0; i < n; ++i) {
-                const double x = adv[i];
-                s.sums[0][i] += std::fabs(x), s.sums[1][i] += x, s.sums[2][i] += x * x;
-            }
-        later_values = in.v;
-    }
-    if (sum)
-        for (int i = 0; i < n; ++i) {
-            const double triple[3] = {s.sums[0][i], s.sums[1][i], s.sums[2][i]};
-            write_row_sums(a, first + i, triple);
-        }
 }
 
 // ---- driver ----
