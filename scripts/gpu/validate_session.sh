@@ -7,7 +7,8 @@
 #      compute-sanitizer memcheck and racecheck over the scan kernels' layouts
 #      (test_gpu_flat_rows.py, test_gpu.py's every_layout cases);
 #   3. alone on the GPU, bounded by DEADLINE (s after the start, default 585): the
-#      estimators beside rl-triton (STD_SHAPES, FAM_SHAPES), the puff kernel, the
+#      estimators beside rl-triton (STD_SHAPES, FAM_SHAPES; BENCH_FIRST=1: before
+#      step 2), the puff kernel, the
 #      host cost of a call (bench_overhead.py), reduced precision, and Nsight
 #      Compute over short rows (short_rows_workload.py).
 # rl-triton: $PUFFADV_RL_TRITON (default .gpu/peers/rl_triton in the checkout).
@@ -35,6 +36,7 @@ T=${TEST_LIMIT:-230}
 san(){ tool=$1; shift; PUFFADV_UNDER_SANITIZER=1 timeout $T compute-sanitizer --tool $tool --error-exitcode 99 "$@" >> $L/$tool.txt 2>&1; echo "$tool exit $? : $*" >> $L/$tool.txt; }
 # QUICK=1: no sanitizers, no JAX tests, and pytest over PYTEST_FILES only (a
 # follow-up call after a full one, when the device time left is short).
+run_tests(){
 if [ "${QUICK:-0}" = 1 ]; then
 ( timeout $T python3 -m pytest -q -rs -p no:cacheprovider -n 8 --dist loadfile ${PYTEST_FILES:-tests/python/test_gpu.py} \
   > $L/pytest-gpu.txt 2>&1; echo "exit $?" >> $L/pytest-gpu.txt )
@@ -55,24 +57,34 @@ grep -E "^FAILED|^ERROR" $L/pytest-gpu.txt $L/pytest-jax.txt | head -20
 grep -E "ERROR SUMMARY|RACECHECK SUMMARY|exit [0-9]+ :|passed|failed" $L/memcheck.txt $L/racecheck.txt | tail -8
 fi
 stamp tests
+}
+# Seconds to the deadline, and a 1/n share of them: at least 1 (timeout 0
+# would mean no limit).
 left(){ echo $(( ${DEADLINE:-585} - SECONDS )); }
-timeout $(( $(left) / 3 )) python3 benchmarks/bench_conventions.py --sections peers --shapes ${STD_SHAPES:-8192x91,8192x64,65536x128,1024x128,4096x1024} \
+share(){ local s=$(( $(left) / $1 )); echo $(( s < 1 ? 1 : s )); }
+# The estimators beside rl-triton; BENCH_FIRST=1 runs them before the tests
+# (each step gets a share of the time left: after a slow build and the tests,
+# a whole-grid run can be cut short; with it, TEST_LIMIT bounds the tests).
+run_peer_benches(){
+timeout $(share 3) python3 benchmarks/bench_conventions.py --sections peers --shapes ${STD_SHAPES:-8192x91,8192x64,65536x128,1024x128,4096x1024} \
   --json $L/std-bench.json --markdown $L/std-bench.md ${STD_EXTRA:-} > $L/std-bench.txt 2>&1; grep -E "MISSED|MISMATCH" $L/std-bench.txt | head -12
 stamp std-bench
-timeout $(( $(left) / 2 )) python3 benchmarks/bench_conventions.py --sections peers --estimators family --shapes ${FAM_SHAPES:-8192x91,8192x64,65536x128,4096x1024,1024x128,262144x128} \
+timeout $(share 2) python3 benchmarks/bench_conventions.py --sections peers --estimators family --shapes ${FAM_SHAPES:-8192x91,8192x64,65536x128,4096x1024,1024x128,262144x128} \
   --json $L/family-bench.json --markdown $L/family-bench.md > $L/family-bench.txt 2>&1; grep -E "MISSED|MISMATCH" $L/family-bench.txt | head -12
 stamp family-bench
-timeout $(( $(left) / 3 )) python3 benchmarks/bench_gpu.py --quick --shapes 8192x91,8192x64,65536x128 --markdown $L/puff-bench.md > $L/puff-bench.txt 2>&1; tail -6 $L/puff-bench.txt
+}
+if [ "${BENCH_FIRST:-0}" = 1 ]; then run_peer_benches; run_tests; else run_tests; run_peer_benches; fi
+timeout $(share 3) python3 benchmarks/bench_gpu.py --quick --shapes 8192x91,8192x64,65536x128 --markdown $L/puff-bench.md > $L/puff-bench.txt 2>&1; tail -6 $L/puff-bench.txt
 stamp puff-bench
-timeout $(( $(left) / 2 )) python3 benchmarks/bench_overhead.py --quick --json $L/overhead.json > $L/overhead.txt 2>&1; tail -24 $L/overhead.txt
+timeout $(share 2) python3 benchmarks/bench_overhead.py --quick --json $L/overhead.json > $L/overhead.txt 2>&1; tail -24 $L/overhead.txt
 stamp overhead
-timeout $(( $(left) / 2 )) python3 benchmarks/bench_conventions.py --quick --sections dtypes --bench-only --json $L/dtypes.json > $L/dtypes.txt 2>&1; grep -E "ratio|BAR|bar met" $L/dtypes.txt | head -12
+timeout $(share 2) python3 benchmarks/bench_conventions.py --quick --sections dtypes --bench-only --json $L/dtypes.json > $L/dtypes.txt 2>&1; grep -E "ratio|BAR|bar met" $L/dtypes.txt | head -12
 stamp dtypes
 if [ -n "${NCU_VARIANTS:-}" ] && [ -x /tmp/variants ]; then  # the harness's kernels at 65536x128
-  timeout $(( $(left) / 2 )) ncu --section SpeedOfLight --section LaunchStats --section Occupancy --section InstructionStats \
+  timeout $(share 2) ncu --section SpeedOfLight --section LaunchStats --section Occupancy --section InstructionStats \
     -k regex:scan_ /tmp/variants --profile --variant $NCU_VARIANTS > $L/ncu-variants.txt 2>&1
   grep -E "^  void|Duration|DRAM Throughput|Executed Instructions  |Registers Per|Achieved Occupancy" $L/ncu-variants.txt | head -80
 fi
-timeout $(( $(left) - 3 )) ncu --profile-from-start off --section SpeedOfLight --section LaunchStats --section Occupancy python3 $SR > $L/ncu-short-rows.txt 2>&1
+timeout $(share 1) ncu --profile-from-start off --section SpeedOfLight --section LaunchStats --section Occupancy python3 $SR > $L/ncu-short-rows.txt 2>&1
 grep -E "^  [a-z_]+.*\(|Duration|DRAM Throughput|Grid Size|Block Size" $L/ncu-short-rows.txt | head -60
 stamp ncu
