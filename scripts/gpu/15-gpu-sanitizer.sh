@@ -24,7 +24,7 @@ sanitize() {  # tool, time limit, command...: appends to $OUT/sanitizer-<tool>.l
 run_tool() {
   local tool="$1" rc=0
   : > "$OUT/sanitizer-$tool.log"
-  sanitize "$tool" 120 python3 -m pytest -q -p no:cacheprovider tests/python/test_gpu.py -k "not 300007 and not 131072" || rc=1
+  sanitize "$tool" 120 python3 -m pytest -q -p no:cacheprovider tests/python/test_gpu.py tests/python/test_gpu_family.py -k "not 300007 and not 131072" || rc=1
   sanitize "$tool" 120 python3 -m pytest -q -p no:cacheprovider tests/python/test_conventions.py -k "cuda" || rc=1
   sanitize "$tool" 120 python3 benchmarks/bench_conventions.py --quick --check-only || rc=1
   return $rc

@@ -21,7 +21,7 @@ tools=(initcheck synccheck)
 [ -e scripts/gpu/15-gpu-sanitizer.sh ] || tools+=(memcheck racecheck)
 # The GPU tests less the multi-GB cases, plus the target-parametrised suite on torch-cuda/cupy
 # (test_nonfinite's GPU cases run unsanitized in 10-gpu-tests.sh: no time for them here).
-selection=(tests/python/test_gpu.py tests/python/test_puff.py tests/python/test_conventions.py
+selection=(tests/python/test_gpu.py tests/python/test_gpu_family.py tests/python/test_puff.py tests/python/test_conventions.py
            -k "(test_gpu or cuda or cupy) and not 300007 and not 131072 and not 2_31 and not 50001")
 # Kernel filter: only puffadv's kernels are instrumented (torch's would need their own
 # triage). Not for initcheck: it must see torch's kernels write the inputs.

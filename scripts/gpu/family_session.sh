@@ -4,7 +4,7 @@
 #   1. build (CUDA, sm_90, no torch/JAX layers; build dir outside the carried tree,
 #      so that a second call on a warm machine rebuilds only what changed);
 #   2. side by side: the family's tests on CUDA tensors (test_family.py on the GPU
-#      targets, test_gpu.py's family cases, test_conventions.py's CUDA cases for
+#      targets, test_gpu_family.py's cases, test_conventions.py's CUDA cases for
 #      the standard producer that discounted returns now share) and
 #      compute-sanitizer memcheck over the family's GPU cases;
 #   3. alone on the GPU: bench_conventions.py's peer section for the family's
@@ -40,7 +40,7 @@ sanitizer="$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sa
 test_limit=$(( $(left) > 300 ? ${TEST_LIMIT:-90} : 60 ))
 (
   PUFFADV_UNDER_SANITIZER=1 timeout "$test_limit" "$sanitizer" --tool memcheck --error-exitcode 99 \
-    python3 -m pytest -q -p no:cacheprovider tests/python/test_gpu.py \
+    python3 -m pytest -q -p no:cacheprovider tests/python/test_gpu_family.py \
     -k "(every_layout and float32 and (shape0 or shape1 or shape3)) or nan_stays" > "$LOG/memcheck.txt" 2>&1
   echo "memcheck exit status $?" >> "$LOG/memcheck.txt"
 ) &
@@ -51,7 +51,7 @@ family=$!
 timeout "$test_limit" python3 -m pytest -q -p no:cacheprovider -rf tests/python/test_conventions.py -k cuda \
   > "$LOG/test-conventions-cuda.txt" 2>&1 &
 conventions=$!
-timeout "$test_limit" python3 -m pytest -q -p no:cacheprovider -rf tests/python/test_gpu.py -k family \
+timeout "$test_limit" python3 -m pytest -q -p no:cacheprovider -rf tests/python/test_gpu_family.py \
   > "$LOG/test-gpu-family.txt" 2>&1 || status=1
 wait $family || status=1
 wait $conventions || status=1

@@ -71,7 +71,7 @@ else
   sanitize memcheck & m=$!
   sanitize racecheck & r=$!
   timeout "${LIMIT:-120}" python3 -m pytest -q -p no:cacheprovider tests/python/test_conventions.py \
-    tests/python/test_nonfinite.py tests/python/test_gpu.py -k "not 300007 and not 131072" \
+    tests/python/test_nonfinite.py tests/python/test_gpu.py tests/python/test_gpu_family.py -k "not 300007 and not 131072" \
     > "$LOG/pytest-gpu.txt" 2>&1 & p=$!
   timeout "${LIMIT:-120}" python3 benchmarks/bench_conventions.py --check-only > "$LOG/check-full.txt" 2>&1 & c=$!
   wait $p || status=1

@@ -2,7 +2,7 @@
 # One device call for the n-step returns vector kernel (src/kernels/n_step_window.cuh),
 # logs under $OUT/logs (packed into $OUT/n-step-logs.tar.gz):
 #   1. build (CUDA, sm_90, no torch/JAX layers);
-#   2. the n-step GPU tests (test_gpu.py's family n-step cases, the vector-kernel
+#   2. the n-step GPU tests (test_gpu_family.py's n-step cases, the vector-kernel
 #      and NaN-isolation tests; test_family.py's CUDA n-step cases);
 #   3. alone on the GPU: bench_conventions.py's peer section for n_step n=3
 #      (SHAPES=RxH,... to change);
@@ -32,8 +32,8 @@ CMAKE_BUILD_PARALLEL_LEVEL=16 python3 -m pip install -q --no-build-isolation --n
   || { tail -40 "$LOG/build.log"; stamp "build FAILED"; exit 1; }
 stamp "built"
 
-timeout $(( $(left) > 400 ? 150 : 90 )) python3 -m pytest -q -p no:cacheprovider -rf tests/python/test_gpu.py \
-  -k "family and n_step" > "$LOG/test-gpu-n-step.txt" 2>&1 || status=1
+timeout $(( $(left) > 400 ? 150 : 90 )) python3 -m pytest -q -p no:cacheprovider -rf tests/python/test_gpu_family.py \
+  -k "n_step" > "$LOG/test-gpu-n-step.txt" 2>&1 || status=1
 timeout 60 python3 -m pytest -q -p no:cacheprovider -rf tests/python/test_family.py \
   -k "(torch-cuda or cupy) and n_step" > "$LOG/test-family-cuda-n-step.txt" 2>&1 || status=1
 for f in test-gpu-n-step test-family-cuda-n-step; do echo "$f: $(tail -1 "$LOG/$f.txt")"; done
@@ -47,10 +47,10 @@ grep -E "copy bandwidth|n_step" "$LOG/n-step-bench.txt" | head -12
 stamp "bench done"
 
 sanitizer="$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)"
-small="family and n_step and float32 and (vector_kernel or nan_stays or (every_layout and (shape0 or shape1)))"
+small="n_step and float32 and (vector_kernel or nan_stays or (every_layout and (shape0 or shape1)))"
 for tool in memcheck racecheck; do
   PUFFADV_UNDER_SANITIZER=1 timeout $(( $(left) - 60 > 120 ? 120 : ($(left) - 60 > 20 ? $(left) - 60 : 20) )) "$sanitizer" --tool "$tool" --error-exitcode 99 \
-    python3 -m pytest -q -p no:cacheprovider tests/python/test_gpu.py -k "$small" > "$LOG/$tool.txt" 2>&1
+    python3 -m pytest -q -p no:cacheprovider tests/python/test_gpu_family.py -k "$small" > "$LOG/$tool.txt" 2>&1
   echo "$tool exit status $?" >> "$LOG/$tool.txt"
   grep -E "ERROR SUMMARY|RACECHECK SUMMARY|passed|failed|exit status" "$LOG/$tool.txt" | tail -3
 done

@@ -5,7 +5,7 @@
 #      kernel-variant harness (benchmarks/gpu_scan_variants.cu), timed on the idle GPU;
 #   2. side by side: the whole Python suite on the GPU (pytest -n 6, JAX after it),
 #      compute-sanitizer memcheck and racecheck over the scan kernels' layouts
-#      (test_gpu_flat_rows.py, test_gpu.py's every_layout cases);
+#      (test_gpu_flat_rows.py, test_gpu.py's and test_gpu_family.py's every_layout cases);
 #   3. alone on the GPU, bounded by DEADLINE (s after the start, default 585): the
 #      estimators beside rl-triton (STD_SHAPES, FAM_SHAPES; BENCH_FIRST=1: before
 #      step 2), the puff kernel, the
@@ -38,15 +38,15 @@ san(){ tool=$1; shift; PUFFADV_UNDER_SANITIZER=1 timeout $T compute-sanitizer --
 # follow-up call after a full one, when the device time left is short).
 run_tests(){
 if [ "${QUICK:-0}" = 1 ]; then
-( timeout $T python3 -m pytest -q -rs -p no:cacheprovider -n 8 --dist loadfile ${PYTEST_FILES:-tests/python/test_gpu.py} \
+( timeout $T python3 -m pytest -q -rs -p no:cacheprovider -n 8 --dist loadfile ${PYTEST_FILES:-tests/python/test_gpu.py tests/python/test_gpu_family.py} \
   > $L/pytest-gpu.txt 2>&1; echo "exit $?" >> $L/pytest-gpu.txt )
 echo "pytest-gpu: $(grep -E ' passed| failed' $L/pytest-gpu.txt | tail -1) $(tail -1 $L/pytest-gpu.txt)"
 grep -E "^FAILED|^ERROR" $L/pytest-gpu.txt | head -20
 else
 ( san memcheck python3 -m pytest -q -p no:cacheprovider tests/python/test_gpu_flat_rows.py -k "(match_the_cpu and float32 and (shape4 or shape8)) or (nan_stays and shape1)"
-  san memcheck python3 -m pytest -q -p no:cacheprovider tests/python/test_gpu.py -k "every_layout and float32" ) & p1=$!
+  san memcheck python3 -m pytest -q -p no:cacheprovider tests/python/test_gpu.py tests/python/test_gpu_family.py -k "every_layout and float32" ) & p1=$!
 ( san racecheck python3 -m pytest -q -p no:cacheprovider tests/python/test_gpu_flat_rows.py -k "match_the_cpu and float32 and shape8"
-  san racecheck python3 -m pytest -q -p no:cacheprovider tests/python/test_gpu.py -k "every_layout and float32 and family" ) & p2=$!
+  san racecheck python3 -m pytest -q -p no:cacheprovider tests/python/test_gpu_family.py -k "every_layout and float32" ) & p2=$!
 ( timeout $T python3 -m pytest -q -rs -p no:cacheprovider -n 6 --dist loadfile tests/python \
   --ignore=tests/python/test_jax.py --ignore=tests/python/test_family_jax.py > $L/pytest-gpu.txt 2>&1; echo "exit $?" >> $L/pytest-gpu.txt ) & p3=$!
 wait $p3

@@ -24,7 +24,7 @@ build_and_test() {  # name, pip -C options...
   echo "--- host-side tests of the $name build"
   (cd build && PYTHONPATH="$PWD/../$site" python -m puffadv)
   PYTHONPATH="$PWD/$site" python -m pytest -q -p no:cacheprovider \
-    tests/python/test_puff.py tests/python/test_gpu.py tests/python/test_fallback.py tests/python/test_troubleshooting.py
+    tests/python/test_puff.py tests/python/test_gpu.py tests/python/test_gpu_family.py tests/python/test_fallback.py tests/python/test_troubleshooting.py
   PYTHONPATH="$PWD/$site" python - "$name" <<'PY'
 import sys, puffadv
 kind = {"cuda": "cuda", "hip": "hip"}[sys.argv[1]]

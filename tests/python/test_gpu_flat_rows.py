@@ -16,8 +16,8 @@ import pytest
 import puffadv
 import reference
 from reference import relative_error
-from test_gpu import (FAMILY_GAMMA, FAMILY_LAMBDA, UNDER_SANITIZER, _family_calls, _puffadv_kernels_launched,
-                      needs_gpu, torch)
+from test_gpu import UNDER_SANITIZER, _puffadv_kernels_launched, needs_gpu, torch
+from test_gpu_family import FAMILY_GAMMA, FAMILY_LAMBDA, _family_calls
 
 # Horizons 1..7 (shorter than a group: the scalar kernels; 5..7 flat with 4 steps per
 # thread), 33, 91 (the SPEC grid's), 127, 1023/1025/1029 (rows of about a round, one row
