@@ -178,10 +178,13 @@ struct variant {
 /// "g": whole rows of up to max_group_rounds warp rounds in row groups
 /// (scan_row_groups.cuh), else the block kernels.
 const variant kVariants[] = {
-    {"4x4", launch<row_scan_policy<4, 4>>},        {"4x6", launch<row_scan_policy<4, 6>>},
-    {"4x8", launch<row_scan_policy<4, 8>>},        {"8x4", launch<row_scan_policy<8, 4>>},
-    {"g4x4", launch<row_scan_policy<4, 4, 4>, true>}, {"g4x5", launch<row_scan_policy<4, 5, 5>, true>},
-    {"g8x3", launch<row_scan_policy<8, 3, 3>, true>}, {"g8x4", launch<row_scan_policy<8, 4, 4>, true>}};
+    {"4x4", launch<row_scan_policy<4, 4>>},        {"8x4", launch<row_scan_policy<8, 4>>},
+    {"g4x4", launch<row_scan_policy<4, 4, 4>, true>}, {"g8x4", launch<row_scan_policy<8, 4, 4>, true>},
+    // "p": the next round loaded before the current one is scanned; "w": at most one wave of groups
+    {"gp4x4", launch<row_scan_policy<4, 4, 4, true>, true>}, {"gp8x2", launch<row_scan_policy<8, 2, 2, true>, true>},
+    {"gpw4x4", launch<row_scan_policy<4, 4, 4, true, 1>, true>},
+    {"gpw8x2", launch<row_scan_policy<8, 2, 2, true, 1>, true>},
+    {"gw4x4", launch<row_scan_policy<4, 4, 4, false, 1>, true>}};
 
 double rel_error(const std::vector<float>& got, const std::vector<double>& want) {
     double num = 0, den = 0;
@@ -201,12 +204,22 @@ float time_ms(cudaEvent_t a, cudaEvent_t b) {
 }  // namespace
 
 int main(int argc, char** argv) {
-    // --profile: one launch of each at 65536x128 (for ncu); --variant A,B: those only.
+    // --profile: one launch of each, untimed (for ncu), at 65536x128 unless
+    // --shape RxH; --variant A,B: those only; --shape RxH[,RxH]: those shapes.
     bool profile = false;
     const char* only = nullptr;
+    std::vector<std::pair<std::int64_t, std::int64_t>> asked;
     for (int i = 1; i < argc; ++i) {
         if (std::string(argv[i]) == "--profile") profile = true;
         if (std::string(argv[i]) == "--variant" && i + 1 < argc) only = argv[++i];
+        if (std::string(argv[i]) == "--shape" && i + 1 < argc) {
+            for (const char* p = argv[++i]; *p;) {
+                char* end;
+                const long long r = std::strtoll(p, &end, 10), h = std::strtoll(end + 1, &end, 10);
+                asked.emplace_back(r, h);
+                p = *end ? end + 1 : end;
+            }
+        }
     }
     int sms;
     CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
@@ -239,6 +252,7 @@ int main(int argc, char** argv) {
     std::vector<std::pair<std::int64_t, std::int64_t>> shapes = {
         {65536, 128}, {1048576, 8}, {4096, 1024}, {1024, 128}, {8192, 64}, {4096, 64}, {8, 131072}};
     if (profile) shapes = {{65536, 128}};
+    if (!asked.empty()) shapes = asked;
     const kind kinds[] = {kind::gae_last, kind::gae_trunc, kind::td_lambda, kind::vtrace, kind::puff};
     int failures = 0;
     std::printf("%-14s %-20s %-9s %9s %8s %7s %9s\n", "shape", "case", "variant", "us", "GB/s", "%copy", "rel err");
