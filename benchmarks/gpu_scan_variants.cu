@@ -139,7 +139,9 @@ void release(device_set& d) {
     for (float* p : {d.v, d.r, d.term, d.trunc, d.boot, d.ratio, d.last, d.done, d.out, d.out2}) cudaFree(p);
 }
 
-template <typename Policy, bool Groups = false>
+/// Known: the standard producer knows at compile time which optional inputs
+/// the case reads (inputs_known), else it looks at run time.
+template <typename Policy, bool Groups = false, bool Known = false>
 void launch(kind k, const device_set& d, std::int64_t rows, std::int64_t h, int sms) {
     using view = strided_view<const float>;
     const view none{nullptr, 0, 0};
@@ -154,16 +156,29 @@ void launch(kind k, const device_set& d, std::int64_t rows, std::int64_t h, int 
     } else {
         const bool trunc = k == kind::gae_trunc, ratio = k == kind::vtrace;
         const float lam = k == kind::vtrace ? 1.0f : kLambda;
-        const standard_producer<float, view, view> p{
-            m(d.v), m(d.r), m(d.term), trunc ? m(d.trunc) : none, ratio ? m(d.ratio) : none,
-            trunc ? m(d.boot) : none, view{d.last, 1, 0}, h, kGamma, kGamma * lam, kRho, kC};
-        if (k == kind::vtrace) {
-            const store_estimate<float, strided_view<float>, true> ep{out2, out, kGamma, kRhoPg, true, h};
-            e = launch_row_scan<Policy, true>(plan, p, ep, scratch, rows, h, 0);
+        auto run = [&](auto inputs) {
+            using Inputs = decltype(inputs);
+            const standard_producer<float, view, view, Inputs> p{
+                m(d.v), m(d.r), m(d.term), trunc ? m(d.trunc) : none, ratio ? m(d.ratio) : none,
+                trunc ? m(d.boot) : none, view{d.last, 1, 0}, h, kGamma, kGamma * lam, kRho, kC};
+            if (k == kind::vtrace) {
+                const store_estimate<float, strided_view<float>, true> ep{out2, out, kGamma, kRhoPg, true, h};
+                e = launch_row_scan<Policy, true>(plan, p, ep, scratch, rows, h, 0);
+            } else {
+                const bool returns = k == kind::td_lambda;
+                const store_estimate<float, strided_view<float>> ep{returns ? nothing : out, returns ? out : nothing};
+                e = launch_row_scan<Policy, true>(plan, p, ep, scratch, rows, h, 0);
+            }
+        };
+        if constexpr (Known) {
+            if (trunc)
+                run(inputs_known<true, false>{});
+            else if (ratio)
+                run(inputs_known<false, true>{});
+            else
+                run(inputs_known<false, false>{});
         } else {
-            const bool returns = k == kind::td_lambda;
-            const store_estimate<float, strided_view<float>> ep{returns ? nothing : out, returns ? out : nothing};
-            e = launch_row_scan<Policy, true>(plan, p, ep, scratch, rows, h, 0);
+            run(inputs_at_run_time{});
         }
     }
     CHECK(e);
@@ -178,13 +193,15 @@ struct variant {
 /// "g": whole rows of up to max_group_rounds warp rounds in row groups
 /// (scan_row_groups.cuh), else the block kernels.
 const variant kVariants[] = {
-    {"4x4", launch<row_scan_policy<4, 4>>},        {"8x4", launch<row_scan_policy<8, 4>>},
+    {"8x4", launch<row_scan_policy<8, 4>>},
     {"g4x4", launch<row_scan_policy<4, 4, 4>, true>}, {"g8x4", launch<row_scan_policy<8, 4, 4>, true>},
-    // "p": the next round loaded before the current one is scanned; "w": at most one wave of groups
-    {"gp4x4", launch<row_scan_policy<4, 4, 4, true>, true>}, {"gp8x2", launch<row_scan_policy<8, 2, 2, true>, true>},
-    {"gpw4x4", launch<row_scan_policy<4, 4, 4, true, 1>, true>},
-    {"gpw8x2", launch<row_scan_policy<8, 2, 2, true, 1>, true>},
-    {"gw4x4", launch<row_scan_policy<4, 4, 4, false, 1>, true>}};
+    {"g8x3", launch<row_scan_policy<8, 3, 3>, true>},
+    // "k": the optional inputs known at compile time; "p": the next round loaded before the current one is scanned
+    {"gk4x4", launch<row_scan_policy<4, 4, 4>, true, true>}, {"gk4x5", launch<row_scan_policy<4, 5, 5>, true, true>},
+    {"gk8x4", launch<row_scan_policy<8, 4, 4>, true, true>}, {"gk8x3", launch<row_scan_policy<8, 3, 3>, true, true>},
+    {"gk8x5", launch<row_scan_policy<8, 5, 5>, true, true>},
+    {"gkp4x4", launch<row_scan_policy<4, 4, 4, true>, true, true>},
+    {"gkp8x2", launch<row_scan_policy<8, 2, 2, true>, true, true>}};
 
 double rel_error(const std::vector<float>& got, const std::vector<double>& want) {
     double num = 0, den = 0;
