@@ -13,11 +13,21 @@ pack(){ tar -C $OUT -czf $OUT/logs.tar.gz logs; }; trap pack EXIT
 stamp(){ echo "--- $(date -u +%T) ${SECONDS}s $*" | tee -a $L/timeline.txt; }
 stamp start; git log --oneline -1 > $L/commit.txt 2>&1; git status --short >> $L/commit.txt
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv > $L/machine.txt 2>&1
+# DEFINES2="-DNAME=1 ...": a second harness binary with those macros, run after the first (ONLY2, SHAPES2).
+if [ -n "${DEFINES2:-}" ]; then
+  nvcc -std=c++17 -O3 -arch=sm_90 --expt-relaxed-constexpr -Xptxas -v -Isrc $DEFINES2 benchmarks/gpu_scan_variants.cu \
+    -o /tmp/variants2 > $L/variants2-ptxas.txt 2>&1 &
+fi
 nvcc -std=c++17 -O3 -arch=sm_90 --expt-relaxed-constexpr -Xptxas -v -Isrc benchmarks/gpu_scan_variants.cu \
   -o /tmp/variants > $L/variants-ptxas.txt 2>&1 || { tail -30 $L/variants-ptxas.txt; exit 1; }
+wait
 stamp built
 timeout ${VARIANTS_LIMIT:-300} /tmp/variants ${SHAPES:+--shape $SHAPES} ${ONLY:+--variant $ONLY} > $L/variants.txt 2>&1
 echo "exit $?" >> $L/variants.txt; tail -2 $L/variants.txt
+if [ -x /tmp/variants2 ]; then
+  timeout ${VARIANTS_LIMIT:-300} /tmp/variants2 ${SHAPES2:+--shape $SHAPES2} ${ONLY2:+--variant $ONLY2} > $L/variants2.txt 2>&1
+  echo "exit $?" >> $L/variants2.txt; tail -2 $L/variants2.txt
+fi
 stamp variants
 SECTIONS="--section SpeedOfLight --section LaunchStats --section Occupancy --section WarpStateStats --section InstructionStats --section MemoryWorkloadAnalysis"
 for spec in ${NCU:-}; do

@@ -131,10 +131,19 @@ scan_row_groups_kernel(Producer producer, Epilogue epilogue, std::int64_t rows, 
         // the same for the whole warp, so every lane takes every shuffle.
 #pragma unroll
         for (int offset = 1; offset < warp; offset *= 2) {
+#if PUFF_GROUP_SCAN_SELECT
+            const T k = shfl_down<warp>(mine.k, offset);
+            const T d = shfl_down<warp>(mine.d, offset);
+            const affine<T> joined = chain(mine, affine<T>{k, d, false});
+            const bool inside = sub + offset < lanes;
+            mine.k = inside ? joined.k : mine.k;
+            mine.d = inside ? joined.d : mine.d;
+#else
             if (offset >= lanes) break;
             const T k = shfl_down<warp>(mine.k, offset);
             const T d = shfl_down<warp>(mine.d, offset);
             if (sub + offset < lanes) mine = chain(mine, affine<T>{k, d, false});
+#endif
         }
         const T a_first = advance(mine, carry);  // A at this thread's first step
         T a_after = shfl_down<warp>(a_first, 1);  // A at the next thread's first step

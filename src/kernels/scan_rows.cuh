@@ -34,6 +34,9 @@
 #ifndef PUFF_MAX_GROUP_ROUNDS
 #define PUFF_MAX_GROUP_ROUNDS 8
 #endif
+#ifndef PUFF_GROUP_SCAN_SELECT
+#define PUFF_GROUP_SCAN_SELECT 0
+#endif
 
 namespace puffadv::gpu {
 inline namespace PUFF_GPU_ABI {  // CUDA and HIP builds may share one library

@@ -135,7 +135,7 @@ __device__ __forceinline__ void read_items(const strided_view<S>& v, std::int64_
                                            T (&x)[N]) {
     using stored = typename std::remove_const<S>::type;
     stored raw[N];
-    load_run<N>(v.at(row, t), raw);
+    load_run<N>(v.data + row * v.row_stride + t, raw);  // time-contiguous: no column stride to multiply
 #pragma unroll
     for (int j = 0; j < N; ++j) x[j] = widen<T>(raw[j]);
 }
@@ -151,7 +151,7 @@ __device__ __forceinline__ void write_items(const strided_view<S>& v, std::int64
     S raw[N];
 #pragma unroll
     for (int j = 0; j < N; ++j) raw[j] = narrowing<S>::to(x[j]);
-    store_run<N>(v.at(row, t), raw);
+    store_run<N>(v.data + row * v.row_stride + t, raw);
 }
 
 // ---- typed_view: storage type as data ----------------------------------------
