@@ -26,6 +26,30 @@ standard_producer<T> generic_standard_producer(const standard_arrays& a, const s
             T(p.gamma),          T(p.gamma) * T(p.lambda),  T(p.rho_clip),       T(p.c_clip)};
 }
 
+/// Calls f(inputs) with the optional inputs of a fast GAE / TD(lambda) call
+/// fixed at compile time (inputs_known, standard_steps.cuh): every combination
+/// for float32, the plain call (neither truncations nor ratios) for the 16-bit
+/// floats, and inputs_at_run_time for the rest, so that the kernels that
+/// matter lose their selects without multiplying every kernel by four.
+/// H200, benchmarks/gpu_scan_variants.cu, 2026-12-02: float32 GAE at
+/// 65536x128 40.5 -> 34.3 us (8.7 -> 4.8 M warp instructions at 4096x1024),
+/// with truncations 57.4 -> 49.2 us; V-trace keeps inputs_at_run_time, which
+/// ran faster (50.6 against 53.0 us).
+template <typename In, bool PolicyGradient, typename F>
+void with_known_inputs(const standard_arrays& a, F&& f) {
+    const bool truncations = a.truncated.has_value(), ratio = a.importance.has_value();
+    if constexpr (PolicyGradient) {
+        // every input read as the call says, at run time (below)
+    } else if constexpr (std::is_same_v<In, float>) {
+        if (truncations)
+            return ratio ? f(inputs_known<true, true>{}) : f(inputs_known<true, false>{});
+        return ratio ? f(inputs_known<false, true>{}) : f(inputs_known<false, false>{});
+    } else if constexpr (sizeof(In) == 2) {
+        if (!truncations && !ratio) return f(inputs_known<false, false>{});
+    }
+    f(inputs_at_run_time{});
+}
+
 /// The epilogue of a standard call: V-trace's writes the pg advantages (in the
 /// scan, from A_{t+1}) and vs; the others A and the returns.
 template <typename T, bool PolicyGradient, typename Out>
@@ -64,21 +88,26 @@ void run_standard(const standard_arrays& a, const standard_params& p, cudaStream
             using Flag = typename decltype(flag_tag)::type;
             using Out = typename decltype(out_tag)::type;
             using values = strided_view<const In>;
-            const standard_producer<T, values, strided_view<const Flag>> producer{
-                view_of<const In>(a.values),     view_of<const In>(a.rewards),
-                view_of<const Flag>(a.terminated), view_of<const Flag>(a.truncated),
-                view_of<const In>(a.importance), view_of<const In>(a.bootstrap_values),
-                view_of<const In>(a.last_value), horizon,
-                T(p.gamma), T(p.gamma) * T(p.lambda), T(p.rho_clip), T(p.c_clip)};
-            const auto epilogue = standard_epilogue<T, PolicyGradient>(view_of<Out>(a.advantages),
-                                                                      view_of<Out>(a.fused.returns), a, p);
-            if constexpr (std::is_same_v<In, float> && !PolicyGradient) {
-                if (!a.truncated && layout.access(true) != vector_access::none)
-                    return launch_vector_scan<wide_standard_policy>(layout.access(true), producer, epilogue, scratch,
-                                                                    rows, horizon, device, stream);
-            }
-            launch_vector_scan<standard_policy_for<In, PolicyGradient>>(layout.access(), producer, epilogue, scratch,
-                                                                        rows, horizon, device, stream);
+            with_known_inputs<In, PolicyGradient>(a, [&](auto inputs) {
+                const standard_producer<T, values, strided_view<const Flag>, decltype(inputs)> producer{
+                    view_of<const In>(a.values),     view_of<const In>(a.rewards),
+                    view_of<const Flag>(a.terminated), view_of<const Flag>(a.truncated),
+                    view_of<const In>(a.importance), view_of<const In>(a.bootstrap_values),
+                    view_of<const In>(a.last_value), horizon,
+                    T(p.gamma), T(p.gamma) * T(p.lambda), T(p.rho_clip), T(p.c_clip)};
+                const auto epilogue = standard_epilogue<T, PolicyGradient>(view_of<Out>(a.advantages),
+                                                                          view_of<Out>(a.fused.returns), a, p);
+                using Inputs = decltype(inputs);
+                constexpr bool may_be_plain = !std::is_same_v<Inputs, inputs_known<true, false>> &&
+                                              !std::is_same_v<Inputs, inputs_known<true, true>>;
+                if constexpr (std::is_same_v<In, float> && !PolicyGradient && may_be_plain) {
+                    if (!a.truncated && layout.access(true) != vector_access::none)
+                        return launch_vector_scan<wide_standard_policy>(layout.access(true), producer, epilogue,
+                                                                        scratch, rows, horizon, device, stream);
+                }
+                launch_vector_scan<standard_policy_for<In, PolicyGradient>>(layout.access(), producer, epilogue,
+                                                                            scratch, rows, horizon, device, stream);
+            });
         });
     } else if (horizon > 0) {
         const auto epilogue = standard_epilogue<T, PolicyGradient>(typed(a.advantages), typed(a.fused.returns), a, p);

@@ -58,11 +58,6 @@ row_scan_plan plan_row_scan(std::int64_t rows, std::int64_t horizon, bool time_c
                 threads /= 2;
             plan.threads = static_cast<int>(threads);
             plan.blocks = (threads_needed + threads - 1) / threads;
-            if constexpr (Policy::group_waves > 0) {
-                const std::int64_t resident = std::int64_t(std::max(sm_count, 1)) *
-                                              Policy::min_blocks_per_sm_groups * Policy::threads / threads;
-                plan.blocks = std::min(plan.blocks, resident * Policy::group_waves);
-            }
             return plan;
         }
         plan.layout = row_scan_plan::whole_rows;

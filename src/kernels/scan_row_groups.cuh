@@ -44,16 +44,11 @@ constexpr int min_group_blocks_for() {
                                                                                              : Policy::min_blocks_per_sm;
 }
 
-/// Group g scans rows g, g + G, g + 2G, ... (G: the grid's groups; the host
-/// may size the grid below one group per row), each row's rounds from the last
-/// to the first. With Policy::group_prefetch a thread loads its steps of the
-/// next round (of this row or the next) before it scans the current one, so
-/// that its loads are in flight while it computes: a row group otherwise
-/// waits for memory once a round, and nothing else fills the SM while it does
-/// when all its warps fit in one wave (4096x1024). Rows past `rows` leave
-/// whole warps, or scan identities where a warp holds real rows too (shuffles
-/// need every lane). Places come from shifts: a 64-bit division by a runtime
-/// value is a long subroutine per thread, as much as a round of 4 steps costs.
+/// Row r is scanned by the 2^lanes_log2 lanes from thread r * 2^lanes_log2 on
+/// (blockDim.x is any multiple of row_group_warp). Rows past `rows` leave whole
+/// warps, or scan identities where a warp holds real rows too (shuffles need
+/// every lane). Places come from shifts: a 64-bit division by a runtime value
+/// is a long subroutine per thread, as much as a round of 4 steps costs.
 template <typename Policy, typename Producer, typename Epilogue>
 __global__ void __launch_bounds__(Policy::threads, (min_group_blocks_for<Policy, Producer>()))
 scan_row_groups_kernel(Producer producer, Epilogue epilogue, std::int64_t rows, std::int64_t horizon,
@@ -63,7 +58,6 @@ scan_row_groups_kernel(Producer producer, Epilogue epilogue, std::int64_t rows, 
     using ahead = typename Producer::lookahead;
     constexpr int warp = row_group_warp;
     constexpr int items = Policy::items;
-    constexpr bool prefetch = Policy::group_prefetch;
     static_assert((items & (items - 1)) == 0, "steps per thread: a power of two");
     constexpr int items_log2 = items >= 16 ? 4 : items >= 8 ? 3 : items >= 4 ? 2 : items >= 2 ? 1 : 0;
 
@@ -71,48 +65,28 @@ scan_row_groups_kernel(Producer producer, Epilogue epilogue, std::int64_t rows, 
     const int lane = static_cast<int>(threadIdx.x % warp);
     const int sub = lane & (lanes - 1);  // place in the row's group
     const std::int64_t thread = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-    const std::int64_t groups = (static_cast<std::int64_t>(gridDim.x) * blockDim.x) >> lanes_log2;
     // Whole physical warps leave (a 64-wide CDNA wavefront holds two groups of
     // 32; its shuffles want every lane, ROCm 5 has no masked ones).
     const int physical_lane = static_cast<int>(threadIdx.x % physical_warp_size);
-    std::int64_t warp_row = (thread - physical_lane) >> lanes_log2;  // the physical warp's first row
-    if (warp_row >= rows) return;
-    std::int64_t row = thread >> lanes_log2;
+    if (((thread - physical_lane) >> lanes_log2) >= rows) return;
+    const std::int64_t row = thread >> lanes_log2;
     const int chunk_log2 = lanes_log2 + items_log2;  // steps per round
     const int rounds = static_cast<int>((horizon + (std::int64_t(1) << chunk_log2) - 1) >> chunk_log2);
 
-    auto load = [&](std::int64_t at_row, int at_round, step (&s)[items]) {
-        const std::int64_t t = (std::int64_t(at_round) << chunk_log2) + sub * items;
-        if (at_row < rows && t < horizon) producer.load_items(item_places<items, false>{at_row, t}, s);
-    };
-    int r = rounds - 1;
-    step s[items] = {};
-    if constexpr (prefetch) load(row, r, s);
-    T carry = T(0);     // A at the first step after the round
-    ahead top_after{};  // the step after the group's top lane: the first of the round scanned before
-    for (;;) {
-        // The next unit: the round before in this row, or the next row's last round.
-        int next_r = r - 1;
-        std::int64_t next_row = row, next_warp_row = warp_row;
-        if (next_r < 0) next_r = rounds - 1, next_row += groups, next_warp_row += groups;
-        step s_next[prefetch ? items : 1] = {};
-        if constexpr (prefetch) {
-            if (next_warp_row < rows) load(next_row, next_r, s_next);
-        } else {
-#pragma unroll
-            for (int j = 0; j < items; ++j) s[j] = step{};
-            load(row, r, s);
-        }
-
+    T carry = T(0);  // A at the first step after the round
+    for (int r = rounds - 1; r >= 0; --r) {
         const std::int64_t t = (std::int64_t(r) << chunk_log2) + sub * items;
         const bool valid = row < rows && t < horizon;
         const bool last_step = t + items == horizon;
         const item_places<items, false> at{row, t};
+
+        step s[items] = {};
+        if (valid) producer.load_items(at, s);
         ahead after{};
         if constexpr (!std::is_empty_v<ahead>) {
             after = shfl_down_struct<warp>(Producer::ahead(s[0]), 1);
             // Only a row of several rounds has a step after a group's top lane.
-            if (sub == lanes - 1) after = top_after;
+            if (sub == lanes - 1 && valid && !last_step) after = producer.load_ahead(row, t + items);
         }
 
         affine<T> m[items];
@@ -131,19 +105,10 @@ scan_row_groups_kernel(Producer producer, Epilogue epilogue, std::int64_t rows, 
         // the same for the whole warp, so every lane takes every shuffle.
 #pragma unroll
         for (int offset = 1; offset < warp; offset *= 2) {
-#if PUFF_GROUP_SCAN_SELECT
-            const T k = shfl_down<warp>(mine.k, offset);
-            const T d = shfl_down<warp>(mine.d, offset);
-            const affine<T> joined = chain(mine, affine<T>{k, d, false});
-            const bool inside = sub + offset < lanes;
-            mine.k = inside ? joined.k : mine.k;
-            mine.d = inside ? joined.d : mine.d;
-#else
             if (offset >= lanes) break;
             const T k = shfl_down<warp>(mine.k, offset);
             const T d = shfl_down<warp>(mine.d, offset);
             if (sub + offset < lanes) mine = chain(mine, affine<T>{k, d, false});
-#endif
         }
         const T a_first = advance(mine, carry);  // A at this thread's first step
         T a_after = shfl_down<warp>(a_first, 1);  // A at the next thread's first step
@@ -153,19 +118,7 @@ scan_row_groups_kernel(Producer producer, Epilogue epilogue, std::int64_t rows, 
 #pragma unroll
         for (int j = items - 1; j >= 0; --j) out[j] = x = advance(m[j], x);
         if (valid) epilogue.store_items(at, out, s, a_after, after);
-
-        if (next_warp_row >= rows) break;  // the same for the whole physical warp
-        if (r > 0) {
-            carry = shfl<warp>(a_first, lane - sub);  // A at the round's first step
-            if constexpr (!std::is_empty_v<ahead>) top_after = shfl_struct<warp>(Producer::ahead(s[0]), lane - sub);
-        } else {
-            carry = T(0);
-        }
-        r = next_r, row = next_row, warp_row = next_warp_row;
-        if constexpr (prefetch) {
-#pragma unroll
-            for (int j = 0; j < items; ++j) s[j] = s_next[j];
-        }
+        if (r > 0) carry = shfl<warp>(a_first, lane - sub);  // A at the round's first step
     }
 }
 

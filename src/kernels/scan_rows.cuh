@@ -34,9 +34,6 @@
 #ifndef PUFF_MAX_GROUP_ROUNDS
 #define PUFF_MAX_GROUP_ROUNDS 8
 #endif
-#ifndef PUFF_GROUP_SCAN_SELECT
-#define PUFF_GROUP_SCAN_SELECT 0
-#endif
 
 namespace puffadv::gpu {
 inline namespace PUFF_GPU_ABI {  // CUDA and HIP builds may share one library
@@ -44,7 +41,7 @@ inline namespace PUFF_GPU_ABI {  // CUDA and HIP builds may share one library
 /// Tuning knobs, kept apart from the kernel bodies. `Items` consecutive steps
 /// per thread: as many as one 16-byte access of the widest input holds (4 for
 /// float32, 8 for the 16-bit floats), so that a thread's loads stay wide.
-template <int Items, int MinBlocksFast, int MinBlocksGroups = 4, bool GroupPrefetch = false, int GroupWaves = 0>
+template <int Items, int MinBlocksFast, int MinBlocksGroups = 4>
 struct row_scan_policy {
     static constexpr int threads = 256;  ///< per block; a multiple of every warp width
     static constexpr int items = Items;
@@ -61,11 +58,6 @@ struct row_scan_policy {
     /// blocks, none at 4; 8 steps 8-16 bytes at 4, none at 3, but at 3 GAE
     /// took 44.3 us against 40.5 at 65536x128 on the H200, 2026-12-02).
     static constexpr int min_blocks_per_sm_groups = MinBlocksGroups;
-    /// Row groups load a round ahead (scan_row_groups.cuh).
-    static constexpr bool group_prefetch = GroupPrefetch;
-    /// Row groups: at most this many waves of min_blocks_per_sm_groups blocks
-    /// per SM, a group then scanning several rows in turn (0: a group a row).
-    static constexpr int group_waves = GroupWaves;
     static constexpr int blocks_per_sm = 8;  ///< resident blocks assumed when splitting rows
     /// Occupancy asked of the compiler (__launch_bounds__) for the vectorised
     /// float32-arithmetic kernels: 8 blocks of 256 threads (32 registers) keep

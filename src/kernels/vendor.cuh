@@ -74,31 +74,18 @@ __device__ __forceinline__ T shfl(T v, int source) {
 #endif
 }
 
-/// `shuffle` (a lane's word -> the word it receives) applied to any trivially
-/// copyable struct, one 32-bit word at a time.
-template <typename S, typename Shuffle>
-__device__ __forceinline__ S shuffle_words(const S& s, Shuffle shuffle) {
+/// shfl_down for any trivially copyable struct, one 32-bit word at a time.
+template <int width, typename S>
+__device__ __forceinline__ S shfl_down_struct(const S& s, unsigned delta) {
     static_assert(sizeof(S) % 4 == 0, "shuffled structs are whole 32-bit words");
     constexpr int words = sizeof(S) / 4;
     int in[words], out[words];
     __builtin_memcpy(in, &s, sizeof(S));
 #pragma unroll
-    for (int i = 0; i < words; ++i) out[i] = shuffle(in[i]);
+    for (int i = 0; i < words; ++i) out[i] = shfl_down<width>(in[i], delta);
     S r;
     __builtin_memcpy(&r, out, sizeof(S));
     return r;
-}
-
-/// shfl_down for any trivially copyable struct.
-template <int width, typename S>
-__device__ __forceinline__ S shfl_down_struct(const S& s, unsigned delta) {
-    return shuffle_words(s, [delta](int w) { return shfl_down<width>(w, delta); });
-}
-
-/// shfl for any trivially copyable struct.
-template <int width, typename S>
-__device__ __forceinline__ S shfl_struct(const S& s, int source) {
-    return shuffle_words(s, [source](int w) { return shfl<width>(w, source); });
 }
 
 }  // namespace PUFF_GPU_ABI
