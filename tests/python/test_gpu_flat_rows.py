@@ -58,6 +58,9 @@ def _calls(e):
                                                                       importance=e["importance"]),
                                       dict(gamma=FAMILY_GAMMA, gae_lambda=FAMILY_LAMBDA, rho_clip=1.5, c_clip=0.8),
                                       ("advantages", "returns") + sums),
+        "gae/bootstrap_values+importance": (puffadv.gae, [r, v, term, trunc], dict(importance=e["importance"], **boot),
+                                            dict(gamma=FAMILY_GAMMA, gae_lambda=FAMILY_LAMBDA, rho_clip=1.5,
+                                                 c_clip=0.8), ("advantages", "returns")),
         "td_lambda/last_value": (puffadv.td_lambda_returns, [r, v, dones], dict(last_value=e["last_value"]), lam,
                                  ("returns",)),
         "vtrace/bootstrap_values": (puffadv.vtrace, [r, v, term, trunc], dict(importance=e["importance"], **boot),
@@ -136,6 +139,37 @@ def test_flat_rows_match_the_cpu(rng, name, dtype, shape):
     if UNDER_SANITIZER and shape[0] * shape[1] > 40_000:
         pytest.skip("long under the sanitizer")
     _compare(name, _episodes(rng, *shape, dtype), dtype)
+
+
+# Aligned rows (horizons multiples of 8): the row groups and whole-row blocks with
+# every combination of optional inputs fixed at compile time (GAE with and without
+# truncations and importance ratios), and V-trace's 8-step kernel for rows of 8 steps.
+ALIGNED_SHAPES = [(3001, 8), (257, 16), (1000, 64), (129, 128), (33, 1024)]
+
+
+@needs_gpu
+@pytest.mark.parametrize("name", KINDS)
+@pytest.mark.parametrize("shape", ALIGNED_SHAPES)
+def test_aligned_rows_match_the_cpu(rng, name, shape):
+    if UNDER_SANITIZER and shape[0] * shape[1] > 40_000:
+        pytest.skip("long under the sanitizer")
+    _compare(name, _episodes(rng, *shape), np.float32)
+
+
+@needs_gpu
+@pytest.mark.parametrize("name", ["vtrace/last_value", "vtrace/bootstrap_values", "gae/bootstrap_values"])
+def test_aligned_short_rows_nan_stays_in_its_row(rng, name):
+    """Rows of 8 steps, one to a thread in V-trace's 8-step kernel: a NaN stays in its row."""
+    rows, horizon = 64, 8
+    e = _episodes(rng, rows, horizon)
+    clean = _run(name, e, np.float32, "cuda")
+    e["rewards"][1, -1] = e["values"][4, 0] = np.nan
+    dirty = _run(name, e, np.float32, "cuda")
+    torch.cuda.synchronize()
+    others = np.setdiff1d(np.arange(rows), [1, 4])
+    for out in clean:
+        assert np.array_equal(dirty[out][others], clean[out][others], equal_nan=True), out
+        assert np.isnan(dirty[out][[1, 4]]).any(), out
 
 
 @needs_gpu
