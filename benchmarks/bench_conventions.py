@@ -239,8 +239,10 @@ def graph_us(fn, eager_us):
     return median_time_us(fn, calls, repeats=7)
 
 
-def peer_benchmark(rl, shapes, copy, estimators=peer.ESTIMATORS):
-    """puffadv beside rl-triton (None: puffadv alone) on every estimator and shape."""
+def peer_benchmark(rl, shapes, copy, estimators=peer.ESTIMATORS, after_shape=None):
+    """puffadv beside rl-triton (None: puffadv alone) on every estimator and shape;
+    after_shape(table so far) runs after each shape (a run cut short by a time
+    limit keeps what it measured)."""
     table = []
     for rows, horizon in shapes:
         n = rows * horizon
@@ -277,6 +279,8 @@ def peer_benchmark(rl, shapes, copy, estimators=peer.ESTIMATORS):
                   flush=True)
         del data
         torch.cuda.empty_cache()
+        if after_shape is not None:
+            after_shape(table)
     return table
 
 
@@ -379,14 +383,20 @@ def main():
         estimators = peer.ESTIMATORS
         if args.estimators:
             estimators = peer.FAMILY if args.estimators == "family" else tuple(args.estimators.split(","))
-        table = peer_benchmark(rl, shapes, copy, estimators)
-        bars = peer_bars(table)
         meta = dict(date=datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
                     device=torch.cuda.get_device_name(), torch=torch.__version__, peer=why, copy=copy)
+
+        def write_markdown(rows, partial=True):
+            if args.markdown:
+                text = peer_markdown(rows, peer_bars(rows), meta)
+                note = "\n\n(partial: written after each shape; the run may stop before its last)" if partial else ""
+                open(args.markdown, "w").write(text + note + "\n")
+
+        table = peer_benchmark(rl, shapes, copy, estimators, after_shape=write_markdown)
+        bars = peer_bars(table)
         text = peer_markdown(table, bars, meta)
         print(text)
-        if args.markdown:
-            open(args.markdown, "w").write(text + "\n")
+        write_markdown(table, partial=False)
         if args.plot:
             peer_plot(table, args.plot, copy)
         result.update(peers=table, peer_bars=bars, meta=meta)

@@ -63,13 +63,15 @@ stamp tests
 left(){ echo $(( ${DEADLINE:-585} - SECONDS )); }
 share(){ local s=$(( $(left) / $1 )); echo $(( s < 1 ? 1 : s )); }
 # The estimators beside rl-triton; BENCH_FIRST=1 runs them before the tests
-# (each step gets a share of the time left: after a slow build and the tests,
-# a whole-grid run can be cut short; with it, TEST_LIMIT bounds the tests).
+# (each step gets a share of the time left, or STD_LIMIT / FAM_LIMIT seconds:
+# after a slow build and the tests, a whole-grid run can be cut short; with
+# BENCH_FIRST, TEST_LIMIT bounds the tests; the markdown is written after every
+# shape, so a cut run keeps what it measured).
 run_peer_benches(){
-timeout $(share 3) python3 benchmarks/bench_conventions.py --sections peers --shapes ${STD_SHAPES:-8192x91,8192x64,65536x128,1024x128,4096x1024} \
+timeout ${STD_LIMIT:-$(share 3)} python3 benchmarks/bench_conventions.py --sections peers --shapes ${STD_SHAPES:-8192x91,8192x64,65536x128,1024x128,4096x1024} \
   --json $L/std-bench.json --markdown $L/std-bench.md ${STD_EXTRA:-} > $L/std-bench.txt 2>&1; grep -E "MISSED|MISMATCH" $L/std-bench.txt | head -12
 stamp std-bench
-timeout $(share 2) python3 benchmarks/bench_conventions.py --sections peers --estimators family --shapes ${FAM_SHAPES:-8192x91,8192x64,65536x128,4096x1024,1024x128,262144x128} \
+timeout ${FAM_LIMIT:-$(share 2)} python3 benchmarks/bench_conventions.py --sections peers --estimators family --shapes ${FAM_SHAPES:-8192x91,8192x64,65536x128,4096x1024,1024x128,262144x128} \
   --json $L/family-bench.json --markdown $L/family-bench.md > $L/family-bench.txt 2>&1; grep -E "MISSED|MISMATCH" $L/family-bench.txt | head -12
 stamp family-bench
 }
