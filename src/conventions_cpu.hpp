@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
 #include <optional>
 
 #include "conventions_detail.hpp"
@@ -46,6 +47,26 @@ struct view {
         return base + (row * row_stride + t * col_stride) * size;
     }
 };
+
+/// Whether every present output starts at the same cache line of a 4 KiB page
+/// as some present input. NumPy maps large arrays at one offset from a page, so
+/// a call's arrays usually do; the outputs then must not be streamed: on a Zen 4
+/// EPYC (2026-12-02, benchmarks/bench_cpu_alignment.py) GAE at 65536x128 on one
+/// thread took 27 ms with streaming stores there, 9-16 ms with plain stores and
+/// 7-14 ms with streaming stores once any output sat one line further.
+inline bool outputs_share_page_lines(std::initializer_list<const view*> outputs,
+                                     std::initializer_list<const view*> inputs) {
+    auto line = [](const view* v) { return reinterpret_cast<std::uintptr_t>(v->base) % 4096 / 64; };
+    bool any = false;
+    for (const view* out : outputs) {
+        if (!out->present) continue;
+        bool shared = false;
+        for (const view* in : inputs) shared = shared || (in->present && line(in) == line(out));
+        if (!shared) return false;
+        any = true;
+    }
+    return any;
+}
 
 inline view view_of(const matrix& m) {
     return {static_cast<char*>(m.data), m.type, m.row_stride, m.col_stride,

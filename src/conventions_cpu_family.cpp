@@ -362,7 +362,10 @@ void run_family(const standard_arrays& a, const standard_params& p) {
         if (v->present && v->row_stride != 1) k.row_adjacent = false;
     const std::int64_t output_bytes = k.rows * k.horizon * dtype_size(a.rewards.type) *
                                       ((a.advantages ? 1 : 0) + (a.fused.returns ? 1 : 0));
-    k.streaming = output_bytes >= kStreamingBytes;
+    k.streaming = output_bytes >= kStreamingBytes &&
+                  !outputs_share_page_lines({&k.advantages, &k.returns},
+                                            {&k.rewards, &k.values, &k.terminated, &k.truncated, &k.next_values,
+                                             &k.target, &k.behaviour, &k.greedy});
     // The one-pass SIMD kernels serve the common calls: time-contiguous rows whole, row-adjacent
     // blocks in whole vectors of rows (the rest of a block takes the general kernel).
     const bool simd_rows = family_simd_serves(k, true);

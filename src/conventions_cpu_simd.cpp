@@ -169,6 +169,9 @@ bool standard_simd_serves(const kernel_args<C>& a, bool time_contiguous) {
 template <typename C>
 bool standard_simd_streams(const kernel_args<C>& a, bool time_contiguous) {
     if (!simd_kernels::outputs_stream_aligned(a.advantages, a.returns, time_contiguous)) return false;
+    if (outputs_share_page_lines({&a.advantages, &a.returns}, {&a.rewards, &a.values, &a.dones, &a.truncated,
+                                                               &a.importance, &a.bootstrap}))
+        return false;
     std::int64_t bytes = 0;
     for (const view* v : {&a.advantages, &a.returns})
         if (v->present) bytes += a.rows * a.horizon * v->size;
