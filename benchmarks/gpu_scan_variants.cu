@@ -139,20 +139,29 @@ void release(device_set& d) {
     for (float* p : {d.v, d.r, d.term, d.trunc, d.boot, d.ratio, d.last, d.done, d.out, d.out2}) cudaFree(p);
 }
 
+cudaStream_t g_stream = nullptr;  ///< where launches go (graph capture needs a stream of its own)
+
 /// Known: the standard producer knows at compile time which optional inputs
 /// the case reads (inputs_known), else it looks at run time.
-template <typename Policy, bool Groups = false, bool Known = false>
+/// How a variant reads its rows: block kernels of aligned vectors (scan_rows.cuh),
+/// row groups of aligned vectors (scan_row_groups.cuh), flat block kernels (one
+/// packed run, any horizon), row groups of scalar loads (any horizon).
+enum class reads { blocks, groups, flat, scalar_groups };
+
+template <typename Policy, reads How = reads::blocks, bool Known = false>
 void launch(kind k, const device_set& d, std::int64_t rows, std::int64_t h, int sms) {
+    constexpr bool Groups = How == reads::groups || How == reads::scalar_groups;
+    constexpr bool Flat = How == reads::flat, Vec = How != reads::scalar_groups;
     using view = strided_view<const float>;
     const view none{nullptr, 0, 0};
     auto m = [&](const float* p) { return view{p, h, 1}; };
     const strided_view<float> out{d.out, h, 1}, out2{d.out2, h, 1}, nothing{nullptr, 0, 0};
-    const row_scan_plan plan = plan_row_scan<Policy>(rows, h, true, sms, false, Groups);
+    const row_scan_plan plan = plan_row_scan<Policy>(rows, h, true, sms, Flat, Groups);
     const carry_slots<float> scratch{reinterpret_cast<unsigned char*>(d.out), h * 4, 4};
     cudaError_t e = cudaSuccess;
     if (k == kind::puff) {
         const puff_producer<float> p{m(d.v), m(d.r), m(d.done), m(d.ratio), kGamma, kGamma * kLambda, kRho, kC};
-        e = launch_row_scan<Policy, true>(plan, p, store_advantage<float>{out}, scratch, rows, h, 0);
+        e = launch_row_scan<Policy, Vec, Flat>(plan, p, store_advantage<float>{out}, scratch, rows, h, g_stream);
     } else {
         const bool trunc = k == kind::gae_trunc, ratio = k == kind::vtrace;
         const float lam = k == kind::vtrace ? 1.0f : kLambda;
@@ -163,11 +172,11 @@ void launch(kind k, const device_set& d, std::int64_t rows, std::int64_t h, int 
                 trunc ? m(d.boot) : none, view{d.last, 1, 0}, h, kGamma, kGamma * lam, kRho, kC};
             if (k == kind::vtrace) {
                 const store_estimate<float, strided_view<float>, true> ep{out2, out, kGamma, kRhoPg, true, h};
-                e = launch_row_scan<Policy, true>(plan, p, ep, scratch, rows, h, 0);
+                e = launch_row_scan<Policy, Vec, Flat>(plan, p, ep, scratch, rows, h, g_stream);
             } else {
                 const bool returns = k == kind::td_lambda;
                 const store_estimate<float, strided_view<float>> ep{returns ? nothing : out, returns ? out : nothing};
-                e = launch_row_scan<Policy, true>(plan, p, ep, scratch, rows, h, 0);
+                e = launch_row_scan<Policy, Vec, Flat>(plan, p, ep, scratch, rows, h, g_stream);
             }
         };
         if constexpr (Known) {
@@ -194,11 +203,30 @@ struct variant {
 /// (scan_row_groups.cuh), else the block kernels.
 const variant kVariants[] = {
     {"4x4", launch<row_scan_policy<4, 4>>},        {"8x4", launch<row_scan_policy<8, 4>>},
-    {"g4x4", launch<row_scan_policy<4, 4, 4>, true>}, {"g4x5", launch<row_scan_policy<4, 5, 5>, true>},
-    {"g8x3", launch<row_scan_policy<8, 3, 3>, true>}, {"g8x4", launch<row_scan_policy<8, 4, 4>, true>},
+    {"g4x4", launch<row_scan_policy<4, 4, 4>, reads::groups>}, {"g4x5", launch<row_scan_policy<4, 5, 5>, reads::groups>},
+    {"g8x3", launch<row_scan_policy<8, 3, 3>, reads::groups>}, {"g8x4", launch<row_scan_policy<8, 4, 4>, reads::groups>},
     // "k": the optional inputs fixed at compile time (inputs_known)
-    {"gk4x4", launch<row_scan_policy<4, 4, 4>, true, true>}, {"gk4x5", launch<row_scan_policy<4, 5, 5>, true, true>},
-    {"gk8x4", launch<row_scan_policy<8, 4, 4>, true, true>}, {"gk8x5", launch<row_scan_policy<8, 5, 5>, true, true>}};
+    {"gk4x4", launch<row_scan_policy<4, 4, 4>, reads::groups, true>},
+    {"gk4x5", launch<row_scan_policy<4, 5, 5>, reads::groups, true>},
+    {"gk8x4", launch<row_scan_policy<8, 4, 4>, reads::groups, true>},
+    {"gk8x5", launch<row_scan_policy<8, 5, 5>, reads::groups, true>},
+    {"gk16x2", launch<row_scan_policy<16, 2, 2>, reads::groups, true>},
+    // "bk": the block kernels with the inputs fixed; "tN": N threads a block
+    {"bk4x4", launch<row_scan_policy<4, 4>, reads::blocks, true>},
+    {"bk4x6", launch<row_scan_policy<4, 6>, reads::blocks, true>},
+    {"bk8x4", launch<row_scan_policy<8, 4>, reads::blocks, true>},
+    {"bk8t128", launch<row_scan_policy<8, 8, 4, 128>, reads::blocks, true>},
+    {"bk2t64", launch<row_scan_policy<2, 16, 4, 64>, reads::blocks, true>},
+    {"bk4t64", launch<row_scan_policy<4, 16, 4, 64>, reads::blocks, true>},
+    {"bk2t128", launch<row_scan_policy<2, 8, 4, 128>, reads::blocks, true>},
+    // any horizon: "fk" flat block kernels (the library's choice for unaligned rows),
+    // "sk" row groups of scalar loads
+    {"fk4x6", launch<row_scan_policy<4, 6>, reads::flat, true>},
+    {"fk4x4", launch<row_scan_policy<4, 4>, reads::flat, true>},
+    {"sk4x4", launch<row_scan_policy<4, 4, 4>, reads::scalar_groups, true>},
+    {"sk4x6", launch<row_scan_policy<4, 6, 6>, reads::scalar_groups, true>},
+    {"sk2x8", launch<row_scan_policy<2, 8, 8>, reads::scalar_groups, true>},
+    {"sk4x6t64", launch<row_scan_policy<4, 6, 6, 64>, reads::scalar_groups, true>}};
 
 double rel_error(const std::vector<float>& got, const std::vector<double>& want) {
     double num = 0, den = 0;
@@ -237,6 +265,7 @@ int main(int argc, char** argv) {
     }
     int sms;
     CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+    CHECK(cudaStreamCreateWithFlags(&g_stream, cudaStreamNonBlocking));
     cudaEvent_t a, b;
     CHECK(cudaEventCreate(&a));
     CHECK(cudaEventCreate(&b));
@@ -280,16 +309,51 @@ int main(int argc, char** argv) {
             hosts.push_back(make_host(rows, h, 17 + i));
             devs.push_back(make_device(hosts.back(), e));
         }
+        if (!profile) {
+            // A copy of GAE's bytes (16 a step: 8 read, 8 written) in graph replays: what
+            // the fixed costs of one kernel (launch, first loads, last stores) leave of
+            // the large copy's bandwidth at this size.
+            const std::size_t n = e * 8;
+            void *src, *dst;
+            CHECK(cudaMalloc(&src, n * 4));
+            CHECK(cudaMalloc(&dst, n * 4));
+            CHECK(cudaMemset(src, 1, n * 4));
+            const int copies = std::min(2000, std::max(20, int(2e9 / (e * 16.0))));
+            cudaGraph_t graph;
+            cudaGraphExec_t exec;
+            CHECK(cudaStreamBeginCapture(g_stream, cudaStreamCaptureModeGlobal));
+            for (int i = 0; i < copies; ++i)  // four buffers of n bytes in turn, past the L2
+                CHECK(cudaMemcpyAsync(static_cast<char*>(dst) + (i % 4) * n, static_cast<char*>(src) + (i % 4) * n,
+                                      n, cudaMemcpyDeviceToDevice, g_stream));
+            CHECK(cudaStreamEndCapture(g_stream, &graph));
+            CHECK(cudaGraphInstantiate(&exec, graph, 0));
+            CHECK(cudaGraphLaunch(exec, g_stream));
+            std::vector<float> t;
+            for (int rep = 0; rep < 7; ++rep) {
+                CHECK(cudaEventRecord(a, g_stream));
+                CHECK(cudaGraphLaunch(exec, g_stream));
+                CHECK(cudaEventRecord(b, g_stream));
+                CHECK(cudaEventSynchronize(b));
+                t.push_back(time_ms(a, b) * 1000.0f / copies);
+            }
+            CHECK(cudaGraphExecDestroy(exec));
+            CHECK(cudaGraphDestroy(graph));
+            cudaFree(src), cudaFree(dst);
+            std::sort(t.begin(), t.end());
+            const double us = t[t.size() / 2], gbs = 2.0 * n / (us * 1e-6) / 1e9;
+            std::printf("%8lldx%-5lld %-20s %-9s %9.2f %8.0f %6.1f%%\n", (long long)rows, (long long)h,
+                        "copy of GAE's bytes", "memcpy", us, gbs, 100 * gbs / copy_gbs);
+        }
         for (kind k : kinds) {
             const auto want = reference(k, hosts[0], rows, h, false);
             const auto want2 = k == kind::vtrace ? reference(k, hosts[0], rows, h, true) : std::vector<double>{};
             for (const variant& var : kVariants) {
                 if (only && (std::string(",") + only + ",").find(std::string(",") + var.name + ",") == std::string::npos)
                     continue;
-                CHECK(cudaMemset(devs[0].out, 0xff, e * 4));  // NaN: every element must be written
-                CHECK(cudaMemset(devs[0].out2, 0xff, e * 4));
+                CHECK(cudaMemsetAsync(devs[0].out, 0xff, e * 4, g_stream));  // NaN: every element must be written
+                CHECK(cudaMemsetAsync(devs[0].out2, 0xff, e * 4, g_stream));
                 var.fn(k, devs[0], rows, h, sms);
-                CHECK(cudaDeviceSynchronize());
+                CHECK(cudaStreamSynchronize(g_stream));
                 std::vector<float> got(e), got2(e);
                 CHECK(cudaMemcpy(got.data(), devs[0].out, e * 4, cudaMemcpyDeviceToHost));
                 double err = rel_error(got, want);
@@ -303,15 +367,26 @@ int main(int argc, char** argv) {
                                 name_of(k), var.name, "-", "-", "-", err);
                     continue;
                 }
-                const int launches = std::max(20, int(2e9 / (e * 20.0)));
+                // Device time as bench_conventions.py measures it: replays of a
+                // CUDA graph of `launches` launches (no host launch cost).
+                const int launches = std::min(2000, std::max(20, int(2e9 / (e * 20.0))));
+                cudaGraph_t graph;
+                cudaGraphExec_t exec;
+                CHECK(cudaStreamBeginCapture(g_stream, cudaStreamCaptureModeGlobal));
+                for (int i = 0; i < launches; ++i) var.fn(k, devs[i % sets], rows, h, sms);
+                CHECK(cudaStreamEndCapture(g_stream, &graph));
+                CHECK(cudaGraphInstantiate(&exec, graph, 0));
+                CHECK(cudaGraphLaunch(exec, g_stream));
                 std::vector<float> t;
                 for (int rep = 0; rep < 7; ++rep) {
-                    CHECK(cudaEventRecord(a));
-                    for (int i = 0; i < launches; ++i) var.fn(k, devs[i % sets], rows, h, sms);
-                    CHECK(cudaEventRecord(b));
+                    CHECK(cudaEventRecord(a, g_stream));
+                    CHECK(cudaGraphLaunch(exec, g_stream));
+                    CHECK(cudaEventRecord(b, g_stream));
                     CHECK(cudaEventSynchronize(b));
                     t.push_back(time_ms(a, b) * 1000.0f / launches);
                 }
+                CHECK(cudaGraphExecDestroy(exec));
+                CHECK(cudaGraphDestroy(graph));
                 std::sort(t.begin(), t.end());
                 const double us = t[t.size() / 2], gbs = double(e) * bytes_of(k) / (us * 1e-6) / 1e9;
                 std::printf("%8lldx%-5lld %-20s %-9s %9.2f %8.0f %6.1f%% %9.1e%s\n", (long long)rows,

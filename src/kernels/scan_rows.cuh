@@ -41,9 +41,9 @@ inline namespace PUFF_GPU_ABI {  // CUDA and HIP builds may share one library
 /// Tuning knobs, kept apart from the kernel bodies. `Items` consecutive steps
 /// per thread: as many as one 16-byte access of the widest input holds (4 for
 /// float32, 8 for the 16-bit floats), so that a thread's loads stay wide.
-template <int Items, int MinBlocksFast, int MinBlocksGroups = 4>
+template <int Items, int MinBlocksFast, int MinBlocksGroups = 4, int Threads = 256>
 struct row_scan_policy {
-    static constexpr int threads = 256;  ///< per block; a multiple of every warp width
+    static constexpr int threads = Threads;  ///< per block; a multiple of every warp width
     static constexpr int items = Items;
     static constexpr int round = threads * items;
     /// Whole-row blocks scan at most this many rounds one after another, unless
