@@ -159,9 +159,20 @@ void launch(kind k, const device_set& d, std::int64_t rows, std::int64_t h, int 
     const row_scan_plan plan = plan_row_scan<Policy>(rows, h, true, sms, Flat, Groups);
     const carry_slots<float> scratch{reinterpret_cast<unsigned char*>(d.out), h * 4, 4};
     cudaError_t e = cudaSuccess;
+    // launch_row_scan plans row groups for aligned vectors only: scalar groups launch here.
+    auto scan = [&](const auto& producer, const auto& epilogue) {
+        if constexpr (How == reads::scalar_groups) {
+            if (plan.layout != row_scan_plan::row_groups) return cudaErrorInvalidConfiguration;
+            scan_row_groups_kernel<Policy, false><<<unsigned(plan.blocks), unsigned(plan.threads), 0, g_stream>>>(
+                producer, epilogue, rows, h, plan.lanes_log2);
+            return cudaGetLastError();
+        } else {
+            return launch_row_scan<Policy, Vec, Flat>(plan, producer, epilogue, scratch, rows, h, g_stream);
+        }
+    };
     if (k == kind::puff) {
         const puff_producer<float> p{m(d.v), m(d.r), m(d.done), m(d.ratio), kGamma, kGamma * kLambda, kRho, kC};
-        e = launch_row_scan<Policy, Vec, Flat>(plan, p, store_advantage<float>{out}, scratch, rows, h, g_stream);
+        e = scan(p, store_advantage<float>{out});
     } else {
         const bool trunc = k == kind::gae_trunc, ratio = k == kind::vtrace;
         const float lam = k == kind::vtrace ? 1.0f : kLambda;
@@ -172,11 +183,11 @@ void launch(kind k, const device_set& d, std::int64_t rows, std::int64_t h, int 
                 trunc ? m(d.boot) : none, view{d.last, 1, 0}, h, kGamma, kGamma * lam, kRho, kC};
             if (k == kind::vtrace) {
                 const store_estimate<float, strided_view<float>, true> ep{out2, out, kGamma, kRhoPg, true, h};
-                e = launch_row_scan<Policy, Vec, Flat>(plan, p, ep, scratch, rows, h, g_stream);
+                e = scan(p, ep);
             } else {
                 const bool returns = k == kind::td_lambda;
                 const store_estimate<float, strided_view<float>> ep{returns ? nothing : out, returns ? out : nothing};
-                e = launch_row_scan<Policy, Vec, Flat>(plan, p, ep, scratch, rows, h, g_stream);
+                e = scan(p, ep);
             }
         };
         if constexpr (Known) {

@@ -126,12 +126,12 @@ cudaError_t launch_row_scan(const row_scan_plan& plan, const Producer& producer,
                 return cudaGetLastError();
             }
         case row_scan_plan::row_groups:
-            if constexpr (!Flat) {
-                scan_row_groups_kernel<Policy, Vec><<<blocks, static_cast<unsigned>(plan.threads), 0, stream>>>(
+            if constexpr (Vec && !Flat) {
+                scan_row_groups_kernel<Policy><<<blocks, static_cast<unsigned>(plan.threads), 0, stream>>>(
                     producer, epilogue, rows, horizon, plan.lanes_log2);
                 return cudaGetLastError();
             } else {
-                return cudaErrorInvalidValue;  // flat runs take whole-row blocks
+                return cudaErrorInvalidValue;  // planned for aligned vector access only
             }
         case row_scan_plan::whole_rows:
             scan_whole_rows_kernel<Policy, Vec, Flat><<<blocks, threads, 0, stream>>>(
