@@ -34,10 +34,21 @@ else
   timeout ${VARIANTS_LIMIT:-300} /tmp/variants ${SHAPES:+--shape $SHAPES} ${ONLY:+--variant $ONLY} > $L/variants.txt 2>&1
   echo "exit $?" >> $L/variants.txt; tail -2 $L/variants.txt
 fi
-if [ -x /tmp/variants2 ]; then
+if [ -x /tmp/variants2 ] && [ -n "${RUNS2:-}" ]; then  # RUNS2: as RUNS, for the second binary
+  for spec in $RUNS2; do
+    timeout ${VARIANTS_LIMIT:-300} /tmp/variants2 --shape ${spec%%:*} --variant ${spec#*:} >> $L/variants2.txt 2>&1
+    echo "exit $? ($spec)" >> $L/variants2.txt
+  done
+  grep -E "exit|MISMATCH|FAILED" $L/variants2.txt
+elif [ -x /tmp/variants2 ]; then
   timeout ${VARIANTS_LIMIT:-300} /tmp/variants2 ${SHAPES2:+--shape $SHAPES2} ${ONLY2:+--variant $ONLY2} > $L/variants2.txt 2>&1
   echo "exit $?" >> $L/variants2.txt; tail -2 $L/variants2.txt
 fi
+# The stores each binary's kernels issue (SASS), by width.
+for b in /tmp/variants /tmp/variants2; do
+  [ -x $b ] && { echo "$b:"; cuobjdump -sass $b | grep -oE "STG\.E[.A-Z0-9]*" | sort | uniq -c; } >> $L/sass-stores.txt 2>&1
+done
+cat $L/sass-stores.txt 2>/dev/null
 stamp variants
 SECTIONS="--section SpeedOfLight --section LaunchStats --section Occupancy --section WarpStateStats --section InstructionStats --section MemoryWorkloadAnalysis"
 for spec in ${NCU:-}; do
@@ -68,3 +79,5 @@ PY
   grep -E "^  [a-z_]+.*\(|Duration|DRAM Throughput|Executed Instructions  |Registers Per|Achieved Occupancy|Warp Cycles Per Issued|Grid Size|Block Size" $L/ncu-peer.txt | head -30
 fi
 stamp done
+# SASS_FUN=<mangled name>: that kernel's SASS from the first binary (for counting instructions).
+[ -n "${SASS_FUN:-}" ] && cuobjdump -sass -fun "$SASS_FUN" /tmp/variants > $L/sass-fun.txt 2>&1
