@@ -6,6 +6,7 @@
 #include <initializer_list>
 #include <optional>
 #include <string>
+#include <type_traits>
 
 #include "../gpu_backend.hpp"
 #include "launch.cuh"
@@ -105,8 +106,19 @@ void run_puff(const puff_arrays& a, const puff_params& params, cudaStream_t stre
     const std::int64_t rows = a.values.rows, horizon = a.values.cols;
     // Flat kernels serve whole-row plans only: split rows of flat arrays take the scalar ones.
     flat = flat && !vectorized && whole_rows_planned<scan_policy::items>(rows, horizon, sm_count);
-    const row_scan_plan plan = plan_row_scan<scan_policy>(rows, horizon, contiguous, sm_count, flat, vectorized);
     const carry_slots<T> scratch = carry_slots_of<T>(&a.advantages);
+    if constexpr (std::is_same_v<T, float>) {  // rows of >= 1024 steps (launch.cuh)
+        bool aligned_wide = vectorized;
+        for (const matrix* m : all) aligned_wide = aligned_wide && vectorizable(*m, long_row_policy::items);
+        if (aligned_wide && long_rows(rows, horizon, sm_count)) {
+            const row_scan_plan plan = plan_row_scan<long_row_policy>(rows, horizon, true, sm_count);
+            PUFF_GPU_CHECK((launch_row_scan<long_row_policy, true>(plan, producer, epilogue, scratch, rows, horizon,
+                                                                   stream)),
+                           device);
+            return;
+        }
+    }
+    const row_scan_plan plan = plan_row_scan<scan_policy>(rows, horizon, contiguous, sm_count, flat, vectorized);
     const cudaError_t launched =
         vectorized ? launch_row_scan<scan_policy, true>(plan, producer, epilogue, scratch, rows, horizon, stream)
         : flat     ? launch_row_scan<scan_policy, true, true>(plan, producer, epilogue, scratch, rows, horizon, stream)

@@ -97,6 +97,11 @@ void run_standard(const standard_arrays& a, const standard_params& p, cudaStream
                     T(p.gamma), T(p.gamma) * T(p.lambda), T(p.rho_clip), T(p.c_clip)};
                 const auto epilogue = standard_epilogue<T, PolicyGradient>(view_of<Out>(a.advantages),
                                                                           view_of<Out>(a.fused.returns), a, p);
+                if constexpr (std::is_same_v<In, float> && !PolicyGradient) {
+                    if (layout.long_rows)  // launch.cuh: rows of >= 1024 steps
+                        return launch_vector_scan<long_row_policy>(vector_access::aligned, producer, epilogue,
+                                                                   scratch, rows, horizon, device, stream);
+                }
                 using Inputs = decltype(inputs);
                 constexpr bool may_be_plain = !std::is_same_v<Inputs, inputs_known<true, false>> &&
                                               !std::is_same_v<Inputs, inputs_known<true, true>>;
@@ -167,6 +172,11 @@ void run_puff_general(const puff_arrays& a, const puff_params& p, cudaStream_t s
                 view_of<const In>(a.importance), T(p.gamma), gamma_lambda, T(p.rho_clip), T(p.c_clip)};
             const store_estimate<T, strided_view<Out>> epilogue{view_of<Out>(advantages),
                                                                 view_of<Out>(a.fused.returns)};
+            if constexpr (std::is_same_v<In, float>) {
+                if (layout.long_rows)  // launch.cuh: rows of >= 1024 steps
+                    return launch_vector_scan<long_row_policy>(vector_access::aligned, producer, epilogue, scratch,
+                                                               rows, horizon, device, stream);
+            }
             launch_vector_scan<policy_for<In>>(layout.access(), producer, epilogue, scratch, rows, horizon, device,
                                                stream);
         });

@@ -105,6 +105,7 @@ struct call_layout {
     bool flat = true, flat_wide = true;  ///< every array one packed run aligned to items (2 * items)
     bool flags_mixed = false, outputs_mixed = false, has_flags = false, has_outputs = false;
     bool small = false;  ///< too few steps for the wide policy to fill the GPU (plan)
+    bool long_rows = false;  ///< float32 rows for long_row_policy (launch.cuh), aligned to its 8 steps (plan)
 
     call_layout(dtype t) : float_type(t), items(items_for(t)) {}
 
@@ -144,15 +145,14 @@ struct call_layout {
     bool fast() const { return access() != vector_access::none && !flags_mixed && !outputs_mixed; }
     /// Plans for the call's size. Flat access serves whole-row plans only
     /// (whole_rows_planned, launch.cuh): split rows of flat arrays take the
-    /// generic kernels. The wide policy serves whole rows of at least 16384
-    /// steps per SM (2048 threads of 8 steps): below that a call is bound by
-    /// each thread's chain of dependent instructions, which 2 * items steps
-    /// make longer (Nsight Compute, H200, GAE at 1024x128: 128 blocks of 128
-    /// threads, 4 warps an SM, 4672 active cycles against rl-triton's 2297).
+    /// generic kernels. The wide policy serves calls that are not small_call
+    /// (launch.cuh): there 2 * items steps make each thread's chain longer.
     void plan(std::int64_t rows, std::int64_t horizon, int device) {
         int sm_count = 0;
         PUFF_GPU_CHECK(cudaDeviceGetAttribute(&sm_count, cudaDevAttrMultiProcessorCount, device), device);
-        small = horizon <= 2048 && rows * horizon < std::int64_t(sm_count) * 16384;
+        small = small_call(rows, horizon, sm_count);
+        long_rows = float_type == dtype::float32 && vectorized_wide && !flags_mixed && !outputs_mixed &&
+                    gpu::long_rows(rows, horizon, sm_count);
         if (!flat && !flat_wide) return;
         const bool half = items == 8;
         flat = flat && (half ? whole_rows_planned<8>(rows, horizon, sm_count)

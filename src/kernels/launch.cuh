@@ -88,6 +88,31 @@ row_scan_plan plan_row_scan(std::int64_t rows, std::int64_t horizon, bool time_c
     return plan;
 }
 
+/// Whether a call is too small for a thread's chain of 2 * items steps: below
+/// 16384 steps per SM (2048 threads of 8 steps) of rows of at most 2048 steps,
+/// a call is bound by each thread's chain of dependent instructions (Nsight
+/// Compute, H200, GAE at 1024x128: 128 blocks of 128 threads, 4 warps an SM,
+/// 4672 active cycles against rl-triton's 2297).
+inline bool small_call(std::int64_t rows, std::int64_t horizon, int sm_count) {
+    return horizon <= 2048 && rows * horizon < std::int64_t(sm_count) * 16384;
+}
+
+/// float32 rows of at least 1024 steps (aligned to 8 elements): block kernels
+/// of 128 threads with 8 steps each, never row groups. A block's round holds a
+/// row of 1024 steps and loads all of it at once, where a row group loads it in
+/// 4 rounds one after another. H200, benchmarks/gpu_scan_variants.cu, CUDA-graph
+/// replays, 2026-12-02, against the kernels used before: 4096x1024 GAE with
+/// truncations 27.2 -> 26.0 us, the puff advantage 23.3 -> 22.1, GAE and
+/// TD(lambda) within 1.5 %; 2048x2048 GAE 19.3 -> 18.9, TD(lambda) 19.6 -> 18.9;
+/// split rows: 64x16384 GAE 14.5 -> 13.9, with truncations 18.1 -> 16.8, puff
+/// 17.1 -> 14.9; 8x131072 with truncations 22.4 -> 20.3, puff 21.4 -> 18.5, but
+/// GAE 17.0 -> 17.4 and TD(lambda) 16.8 -> 17.5. V-trace keeps its policy
+/// (8 steps spill: 6-26 bytes, ptxas; 28.5 against 28.8 us at 4096x1024).
+using long_row_policy = row_scan_policy<8, 8, 4, 128, 0>;
+inline bool long_rows(std::int64_t rows, std::int64_t horizon, int sm_count) {
+    return horizon >= long_row_policy::round && !small_call(rows, horizon, sm_count);
+}
+
 /// Whether flat arrays of [rows, horizon] with `items` steps per thread get
 /// whole-row blocks: flat kernels serve those only (split rows' segments start
 /// anywhere in the run), and the host picks other kernels for the rest.
@@ -126,12 +151,12 @@ cudaError_t launch_row_scan(const row_scan_plan& plan, const Producer& producer,
                 return cudaGetLastError();
             }
         case row_scan_plan::row_groups:
-            if constexpr (Vec && !Flat) {
+            if constexpr (Vec && !Flat && Policy::max_group_rounds > 0) {
                 scan_row_groups_kernel<Policy><<<blocks, static_cast<unsigned>(plan.threads), 0, stream>>>(
                     producer, epilogue, rows, horizon, plan.lanes_log2);
                 return cudaGetLastError();
             } else {
-                return cudaErrorInvalidValue;  // planned for aligned vector access only
+                return cudaErrorInvalidValue;  // planned for aligned vector access and policies with groups only
             }
         case row_scan_plan::whole_rows:
             scan_whole_rows_kernel<Policy, Vec, Flat><<<blocks, threads, 0, stream>>>(

@@ -41,7 +41,9 @@ inline namespace PUFF_GPU_ABI {  // CUDA and HIP builds may share one library
 /// Tuning knobs, kept apart from the kernel bodies. `Items` consecutive steps
 /// per thread: as many as one 16-byte access of the widest input holds (4 for
 /// float32, 8 for the 16-bit floats), so that a thread's loads stay wide.
-template <int Items, int MinBlocksFast, int MinBlocksGroups = 4, int Threads = 256>
+/// `GroupRounds` 0: never row groups (block kernels for every whole-row call).
+template <int Items, int MinBlocksFast, int MinBlocksGroups = 4, int Threads = 256,
+          int GroupRounds = PUFF_MAX_GROUP_ROUNDS>
 struct row_scan_policy {
     static constexpr int threads = Threads;  ///< per block; a multiple of every warp width
     static constexpr int items = Items;
@@ -51,7 +53,7 @@ struct row_scan_policy {
     static constexpr int max_rounds_whole_row = 4;
     /// Rows of aligned vector arrays up to this many rounds of a warp
     /// (32 * items steps each) take the row-group kernels (scan_row_groups.cuh).
-    static constexpr int max_group_rounds = PUFF_MAX_GROUP_ROUNDS;
+    static constexpr int max_group_rounds = GroupRounds;
     /// Occupancy asked for the row-group kernels: each group keeps its row's
     /// array pointers across rounds, so they need more registers than the
     /// block kernels (ptxas, float32: 4 steps spilled 24-164 bytes at 6-8

@@ -116,12 +116,7 @@ __device__ __forceinline__ void store_run(S* p, const S (&x)[N]) {
     word w[bytes / chunk];
     __builtin_memcpy(w, x, bytes);
 #pragma unroll
-    for (int i = 0; i < bytes / chunk; ++i) {
-        if constexpr (chunk == 16)
-            store_16_bytes(reinterpret_cast<word*>(p) + i, w[i]);  // vendor.cuh: stays one store
-        else
-            reinterpret_cast<word*>(p)[i] = w[i];
-    }
+    for (int i = 0; i < bytes / chunk; ++i) reinterpret_cast<word*>(p)[i] = w[i];
 }
 
 // ---- strided_view<S>: storage type known at compile time --------------------

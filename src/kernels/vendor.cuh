@@ -88,16 +88,5 @@ __device__ __forceinline__ S shfl_down_struct(const S& s, unsigned delta) {
     return r;
 }
 
-/// One 16-byte store. CUDA: by the store intrinsic, since nvcc 13 split plain
-/// uint4 stores of the row-scan kernels into four 4-byte stores (PTX
-/// st.global.f32 x4, 2026-12-02) where the loads stayed 16 bytes.
-__device__ __forceinline__ void store_16_bytes(void* p, uint4 v) {
-#if defined(PUFF_HIP) || defined(PUFF_PLAIN_STORES)  // PUFF_PLAIN_STORES: the harness's A/B
-    *static_cast<uint4*>(p) = v;
-#else
-    __stwb(static_cast<uint4*>(p), v);
-#endif
-}
-
 }  // namespace PUFF_GPU_ABI
 }  // namespace puffadv::gpu

@@ -143,8 +143,11 @@ def test_flat_rows_match_the_cpu(rng, name, dtype, shape):
 
 # Aligned rows (horizons multiples of 8): the row groups and whole-row blocks with
 # every combination of optional inputs fixed at compile time (GAE with and without
-# truncations and importance ratios), and V-trace's 8-step kernel for rows of 8 steps.
-ALIGNED_SHAPES = [(3001, 8), (257, 16), (1000, 64), (129, 128), (33, 1024)]
+# truncations and importance ratios), V-trace's 8-step kernel for rows of 8 steps,
+# and float32 rows of >= 1024 steps in calls that are not small (long_row_policy,
+# launch.cuh): whole rows of one round (2200, 1024) and of four (3, 4096), split
+# rows (2, 16384).
+ALIGNED_SHAPES = [(3001, 8), (257, 16), (1000, 64), (129, 128), (33, 1024), (2200, 1024), (3, 4096), (2, 16384)]
 
 
 @needs_gpu
@@ -237,3 +240,19 @@ def test_each_layout_takes_its_kernel(rng, name):
         got = _scan_kernels(_puffadv_kernels_launched(lambda: _run(name, e, np.float32, "cuda", layout)))
         assert got, f"{name}: no whole-row scan kernel seen: the check is blind"
         assert set(got) == {want}, f"{name} {rows}x{horizon} {layout}: {got}, want {want}"
+
+
+@needs_gpu
+@pytest.mark.skipif(UNDER_SANITIZER, reason="the profiler and the sanitizer both want CUPTI")
+@pytest.mark.parametrize("name", ["gae/last_value+importance", "gae/bootstrap_values", "td_lambda/last_value",
+                                  "puff", "puff/fused", "vtrace/last_value"])
+def test_long_rows_take_their_kernel(rng, name):
+    """float32 rows of >= 1024 steps in a call that is not small take the
+    vector block kernels (long_row_policy, launch.cuh), not row groups; V-trace
+    keeps its row groups there, and a small call of such rows too."""
+    cases = {(2200, 1024): "groups" if name.startswith("vtrace") else "aligned", (33, 1024): "groups"}
+    for (rows, horizon), want in cases.items():
+        e = _episodes(rng, rows, horizon)
+        got = _scan_kernels(_puffadv_kernels_launched(lambda: _run(name, e, np.float32, "cuda")))
+        assert got, f"{name}: no whole-row scan kernel seen: the check is blind"
+        assert set(got) == {want}, f"{name} {rows}x{horizon}: {got}, want {want}"
