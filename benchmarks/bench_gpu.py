@@ -153,7 +153,11 @@ def bench_shape(rows, horizon, copy_bw, naive_kernel, args):
         if not err <= 1e-5:
             raise SystemExit(f"{rows}x{horizon}: puffadv differs from the naive kernel: {err:.2e}")
 
-    calls = max(2, min(200, int(2e9 // max(nbytes, 1) // 10)))
+    # At least 20 calls a graph, as copy_time_us: with 2 (the old floor, taken
+    # from 8 MB up), the graph's own launch added ~3 us to each call (H200,
+    # 2026-12-02: the puff advantage at 4096x1024 25.4 us here, 22.0 in the
+    # harness's graph of 100 launches).
+    calls = max(20, min(200, int(2e9 // max(nbytes, 1) // 10)))
     row["puffadv_us"] = median_time_us(
         lambda i: puffadv.compute_puff_advantage(*data[i % sets], outs[i % sets], **PARAMS),
         calls, args.repeats)

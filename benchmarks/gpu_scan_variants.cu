@@ -145,13 +145,14 @@ cudaStream_t g_stream = nullptr;  ///< where launches go (graph capture needs a 
 /// the case reads (inputs_known), else it looks at run time.
 /// How a variant reads its rows: block kernels of aligned vectors (scan_rows.cuh),
 /// row groups of aligned vectors (scan_row_groups.cuh), flat block kernels (one
-/// packed run, any horizon), row groups of scalar loads (any horizon).
-enum class reads { blocks, groups, flat, scalar_groups };
+/// packed run, any horizon). Row groups of scalar loads (any horizon) were tried
+/// on 2026-12-02 and lost everywhere: 8192x91 GAE 9.0-10.5 against the flat
+/// kernels' 6.4 us (docs/benchmarks.md).
+enum class reads { blocks, groups, flat };
 
 template <typename Policy, reads How = reads::blocks, bool Known = false>
 void launch(kind k, const device_set& d, std::int64_t rows, std::int64_t h, int sms) {
-    constexpr bool Groups = How == reads::groups || How == reads::scalar_groups;
-    constexpr bool Flat = How == reads::flat, Vec = How != reads::scalar_groups;
+    constexpr bool Groups = How == reads::groups, Flat = How == reads::flat;
     using view = strided_view<const float>;
     const view none{nullptr, 0, 0};
     auto m = [&](const float* p) { return view{p, h, 1}; };
@@ -159,16 +160,8 @@ void launch(kind k, const device_set& d, std::int64_t rows, std::int64_t h, int 
     const row_scan_plan plan = plan_row_scan<Policy>(rows, h, true, sms, Flat, Groups);
     const carry_slots<float> scratch{reinterpret_cast<unsigned char*>(d.out), h * 4, 4};
     cudaError_t e = cudaSuccess;
-    // launch_row_scan plans row groups for aligned vectors only: scalar groups launch here.
     auto scan = [&](const auto& producer, const auto& epilogue) {
-        if constexpr (How == reads::scalar_groups) {
-            if (plan.layout != row_scan_plan::row_groups) return cudaErrorInvalidConfiguration;
-            scan_row_groups_kernel<Policy, false><<<unsigned(plan.blocks), unsigned(plan.threads), 0, g_stream>>>(
-                producer, epilogue, rows, h, plan.lanes_log2);
-            return cudaGetLastError();
-        } else {
-            return launch_row_scan<Policy, Vec, Flat>(plan, producer, epilogue, scratch, rows, h, g_stream);
-        }
+        return launch_row_scan<Policy, true, Flat>(plan, producer, epilogue, scratch, rows, h, g_stream);
     };
     if (k == kind::puff) {
         const puff_producer<float> p{m(d.v), m(d.r), m(d.done), m(d.ratio), kGamma, kGamma * kLambda, kRho, kC};
@@ -230,14 +223,11 @@ const variant kVariants[] = {
     {"bk2t64", launch<row_scan_policy<2, 16, 4, 64>, reads::blocks, true>},
     {"bk4t64", launch<row_scan_policy<4, 16, 4, 64>, reads::blocks, true>},
     {"bk2t128", launch<row_scan_policy<2, 8, 4, 128>, reads::blocks, true>},
-    // any horizon: "fk" flat block kernels (the library's choice for unaligned rows),
-    // "sk" row groups of scalar loads
+    // any horizon: "fk" flat block kernels (the library's choice for unaligned rows)
     {"fk4x6", launch<row_scan_policy<4, 6>, reads::flat, true>},
     {"fk4x4", launch<row_scan_policy<4, 4>, reads::flat, true>},
-    {"sk4x4", launch<row_scan_policy<4, 4, 4>, reads::scalar_groups, true>},
-    {"sk4x6", launch<row_scan_policy<4, 6, 6>, reads::scalar_groups, true>},
-    {"sk2x8", launch<row_scan_policy<2, 8, 8>, reads::scalar_groups, true>},
-    {"sk4x6t64", launch<row_scan_policy<4, 6, 6, 64>, reads::scalar_groups, true>}};
+    // the library's long_row_policy (launch.cuh)
+    {"long", launch<long_row_policy, reads::blocks, true>}};
 
 double rel_error(const std::vector<float>& got, const std::vector<double>& want) {
     double num = 0, den = 0;

@@ -43,7 +43,7 @@ if [ "${QUICK:-0}" = 1 ]; then
 echo "pytest-gpu: $(grep -E ' passed| failed' $L/pytest-gpu.txt | tail -1) $(tail -1 $L/pytest-gpu.txt)"
 grep -E "^FAILED|^ERROR" $L/pytest-gpu.txt | head -20
 else
-( san memcheck python3 -m pytest -q -p no:cacheprovider tests/python/test_gpu_flat_rows.py -k "(match_the_cpu and float32 and (shape4 or shape8)) or (nan_stays and shape1)"
+( san memcheck python3 -m pytest -q -p no:cacheprovider tests/python/test_gpu_flat_rows.py -k "(match_the_cpu and float32 and (shape4 or shape8)) or (nan_stays and shape1) or (aligned and (shape6 or shape7))"
   san memcheck python3 -m pytest -q -p no:cacheprovider tests/python/test_gpu.py tests/python/test_gpu_family.py -k "every_layout and float32" ) & p1=$!
 ( san racecheck python3 -m pytest -q -p no:cacheprovider tests/python/test_gpu_flat_rows.py -k "match_the_cpu and float32 and shape8"
   san racecheck python3 -m pytest -q -p no:cacheprovider tests/python/test_gpu_family.py -k "every_layout and float32" ) & p2=$!
@@ -76,7 +76,7 @@ timeout ${FAM_LIMIT:-$(share 2)} python3 benchmarks/bench_conventions.py --secti
 stamp family-bench
 }
 if [ "${BENCH_FIRST:-0}" = 1 ]; then run_peer_benches; run_tests; else run_tests; run_peer_benches; fi
-timeout $(share 3) python3 benchmarks/bench_gpu.py --quick --shapes 8192x91,8192x64,65536x128 --markdown $L/puff-bench.md > $L/puff-bench.txt 2>&1; tail -6 $L/puff-bench.txt
+timeout $(share 3) python3 benchmarks/bench_gpu.py --quick --shapes ${PUFF_SHAPES:-8192x91,8192x64,65536x128} --markdown $L/puff-bench.md > $L/puff-bench.txt 2>&1; tail -6 $L/puff-bench.txt
 stamp puff-bench
 timeout $(share 2) python3 benchmarks/bench_overhead.py --quick --json $L/overhead.json > $L/overhead.txt 2>&1; tail -24 $L/overhead.txt
 stamp overhead

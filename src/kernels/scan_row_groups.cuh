@@ -49,7 +49,7 @@ constexpr int min_group_blocks_for() {
 /// warps, or scan identities where a warp holds real rows too (shuffles need
 /// every lane). Places come from shifts: a 64-bit division by a runtime value
 /// is a long subroutine per thread, as much as a round of 4 steps costs.
-template <typename Policy, bool Vec = true, typename Producer, typename Epilogue>
+template <typename Policy, typename Producer, typename Epilogue>
 __global__ void __launch_bounds__(Policy::threads, (min_group_blocks_for<Policy, Producer>()))
 scan_row_groups_kernel(Producer producer, Epilogue epilogue, std::int64_t rows, std::int64_t horizon,
                        int lanes_log2) {
@@ -77,18 +77,11 @@ scan_row_groups_kernel(Producer producer, Epilogue epilogue, std::int64_t rows, 
     for (int r = rounds - 1; r >= 0; --r) {
         const std::int64_t t = (std::int64_t(r) << chunk_log2) + sub * items;
         const bool valid = row < rows && t < horizon;
-        // !Vec (rows of any start and horizon): the row's end may fall inside a thread's items.
-        const bool last_step = Vec ? t + items == horizon : t + items >= horizon;
+        const bool last_step = t + items == horizon;
         const item_places<items, false> at{row, t};
 
         step s[items] = {};
-        if constexpr (Vec) {
-            if (valid) producer.load_items(at, s);
-        } else {
-#pragma unroll
-            for (int j = 0; j < items; ++j)
-                if (valid && t + j < horizon) s[j] = producer.load(row, t + j);
-        }
+        if (valid) producer.load_items(at, s);
         ahead after{};
         if constexpr (!std::is_empty_v<ahead>) {
             after = shfl_down_struct<warp>(Producer::ahead(s[0]), 1);
@@ -100,8 +93,8 @@ scan_row_groups_kernel(Producer producer, Epilogue epilogue, std::int64_t rows, 
 #pragma unroll
         for (int j = 0; j < items; ++j) {
             const ahead next = j + 1 < items ? Producer::ahead(s[j + 1]) : after;
-            const bool row_end = Vec ? j == items - 1 && last_step : t + j == horizon - 1;
-            m[j] = valid && (Vec || t + j < horizon) ? producer.map(s[j], next, row_end) : identity_map<T>();
+            const bool row_end = j == items - 1 && last_step;
+            m[j] = valid ? producer.map(s[j], next, row_end) : identity_map<T>();
             if (row_end) m[j].k = T(0);  // the cut (A after the row is 0 here, never inf or NaN)
         }
         affine<T> mine = m[items - 1];
@@ -124,15 +117,7 @@ scan_row_groups_kernel(Producer producer, Epilogue epilogue, std::int64_t rows, 
         T x = a_after;
 #pragma unroll
         for (int j = items - 1; j >= 0; --j) out[j] = x = advance(m[j], x);
-        if constexpr (Vec) {
-            if (valid) epilogue.store_items(at, out, s, a_after, after);
-        } else {
-#pragma unroll
-            for (int j = 0; j < items; ++j)
-                if (valid && t + j < horizon)
-                    epilogue.store(row, t + j, out[j], s[j], j + 1 < items ? out[j + 1] : a_after,
-                                   j + 1 < items ? Producer::ahead(s[j + 1]) : after);
-        }
+        if (valid) epilogue.store_items(at, out, s, a_after, after);
         if (r > 0) carry = shfl<warp>(a_first, lane - sub);  // A at the round's first step
     }
 }

@@ -68,11 +68,9 @@ struct standard_producer {
     static __device__ __forceinline__ step make_step(T value, T reward, T term, T trunc, T ratio) {
         return {value, reward, ratio, std::uint32_t(term != T(0)) | (std::uint32_t(trunc != T(0)) << 1)};
     }
-    /// V'_t at a row's last step: bootstrap_values there, else last_value. One
-    /// load from a selected place, not a branch between two loads.
+    /// V'_t at a row's last step: bootstrap_values there, else last_value.
     __device__ __forceinline__ T end_bootstrap(std::int64_t row) const {
-        const bool at_end = present(bootstrap_values);
-        return read<T>(at_end ? bootstrap_values : last_value, row, at_end ? horizon - 1 : 0);
+        return present(bootstrap_values) ? read<T>(bootstrap_values, row, horizon - 1) : read<T>(last_value, row, 0);
     }
     /// Folds gamma V'_t into the reward of a step that is not terminated.
     __device__ __forceinline__ void bootstrap(step& s, T v_next) const {
@@ -93,19 +91,15 @@ struct standard_producer {
     /// The N steps at `at`. The bootstrap of a row's last step is loaded
     /// with the other inputs (its address does not depend on them): a load that
     /// waited for the flags put a second memory round trip into every block.
-    /// It is issued after the vector loads (PUFF_END_BOOTSTRAP_FIRST: before,
-    /// the harness's A/B). With truncations, bootstrap_values is read like the
-    /// other inputs (one vector load, used where the step is truncated or the
-    /// row's last): a branch and a scalar load per truncated step cost more
-    /// than the bytes.
+    /// With truncations, bootstrap_values is read like the other inputs (one
+    /// vector load, used where the step is truncated or the row's last): a
+    /// branch and a scalar load per truncated step cost more than the bytes.
     template <int N, bool Flat>
     __device__ __forceinline__ void load_items(const item_places<N, Flat>& at, step (&s)[N]) const {
         T v[N], r[N], d[N], u[N], w[N];
         const bool truncations = has_truncations();
         const bool holds_end = at.holds_end(horizon);  // at.row's end
-#if defined(PUFF_END_BOOTSTRAP_FIRST)
         const T end_value = holds_end && !truncations ? end_bootstrap(at.row) : T(0);
-#endif
         read_items(values, at.row, at.t, v);
         read_items(rewards, at.row, at.t, r);
         read_items(terminated, at.row, at.t, d);
@@ -117,9 +111,6 @@ struct standard_producer {
             read_items(importance, at.row, at.t, w);
         else
             for (int j = 0; j < N; ++j) w[j] = T(1);
-#if !defined(PUFF_END_BOOTSTRAP_FIRST)
-        const T end_value = holds_end && !truncations ? end_bootstrap(at.row) : T(0);
-#endif
 #pragma unroll
         for (int j = 0; j < N; ++j) s[j] = make_step(v[j], r[j], d[j], u[j], w[j]);
         if (truncations) {
