@@ -244,6 +244,36 @@ float time_ms(cudaEvent_t a, cudaEvent_t b) {
     return ms;
 }
 
+/// Device time of one call as bench_conventions.py measures it: the median of 7
+/// replays of a CUDA graph of `calls` calls of enqueue(i) on g_stream, per call.
+template <typename Enqueue>
+double graph_time_us(int calls, Enqueue&& enqueue) {
+    cudaEvent_t a, b;
+    CHECK(cudaEventCreate(&a));
+    CHECK(cudaEventCreate(&b));
+    cudaGraph_t graph;
+    cudaGraphExec_t exec;
+    CHECK(cudaStreamBeginCapture(g_stream, cudaStreamCaptureModeGlobal));
+    for (int i = 0; i < calls; ++i) enqueue(i);
+    CHECK(cudaStreamEndCapture(g_stream, &graph));
+    CHECK(cudaGraphInstantiate(&exec, graph, 0));
+    CHECK(cudaGraphLaunch(exec, g_stream));
+    std::vector<float> t;
+    for (int rep = 0; rep < 7; ++rep) {
+        CHECK(cudaEventRecord(a, g_stream));
+        CHECK(cudaGraphLaunch(exec, g_stream));
+        CHECK(cudaEventRecord(b, g_stream));
+        CHECK(cudaEventSynchronize(b));
+        t.push_back(time_ms(a, b) * 1000.0f / calls);
+    }
+    CHECK(cudaGraphExecDestroy(exec));
+    CHECK(cudaGraphDestroy(graph));
+    CHECK(cudaEventDestroy(a));
+    CHECK(cudaEventDestroy(b));
+    std::sort(t.begin(), t.end());
+    return t[t.size() / 2];
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -300,7 +330,8 @@ int main(int argc, char** argv) {
     const kind kinds[] = {kind::gae_last, kind::gae_trunc, kind::td_lambda, kind::vtrace, kind::puff};
     int failures = 0;
     std::printf("%-14s %-20s %-9s %9s %8s %7s %9s\n", "shape", "case", "variant", "us", "GB/s", "%copy", "rel err");
-    for (auto [rows, h] : shapes) {
+    for (const auto& shape : shapes) {
+        const std::int64_t rows = shape.first, h = shape.second;
         const std::size_t e = std::size_t(rows * h);
         // Sets of inputs cycled so that the timed launches read past the 60 MB L2
         // (3x its size, as bench_conventions.py): small calls then wait for DRAM
@@ -323,28 +354,12 @@ int main(int argc, char** argv) {
             CHECK(cudaMalloc(&dst, n * 4));
             CHECK(cudaMemset(src, 1, n * 4));
             const int copies = std::min(2000, std::max(20, int(2e9 / (e * 16.0))));
-            cudaGraph_t graph;
-            cudaGraphExec_t exec;
-            CHECK(cudaStreamBeginCapture(g_stream, cudaStreamCaptureModeGlobal));
-            for (int i = 0; i < copies; ++i)  // four buffers of n bytes in turn, past the L2
+            const double us = graph_time_us(copies, [&](int i) {  // four buffers of n bytes in turn, past the L2
                 CHECK(cudaMemcpyAsync(static_cast<char*>(dst) + (i % 4) * n, static_cast<char*>(src) + (i % 4) * n,
                                       n, cudaMemcpyDeviceToDevice, g_stream));
-            CHECK(cudaStreamEndCapture(g_stream, &graph));
-            CHECK(cudaGraphInstantiate(&exec, graph, 0));
-            CHECK(cudaGraphLaunch(exec, g_stream));
-            std::vector<float> t;
-            for (int rep = 0; rep < 7; ++rep) {
-                CHECK(cudaEventRecord(a, g_stream));
-                CHECK(cudaGraphLaunch(exec, g_stream));
-                CHECK(cudaEventRecord(b, g_stream));
-                CHECK(cudaEventSynchronize(b));
-                t.push_back(time_ms(a, b) * 1000.0f / copies);
-            }
-            CHECK(cudaGraphExecDestroy(exec));
-            CHECK(cudaGraphDestroy(graph));
+            });
             cudaFree(src), cudaFree(dst);
-            std::sort(t.begin(), t.end());
-            const double us = t[t.size() / 2], gbs = 2.0 * n / (us * 1e-6) / 1e9;
+            const double gbs = 2.0 * n / (us * 1e-6) / 1e9;
             std::printf("%8lldx%-5lld %-20s %-9s %9.2f %8.0f %6.1f%%\n", (long long)rows, (long long)h,
                         "copy of GAE's bytes", "memcpy", us, gbs, 100 * gbs / copy_gbs);
         }
@@ -371,28 +386,9 @@ int main(int argc, char** argv) {
                                 name_of(k), var.name, "-", "-", "-", err);
                     continue;
                 }
-                // Device time as bench_conventions.py measures it: replays of a
-                // CUDA graph of `launches` launches (no host launch cost).
                 const int launches = std::min(2000, std::max(20, int(2e9 / (e * 20.0))));
-                cudaGraph_t graph;
-                cudaGraphExec_t exec;
-                CHECK(cudaStreamBeginCapture(g_stream, cudaStreamCaptureModeGlobal));
-                for (int i = 0; i < launches; ++i) var.fn(k, devs[i % sets], rows, h, sms);
-                CHECK(cudaStreamEndCapture(g_stream, &graph));
-                CHECK(cudaGraphInstantiate(&exec, graph, 0));
-                CHECK(cudaGraphLaunch(exec, g_stream));
-                std::vector<float> t;
-                for (int rep = 0; rep < 7; ++rep) {
-                    CHECK(cudaEventRecord(a, g_stream));
-                    CHECK(cudaGraphLaunch(exec, g_stream));
-                    CHECK(cudaEventRecord(b, g_stream));
-                    CHECK(cudaEventSynchronize(b));
-                    t.push_back(time_ms(a, b) * 1000.0f / launches);
-                }
-                CHECK(cudaGraphExecDestroy(exec));
-                CHECK(cudaGraphDestroy(graph));
-                std::sort(t.begin(), t.end());
-                const double us = t[t.size() / 2], gbs = double(e) * bytes_of(k) / (us * 1e-6) / 1e9;
+                const double us = graph_time_us(launches, [&](int i) { var.fn(k, devs[i % sets], rows, h, sms); });
+                const double gbs = double(e) * bytes_of(k) / (us * 1e-6) / 1e9;
                 std::printf("%8lldx%-5lld %-20s %-9s %9.2f %8.0f %6.1f%% %9.1e%s\n", (long long)rows,
                             (long long)h, name_of(k), var.name, us, gbs, 100 * gbs / copy_gbs, err,
                             err <= 1e-5 ? "" : "  MISMATCH");
