@@ -24,22 +24,22 @@ wait
 stamp built
 # RUNS="RxH:variant,variant RxH:...": one harness run per shape with its own
 # variants (a variant that reads aligned vectors needs a horizon that allows them).
-if [ -n "${RUNS:-}" ]; then
-  for spec in $RUNS; do
-    timeout ${VARIANTS_LIMIT:-300} /tmp/variants --shape ${spec%%:*} --variant ${spec#*:} >> $L/variants.txt 2>&1
-    echo "exit $? ($spec)" >> $L/variants.txt
+run_specs(){  # binary log specs...
+  local bin=$1 log=$2; shift 2
+  for spec in "$@"; do
+    timeout ${VARIANTS_LIMIT:-300} $bin --shape ${spec%%:*} --variant ${spec#*:} >> $log 2>&1
+    echo "exit $? ($spec)" >> $log
   done
-  grep -E "exit|MISMATCH|FAILED" $L/variants.txt
+  grep -E "exit|MISMATCH|FAILED" $log
+}
+if [ -n "${RUNS:-}" ]; then
+  run_specs /tmp/variants $L/variants.txt $RUNS
 else
   timeout ${VARIANTS_LIMIT:-300} /tmp/variants ${SHAPES:+--shape $SHAPES} ${ONLY:+--variant $ONLY} > $L/variants.txt 2>&1
   echo "exit $?" >> $L/variants.txt; tail -2 $L/variants.txt
 fi
 if [ -x /tmp/variants2 ] && [ -n "${RUNS2:-}" ]; then  # RUNS2: as RUNS, for the second binary
-  for spec in $RUNS2; do
-    timeout ${VARIANTS_LIMIT:-300} /tmp/variants2 --shape ${spec%%:*} --variant ${spec#*:} >> $L/variants2.txt 2>&1
-    echo "exit $? ($spec)" >> $L/variants2.txt
-  done
-  grep -E "exit|MISMATCH|FAILED" $L/variants2.txt
+  run_specs /tmp/variants2 $L/variants2.txt $RUNS2
 elif [ -x /tmp/variants2 ]; then
   timeout ${VARIANTS_LIMIT:-300} /tmp/variants2 ${SHAPES2:+--shape $SHAPES2} ${ONLY2:+--variant $ONLY2} > $L/variants2.txt 2>&1
   echo "exit $?" >> $L/variants2.txt; tail -2 $L/variants2.txt

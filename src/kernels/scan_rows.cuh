@@ -38,10 +38,8 @@
 namespace puffadv::gpu {
 inline namespace PUFF_GPU_ABI {  // CUDA and HIP builds may share one library
 
-/// Tuning knobs, kept apart from the kernel bodies. `Items` consecutive steps
-/// per thread: as many as one 16-byte access of the widest input holds (4 for
-/// float32, 8 for the 16-bit floats), so that a thread's loads stay wide.
-/// `GroupRounds` 0: never row groups (block kernels for every whole-row call).
+/// Tuning knobs, kept apart from the kernel bodies. `Items` consecutive steps per thread: as many as one
+/// 16-byte access of the widest input holds (4 for float32, 8 for the 16-bit floats): a thread's loads stay wide.
 template <int Items, int MinBlocksFast, int MinBlocksGroups = 4, int Threads = 256,
           int GroupRounds = PUFF_MAX_GROUP_ROUNDS>
 struct row_scan_policy {
@@ -52,7 +50,7 @@ struct row_scan_policy {
     /// there are enough rows to fill the GPU anyway; longer rows are split.
     static constexpr int max_rounds_whole_row = 4;
     /// Rows of aligned vector arrays up to this many rounds of a warp
-    /// (32 * items steps each) take the row-group kernels (scan_row_groups.cuh).
+    /// (32 * items steps each) take the row-group kernels (scan_row_groups.cuh); 0: never.
     static constexpr int max_group_rounds = GroupRounds;
     /// Occupancy asked for the row-group kernels: each group keeps its row's
     /// array pointers across rounds, so they need more registers than the
