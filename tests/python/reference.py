@@ -45,6 +45,19 @@ def relative_error(out, ref) -> float:
     return float(np.linalg.norm(out - ref) / (scale if scale > 0 else 1.0))
 
 
+def sums_error(sums, rows) -> float:
+    """Row sums against the float64 [B, T] rows they sum: the largest |sum - sum(row)|
+    over sqrt(T) ||row||, the most that terms within relative_error of their own could
+    move it. relative_error of the sums alone is ill-conditioned where a row's terms
+    cancel: a float32 row of 150 terms of size 1-4 summing to 0.036 missed 1e-4 with
+    every term right to 1e-7 (CI, 2026-12-02, test_n_step_long_windows_match_the_reference).
+    A wrong or missing term still counts about 1 / (sqrt(T) ||row||) of its size."""
+    rows = np.asarray(rows, dtype=np.float64)
+    sums = np.asarray(sums, dtype=np.float64)
+    scale = np.sqrt(rows.shape[1]) * np.linalg.norm(rows, axis=1)
+    return float(np.max(np.abs(sums - rows.sum(1)) / np.where(scale > 0, scale, 1.0)))
+
+
 TOLERANCE = {np.dtype(np.float32): 1e-5, np.dtype(np.float64): 1e-12}
 
 
