@@ -17,8 +17,8 @@
 #include <string>
 #include <vector>
 
-#include "kernels/launch.cuh"
-#include "kernels/standard_steps.cuh"
+#include "gpu/launch.cuh"
+#include "gpu/standard_steps.cuh"
 
 using namespace puffadv::gpu;
 

@@ -1,7 +1,7 @@
 # HIP backend (AMD ROCm): PUFF_HIP=AUTO|ON|OFF. Sets PUFFADV_HAS_HIP (0/1),
 # defines puff_add_hip_sources(target) and appends to PUFF_GPU_ARCHITECTURES.
 #
-# The same kernel source as CUDA (src/kernels/*.cuh), compiled as LANGUAGE HIP by
+# The same kernel source as CUDA (src/gpu/*.cuh), compiled as LANGUAGE HIP by
 # a HIP-capable clang. Architectures:
 #   gfx90a  CDNA2 (MI210, MI250X), 64-wide wavefronts: the release default.
 #   gfx942  CDNA3 (MI300X) needs ROCm >= 5.7 device libraries (Debian 12's 5.2 lacks them).
@@ -106,10 +106,10 @@ string(STRIP "${PUFF_GPU_ARCHITECTURES} hip ${_puff_hip_archs} (${CMAKE_HIP_COMP
 message(STATUS "puffadv: HIP backend on: ${_puff_hip_archs}, ${_puff_hip_arch_reason}")
 
 # Like the CUDA sources: an object library of its own, joined to `target`.
-# PUFF_HIP selects the HIP names in src/kernels/vendor.cuh.
+# PUFF_HIP selects the HIP names in src/gpu/vendor.cuh.
 function(puff_add_hip_sources target)
-  set_source_files_properties(advantage_hip.cpp conventions_hip.cpp PROPERTIES LANGUAGE HIP)
-  add_library(puffadv_hip OBJECT advantage_hip.cpp conventions_hip.cpp)
+  set_source_files_properties(advantage_hip.cpp gpu/conventions_hip.cpp PROPERTIES LANGUAGE HIP)
+  add_library(puffadv_hip OBJECT advantage_hip.cpp gpu/conventions_hip.cpp)
   set_target_properties(puffadv_hip PROPERTIES
     POSITION_INDEPENDENT_CODE ON HIP_STANDARD 17 HIP_STANDARD_REQUIRED ON)
   target_compile_definitions(puffadv_hip PRIVATE PUFF_HIP=1)

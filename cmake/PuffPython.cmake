@@ -7,8 +7,9 @@ if(NOT nanobind_ROOT)
 endif()
 find_package(nanobind CONFIG REQUIRED)
 
-nanobind_add_module(_core NB_STATIC src/bindings.cpp src/bindings_arrays.cpp src/bindings_exchange.cpp
-                    src/bindings_export_errors.cpp src/bindings_conventions.cpp)
+nanobind_add_module(_core NB_STATIC src/bindings.cpp src/python/bindings_arrays.cpp src/python/bindings_exchange.cpp
+                    src/python/bindings_export_errors.cpp src/python/bindings_conventions.cpp)
+target_include_directories(_core PRIVATE "${PROJECT_SOURCE_DIR}/src")  # private headers by their path under src/
 target_link_libraries(_core PRIVATE puffadv)
 puff_configure_cxx_target(_core)
 # The core library sits in puffadv/lib inside the installed package.

@@ -81,6 +81,7 @@ if(PUFF_HAS_TORCH)
     src/torch/conventions_ops.cpp  # gae / td_lambda_returns / vtrace (issue 6)
   )
   target_include_directories(puffadv_torch SYSTEM PRIVATE "${PUFF_TORCH_ROOT}/include")
+  target_include_directories(puffadv_torch PRIVATE "${PROJECT_SOURCE_DIR}/src")  # private headers by their path under src/
   # libtorch_cpu holds every Stable ABI shim; linking it names the missing one
   # when a torch older than the floor loads the library.
   # dlopen/dlsym find the CUDA stream shim of a CUDA torch at run time (ops_cuda.cpp).

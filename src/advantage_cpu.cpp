@@ -12,9 +12,9 @@
 #include <algorithm>
 #include <cstdint>
 
-#include "cpu_scan.hpp"
-#include "cpu_threads.hpp"
-#include "gpu_backend.hpp"
+#include "cpu/cpu_scan.hpp"
+#include "cpu/cpu_threads.hpp"
+#include "core/gpu_backend.hpp"
 
 namespace puffadv::detail {
 namespace {

@@ -1,9 +1,21 @@
-// HIP backend: the same kernels (kernels/*.cuh) compiled as LANGUAGE HIP;
-// kernels/vendor.cuh maps the CUDA names (PUFF_HIP is set by the build).
-#include "kernels/backend.cuh"
+// HIP backend: the same kernels (gpu/*.cuh) compiled as LANGUAGE HIP;
+// gpu/vendor.cuh maps the CUDA names (PUFF_HIP is set by the build).
+#include "core/backends.hpp"
+#include "core/conventions_detail.hpp"
+#include "gpu/backend.cuh"
 
 namespace puffadv {
 namespace detail {
+
+// TEMPORARY router (to be replaced by the one GPU engine): the one backend call
+// of core/backends.hpp onto the GPU kernels as they are.
+void estimate_hip(const standard_arrays& arrays, const standard_params& params, gpu_stream stream) {
+    if (params.kind != estimator::puff_advantage) return standard_estimate_hip(arrays, params, stream);
+    const puff_arrays puff = as_puff_arrays(arrays);
+    if (puff_needs_general_kernel(puff)) return puff_advantage_general_hip(puff, as_puff_params(params), stream);
+    if (puff.values.cols == 0) return;
+    gpu::puff_advantage(puff, as_puff_params(params), stream);
+}
 
 void puff_advantage_hip(const puff_arrays& arrays, const puff_params& params, gpu_stream stream) {
     gpu::puff_advantage(arrays, params, stream);

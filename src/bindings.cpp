@@ -12,9 +12,9 @@
 #include <puffadv/fallback.hpp>
 #include <puffadv/puffadv.hpp>
 
-#include "bindings_arrays.hpp"
-#include "bindings_release.hpp"
-#include "bindings_conventions.hpp"
+#include "python/bindings_arrays.hpp"
+#include "python/bindings_release.hpp"
+#include "python/bindings_conventions.hpp"
 
 #if PUFF_HAS_JAX
 #include "jax/register.hpp"

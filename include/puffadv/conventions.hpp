@@ -40,6 +40,11 @@ enum class estimator : std::uint8_t {
     /// A = C, the FORWARD scan C_t = inputs_t + gamma lambda (1 - reset_t) C_{t-1}:
     /// episodic cumulative sums (gamma = lambda = 1) and eligibility traces.
     episodic_sum = 7,
+    /// PufferLib's puff advantage (SPEC section 1) as one more kind of the one call:
+    /// `terminated` holds PufferLib's `dones`, and rewards and dones are read at
+    /// t + 1 (PufferLib's index convention); values, importance and advantages are
+    /// required, `lambda` is gae_lambda. compute_puff_advantage is a wrapper over it.
+    puff_advantage = 8,
 };
 
 const char* estimator_name(estimator e) noexcept;

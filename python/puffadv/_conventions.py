@@ -232,7 +232,7 @@ def _family_core(rewards, values, terminated, truncated, last_value, bootstrap_v
 
 
 # The GPU backends produce these kinds' row sums only beside the advantages (the window and
-# the lookahead kernels sum what they store: src/kernels/conventions_family.cuh refuses the rest).
+# the lookahead kernels sum what they store: src/gpu/conventions_family.cuh refuses the rest).
 _GPU_SUMS_NEED_ADVANTAGES = frozenset({"n_step_returns", "retrace", "q_lambda"})
 
 

@@ -20,7 +20,7 @@ def call_core(kernel, framework: str, inputs, outputs, scalars, stream=None, out
     for in-place writes (`_torch_rules`); `output_names` name them in its errors.
     """
     # The kernel runs without the GIL, having read PUFFADV_NUM_THREADS with it
-    # (src/bindings_release.hpp).
+    # (src/python/bindings_release.hpp).
     if framework == "numpy" and stream is None:  # the common case: host memory, no stream
         kernel(*inputs, *outputs, *scalars, 0)
         return

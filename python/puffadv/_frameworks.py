@@ -203,7 +203,7 @@ def for_kernel(framework: str, inputs, outputs):
     >= 2.13's refuses a CUDA tensor off the current device (BufferError), while
     inputs on cuda:1 must work whatever the current device is. So the core
     imports plain torch.Tensor objects itself, through DLPack's C exchange API
-    (src/bindings_exchange.hpp), where torch has one (>= 2.10); with an older
+    (src/python/bindings_exchange.hpp), where torch has one (>= 2.10); with an older
     torch they go as capsules of torch.utils.dlpack.to_dlpack, the export that
     __dlpack__ ends with (and nanobind's fallback when __dlpack__ refuses).
     Neither refuses autograd history, and neither passes through a

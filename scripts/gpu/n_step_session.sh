@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# One device call for the n-step returns vector kernel (src/kernels/n_step_window.cuh),
+# One device call for the n-step returns vector kernel (src/gpu/n_step_window.cuh),
 # logs under $OUT/logs (packed into $OUT/n-step-logs.tar.gz):
 #   1. build (CUDA, sm_90, no torch/JAX layers);
 #   2. the n-step GPU tests (test_gpu_family.py's n-step cases, the vector-kernel

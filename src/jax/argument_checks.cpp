@@ -15,8 +15,8 @@
 #include <puffadv/conventions.hpp>
 #include <puffadv/puffadv.hpp>
 
-#include "../checks.hpp"
-#include "register.hpp"
+#include "core/checks.hpp"
+#include "jax/register.hpp"
 
 namespace nb = nanobind;
 

@@ -12,8 +12,8 @@
 
 #include <puffadv/conventions.hpp>
 
-#include "ffi_handlers.hpp"
-#include "ffi_views.hpp"
+#include "jax/ffi_handlers.hpp"
+#include "jax/ffi_views.hpp"
 
 namespace puffadv::jax {
 namespace {
@@ -170,7 +170,7 @@ auto gpu_binding() {
 XLA_FFI_DEFINE_HANDLER(cpu_f32, standard_estimate_cpu<float>, cpu_binding<float>());
 XLA_FFI_DEFINE_HANDLER(cpu_f64, standard_estimate_cpu<double>, cpu_binding<double>());
 
-// GPU handlers: the core runs the conventions' GPU kernels (src/conventions_cuda.cu)
+// GPU handlers: the core runs the conventions' GPU kernels (src/gpu/conventions_cuda.cu)
 // on XLA's stream. Not marked command-buffer compatible: that has not been tested
 // on a GPU for these kernels (the puff advantage's handlers are, and are tested).
 #if PUFFADV_HAS_CUDA

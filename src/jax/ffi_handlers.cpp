@@ -2,13 +2,13 @@
 // FFI API (xla/ffi/api/ffi.h from jax.ffi.include_dir()); nothing links jaxlib.
 // Each handler turns XLA's buffers into puffadv::matrix views and calls the
 // core's compute_puff_advantage, so every argument check is the core's own.
-#include "ffi_handlers.hpp"
+#include "jax/ffi_handlers.hpp"
 
 #include <utility>
 
 #include <puffadv/puffadv.hpp>
 
-#include "ffi_views.hpp"
+#include "jax/ffi_views.hpp"
 
 namespace puffadv::jax {
 namespace {

@@ -1,8 +1,8 @@
 // Exports the XLA FFI handlers as PyCapsules, the form jax.ffi.register_ffi_target
 // takes, plus the facts python/puffadv/jax.py needs to refuse an older jaxlib.
-#include "register.hpp"
+#include "jax/register.hpp"
 
-#include "ffi_handlers.hpp"
+#include "jax/ffi_handlers.hpp"
 
 namespace nb = nanobind;
 

@@ -16,8 +16,8 @@
 
 #include <puffadv/conventions.hpp>
 
-#include "../conventions_detail.hpp"
-#include "ops.hpp"
+#include "core/conventions_detail.hpp"
+#include "torch/ops.hpp"
 
 namespace puffadv::torch_ops {
 namespace {

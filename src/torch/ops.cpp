@@ -1,7 +1,7 @@
 // torch.ops.puffadv: the schemas (written once, here), the CPU kernels and the
 // tensor -> matrix translation. Every argument check is the core's
 // find_puff_problem, so messages match the Python API's word for word.
-#include "ops.hpp"
+#include "torch/ops.hpp"
 
 #include <stdexcept>
 #include <string>

@@ -9,7 +9,7 @@
 // on the host, counted by the core (puffadv.torch turns the first one into its
 // RuntimeWarning: a c10 warning from a torch.ops call only reaches stderr), or
 // refused under PUFFADV_FALLBACK=error.
-#include "ops.hpp"
+#include "torch/ops.hpp"
 
 #include <dlfcn.h>
 

@@ -35,7 +35,7 @@ PARAMS = dict(gamma=0.99, gae_lambda=0.95, rho_clip=5.0, c_clip=1.0)
 # Carries that survive ~1000s of steps: they must cross rounds, blocks and segments.
 LONG_MEMORY = dict(gamma=0.999, gae_lambda=1.0, rho_clip=1.0, c_clip=1.0)
 
-# Shapes that reach each layout of src/kernels/launch.cuh (round = 1024 steps):
+# Shapes that reach each layout of src/gpu/launch.cuh (round = 1024 steps):
 # Row groups (scan_row_groups.cuh: aligned rows of up to 8 warp rounds): (7, 4)
 # one lane a row, (33, 36) 16 lanes for 9 steps' worth (the last warp half
 # real rows), (50, 1000) and (129, 520) several rounds, the first partial.

@@ -188,7 +188,7 @@ def test_family_nan_stays_in_its_row(rng, name, shape):
         assert np.isnan(dirty[out][1]).any(), out
 
 
-# ---- the n-step vector kernel (src/kernels/n_step_window.cuh) ----
+# ---- the n-step vector kernel (src/gpu/n_step_window.cuh) ----
 # It takes contiguous rows whose horizon is a multiple of N = 4 (n <= 4) or 8
 # (n <= 8): each thread N outputs, a warp of 32 lanes 31 chunks (its top lane's
 # chunk only feeds the lane below), one shuffle of W per round of the window.

@@ -1,4 +1,4 @@
-"""Flat whole rows on the GPU (src/kernels/scan_rows.cuh): packed, aligned
+"""Flat whole rows on the GPU (src/gpu/scan_rows.cuh): packed, aligned
 [rows, horizon] arrays whose horizon is not a multiple of a thread's steps (4
 for float32 and float64, 8 for the 16-bit floats and the wide float32 policy)
 load a thread's steps in one access per array even where they run over a

@@ -1,0 +1,81 @@
+// Private pieces shared by the standard conventions and the fused/reduced-
+// precision puff advantage: dtype rules, fused-output checks, CPU kernels.
+#pragma once
+
+#include <initializer_list>
+#include <string>
+#include <utility>
+
+#include <puffadv/conventions.hpp>
+
+#include "core/checks.hpp"
+
+namespace puffadv::detail {
+
+using named_matrix = std::pair<const matrix*, const char*>;
+
+inline bool is_float(dtype t) noexcept {
+    return t == dtype::float32 || t == dtype::float64 || t == dtype::float16 || t == dtype::bfloat16;
+}
+inline bool is_reduced(dtype t) noexcept { return t == dtype::float16 || t == dtype::bfloat16; }
+
+/// A float input: `first_float`'s dtype (float32, float64, bfloat16 or float16).
+argument_problem check_float_input(const matrix& m, const char* name, const matrix& first,
+                                   const char* first_name,
+                                   const char* rule = "the float inputs must share one dtype");
+
+/// Flags (dones, terminated, truncated): bool, uint8 or the float inputs' dtype.
+argument_problem check_flag_input(const matrix& m, const char* name, dtype float_type);
+
+/// A [rows, horizon] output: the inputs' dtype, or float32 for reduced-precision inputs.
+argument_problem check_float_output(const matrix& m, const char* name, dtype float_type);
+
+/// A 1-D [rows] array on `ref`'s device with `ref.rows` elements.
+argument_problem check_vector_layout(const matrix& m, const char* name, const matrix& ref,
+                                     const char* ref_name);
+
+/// Layout, dtype and aliasing of every present fused output. `outputs` are the
+/// call's other outputs, which the fused ones must not overlap either.
+argument_problem check_fused_outputs(const fused_outputs& fused, const matrix& ref, const char* ref_name,
+                                     dtype float_type, named_arrays inputs, named_arrays outputs);
+
+/// The arrays of a standard-convention call by their part in it. The name the
+/// caller knows each by depends on the kind (episodic_sum's rewards are its
+/// "inputs", its output `out`; retrace's probabilities are target_log_probs and
+/// behaviour_log_probs with log_probs): argument_name holds the one table every
+/// message reads.
+enum class argument_role : std::uint8_t {
+    rewards, values, terminated, truncated, last_value, bootstrap_values, importance,
+    next_values, target_probs, behaviour_probs, greedy,
+    advantages,  // the output A_t (episodic_sum's `out`)
+};
+const char* argument_name(estimator kind, argument_role role, bool log_probs = false) noexcept;
+inline const char* argument_name(const standard_params& p, argument_role role) noexcept {
+    return argument_name(p.kind, role, p.log_probs);
+}
+
+/// The message for a time_axis that is none of 0, -2, 1, -1 (`got`: as the caller wrote it).
+std::string time_axis_message(const char* name, const std::string& got);
+
+/// The puff advantage takes the general kernel (conventions_cpu.cpp) when the
+/// fast float path of advantage_cpu.cpp cannot serve it.
+bool puff_needs_general_kernel(const puff_arrays& arrays) noexcept;
+
+/// CPU kernels (conventions_cpu.cpp); arguments arrive checked.
+void puff_advantage_general_cpu(const puff_arrays& arrays, const puff_params& params);
+void standard_estimate_cpu(const standard_arrays& arrays, const standard_params& params);
+/// The kinds past gae / td_lambda / vtrace (conventions_cpu_family.cpp).
+bool is_family_kind(estimator kind) noexcept;
+void family_estimate_cpu(const standard_arrays& arrays, const standard_params& params);
+
+/// GPU kernels (conventions_cuda.cu, conventions_hip.cpp): asynchronous on `stream`.
+#if PUFFADV_HAS_CUDA
+void standard_estimate_cuda(const standard_arrays& arrays, const standard_params& params, gpu_stream stream);
+void puff_advantage_general_cuda(const puff_arrays& arrays, const puff_params& params, gpu_stream stream);
+#endif
+#if PUFFADV_HAS_HIP
+void standard_estimate_hip(const standard_arrays& arrays, const standard_params& params, gpu_stream stream);
+void puff_advantage_general_hip(const puff_arrays& arrays, const puff_params& params, gpu_stream stream);
+#endif
+
+}  // namespace puffadv::detail

@@ -1,0 +1,136 @@
+// Routes a checked call to the backend that owns the arrays' memory.
+#include <string>
+
+#include "core/checks.hpp"
+#include "core/gpu_backend.hpp"
+#include "core/conventions_detail.hpp"  // the general kernel of the puff advantage
+
+namespace puffadv {
+namespace {
+
+[[noreturn]] void throw_backend_missing(const device& d, const char* option) {
+    throw backend_unavailable("values is on " + detail::describe_device(d) +
+                              " but this build of puffadv has no " + device_type_name(d.type) +
+                              " backend; rebuild with: pip install . -C cmake.define." + option +
+                              "=ON");
+}
+
+const gpu_status& status_once(device_type type) {
+    if (type == device_type::cuda) {
+        static const gpu_status cuda = query_gpu(device_type::cuda);
+        return cuda;
+    }
+    static const gpu_status hip = query_gpu(device_type::rocm);
+    return hip;
+}
+
+template <typename T>
+puff_arrays host_arrays(const T* values, const T* rewards, const T* dones, const T* importance,
+                        T* advantages, std::int64_t rows, std::int64_t horizon) {
+    if (rows < 0) throw value_error("rows must be >= 0, got " + std::to_string(rows));
+    if (horizon < 0) throw value_error("horizon must be >= 0, got " + std::to_string(horizon));
+    constexpr dtype type = sizeof(T) == 4 ? dtype::float32 : dtype::float64;
+    auto view = [&](const T* p, bool writable) {
+        matrix m;
+        m.data = const_cast<T*>(p);
+        m.type = type;
+        m.rows = rows;
+        m.cols = horizon;
+        m.row_stride = horizon;
+        m.col_stride = 1;
+        m.writable = writable;
+        return m;
+    };
+    return {view(values, false), view(rewards, false), view(dones, false), view(importance, false),
+            view(advantages, true)};
+}
+
+}  // namespace
+
+namespace detail {
+
+void require_gpu_backend(const device& d) {
+    if (d.type == device_type::cpu) return;
+    const bool cuda = d.type == device_type::cuda;
+    if (cuda ? !PUFFADV_HAS_CUDA : !PUFFADV_HAS_HIP)
+        throw_backend_missing(d, cuda ? "PUFF_CUDA" : "PUFF_HIP");
+    // Queried once per process: a launch without a device (no GPU, or a driver
+    // older than the toolkit) would fail; the caller can compute on the CPU instead.
+    const gpu_status& now = status_once(d.type);
+    if (now.device_count > 0) return;
+    throw backend_unavailable("values is on " + describe_device(d) + " but puffadv's " +
+                              device_type_name(d.type) + " backend finds no usable device: " +
+                              (now.error.empty() ? std::string("none found") : now.error));
+}
+
+}  // namespace detail
+
+void synchronize_device(const device& d) {
+#if PUFFADV_HAS_CUDA
+    if (d.type == device_type::cuda) detail::cuda_synchronize(d.index);
+#endif
+#if PUFFADV_HAS_HIP
+    if (d.type == device_type::rocm) detail::hip_synchronize(d.index);
+#endif
+    (void)d;
+}
+
+void compute_puff_advantage(const puff_arrays& arrays, const puff_params& params, gpu_stream stream) {
+    check_puff_arguments(arrays, params);
+    if (detail::puff_needs_general_kernel(arrays)) {  // fused outputs, bf16/fp16, byte dones
+        if (arrays.values.rows == 0) return;  // rows with horizon 0 still get their zero sums
+        if (arrays.values.device.type == device_type::cpu)
+            return detail::puff_advantage_general_cpu(arrays, params);
+        detail::require_gpu_backend(arrays.values.device);
+#if PUFFADV_HAS_CUDA
+        if (arrays.values.device.type == device_type::cuda)
+            return detail::puff_advantage_general_cuda(arrays, params, stream);
+#endif
+#if PUFFADV_HAS_HIP
+        if (arrays.values.device.type == device_type::rocm)
+            return detail::puff_advantage_general_hip(arrays, params, stream);
+#endif
+        return;
+    }
+    if (arrays.values.rows == 0 || arrays.values.cols == 0) return;  // nothing to launch
+    switch (arrays.values.device.type) {
+        case device_type::cpu:
+            detail::puff_advantage_cpu(arrays, params);
+            return;
+        case device_type::cuda:
+            detail::require_gpu_backend(arrays.values.device);
+#if PUFFADV_HAS_CUDA
+            detail::puff_advantage_cuda(arrays, params, stream);
+            return;
+#else
+            throw_backend_missing(arrays.values.device, "PUFF_CUDA");
+#endif
+        case device_type::rocm:
+            detail::require_gpu_backend(arrays.values.device);
+#if PUFFADV_HAS_HIP
+            detail::puff_advantage_hip(arrays, params, stream);
+            return;
+#else
+            throw_backend_missing(arrays.values.device, "PUFF_HIP");
+#endif
+    }
+    (void)stream;
+}
+
+void compute_puff_advantage_cpu(const float* values, const float* rewards, const float* dones,
+                                const float* importance, float* advantages, std::int64_t rows,
+                                std::int64_t horizon, float gamma, float lambda, float rho_clip,
+                                float c_clip) {
+    compute_puff_advantage(host_arrays(values, rewards, dones, importance, advantages, rows, horizon),
+                           puff_params{gamma, lambda, rho_clip, c_clip});
+}
+
+void compute_puff_advantage_cpu(const double* values, const double* rewards, const double* dones,
+                                const double* importance, double* advantages, std::int64_t rows,
+                                std::int64_t horizon, double gamma, double lambda, double rho_clip,
+                                double c_clip) {
+    compute_puff_advantage(host_arrays(values, rewards, dones, importance, advantages, rows, horizon),
+                           puff_params{gamma, lambda, rho_clip, c_clip});
+}
+
+}  // namespace puffadv

@@ -1,0 +1,139 @@
+// Private to the CPU kernels of the standard conventions and the fused puff
+// advantage: the typed strided views they read through and the arguments of
+// one call, shared by the general kernels (conventions_cpu.cpp) and the
+// one-pass SIMD kernels (conventions_cpu_simd.cpp, conventions_cpu_simd_blocks.cpp).
+#pragma once
+
+#include <cstdint>
+#include <initializer_list>
+#include <optional>
+
+#include "core/conventions_detail.hpp"
+
+namespace puffadv::detail {
+
+/// Rows per unit of thread work for the SIMD kernel on time-contiguous rows
+/// (the general kernel takes 8): each unit ends with a store fence when the
+/// outputs are streamed, and units of 8 rows made 2 threads slower than one.
+constexpr int kSimdTileRows = 64;
+
+/// Outputs of at least this many bytes are streamed past the caches (see
+/// standard_simd_streams): they would not stay cached beside the inputs.
+constexpr std::int64_t kStreamingBytes = std::int64_t(1) << 24;
+
+/// Rows per unit of thread work on layouts whose steps are not adjacent
+/// (time-major [T, B] data above all): the row-block traversal.
+constexpr int kBlockRows = 256;
+
+/// The same for the SIMD kernel, which reads each step's line of a block as one
+/// run: long runs stream, short ones wait on memory (65536x128 f32 time-major
+/// GAE, one thread: 13 ms in 256-row blocks, 10 ms in 4096, 7 ms in 16384).
+/// So a block is an eighth of the rows (parallel work for 8 threads), at least
+/// kBlockRows and at most 16384 rows (64 KB float32 lines).
+inline std::int64_t simd_block_rows(std::int64_t rows) {
+    const std::int64_t eighth = (rows + 8 * kBlockRows - 1) / (8 * kBlockRows) * kBlockRows;
+    return eighth < kBlockRows ? kBlockRows : eighth > 16384 ? 16384 : eighth;
+}
+
+/// A [rows, horizon] (or [rows]) array of any dtype, addressed in elements.
+struct view {
+    char* base = nullptr;
+    dtype type = dtype::float32;
+    std::int64_t row_stride = 0, col_stride = 0;  // elements
+    int size = 4;
+    bool present = false;
+
+    void* at(std::int64_t row, std::int64_t t) const {
+        return base + (row * row_stride + t * col_stride) * size;
+    }
+};
+
+/// Whether every present output starts at the same cache line of a 4 KiB page
+/// as some present input. NumPy maps large arrays at one offset from a page, so
+/// a call's arrays usually do; the outputs then must not be streamed: on a Zen 4
+/// EPYC (2026-12-02, benchmarks/bench_cpu_alignment.py) GAE at 65536x128 on one
+/// thread took 27 ms with streaming stores there, 9-16 ms with plain stores and
+/// 7-14 ms with streaming stores once any output sat one line further.
+inline bool outputs_share_page_lines(std::initializer_list<const view*> outputs,
+                                     std::initializer_list<const view*> inputs) {
+    auto line = [](const view* v) { return reinterpret_cast<std::uintptr_t>(v->base) % 4096 / 64; };
+    bool any = false;
+    for (const view* out : outputs) {
+        if (!out->present) continue;
+        bool shared = false;
+        for (const view* in : inputs) shared = shared || (in->present && line(in) == line(out));
+        if (!shared) return false;
+        any = true;
+    }
+    return any;
+}
+
+inline view view_of(const matrix& m) {
+    return {static_cast<char*>(m.data), m.type, m.row_stride, m.col_stride,
+            static_cast<int>(dtype_size(m.type)), true};
+}
+inline view view_of(const std::optional<matrix>& m) { return m ? view_of(*m) : view{}; }
+
+/// Stores one row's sums of |A|, A and A^2 (accumulated in double) into the
+/// present [rows] outputs, float32 or float64. `Args`: any kernel's arguments
+/// with abs_sums, sums and square_sums views.
+template <typename Args>
+void write_row_sums(const Args& a, std::int64_t row, const double* totals) {
+    const view* outs[3] = {&a.abs_sums, &a.sums, &a.square_sums};
+    for (int i = 0; i < 3; ++i) {
+        if (!outs[i]->present) continue;
+        void* p = outs[i]->at(row, 0);
+        if (outs[i]->type == dtype::float64)
+            *static_cast<double*>(p) = totals[i];
+        else
+            *static_cast<float*>(p) = static_cast<float>(totals[i]);
+    }
+}
+
+enum class producer { puff, standard };
+
+/// One call, in kernel terms. C is the arithmetic type: double for float64
+/// inputs, float for every other float dtype.
+template <typename C>
+struct kernel_args {
+    producer kind;
+    bool pg;    // V-trace: the advantages output is the pg advantage
+    bool simd;    // the one-pass SIMD kernels serve this call (standard_simd_serves)
+    bool stream;  // ... and store the outputs past the caches (standard_simd_streams)
+    std::int64_t rows, horizon;
+    view values, rewards, dones, truncated, last_value, bootstrap, importance;  // dones: puff dones / terminated
+    view advantages, returns, abs_sums, sums, square_sums;
+    C gamma, gamma_lambda, rho_clip, c_clip, rho_pg_clip;
+};
+
+/// The first (row, step) a kernel found with terminated and truncated both set; row < 0: none.
+struct bad_step {
+    std::int64_t row = -1, step = -1;
+    void keep_first(std::int64_t r, std::int64_t t) {
+        if (row < 0 || r < row || (r == row && t < step)) row = r, step = t;
+    }
+};
+
+/// Whether the one-pass SIMD kernels serve a standard estimate: inputs and
+/// outputs of type C (float32 or float64), flags of that type or bool/uint8
+/// (terminated and truncated alike), and every [rows, horizon] array with its
+/// steps adjacent (`time_contiguous`) or its rows adjacent (otherwise).
+template <typename C>
+bool standard_simd_serves(const kernel_args<C>& a, bool time_contiguous);
+
+/// Whether the SIMD kernels should store the outputs past the caches: outputs
+/// too large to stay cached for whoever reads them next, whose rows (or time-
+/// major lines) start 16-byte aligned. Saves reading each output line before
+/// writing it: 65536x128 f32 time-major GAE, one thread, 6.0 -> 3.7 ms.
+template <typename C>
+bool standard_simd_streams(const kernel_args<C>& a, bool time_contiguous);
+
+/// The standard estimate of rows [first, first + count): time-contiguous rows
+/// one at a time; or, for row-adjacent layouts, the rows (a block of
+/// simd_block_rows) stepping back through time together.
+template <typename C>
+bad_step standard_simd_rows(const kernel_args<C>& a, std::int64_t first, int count);
+template <typename C>
+bad_step standard_simd_block(const kernel_args<C>& a, std::int64_t first, int count);
+
+}  // namespace puffadv::detail

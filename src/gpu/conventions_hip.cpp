@@ -1,0 +1,15 @@
+// HIP backend of the conventions: the same kernels compiled as LANGUAGE HIP.
+#include "core/conventions_detail.hpp"
+#include "gpu/conventions_backend.cuh"
+
+namespace puffadv::detail {
+
+void standard_estimate_hip(const standard_arrays& arrays, const standard_params& params, gpu_stream stream) {
+    gpu::standard_estimate(arrays, params, stream);
+}
+
+void puff_advantage_general_hip(const puff_arrays& arrays, const puff_params& params, gpu_stream stream) {
+    gpu::puff_advantage_general(arrays, params, stream);
+}
+
+}  // namespace puffadv::detail

@@ -1,0 +1,407 @@
+// The estimator family beyond GAE / TD(lambda) / V-trace (issue 20, FAMILY.md)
+// on the GPU. Discounted returns, Retrace(lambda), Q(lambda) and the episodic
+// sums are producers of the row scan (Producer / Epilogue concepts in
+// puff_steps.cuh); the episodic sums are a forward recurrence, run as the
+// backward scan over reversed time. n-step returns are not a scan: a window
+// per output (n_step_window.cuh).
+//
+// The formulas are the CPU backend's, term by term: (1 - terminated_t) X is
+// "0 where terminated, else X" (a NaN in X at a terminated step stays out),
+// (1 - done_t) multiplies (0 * NaN = NaN reaches the earlier steps of the row),
+// a ratio is clipped by an explicit select (a NaN ratio gives the clip), and a
+// step both terminated and truncated (an error the host cannot see without a
+// sync) makes a NaN that marks its row.
+#pragma once
+
+#include <type_traits>
+
+#include "gpu/standard_steps.cuh"
+
+namespace puffadv::gpu {
+inline namespace PUFF_GPU_ABI {  // CUDA and HIP builds may share one library
+
+template <typename T>
+__device__ __forceinline__ T exp_of(T x) {
+    if constexpr (std::is_same_v<T, float>)
+        return expf(x);
+    else
+        return exp(x);
+}
+
+/// Bit 0: terminated, bit 1: truncated (flags are set when non-zero).
+template <typename T>
+__device__ __forceinline__ std::uint32_t episode_flags(T terminated, T truncated) {
+    return std::uint32_t(terminated != T(0)) | (std::uint32_t(truncated != T(0)) << 1);
+}
+
+/// r_t + gamma (1 - terminated_t) next_t - q_t, or NaN for a step both
+/// terminated and truncated.
+template <typename T>
+__device__ __forceinline__ T one_step_error(T reward, T next, T q, std::uint32_t flags, T gamma) {
+    if ((flags & 3u) == 3u) return quiet_nan<T>();
+    return reward + (flags & 1u ? T(0) : gamma * next) - q;
+}
+
+/// Discounted returns (FAMILY.md 1):
+///   G_t = r_t + gamma (1 - term_t) B_t + gamma (1 - done_t) G_{t+1},
+/// B_t the bootstrap at truncated steps and at the row's last (bootstrap_values,
+/// else last_value, else 0). No values are read. The bootstrap is folded into
+/// the reward where it is read, as in standard_producer (a vector load of
+/// bootstrap_values with the other inputs where there are truncations), so a
+/// step is two words and its map needs nothing of the next step: no lookahead.
+/// (The standard producer with values read as 0 computes the same, with the
+/// checks and registers of four more optional arrays: slower, docs/benchmarks.md.)
+template <typename T, typename Values = typed_view, typename Flags = Values>
+struct returns_producer {
+    using value_type = T;
+    struct step {
+        T reward;             ///< r_t, plus gamma B_t where the bootstrap is read and t is not terminated
+        std::uint32_t flags;  ///< bit 0 terminated, bit 1 truncated
+    };
+    struct lookahead {};
+
+    Values rewards;
+    Flags terminated, truncated;
+    Values bootstrap_values, last_value;
+    std::int64_t horizon;
+    T gamma;
+
+    __device__ __forceinline__ T end_bootstrap(std::int64_t row) const {
+        if (present(bootstrap_values)) return read<T>(bootstrap_values, row, horizon - 1);
+        return present(last_value) ? read<T>(last_value, row, 0) : T(0);
+    }
+    __device__ __forceinline__ void bootstrap(step& s, T b) const {
+        if (!(s.flags & 1u)) s.reward = s.reward + gamma * b;
+    }
+
+    __device__ __forceinline__ step load(std::int64_t row, std::int64_t t) const {
+        step s{read<T>(rewards, row, t),
+               episode_flags(read<T>(terminated, row, t), present(truncated) ? read<T>(truncated, row, t) : T(0))};
+        if (t == horizon - 1)
+            bootstrap(s, end_bootstrap(row));
+        else if (s.flags == 2u)
+            bootstrap(s, read<T>(bootstrap_values, row, t));
+        return s;
+    }
+    template <int N, bool Flat>
+    __device__ __forceinline__ void load_items(const item_places<N, Flat>& at, step (&s)[N]) const {
+        T r[N], d[N];
+        const bool holds_end = at.holds_end(horizon);  // at.row's end
+        const bool truncations = present(truncated);  // then bootstrap_values is present (checked)
+        const T end_value = holds_end && !truncations ? end_bootstrap(at.row) : T(0);
+        read_items(rewards, at.row, at.t, r);
+        read_items(terminated, at.row, at.t, d);
+        if (truncations) {
+            T u[N], b[N];
+            read_items(truncated, at.row, at.t, u);
+            read_items(bootstrap_values, at.row, at.t, b);
+#pragma unroll
+            for (int j = 0; j < N; ++j) {
+                s[j] = step{r[j], episode_flags(d[j], u[j])};
+                if ((s[j].flags & 2u) || at.row_end(j, horizon)) bootstrap(s[j], b[j]);
+            }
+        } else {
+#pragma unroll
+            for (int j = 0; j < N; ++j) {
+                s[j] = step{r[j], episode_flags(d[j], T(0))};
+                if (at.row_end(j, horizon)) bootstrap(s[j], end_value);
+            }
+        }
+    }
+
+    static __device__ __forceinline__ lookahead ahead(const step&) { return {}; }
+    __device__ __forceinline__ lookahead load_ahead(std::int64_t, std::int64_t) const { return {}; }
+
+    __device__ __forceinline__ affine<T> map(const step& cur, const lookahead&, bool last) const {
+        const T g = (cur.flags & 3u) == 3u ? quiet_nan<T>() : cur.reward;
+        return {cur.flags & 3u ? T(0) : gamma, g, last};
+    }
+};
+
+/// Retrace(lambda) on action values (FAMILY.md 2):
+///   Delta_t = r_t + gamma (1 - term_t) nv_t - q_t + gamma (1 - done_t) c_{t+1} Delta_{t+1},
+///   c_t = lambda min(c_clip, pi_t / mu_t)   (log_probs: exp(log pi_t - log mu_t)),
+/// nv_t = E_pi Q(s_{t+1}, .), read at every step (the bootstrap everywhere).
+/// A step keeps its one-step error, q_t (the returns Q_ret = Delta + q) and
+/// c_t; the map of t needs c_{t+1} (the lookahead: one shuffle).
+template <typename T, typename Values = typed_view, typename Flags = Values>
+struct retrace_producer {
+    using value_type = T;
+    struct step {
+        T value;  ///< q_t, named as the epilogue (store_estimate) reads it
+        T error, trace;
+        std::uint32_t flags;
+    };
+    struct lookahead {
+        T trace;  ///< c_{t+1}
+    };
+
+    Values q_values, rewards, next_values;
+    Flags terminated, truncated;
+    Values target, behaviour;
+    T gamma, lambda, c_clip;
+    bool log_probs;
+
+    __device__ __forceinline__ T trace(T pi, T mu) const {
+        return lambda * clip_to(log_probs ? exp_of(pi - mu) : pi / mu, c_clip);
+    }
+    __device__ __forceinline__ step make_step(T q, T r, T nv, T term, T trunc, T pi, T mu) const {
+        const std::uint32_t f = episode_flags(term, trunc);
+        return {q, one_step_error(r, nv, q, f, gamma), trace(pi, mu), f};
+    }
+
+    __device__ __forceinline__ step load(std::int64_t row, std::int64_t t) const {
+        return make_step(read<T>(q_values, row, t), read<T>(rewards, row, t), read<T>(next_values, row, t),
+                         read<T>(terminated, row, t), present(truncated) ? read<T>(truncated, row, t) : T(0),
+                         read<T>(target, row, t), read<T>(behaviour, row, t));
+    }
+    template <int N, bool Flat>
+    __device__ __forceinline__ void load_items(const item_places<N, Flat>& at, step (&s)[N]) const {
+        const std::int64_t row = at.row, t = at.t;  // nothing per row: a flat group reads as one run
+        T q[N], r[N], nv[N], d[N], u[N], pi[N], mu[N];
+        read_items(q_values, row, t, q);
+        read_items(rewards, row, t, r);
+        read_items(next_values, row, t, nv);
+        read_items(terminated, row, t, d);
+        if (present(truncated))
+            read_items(truncated, row, t, u);
+        else
+            for (int j = 0; j < N; ++j) u[j] = T(0);
+        read_items(target, row, t, pi);
+        read_items(behaviour, row, t, mu);
+#pragma unroll
+        for (int j = 0; j < N; ++j) s[j] = make_step(q[j], r[j], nv[j], d[j], u[j], pi[j], mu[j]);
+    }
+
+    static __device__ __forceinline__ lookahead ahead(const step& s) { return {s.trace}; }
+    __device__ __forceinline__ lookahead load_ahead(std::int64_t row, std::int64_t t) const {
+        return {trace(read<T>(target, row, t), read<T>(behaviour, row, t))};
+    }
+
+    __device__ __forceinline__ affine<T> map(const step& cur, const lookahead& next, bool last) const {
+        return {cur.flags & 3u ? T(0) : gamma * next.trace, cur.error, last};
+    }
+};
+
+/// Q(lambda) (FAMILY.md 3), scanned in the returns G (as the reference reads):
+///   G_t = r_t + gamma [(1 - lambda_t) nv_t + lambda_t G_{t+1}]   inside an episode and the row,
+///       = r_t + gamma (1 - term_t) nv_t                          at its end,
+/// lambda_t = lambda (Peng) or lambda greedy_{t+1} (Watkins); nv_t = max_a Q(s_{t+1}, a).
+/// The map of t needs greedy_{t+1} (the lookahead: one shuffle of the step's
+/// flag word, bit 2 = greedy; always set for Peng). The
+/// epilogue (store_target) writes G and the advantages G - q_t, so q is read
+/// only when the advantages are asked for (returns alone move rl-triton's
+/// bytes: r, nv, terminated, G).
+template <typename T, typename Values = typed_view, typename Flags = Values>
+struct q_lambda_producer {
+    using value_type = T;
+    struct step {
+        T value;  ///< q_t (0 when the advantages are not stored)
+        T reward, next_value;
+        std::uint32_t flags;  ///< bit 0 terminated, bit 1 truncated, bit 2 greedy
+    };
+    struct lookahead {
+        std::uint32_t flags;  ///< of step t + 1: its bit 2 says whether the trace goes on
+    };
+
+    Values q_values, rewards, next_values;  ///< q_values absent unless the advantages are stored
+    Flags terminated, truncated, greedy;    ///< greedy absent: Peng
+    T gamma, lambda;
+
+    static __device__ __forceinline__ std::uint32_t flags_of(T term, T trunc, T greedy_flag) {
+        return episode_flags(term, trunc) | (std::uint32_t(greedy_flag != T(0)) << 2);
+    }
+    __device__ __forceinline__ T greedy_at(std::int64_t row, std::int64_t t) const {
+        return present(greedy) ? read<T>(greedy, row, t) : T(1);
+    }
+
+    __device__ __forceinline__ step load(std::int64_t row, std::int64_t t) const {
+        return {present(q_values) ? read<T>(q_values, row, t) : T(0), read<T>(rewards, row, t),
+                read<T>(next_values, row, t),
+                flags_of(read<T>(terminated, row, t), present(truncated) ? read<T>(truncated, row, t) : T(0),
+                         greedy_at(row, t))};
+    }
+    template <int N, bool Flat>
+    __device__ __forceinline__ void load_items(const item_places<N, Flat>& at, step (&s)[N]) const {
+        const std::int64_t row = at.row, t = at.t;  // nothing per row: a flat group reads as one run
+        T q[N], r[N], nv[N], d[N], u[N], g[N];
+        if (present(q_values))
+            read_items(q_values, row, t, q);
+        else
+            for (int j = 0; j < N; ++j) q[j] = T(0);
+        read_items(rewards, row, t, r);
+        read_items(next_values, row, t, nv);
+        read_items(terminated, row, t, d);
+        if (present(truncated))
+            read_items(truncated, row, t, u);
+        else
+            for (int j = 0; j < N; ++j) u[j] = T(0);
+        if (present(greedy))
+            read_items(greedy, row, t, g);
+        else
+            for (int j = 0; j < N; ++j) g[j] = T(1);
+#pragma unroll
+        for (int j = 0; j < N; ++j) s[j] = step{q[j], r[j], nv[j], flags_of(d[j], u[j], g[j])};
+    }
+
+    static __device__ __forceinline__ lookahead ahead(const step& s) { return {s.flags}; }
+    __device__ __forceinline__ lookahead load_ahead(std::int64_t row, std::int64_t t) const {
+        return {flags_of(T(0), T(0), greedy_at(row, t))};
+    }
+
+    __device__ __forceinline__ affine<T> map(const step& cur, const lookahead& next, bool last) const {
+        const T one_step = one_step_error(cur.reward, cur.next_value, T(0), cur.flags, gamma);
+        if (last || (cur.flags & 3u)) return {T(0), one_step, last};
+        const T trace = next.flags & 4u ? lambda : T(0);
+        return {gamma * trace, cur.reward + gamma * (T(1) - trace) * cur.next_value, false};
+    }
+};
+
+/// Stores a scan of the returns G: returns G, advantages G - q_t.
+template <typename T, typename Out = typed_view>
+struct store_target {
+    Out advantages, returns;
+
+    template <typename Step, typename Next>
+    __device__ __forceinline__ void store(std::int64_t row, std::int64_t t, T g, const Step& s, T, const Next&) const {
+        if (present(advantages)) write(advantages, row, t, g - s.value);
+        if (present(returns)) write(returns, row, t, g);
+    }
+    template <int N, bool Flat, typename Step, typename Next>
+    __device__ __forceinline__ void store_items(const item_places<N, Flat>& at, const T (&g)[N],
+                                                const Step (&s)[N], T, const Next&) const {
+        if (present(advantages)) {
+            T a[N];
+#pragma unroll
+            for (int j = 0; j < N; ++j) a[j] = g[j] - s[j].value;
+            write_items(advantages, at.row, at.t, a);
+        }
+        if (present(returns)) write_items(returns, at.row, at.t, g);
+    }
+};
+
+/// Episodic sums and eligibility traces (FAMILY.md 5), a forward recurrence
+///   C_t = x_t + kappa (1 - reset_t) C_{t-1},   C_{-1} = seed (absent: 0),
+/// reset_t = dones_{t-1} ("ends_at", dones_{-1} = 0) or dones_t ("starts_at"),
+/// scanned backwards over reversed time: the scan's step u is time
+/// horizon - 1 - u of the (forward) views. Time-contiguous rows still load
+/// N steps in one access (the run ending at the step, reversed in registers).
+/// The seed is folded into the first step's input, as the bootstrap into a
+/// reward in standard_producer. Under "ends_at" the map of u needs the done of
+/// scan step u + 1 (time t - 1): the lookahead. Flat groups (scan_rows.cuh)
+/// take the producer with_flipped_rows: the scan runs backwards over the whole
+/// packed run of rows * horizon elements, scan row r being memory row
+/// rows - 1 - r, so that a group of N scan steps is one run of N elements even
+/// across a row's start (aligned by the kernel's phase). Flipped is a type
+/// (a runtime select of the row cost the generic kernels 900 bytes of spills).
+template <typename T, typename Values = typed_view, typename Flags = Values, bool Flipped = false>
+struct episodic_producer {
+    using value_type = T;
+    struct step {
+        T input, done;
+    };
+    struct lookahead {
+        T done;
+    };
+
+    Values inputs;
+    Flags dones;
+    Values seed;  ///< [rows]: row_stride only
+    std::int64_t horizon;
+    T kappa;
+    bool starts_at;
+    std::int64_t rows = 0;  ///< Flipped: scan row r is memory row rows - 1 - r
+
+    episodic_producer<T, Values, Flags, true> with_flipped_rows(std::int64_t all_rows) const {
+        return {inputs, dones, seed, horizon, kappa, starts_at, all_rows};
+    }
+    __device__ __forceinline__ std::int64_t time_of(std::int64_t u) const { return horizon - 1 - u; }
+    __device__ __forceinline__ std::int64_t memory_row(std::int64_t r) const {
+        if constexpr (Flipped)
+            return rows - 1 - r;
+        else
+            return r;
+    }
+    __device__ __forceinline__ T done_at(std::int64_t row, std::int64_t t) const {
+        return read<T>(dones, row, t) != T(0) ? T(1) : T(0);
+    }
+    /// C_0 = x_0 + kappa (1 - reset_0) seed: reset_0 is dones_0 ("starts_at") or 0.
+    __device__ __forceinline__ void fold_seed(step& s, T seed_value) const {
+        s.input = s.input + kappa * (T(1) - (starts_at ? s.done : T(0))) * seed_value;
+    }
+
+    __device__ __forceinline__ step load(std::int64_t scan_row, std::int64_t u) const {
+        const std::int64_t row = memory_row(scan_row), t = time_of(u);
+        step s{read<T>(inputs, row, t), done_at(row, t)};
+        if (t == 0 && present(seed)) fold_seed(s, read<T>(seed, row, 0));
+        return s;
+    }
+    template <int N, bool Flat>
+    __device__ __forceinline__ void load_items(const item_places<N, Flat>& at, step (&s)[N]) const {
+        const std::int64_t row = memory_row(at.row);
+        // The run's first element in memory: before the row's start (t < 0,
+        // the memory row before) where a flat group runs over the row's start.
+        const std::int64_t t = horizon - at.t - N;
+        const bool holds_start = at.holds_end(horizon);  // the scan row's end is the row's start
+        const T seed_value = holds_start && present(seed) ? read<T>(seed, row, 0) : T(0);
+        T x[N], d[N];
+        read_items(inputs, row, t, x);
+        read_items(dones, row, t, d);
+#pragma unroll
+        for (int j = 0; j < N; ++j) {
+            s[j] = step{x[N - 1 - j], d[N - 1 - j] != T(0) ? T(1) : T(0)};
+            if (at.row_end(j, horizon) && present(seed)) fold_seed(s[j], seed_value);
+        }
+    }
+
+    static __device__ __forceinline__ lookahead ahead(const step& s) { return {s.done}; }
+    __device__ __forceinline__ lookahead load_ahead(std::int64_t scan_row, std::int64_t u) const {
+        return {done_at(memory_row(scan_row), time_of(u))};
+    }
+
+    __device__ __forceinline__ affine<T> map(const step& cur, const lookahead& before, bool last) const {
+        if (last) return {T(0), cur.input, true};
+        return {kappa * (T(1) - (starts_at ? cur.done : before.done)), cur.input, false};
+    }
+};
+
+/// Stores A into either output (the kinds without values: discounted returns,
+/// episodic sums, whose returns are A). Reversed: the scan's step u is time
+/// horizon - 1 - u, and Flipped its rows as episodic_producer's.
+template <typename T, typename Out = typed_view, bool Reversed = false, bool Flipped = false>
+struct store_same {
+    Out advantages, returns;
+    std::int64_t horizon;
+    std::int64_t rows = 0;  ///< Flipped: scan row r is memory row rows - 1 - r
+
+    store_same<T, Out, Reversed, true> with_flipped_rows(std::int64_t all_rows) const {
+        return {advantages, returns, horizon, all_rows};
+    }
+    __device__ __forceinline__ std::int64_t memory_row(std::int64_t r) const {
+        if constexpr (Flipped)
+            return rows - 1 - r;
+        else
+            return r;
+    }
+    template <typename Step, typename Next>
+    __device__ __forceinline__ void store(std::int64_t scan_row, std::int64_t u, T a, const Step&, T,
+                                          const Next&) const {
+        const std::int64_t row = memory_row(scan_row), t = Reversed ? horizon - 1 - u : u;
+        if (present(advantages)) write(advantages, row, t, a);
+        if (present(returns)) write(returns, row, t, a);
+    }
+    template <int N, bool Flat, typename Step, typename Next>
+    __device__ __forceinline__ void store_items(const item_places<N, Flat>& at, const T (&a)[N],
+                                                const Step (&)[N], T, const Next&) const {
+        const std::int64_t row = memory_row(at.row), u = at.t;
+        T forward[N];
+#pragma unroll
+        for (int j = 0; j < N; ++j) forward[j] = Reversed ? a[N - 1 - j] : a[j];
+        const std::int64_t t = Reversed ? horizon - u - N : u;
+        if (present(advantages)) write_items(advantages, row, t, forward);
+        if (present(returns)) write_items(returns, row, t, forward);
+    }
+};
+
+}  // namespace PUFF_GPU_ABI
+}  // namespace puffadv::gpu
