@@ -1,4 +1,4 @@
-// The one interface between the core (dispatch.cpp) and its backends: every
+// The one interface between the core (estimate.cpp) and its backends: every
 // estimator, the puff advantage included (estimator::puff_advantage), reaches a
 // backend through one of these calls, with arguments already checked by the one
 // argument check and at least one row. The backends pick a traversal and plug

@@ -1,8 +1,7 @@
-// Every argument check of a puff-advantage call, written once. The nanobind
-// module, the torch operators, the XLA FFI handlers and the C++ entry points
-// all call find_puff_problem, so their messages are identical.
+// The building blocks of the one argument check (arguments.cpp): layouts,
+// dtypes, aliasing and scalars, each with the message every binding reports.
 #include "core/checks.hpp"
-#include "core/conventions_detail.hpp"  // dtype rules and fused outputs, shared with the conventions
+#include "core/conventions_detail.hpp"  // the declarations of the dtype and fused-output blocks
 
 #include <cmath>
 #include <cstdio>
@@ -188,39 +187,104 @@ void throw_problem(const argument_problem& problem) {
     if (problem.kind == argument_problem::value) throw value_error(problem.message);
 }
 
-}  // namespace detail
+namespace {
 
-argument_problem find_puff_problem(const puff_arrays& a, const puff_params& p) {
-    using namespace detail;
-    const std::pair<const matrix*, const char*> inputs[] = {
-        {&a.values, "values"}, {&a.rewards, "rewards"}, {&a.dones, "dones"}, {&a.importance, "importance"}};
-    const std::pair<const matrix*, const char*> all[] = {
-        inputs[0], inputs[1], inputs[2], inputs[3], {&a.advantages, "advantages"}};
+argument_problem type_problem(std::string message) { return {argument_problem::type, std::move(message)}; }
+argument_problem value_problem(std::string message) { return {argument_problem::value, std::move(message)}; }
 
-    for (auto [m, name] : all)
-        if (auto problem = check_array_layout(*m, name, a.values, "values")) return problem;
-
-    // Floats: one dtype (float32, float64, bfloat16, float16); dones may also be
-    // bool/uint8; the output float32 for reduced-precision inputs (conventions_checks.cpp).
-    const dtype t = a.values.type;
-    for (auto [m, name] : {inputs[0], inputs[1], inputs[3]})
-        if (auto problem = check_float_input(*m, name, a.values, "values", "all arrays must share one dtype"))
-            return problem;
-    if (auto problem = check_flag_input(a.dones, "dones", t)) return problem;
-    if (auto problem = check_float_output(a.advantages, "advantages", t)) return problem;
-    if (auto problem = check_output(a.advantages, "advantages", inputs)) return problem;
-    if (auto problem = check_fused_outputs(a.fused, a.values, "values", t, inputs, {all + 4, 1}))
-        return problem;
-
-    if (auto problem = check_unit_interval(p.gamma, "gamma")) return problem;
-    if (auto problem = check_unit_interval(p.gae_lambda, "gae_lambda")) return problem;
-    if (auto problem = check_non_negative(p.rho_clip, "rho_clip")) return problem;
-    if (auto problem = check_non_negative(p.c_clip, "c_clip")) return problem;
+// Unaligned elements are undefined behaviour on the CPU and a fault on a GPU.
+argument_problem check_alignment(const matrix& m, const char* name) {
+    const auto element = static_cast<std::uintptr_t>(dtype_size(m.type));
+    if (m.rows > 0 && m.cols > 0 && element > 1 && reinterpret_cast<std::uintptr_t>(m.data) % element != 0)
+        return value_problem(std::string(name) + " is not aligned to its " + std::to_string(element) +
+                             "-byte " + dtype_name(m.type) + " elements; pass an aligned copy");
     return {};
 }
 
-void check_puff_arguments(const puff_arrays& arrays, const puff_params& params) {
-    detail::throw_problem(find_puff_problem(arrays, params));
+}  // namespace
+
+argument_problem check_float_input(const matrix& m, const char* name, const matrix& first,
+                                   const char* first_name, const char* rule) {
+    if (&m == &first) {
+        if (!is_float(m.type))
+            return type_problem(std::string(name) + " must be float32, float64, bfloat16 or float16, got " +
+                                dtype_name(m.type));
+        return check_alignment(m, name);
+    }
+    if (m.type != first.type)
+        return type_problem(std::string(name) + " has dtype " + dtype_name(m.type) + " but " + first_name +
+                            " has " + dtype_name(first.type) + "; " + rule);
+    return check_alignment(m, name);
 }
+
+argument_problem check_flag_input(const matrix& m, const char* name, dtype float_type) {
+    if (m.type != dtype::boolean && m.type != dtype::uint8 && m.type != float_type)
+        return type_problem(std::string(name) + " has dtype " + dtype_name(m.type) +
+                            "; expected bool, uint8 or the float inputs' dtype " + dtype_name(float_type));
+    return check_alignment(m, name);
+}
+
+argument_problem check_float_output(const matrix& m, const char* name, dtype float_type) {
+    if (m.type != float_type && !(is_reduced(float_type) && m.type == dtype::float32)) {
+        std::string expected = dtype_name(float_type);
+        if (is_reduced(float_type)) expected += " or float32";
+        return type_problem(std::string(name) + " has dtype " + dtype_name(m.type) + "; expected " + expected);
+    }
+    return check_alignment(m, name);
+}
+
+argument_problem check_vector_layout(const matrix& m, const char* name, const matrix& ref,
+                                     const char* ref_name) {
+    if (m.ndim != 1) {
+        return value_problem(join(name, " must be a 1-D array of ", ref.rows, " (one per row of ",
+                                  ref_name, "), got a ", m.ndim, "-D array"));
+    }
+    if (m.rows != ref.rows) {
+        return value_problem(join(name, " has ", m.rows, " elements but ", ref_name, " has ",
+                                  ref.rows, " rows; pass one per row"));
+    }
+    if (m.data == nullptr && m.rows > 0) return value_problem(std::string(name) + " has no data (null pointer)");
+    if (!same_device(m.device, ref.device))
+        return value_problem(std::string(name) + " is on " + describe_device(m.device) + " but " + ref_name +
+                             " is on " + describe_device(ref.device) + "; all arrays must be on one device");
+    return check_alignment(m, name);
+}
+
+argument_problem check_fused_outputs(const fused_outputs& f, const matrix& ref, const char* ref_name,
+                                     dtype float_type, named_arrays inputs, named_arrays outputs) {
+    // Every output must be clear of every input and of every other output.
+    auto clear_of_others = [&](const matrix& out, const char* name) -> argument_problem {
+        // `outputs` holds the reference input itself when a call has no advantages output.
+        for (auto [other, other_name] : outputs)
+            if (auto problem = check_output(out, name, {{other, other_name}}, other != &ref)) return problem;
+        if (f.returns && &out != &*f.returns)
+            if (auto problem = check_output(out, name, {{&*f.returns, "returns"}}, true)) return problem;
+        for (auto [input, input_name] : inputs)
+            if (auto problem = check_output(out, name, {{input, input_name}})) return problem;
+        return check_output(out, name, {});
+    };
+    if (f.returns) {
+        if (auto problem = check_array_layout(*f.returns, "returns", ref, ref_name)) return problem;
+        if (auto problem = check_float_output(*f.returns, "returns", float_type)) return problem;
+        if (auto problem = clear_of_others(*f.returns, "returns")) return problem;
+    }
+    const std::pair<const std::optional<matrix>*, const char*> sums[] = {
+        {&f.abs_sums, "abs_sums"}, {&f.sums, "sums"}, {&f.square_sums, "square_sums"}};
+    for (auto [sum, name] : sums) {
+        if (!*sum) continue;
+        const matrix& m = **sum;
+        if (auto problem = check_vector_layout(m, name, ref, ref_name)) return problem;
+        if (m.type != dtype::float32 && m.type != dtype::float64)
+            return type_problem(std::string(name) + " has dtype " + dtype_name(m.type) +
+                                "; expected float32 or float64");
+        if (auto problem = clear_of_others(m, name)) return problem;
+        for (auto [other, other_name] : sums)
+            if (other != sum && *other)
+                if (auto problem = check_output(m, name, {{&**other, other_name}}, true)) return problem;
+    }
+    return {};
+}
+
+}  // namespace detail
 
 }  // namespace puffadv

@@ -9,6 +9,7 @@
 #include <puffadv/conventions.hpp>
 
 #include "core/checks.hpp"
+#include "core/kinds.hpp"  // argument_role, argument_name: the one table of kinds
 
 namespace puffadv::detail {
 
@@ -39,26 +40,14 @@ argument_problem check_vector_layout(const matrix& m, const char* name, const ma
 argument_problem check_fused_outputs(const fused_outputs& fused, const matrix& ref, const char* ref_name,
                                      dtype float_type, named_arrays inputs, named_arrays outputs);
 
-/// The arrays of a standard-convention call by their part in it. The name the
-/// caller knows each by depends on the kind (episodic_sum's rewards are its
-/// "inputs", its output `out`; retrace's probabilities are target_log_probs and
-/// behaviour_log_probs with log_probs): argument_name holds the one table every
-/// message reads.
-enum class argument_role : std::uint8_t {
-    rewards, values, terminated, truncated, last_value, bootstrap_values, importance,
-    next_values, target_probs, behaviour_probs, greedy,
-    advantages,  // the output A_t (episodic_sum's `out`)
-};
-const char* argument_name(estimator kind, argument_role role, bool log_probs = false) noexcept;
-inline const char* argument_name(const standard_params& p, argument_role role) noexcept {
-    return argument_name(p.kind, role, p.log_probs);
-}
-
 /// The message for a time_axis that is none of 0, -2, 1, -1 (`got`: as the caller wrote it).
 std::string time_axis_message(const char* name, const std::string& got);
 
-/// The puff advantage takes the general kernel (conventions_cpu.cpp) when the
-/// fast float path of advantage_cpu.cpp cannot serve it.
+/// TEMPORARY, for the routers onto today's kernels (src/cpu/estimate_cpu.cpp,
+/// src/advantage_cuda.cu, src/advantage_hip.cpp) only; the core no longer routes
+/// on it. The puff advantage takes the general kernel (conventions_cpu.cpp) when
+/// the fast float path of advantage_cpu.cpp cannot serve it. Defined in
+/// core/puff_routing.cpp: delete both when the routers are gone.
 bool puff_needs_general_kernel(const puff_arrays& arrays) noexcept;
 
 /// CPU kernels (conventions_cpu.cpp); arguments arrive checked.

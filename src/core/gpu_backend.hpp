@@ -1,6 +1,6 @@
-// Private interface between dispatch.cpp and the GPU backends. Each backend
+// Private interface between estimate.cpp and the GPU backends. Each backend
 // (advantage_cuda.cu, advantage_hip.cpp) implements these for its runtime;
-// arguments arrive already checked by find_puff_problem.
+// arguments arrive already checked by the one argument check (arguments.cpp).
 #pragma once
 
 #include <puffadv/puffadv.hpp>

@@ -1,9 +1,14 @@
-// Routes a checked call to the backend that owns the arrays' memory.
+// The one core entry (estimate.hpp): one check, then the backend that owns the
+// arrays' memory, or backend_unavailable for the bindings' CPU fallback. The
+// documented C++ entry points are thin wrappers over it.
+#include "core/estimate.hpp"
+
 #include <string>
 
+#include "core/backends.hpp"
 #include "core/checks.hpp"
 #include "core/gpu_backend.hpp"
-#include "core/conventions_detail.hpp"  // the general kernel of the puff advantage
+#include "core/kinds.hpp"
 
 namespace puffadv {
 namespace {
@@ -63,6 +68,25 @@ void require_gpu_backend(const device& d) {
                               (now.error.empty() ? std::string("none found") : now.error));
 }
 
+void estimate(const standard_arrays& arrays, const standard_params& params, gpu_stream stream) {
+    throw_problem(find_problem(arrays, params));
+    const matrix& ref = arrays.rewards;  // every array shares its shape and device now
+    if (ref.rows == 0) return;           // nothing to launch
+    // Horizon 0: the row sums are zeros, written by the backend; a kind whose
+    // row says so launches nothing unless fused outputs are requested.
+    if (ref.cols == 0 && !kind_info_of(params.kind).empty_horizon_launches && !arrays.fused.any()) return;
+    const device& d = ref.device;
+    if (d.type == device_type::cpu) return estimate_cpu(arrays, params);
+    require_gpu_backend(d);  // backend_unavailable: the caller may fall back to the CPU
+#if PUFFADV_HAS_CUDA
+    if (d.type == device_type::cuda) return estimate_cuda(arrays, params, stream);
+#endif
+#if PUFFADV_HAS_HIP
+    if (d.type == device_type::rocm) return estimate_hip(arrays, params, stream);
+#endif
+    (void)stream;
+}
+
 }  // namespace detail
 
 void synchronize_device(const device& d) {
@@ -75,46 +99,13 @@ void synchronize_device(const device& d) {
     (void)d;
 }
 
+void compute_standard_estimate(const standard_arrays& arrays, const standard_params& params,
+                               gpu_stream stream) {
+    detail::estimate(arrays, params, stream);
+}
+
 void compute_puff_advantage(const puff_arrays& arrays, const puff_params& params, gpu_stream stream) {
-    check_puff_arguments(arrays, params);
-    if (detail::puff_needs_general_kernel(arrays)) {  // fused outputs, bf16/fp16, byte dones
-        if (arrays.values.rows == 0) return;  // rows with horizon 0 still get their zero sums
-        if (arrays.values.device.type == device_type::cpu)
-            return detail::puff_advantage_general_cpu(arrays, params);
-        detail::require_gpu_backend(arrays.values.device);
-#if PUFFADV_HAS_CUDA
-        if (arrays.values.device.type == device_type::cuda)
-            return detail::puff_advantage_general_cuda(arrays, params, stream);
-#endif
-#if PUFFADV_HAS_HIP
-        if (arrays.values.device.type == device_type::rocm)
-            return detail::puff_advantage_general_hip(arrays, params, stream);
-#endif
-        return;
-    }
-    if (arrays.values.rows == 0 || arrays.values.cols == 0) return;  // nothing to launch
-    switch (arrays.values.device.type) {
-        case device_type::cpu:
-            detail::puff_advantage_cpu(arrays, params);
-            return;
-        case device_type::cuda:
-            detail::require_gpu_backend(arrays.values.device);
-#if PUFFADV_HAS_CUDA
-            detail::puff_advantage_cuda(arrays, params, stream);
-            return;
-#else
-            throw_backend_missing(arrays.values.device, "PUFF_CUDA");
-#endif
-        case device_type::rocm:
-            detail::require_gpu_backend(arrays.values.device);
-#if PUFFADV_HAS_HIP
-            detail::puff_advantage_hip(arrays, params, stream);
-            return;
-#else
-            throw_backend_missing(arrays.values.device, "PUFF_HIP");
-#endif
-    }
-    (void)stream;
+    detail::estimate(detail::as_standard_call(arrays), detail::as_standard_params(params), stream);
 }
 
 void compute_puff_advantage_cpu(const float* values, const float* rewards, const float* dones,

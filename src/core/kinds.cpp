@@ -1,0 +1,191 @@
+// The one table of kinds (kinds.hpp): every estimator's arrays, names, outputs
+// and scalars, read by the argument check, the dispatch and the bindings.
+#include "core/kinds.hpp"
+
+#include <iterator>
+#include <string>
+
+namespace puffadv {
+namespace detail {
+namespace {
+
+using r = argument_role;
+using n = need;
+
+constexpr unsigned clipped = scalar_gamma | scalar_lambda | scalar_rho_clip | scalar_c_clip;
+// The family checks every scalar of its call, whichever its kind reads.
+constexpr unsigned family_checks = clipped | scalar_rho_pg_clip | scalar_n;
+
+constexpr const char* family_dtypes = "the float inputs must share one dtype";
+constexpr const char* next_values_bootstrap = " (next_values is its bootstrap at every step)";
+
+// The GAE-shaped kinds differ only in their outputs' meaning (conventions.hpp).
+constexpr kind_info clipped_kind(estimator kind, unsigned reads) {
+    return {kind,
+            {{r::rewards, n::always}, {r::terminated, n::always}, {r::values, n::required},
+             {r::truncated, n::optional}, {r::last_value, n::optional}, {r::bootstrap_values, n::optional},
+             {r::importance, n::optional}},
+            n::optional, true, family_dtypes, family_checks, reads, true, {}, {}, {}};
+}
+
+constexpr kind_info table[] = {
+    clipped_kind(estimator::gae, clipped),
+    clipped_kind(estimator::td_lambda, clipped),
+    clipped_kind(estimator::vtrace, clipped | scalar_rho_pg_clip),
+    {estimator::discounted_returns,  // the bootstrap is optional (absent: 0)
+     {{r::rewards, n::always}, {r::terminated, n::always}, {r::truncated, n::optional},
+      {r::last_value, n::optional}, {r::bootstrap_values, n::optional}},
+     n::optional, false, family_dtypes, family_checks, scalar_gamma, true, {},
+     {{r::values, " (returns-to-go read only rewards and the bootstrap)"}}, {}},
+    {estimator::retrace,
+     {{r::rewards, n::always}, {r::terminated, n::always}, {r::values, n::required},
+      {r::truncated, n::optional}, {r::next_values, n::required}, {r::target_probs, n::both},
+      {r::behaviour_probs, n::both}},
+     n::optional, false, family_dtypes, family_checks,
+     scalar_gamma | scalar_lambda | scalar_c_clip | scalar_log_probs, true,
+     {{r::values, "q_values"}},
+     {{r::last_value, next_values_bootstrap}, {r::bootstrap_values, next_values_bootstrap},
+      {r::importance, " (target_probs and behaviour_probs give its ratios)"}},
+     {{r::next_values, " needs next_values ([rows, horizon]: E_pi[Q(s_{t+1}, .)], the bootstrap of every step)"},
+      {r::target_probs, " needs target_probs and behaviour_probs ([rows, horizon]: pi(a_t|s_t) and "
+                        "mu(a_t|s_t) of the taken actions, or their logs with log_probs)"}}},
+    {estimator::q_lambda,
+     {{r::rewards, n::always}, {r::terminated, n::always}, {r::values, n::required},
+      {r::truncated, n::optional}, {r::next_values, n::required}, {r::greedy, n::optional}},
+     n::optional, false, family_dtypes, family_checks, scalar_gamma | scalar_lambda, true,
+     {{r::values, "q_values"}},
+     {{r::last_value, next_values_bootstrap}, {r::bootstrap_values, next_values_bootstrap}},
+     {{r::next_values, " needs next_values ([rows, horizon]: max_a Q(s_{t+1}, a), the bootstrap of every step)"}}},
+    {estimator::n_step_returns,
+     {{r::rewards, n::always}, {r::terminated, n::always}, {r::values, n::required},
+      {r::truncated, n::optional}, {r::last_value, n::optional}, {r::bootstrap_values, n::optional}},
+     n::optional, true, family_dtypes, family_checks, scalar_gamma | scalar_lambda | scalar_n, true, {}, {}, {}},
+    {estimator::episodic_sum,  // the forward scan: rewards are its inputs, terminated its dones
+     {{r::rewards, n::always}, {r::terminated, n::always}, {r::last_value, n::optional}},
+     n::optional, false, family_dtypes, family_checks, scalar_gamma | scalar_lambda | scalar_reset_at_start, true,
+     {{r::rewards, "inputs"}, {r::terminated, "dones"}, {r::last_value, "seed"}, {r::advantages, "out"}},
+     {{r::values, " (it sums its inputs)"}, {r::truncated, " (a segment ends at any of dones)"},
+      {r::bootstrap_values, " (a segment ends at dones; pass seed for C_{-1})"}},
+     {}},
+    // PufferLib's schema: five arrays in every call, values the reference; its
+    // dones end an episode, and the last step's advantage is 0 (no bootstrap).
+    {estimator::puff_advantage,
+     {{r::values, n::always}, {r::rewards, n::always}, {r::terminated, n::always}, {r::importance, n::always}},
+     n::always, false, "all arrays must share one dtype", clipped, clipped, false,
+     {{r::terminated, "dones"}},
+     {{r::truncated, " (PufferLib's dones end an episode: fold truncations into dones)"},
+      {r::last_value, " (the last step's advantage is 0, as in PufferLib)"},
+      {r::bootstrap_values, " (the last step's advantage is 0, as in PufferLib)"}},
+     {}},
+};
+
+// Each role's key, and its own reason for a refusal where kinds share one.
+struct role_row {
+    const char* key;
+    const char* log_probs_name;  // with standard_params::log_probs
+    const char* refusal;
+};
+constexpr role_row roles[role_count] = {
+    {"rewards", nullptr, ""},
+    {"values", nullptr, ""},
+    {"terminated", nullptr, ""},
+    {"truncated", nullptr, ""},
+    {"last_value", nullptr, ""},
+    {"bootstrap_values", nullptr, ""},
+    {"importance", nullptr, " (only gae, td_lambda and vtrace take importance ratios)"},
+    {"next_values", nullptr, " (only retrace and q_lambda take next_values)"},
+    {"target_probs", "target_log_probs", " (only retrace takes probabilities)"},
+    {"behaviour_probs", "behaviour_log_probs", " (only retrace takes probabilities)"},
+    {"greedy", nullptr, " (only q_lambda takes greedy flags)"},
+    {"advantages", nullptr, ""},
+    {"returns", nullptr, ""},
+    {"abs_sums", nullptr, ""},
+    {"sums", nullptr, ""},
+    {"square_sums", nullptr, ""},
+};
+
+const char* find_text(const kind_info::text* list, std::size_t size, argument_role role) noexcept {
+    for (std::size_t i = 0; i < size && list[i].value; ++i)
+        if (list[i].role == role) return list[i].value;
+    return nullptr;
+}
+
+}  // namespace
+
+const kind_info& kind_info_of(estimator kind) {
+    for (const kind_info& info : table)
+        if (info.kind == kind) return info;
+    throw value_error("unknown estimator kind " + std::to_string(static_cast<int>(kind)));
+}
+
+need need_of(const kind_info& info, argument_role role) noexcept {
+    if (role == argument_role::advantages) return info.advantages;
+    if (is_output(role)) return need::optional;
+    for (const kind_info::use& u : info.inputs) {
+        if (u.presence == need::refused) break;
+        if (u.role == role) return u.presence;
+    }
+    return need::refused;
+}
+
+const char* role_key(argument_role role) noexcept { return roles[static_cast<int>(role)].key; }
+
+const char* argument_name(estimator kind, argument_role role, bool log_probs) noexcept {
+    const role_row& row = roles[static_cast<int>(role)];
+    if (log_probs && row.log_probs_name) return row.log_probs_name;
+    for (const kind_info& info : table)
+        if (info.kind == kind)
+            if (const char* name = find_text(info.names, std::size(info.names), role)) return name;
+    return row.key;
+}
+
+const char* refusal_reason(estimator kind, argument_role role) noexcept {
+    for (const kind_info& info : table)
+        if (info.kind == kind)
+            if (const char* reason = find_text(info.refusals, std::size(info.refusals), role)) return reason;
+    return roles[static_cast<int>(role)].refusal;
+}
+
+const char* missing_text(estimator kind, argument_role role) noexcept {
+    for (const kind_info& info : table)
+        if (info.kind == kind) return find_text(info.missing, std::size(info.missing), role);
+    return nullptr;
+}
+
+}  // namespace detail
+
+const char* estimator_name(estimator e) noexcept {
+    switch (e) {
+        case estimator::gae: return "gae";
+        case estimator::td_lambda: return "td_lambda";
+        case estimator::vtrace: return "vtrace";
+        case estimator::discounted_returns: return "discounted_returns";
+        case estimator::retrace: return "retrace";
+        case estimator::q_lambda: return "q_lambda";
+        case estimator::n_step_returns: return "n_step_returns";
+        case estimator::episodic_sum: return "episodic_sum";
+        case estimator::puff_advantage: return "puff_advantage";
+    }
+    return "unknown";
+}
+
+estimator estimator_from_name(const std::string& name) {
+    std::string known;  // the family's kinds: the puff advantage has entry points of its own
+    for (const detail::kind_info& info : detail::table) {
+        if (info.kind == estimator::puff_advantage) continue;
+        if (name == estimator_name(info.kind)) return info.kind;
+        known += known.empty() ? "'" : ", '";
+        known += estimator_name(info.kind);
+        known += "'";
+    }
+    throw value_error("kind must be one of " + known + ", got '" + name + "'");
+}
+
+namespace detail {
+estimator kind_from_name(const std::string& name) {
+    if (name == estimator_name(estimator::puff_advantage)) return estimator::puff_advantage;
+    return estimator_from_name(name);
+}
+}  // namespace detail
+
+}  // namespace puffadv

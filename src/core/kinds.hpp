@@ -1,0 +1,104 @@
+// The one table of kinds: for every estimator (the puff advantage included),
+// which arrays it reads, requires and refuses, the names its caller knows them
+// by, its outputs and its scalars. The argument check (arguments.cpp), the
+// dispatch (estimate.cpp) and the bindings read this table and nothing else,
+// so adding an estimator adds one entry here (kinds.cpp).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include <puffadv/conventions.hpp>
+
+namespace puffadv::detail {
+
+/// The arrays of a call by their part in it (standard_arrays' members). The
+/// order is the order in which presence problems are reported. The Python
+/// entry (`_core.estimate`) takes its arrays keyed by role_key.
+enum class argument_role : std::uint8_t {
+    rewards, values, terminated, truncated, last_value, bootstrap_values, importance,
+    next_values, target_probs, behaviour_probs, greedy,
+    advantages,  // the output A_t (episodic_sum's `out`)
+    returns, abs_sums, sums, square_sums,  // the fused outputs, optional for every kind
+};
+inline constexpr int role_count = 16;
+inline constexpr int input_role_count = 11;  // rewards .. greedy
+inline bool is_output(argument_role r) noexcept { return r >= argument_role::advantages; }
+
+/// How a kind treats an array.
+enum class need : std::uint8_t {
+    refused,   ///< "<kind> takes no <name> (<why>)"
+    optional,
+    required,  ///< the check reports "<kind> needs <name> ..." when it is absent
+    both,      ///< required together with the kind's other `both` array (retrace's probabilities)
+    always,    ///< an array in every call: the bindings refuse None as a TypeError
+};
+
+/// Scalars of standard_params, as bits.
+enum scalar : unsigned {
+    scalar_gamma = 1u << 0,
+    scalar_lambda = 1u << 1,
+    scalar_rho_clip = 1u << 2,
+    scalar_c_clip = 1u << 3,
+    scalar_rho_pg_clip = 1u << 4,
+    scalar_n = 1u << 5,
+    scalar_log_probs = 1u << 6,
+    scalar_reset_at_start = 1u << 7,
+};
+
+/// One kind's row of the table. Arrays not listed in `inputs` are refused.
+struct kind_info {
+    struct use {
+        argument_role role;
+        need presence;  ///< refused ends the list
+    };
+    struct text {
+        argument_role role;
+        const char* value;  ///< nullptr ends the list
+    };
+    estimator kind;
+    /// The inputs it reads, in the order the checks name them; the first is the
+    /// reference whose shape and device every other array must share, and the
+    /// first float input, whose dtype the others must share.
+    use inputs[input_role_count + 1];
+    need advantages;         ///< the [rows, horizon] output; the fused ones are optional
+    bool needs_bootstrap;    ///< exactly one of last_value and bootstrap_values
+    const char* dtype_rule;  ///< after "x has dtype T but <reference> has U; "
+    unsigned checks;         ///< the scalars the check validates (whether or not read)
+    unsigned reads;          ///< the scalars the computation reads
+    /// A call with horizon 0 still reaches the backend (which writes the zero
+    /// row sums); false: only when fused outputs are requested.
+    bool empty_horizon_launches;
+    text names[5];           ///< the caller's names where they differ from role_key
+    text refusals[4];        ///< "<kind> takes no <name>" + this, where not the role's own reason
+    text missing[3];         ///< "<kind>" + this, where not " needs <name> ([rows, horizon])"
+};
+
+/// estimator_from_name, and "puff_advantage" too (the one Python entry takes every kind).
+estimator kind_from_name(const std::string& name);
+
+/// The row of `kind`; value_error for a kind outside the enum.
+const kind_info& kind_info_of(estimator kind);
+
+/// How `kind` treats `role`.
+need need_of(const kind_info& info, argument_role role) noexcept;
+
+/// The role's key ("rewards", "values", ..., "square_sums"), as the Python entry names it.
+const char* role_key(argument_role role) noexcept;
+
+/// The name the caller of `kind` knows the array by, for every message
+/// (episodic_sum's rewards are its "inputs", its output `out`; retrace's
+/// probabilities are target_log_probs and behaviour_log_probs with log_probs).
+const char* argument_name(estimator kind, argument_role role, bool log_probs = false) noexcept;
+inline const char* argument_name(const standard_params& p, argument_role role) noexcept {
+    return argument_name(p.kind, role, p.log_probs);
+}
+
+/// Why `kind` refuses `role`, after "<kind> takes no <name>" (possibly empty).
+const char* refusal_reason(estimator kind, argument_role role) noexcept;
+
+/// What follows the kind's name when a required array is absent (nullptr: the
+/// default " needs <name> ([rows, horizon])").
+const char* missing_text(estimator kind, argument_role role) noexcept;
+
+}  // namespace puffadv::detail
