@@ -7,7 +7,8 @@ if(NOT nanobind_ROOT)
 endif()
 find_package(nanobind CONFIG REQUIRED)
 
-nanobind_add_module(_core NB_STATIC src/bindings.cpp src/python/bindings_arrays.cpp src/python/bindings_exchange.cpp
+nanobind_add_module(_core NB_STATIC src/bindings.cpp src/python/bindings_arrays.cpp src/python/bindings_estimate.cpp
+                    src/python/bindings_exchange.cpp
                     src/python/bindings_export_errors.cpp src/python/bindings_conventions.cpp)
 target_include_directories(_core PRIVATE "${PROJECT_SOURCE_DIR}/src")  # private headers by their path under src/
 target_link_libraries(_core PRIVATE puffadv)

@@ -13,8 +13,9 @@
 #include <puffadv/puffadv.hpp>
 
 #include "python/bindings_arrays.hpp"
-#include "python/bindings_release.hpp"
+#include "core/backends.hpp"  // as_standard_params
 #include "python/bindings_conventions.hpp"
+#include "python/bindings_estimate.hpp"
 
 #if PUFF_HAS_JAX
 #include "jax/register.hpp"
@@ -25,21 +26,20 @@ using namespace puffadv;
 
 namespace {
 
+// PufferLib's five arrays, each required (None is "must be an array ..., got NoneType").
 void puff_advantage(nb::handle values, nb::handle rewards, nb::handle dones, nb::handle importance,
                     nb::handle advantages, double gamma, double gae_lambda, double rho_clip,
                     double c_clip, nb::handle stream) {
-    bindings::array_holder keep[5];
-    const char* names[5] = {"values", "rewards", "dones", "importance", "advantages"};
-    nb::handle objects[5] = {values, rewards, dones, importance, advantages};
-    matrix in[5];
-    for (int i = 0; i < 5; ++i)
-        in[i] = *bindings::import_array(objects[i], names[i], keep[i], false, /*output=*/i == 4);
-    const std::uintptr_t handle = bindings::stream_handle(stream);
-
-    const puff_arrays arrays{in[0], in[1], in[2], in[3], in[4]};
-    const puff_params params{gamma, gae_lambda, rho_clip, c_clip};
-    const bindings::released_gil release;  // the arrays above stay alive until after this scope
-    compute_puff_advantage(arrays, params, reinterpret_cast<gpu_stream>(handle));
+    using detail::argument_role;
+    bindings::role_handles arrays{};
+    arrays[static_cast<int>(argument_role::values)] = values;
+    arrays[static_cast<int>(argument_role::rewards)] = rewards;
+    arrays[static_cast<int>(argument_role::terminated)] = dones;
+    arrays[static_cast<int>(argument_role::importance)] = importance;
+    arrays[static_cast<int>(argument_role::advantages)] = advantages;
+    const standard_params p = detail::as_standard_params(puff_params{gamma, gae_lambda, rho_clip, c_clip});
+    bindings::estimate(estimator::puff_advantage, arrays, p, nb::handle(), stream,
+                       bindings::none_wording::dlpack);
 }
 
 // What the core reads of an array: for allocating outputs beside a plain DLPack
@@ -124,6 +124,8 @@ NB_MODULE(_core, m) {
     m.def("cpu_thread_count", &cpu_thread_count, "Threads a CPU call uses now.");
     m.def("pin_cpu_thread_count", [](bool pin) { pin_cpu_thread_count(pin); }, nb::arg("pin"),
           "True: read PUFFADV_NUM_THREADS now for this thread's next calls (they release the GIL).");
+    // The one entry for every kind; the older functions below call its path.
+    bindings::register_estimate(m);
     puffadv::register_conventions(m);  // GAE, TD(lambda), V-trace, fused puff outputs
     // The CPU fallback policy (include/puffadv/fallback.hpp), used by puffadv._fallback.
     m.def("fallback_mode", [] {

@@ -1,9 +1,7 @@
-// nanobind functions of the standard conventions and of the puff advantage's
-// fused outputs. Like bindings.cpp it only translates: DLPack arrays become
-// puffadv::matrix views (time-major data by swapping strides, never copying),
-// None becomes an absent std::optional, and the core checks everything.
+// The older nanobind functions of the standard conventions and of the puff
+// advantage's fused outputs, kept for the Python layer until it calls
+// _core.estimate: thin calls of the one path (bindings_estimate.cpp).
 #include <cstdint>
-#include <optional>
 #include <string>
 
 #include <nanobind/nanobind.h>
@@ -12,39 +10,17 @@
 
 #include <puffadv/conventions.hpp>
 
-#include "python/bindings_arrays.hpp"
-#include "python/bindings_release.hpp"
+#include "core/backends.hpp"  // as_standard_params
 #include "python/bindings_conventions.hpp"
-#include "core/conventions_detail.hpp"
+#include "python/bindings_estimate.hpp"
 
 namespace nb = nanobind;
 
 namespace puffadv {
 namespace {
 
-using bindings::array_holder;
-
-std::optional<matrix> import(nb::handle obj, const char* name, array_holder& keep) {
-    return bindings::import_array(obj, name, keep, /*optional=*/true);
-}
-
-std::optional<matrix> output(nb::handle obj, const char* name, array_holder& keep) {
-    return bindings::import_array(obj, name, keep, /*optional=*/true, /*output=*/true);
-}
-
-// time_axis as the core's int64, or the core's own message for a Python int beyond it.
-std::int64_t time_axis_of(nb::handle time_axis) {
-    int overflow = 0;
-    const long long value = PyLong_AsLongLongAndOverflow(time_axis.ptr(), &overflow);
-    if (value == -1 && PyErr_Occurred()) throw nb::python_error();
-    if (overflow) throw value_error(detail::time_axis_message("rewards", nb::str(time_axis).c_str()));
-    return value;
-}
-
-matrix required(std::optional<matrix> m, const char* name) {
-    if (!m) throw type_error(std::string(name) + " must be an array, got None");
-    return *m;
-}
+using detail::argument_role;
+using bindings::none_wording;
 
 void standard_estimate(nb::handle rewards, nb::handle values, nb::handle terminated, nb::handle truncated,
                        nb::handle last_value, nb::handle bootstrap_values, nb::handle importance,
@@ -55,59 +31,33 @@ void standard_estimate(nb::handle rewards, nb::handle values, nb::handle termina
                        nb::handle target_probs, nb::handle behaviour_probs, nb::handle greedy, std::int64_t n,
                        bool log_probs, bool reset_at_start) {
     const estimator estimator_kind = estimator_from_name(kind);
-    // Arrays are named as this kind's caller knows them (episodic_sum's "inputs" and "out").
-    auto name = [estimator_kind, log_probs](detail::argument_role r) {
-        return detail::argument_name(estimator_kind, r, log_probs);
-    };
-    using role = detail::argument_role;
-    array_holder keep[16];
-    standard_arrays a;
-    a.rewards = required(import(rewards, name(role::rewards), keep[0]), name(role::rewards));
-    a.values = import(values, name(role::values), keep[1]);
-    a.terminated = required(import(terminated, name(role::terminated), keep[2]), name(role::terminated));
-    a.truncated = import(truncated, name(role::truncated), keep[3]);
-    a.last_value = import(last_value, name(role::last_value), keep[4]);
-    a.bootstrap_values = import(bootstrap_values, name(role::bootstrap_values), keep[5]);
-    a.importance = import(importance, name(role::importance), keep[6]);
-    a.next_values = import(next_values, name(role::next_values), keep[7]);
-    a.target_probs = import(target_probs, name(role::target_probs), keep[8]);
-    a.behaviour_probs = import(behaviour_probs, name(role::behaviour_probs), keep[9]);
-    a.greedy = import(greedy, name(role::greedy), keep[10]);
-    a.advantages = output(advantages, name(role::advantages), keep[11]);
-    a.fused.returns = output(returns, "returns", keep[12]);
-    a.fused.abs_sums = output(abs_sums, "abs_sums", keep[13]);
-    a.fused.sums = output(sums, "sums", keep[14]);
-    a.fused.square_sums = output(square_sums, "square_sums", keep[15]);
-
-    const std::uintptr_t handle = bindings::stream_handle(stream);
-    if (auto problem = apply_time_axis(a, time_axis_of(time_axis))) throw value_error(problem.message);
-
+    // In role order (core/kinds.hpp).
+    const bindings::role_handles arrays = {rewards, values, terminated, truncated, last_value, bootstrap_values,
+                                           importance, next_values, target_probs, behaviour_probs, greedy,
+                                           advantages, returns, abs_sums, sums, square_sums};
     standard_params p{estimator_kind, gamma, lambda, rho_clip, c_clip, rho_pg_clip, lambda_name.c_str()};
     p.n = n;
     p.log_probs = log_probs;
     p.reset_at_start = reset_at_start;
-    const bindings::released_gil release;  // `keep` holds the arrays until after this scope
-    compute_standard_estimate(a, p, reinterpret_cast<gpu_stream>(handle));
+    bindings::estimate(estimator_kind, arrays, p, time_axis, stream, none_wording::short_);
 }
 
 void puff_advantage_fused(nb::handle values, nb::handle rewards, nb::handle dones, nb::handle importance,
                           nb::handle advantages, nb::handle returns, nb::handle abs_sums, nb::handle sums,
                           nb::handle square_sums, double gamma, double gae_lambda, double rho_clip,
                           double c_clip, nb::handle stream) {
-    array_holder keep[9];
-    puff_arrays a{required(import(values, "values", keep[0]), "values"),
-                  required(import(rewards, "rewards", keep[1]), "rewards"),
-                  required(import(dones, "dones", keep[2]), "dones"),
-                  required(import(importance, "importance", keep[3]), "importance"),
-                  required(output(advantages, "advantages", keep[4]), "advantages")};
-    a.fused.returns = output(returns, "returns", keep[5]);
-    a.fused.abs_sums = output(abs_sums, "abs_sums", keep[6]);
-    a.fused.sums = output(sums, "sums", keep[7]);
-    a.fused.square_sums = output(square_sums, "square_sums", keep[8]);
-    const std::uintptr_t handle = bindings::stream_handle(stream);
-    const puff_params params{gamma, gae_lambda, rho_clip, c_clip};
-    const bindings::released_gil release;
-    compute_puff_advantage(a, params, reinterpret_cast<gpu_stream>(handle));
+    bindings::role_handles arrays{};
+    arrays[static_cast<int>(argument_role::values)] = values;
+    arrays[static_cast<int>(argument_role::rewards)] = rewards;
+    arrays[static_cast<int>(argument_role::terminated)] = dones;
+    arrays[static_cast<int>(argument_role::importance)] = importance;
+    arrays[static_cast<int>(argument_role::advantages)] = advantages;
+    arrays[static_cast<int>(argument_role::returns)] = returns;
+    arrays[static_cast<int>(argument_role::abs_sums)] = abs_sums;
+    arrays[static_cast<int>(argument_role::sums)] = sums;
+    arrays[static_cast<int>(argument_role::square_sums)] = square_sums;
+    const standard_params p = detail::as_standard_params(puff_params{gamma, gae_lambda, rho_clip, c_clip});
+    bindings::estimate(estimator::puff_advantage, arrays, p, nb::handle(), stream, none_wording::short_);
 }
 
 }  // namespace

@@ -1,0 +1,131 @@
+// The one nanobind entry (bindings_estimate.hpp). Like bindings.cpp it only
+// translates: DLPack arrays become puffadv::matrix views (time-major data by
+// swapping strides, never copying), None an absent array, and the core's one
+// entry checks everything, naming each array as the kinds table does.
+#include "python/bindings_estimate.hpp"
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include <nanobind/stl/string.h>
+
+#include "core/conventions_detail.hpp"
+#include "python/bindings_arrays.hpp"
+#include "python/bindings_release.hpp"
+
+namespace nb = nanobind;
+
+namespace puffadv::bindings {
+namespace {
+
+using detail::argument_role;
+
+// time_axis as the core's int64, or the core's own message for a Python int beyond it.
+std::int64_t time_axis_of(nb::handle time_axis) {
+    int overflow = 0;
+    const long long value = PyLong_AsLongLongAndOverflow(time_axis.ptr(), &overflow);
+    if (value == -1 && PyErr_Occurred()) throw nb::python_error();
+    if (overflow) throw value_error(detail::time_axis_message("rewards", nb::str(time_axis).c_str()));
+    return value;
+}
+
+bool absent(nb::handle h) { return !h.is_valid() || h.is_none(); }
+
+// _core.estimate: the arrays keyed by role; an unknown key is a TypeError naming it.
+void estimate_entry(const std::string& kind_name, nb::dict arrays, double gamma, double lambda, double rho_clip,
+                    double c_clip, double rho_pg_clip, std::int64_t n, bool log_probs, bool reset_at_start,
+                    const std::string& lambda_name, nb::int_ time_axis, nb::handle stream) {
+    const estimator kind = detail::kind_from_name(kind_name);
+    role_handles by_role{};
+    std::string unknown;
+    for (auto [key, value] : arrays) {
+        const std::string name = nb::isinstance<nb::str>(key) ? nb::cast<std::string>(key)
+                                                              : std::string(nb::repr(key).c_str());
+        int role = 0;
+        while (role < detail::role_count && name != detail::role_key(static_cast<argument_role>(role))) ++role;
+        if (role == detail::role_count || !nb::isinstance<nb::str>(key))
+            unknown += (unknown.empty() ? "'" : ", '") + name + "'";
+        else
+            by_role[role] = value;
+    }
+    if (!unknown.empty()) {
+        std::string known;
+        for (int role = 0; role < detail::role_count; ++role)
+            known += (role ? ", " : "") + std::string(detail::role_key(static_cast<argument_role>(role)));
+        throw type_error("arrays has unknown keys " + unknown + "; its keys are the roles " + known);
+    }
+    standard_params p{kind, gamma, lambda, rho_clip, c_clip, rho_pg_clip, lambda_name.c_str()};
+    p.n = n;
+    p.log_probs = log_probs;
+    p.reset_at_start = reset_at_start;
+    estimate(kind, by_role, p, time_axis, stream, none_wording::dlpack);
+}
+
+}  // namespace
+
+void estimate(estimator kind, const role_handles& arrays, const standard_params& params, nb::handle time_axis,
+              nb::handle stream, none_wording wording) {
+    const detail::kind_info& info = detail::kind_info_of(kind);
+    array_holder keep[detail::role_count];
+    std::optional<matrix> in[detail::role_count];
+    auto import_role = [&](argument_role r) {
+        const int i = static_cast<int>(r);
+        const nb::handle h = absent(arrays[i]) ? nb::handle(Py_None) : arrays[i];
+        const char* name = detail::argument_name(kind, r, params.log_probs);
+        const bool output = detail::is_output(r);
+        if (detail::need_of(info, r) != detail::need::always) {
+            in[i] = import_array(h, name, keep[i], /*optional=*/true, output);
+        } else if (wording == none_wording::dlpack) {
+            in[i] = import_array(h, name, keep[i], /*optional=*/false, output);
+        } else {
+            in[i] = import_array(h, name, keep[i], /*optional=*/true, output);
+            if (!in[i]) throw type_error(std::string(name) + " must be an array, got None");
+        }
+    };
+    // The kind's reference array first (the puff advantage's values), then by role.
+    const argument_role first = info.inputs[0].role;
+    import_role(first);
+    for (int i = 0; i < detail::role_count; ++i)
+        if (static_cast<argument_role>(i) != first) import_role(static_cast<argument_role>(i));
+
+    auto at = [&in](argument_role r) -> std::optional<matrix>& { return in[static_cast<int>(r)]; };
+    standard_arrays a;
+    a.rewards = *at(argument_role::rewards);  // every kind takes rewards and terminated always
+    a.values = at(argument_role::values);
+    a.terminated = *at(argument_role::terminated);
+    a.truncated = at(argument_role::truncated);
+    a.last_value = at(argument_role::last_value);
+    a.bootstrap_values = at(argument_role::bootstrap_values);
+    a.importance = at(argument_role::importance);
+    a.next_values = at(argument_role::next_values);
+    a.target_probs = at(argument_role::target_probs);
+    a.behaviour_probs = at(argument_role::behaviour_probs);
+    a.greedy = at(argument_role::greedy);
+    a.advantages = at(argument_role::advantages);
+    a.fused.returns = at(argument_role::returns);
+    a.fused.abs_sums = at(argument_role::abs_sums);
+    a.fused.sums = at(argument_role::sums);
+    a.fused.square_sums = at(argument_role::square_sums);
+
+    const std::uintptr_t handle = stream_handle(stream);
+    if (time_axis.is_valid() && kind != estimator::puff_advantage)  // the puff advantage: batch-major only
+        if (auto problem = apply_time_axis(a, time_axis_of(time_axis))) throw value_error(problem.message);
+    const released_gil release;  // `keep` holds the arrays until after this scope
+    compute_standard_estimate(a, params, reinterpret_cast<gpu_stream>(handle));
+}
+
+void register_estimate(nb::module_& m) {
+    m.def("estimate", &estimate_entry, nb::arg("kind"), nb::arg("arrays"), nb::kw_only(), nb::arg("gamma"),
+          nb::arg("lambda_"), nb::arg("rho_clip") = 1.0, nb::arg("c_clip") = 1.0, nb::arg("rho_pg_clip") = 1.0,
+          nb::arg("n") = 1, nb::arg("log_probs") = false, nb::arg("reset_at_start") = false,
+          nb::arg("lambda_name") = "lambda", nb::arg("time_axis") = nb::int_(1), nb::arg("stream") = 0,
+          "Any kind (gae, td_lambda, vtrace, discounted_returns, retrace, q_lambda, n_step_returns, "
+          "episodic_sum, puff_advantage) into the given outputs. `arrays` maps roles (rewards, values, "
+          "terminated, truncated, last_value, bootstrap_values, importance, next_values, target_probs, "
+          "behaviour_probs, greedy, advantages, returns, abs_sums, sums, square_sums) to arrays or None; "
+          "the puff advantage's dones are its `terminated`, and it is batch-major whatever time_axis says. "
+          "All checks happen in the core.");
+}
+
+}  // namespace puffadv::bindings
