@@ -109,8 +109,9 @@ struct standard_arrays {
     fused_outputs fused{};
 };
 
-/// Every argument check of a standard-convention call (shapes, dtypes, devices,
-/// aliasing, parameters). Data-dependent problems (a step both terminated and
+/// Every argument check of a call of any kind, the puff advantage included
+/// (shapes, dtypes, devices, aliasing, parameters), each array named as the
+/// kind's caller knows it. Data-dependent problems (a step both terminated and
 /// truncated) are reported by the computation itself.
 argument_problem find_standard_problem(const standard_arrays& arrays, const standard_params& params);
 
@@ -125,8 +126,9 @@ argument_problem apply_time_axis(matrix& m, std::int64_t time_axis, const char* 
 /// the per-row sums, which have no time axis), as every binding needs it.
 argument_problem apply_time_axis(standard_arrays& a, std::int64_t time_axis);
 
-/// Checks, then computes on the arrays' device. Throws value_error when a step
-/// is both terminated and truncated (naming its row and step).
+/// Checks, then computes on the arrays' device: the one entry of every kind
+/// (compute_puff_advantage is this call with kind puff_advantage). Throws
+/// value_error when a step is both terminated and truncated (naming its row and step).
 void compute_standard_estimate(const standard_arrays& arrays, const standard_params& params,
                                gpu_stream stream = nullptr);
 

@@ -103,7 +103,9 @@ argument_problem check_scalars(const standard_params& p, unsigned checks) {
 }  // namespace
 
 argument_problem find_problem(const standard_arrays& a, const standard_params& p) {
-    const kind_info& info = kind_info_of(p.kind);
+    const kind_info* known = find_kind_info(p.kind);
+    if (!known) return value_problem(join("unknown estimator kind ", static_cast<int>(p.kind)));
+    const kind_info& info = *known;
     const by_role arrays(a);
     if (auto problem = check_presence(arrays, info, p)) return problem;
 

@@ -16,6 +16,10 @@ constexpr unsigned clipped = scalar_gamma | scalar_lambda | scalar_rho_clip | sc
 // The family checks every scalar of its call, whichever its kind reads.
 constexpr unsigned family_checks = clipped | scalar_rho_pg_clip | scalar_n;
 
+// kind_info's two flags, by name.
+constexpr bool needs_bootstrap = true, bootstrap_not_needed = false;
+constexpr bool launches_at_horizon_0 = true, launches_at_horizon_0_for_fused_only = false;
+
 constexpr const char* family_dtypes = "the float inputs must share one dtype";
 constexpr const char* next_values_bootstrap = " (next_values is its bootstrap at every step)";
 
@@ -25,9 +29,12 @@ constexpr kind_info clipped_kind(estimator kind, unsigned reads) {
             {{r::rewards, n::always}, {r::terminated, n::always}, {r::values, n::required},
              {r::truncated, n::optional}, {r::last_value, n::optional}, {r::bootstrap_values, n::optional},
              {r::importance, n::optional}},
-            n::optional, true, family_dtypes, family_checks, reads, true, {}, {}, {}};
+            n::optional, needs_bootstrap, family_dtypes, family_checks, reads, launches_at_horizon_0, {}, {}, {}};
 }
 
+// Each row: {kind, inputs in check order (the first the reference), the advantages
+// output, the bootstrap rule, the dtype rule's wording, the scalars checked and
+// read, horizon 0, the caller's names, refusal reasons, missing-array messages}.
 constexpr kind_info table[] = {
     clipped_kind(estimator::gae, clipped),
     clipped_kind(estimator::td_lambda, clipped),
@@ -35,14 +42,14 @@ constexpr kind_info table[] = {
     {estimator::discounted_returns,  // the bootstrap is optional (absent: 0)
      {{r::rewards, n::always}, {r::terminated, n::always}, {r::truncated, n::optional},
       {r::last_value, n::optional}, {r::bootstrap_values, n::optional}},
-     n::optional, false, family_dtypes, family_checks, scalar_gamma, true, {},
+     n::optional, bootstrap_not_needed, family_dtypes, family_checks, scalar_gamma, launches_at_horizon_0, {},
      {{r::values, " (returns-to-go read only rewards and the bootstrap)"}}, {}},
     {estimator::retrace,
      {{r::rewards, n::always}, {r::terminated, n::always}, {r::values, n::required},
       {r::truncated, n::optional}, {r::next_values, n::required}, {r::target_probs, n::both},
       {r::behaviour_probs, n::both}},
-     n::optional, false, family_dtypes, family_checks,
-     scalar_gamma | scalar_lambda | scalar_c_clip | scalar_log_probs, true,
+     n::optional, bootstrap_not_needed, family_dtypes, family_checks,
+     scalar_gamma | scalar_lambda | scalar_c_clip | scalar_log_probs, launches_at_horizon_0,
      {{r::values, "q_values"}},
      {{r::last_value, next_values_bootstrap}, {r::bootstrap_values, next_values_bootstrap},
       {r::importance, " (target_probs and behaviour_probs give its ratios)"}},
@@ -52,17 +59,20 @@ constexpr kind_info table[] = {
     {estimator::q_lambda,
      {{r::rewards, n::always}, {r::terminated, n::always}, {r::values, n::required},
       {r::truncated, n::optional}, {r::next_values, n::required}, {r::greedy, n::optional}},
-     n::optional, false, family_dtypes, family_checks, scalar_gamma | scalar_lambda, true,
+     n::optional, bootstrap_not_needed, family_dtypes, family_checks, scalar_gamma | scalar_lambda,
+     launches_at_horizon_0,
      {{r::values, "q_values"}},
      {{r::last_value, next_values_bootstrap}, {r::bootstrap_values, next_values_bootstrap}},
      {{r::next_values, " needs next_values ([rows, horizon]: max_a Q(s_{t+1}, a), the bootstrap of every step)"}}},
     {estimator::n_step_returns,
      {{r::rewards, n::always}, {r::terminated, n::always}, {r::values, n::required},
       {r::truncated, n::optional}, {r::last_value, n::optional}, {r::bootstrap_values, n::optional}},
-     n::optional, true, family_dtypes, family_checks, scalar_gamma | scalar_lambda | scalar_n, true, {}, {}, {}},
+     n::optional, needs_bootstrap, family_dtypes, family_checks, scalar_gamma | scalar_lambda | scalar_n,
+     launches_at_horizon_0, {}, {}, {}},
     {estimator::episodic_sum,  // the forward scan: rewards are its inputs, terminated its dones
      {{r::rewards, n::always}, {r::terminated, n::always}, {r::last_value, n::optional}},
-     n::optional, false, family_dtypes, family_checks, scalar_gamma | scalar_lambda | scalar_reset_at_start, true,
+     n::optional, bootstrap_not_needed, family_dtypes, family_checks,
+     scalar_gamma | scalar_lambda | scalar_reset_at_start, launches_at_horizon_0,
      {{r::rewards, "inputs"}, {r::terminated, "dones"}, {r::last_value, "seed"}, {r::advantages, "out"}},
      {{r::values, " (it sums its inputs)"}, {r::truncated, " (a segment ends at any of dones)"},
       {r::bootstrap_values, " (a segment ends at dones; pass seed for C_{-1})"}},
@@ -71,7 +81,8 @@ constexpr kind_info table[] = {
     // dones end an episode, and the last step's advantage is 0 (no bootstrap).
     {estimator::puff_advantage,
      {{r::values, n::always}, {r::rewards, n::always}, {r::terminated, n::always}, {r::importance, n::always}},
-     n::always, false, "all arrays must share one dtype", clipped, clipped, false,
+     n::always, bootstrap_not_needed, "all arrays must share one dtype", clipped, clipped,
+     launches_at_horizon_0_for_fused_only,
      {{r::terminated, "dones"}},
      {{r::truncated, " (PufferLib's dones end an episode: fold truncations into dones)"},
       {r::last_value, " (the last step's advantage is 0, as in PufferLib)"},
@@ -104,6 +115,14 @@ constexpr role_row roles[role_count] = {
     {"square_sums", nullptr, ""},
 };
 
+// The table is indexed by the enum's value.
+constexpr bool in_enum_order() {
+    for (std::size_t i = 0; i < std::size(table); ++i)
+        if (static_cast<std::size_t>(table[i].kind) != i) return false;
+    return true;
+}
+static_assert(in_enum_order(), "kinds table rows must follow the estimator enum");
+
 const char* find_text(const kind_info::text* list, std::size_t size, argument_role role) noexcept {
     for (std::size_t i = 0; i < size && list[i].value; ++i)
         if (list[i].role == role) return list[i].value;
@@ -112,9 +131,13 @@ const char* find_text(const kind_info::text* list, std::size_t size, argument_ro
 
 }  // namespace
 
+const kind_info* find_kind_info(estimator kind) noexcept {
+    const auto i = static_cast<std::size_t>(kind);
+    return i < std::size(table) ? &table[i] : nullptr;
+}
+
 const kind_info& kind_info_of(estimator kind) {
-    for (const kind_info& info : table)
-        if (info.kind == kind) return info;
+    if (const kind_info* info = find_kind_info(kind)) return *info;
     throw value_error("unknown estimator kind " + std::to_string(static_cast<int>(kind)));
 }
 
@@ -133,23 +156,20 @@ const char* role_key(argument_role role) noexcept { return roles[static_cast<int
 const char* argument_name(estimator kind, argument_role role, bool log_probs) noexcept {
     const role_row& row = roles[static_cast<int>(role)];
     if (log_probs && row.log_probs_name) return row.log_probs_name;
-    for (const kind_info& info : table)
-        if (info.kind == kind)
-            if (const char* name = find_text(info.names, std::size(info.names), role)) return name;
+    if (const kind_info* info = find_kind_info(kind))
+        if (const char* name = find_text(info->names, std::size(info->names), role)) return name;
     return row.key;
 }
 
 const char* refusal_reason(estimator kind, argument_role role) noexcept {
-    for (const kind_info& info : table)
-        if (info.kind == kind)
-            if (const char* reason = find_text(info.refusals, std::size(info.refusals), role)) return reason;
+    if (const kind_info* info = find_kind_info(kind))
+        if (const char* reason = find_text(info->refusals, std::size(info->refusals), role)) return reason;
     return roles[static_cast<int>(role)].refusal;
 }
 
 const char* missing_text(estimator kind, argument_role role) noexcept {
-    for (const kind_info& info : table)
-        if (info.kind == kind) return find_text(info.missing, std::size(info.missing), role);
-    return nullptr;
+    const kind_info* info = find_kind_info(kind);
+    return info ? find_text(info->missing, std::size(info->missing), role) : nullptr;
 }
 
 }  // namespace detail

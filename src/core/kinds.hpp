@@ -77,7 +77,9 @@ struct kind_info {
 /// estimator_from_name, and "puff_advantage" too (the one Python entry takes every kind).
 estimator kind_from_name(const std::string& name);
 
-/// The row of `kind`; value_error for a kind outside the enum.
+/// The row of `kind`; nullptr (kind_info_of: value_error) for a value outside
+/// the enum (the JAX handlers receive the kind as an integer).
+const kind_info* find_kind_info(estimator kind) noexcept;
 const kind_info& kind_info_of(estimator kind);
 
 /// How `kind` treats `role`.
