@@ -23,73 +23,6 @@ constexpr bool launches_at_horizon_0 = true, launches_at_horizon_0_for_fused_onl
 constexpr const char* family_dtypes = "the float inputs must share one dtype";
 constexpr const char* next_values_bootstrap = " (next_values is its bootstrap at every step)";
 
-// The GAE-shaped kinds differ only in their outputs' meaning (conventions.hpp).
-constexpr kind_info clipped_kind(estimator kind, unsigned reads) {
-    return {kind,
-            {{r::rewards, n::always}, {r::terminated, n::always}, {r::values, n::required},
-             {r::truncated, n::optional}, {r::last_value, n::optional}, {r::bootstrap_values, n::optional},
-             {r::importance, n::optional}},
-            n::optional, needs_bootstrap, family_dtypes, family_checks, reads, launches_at_horizon_0, {}, {}, {}};
-}
-
-// Each row: {kind, inputs in check order (the first the reference), the advantages
-// output, the bootstrap rule, the dtype rule's wording, the scalars checked and
-// read, horizon 0, the caller's names, refusal reasons, missing-array messages}.
-constexpr kind_info table[] = {
-    clipped_kind(estimator::gae, clipped),
-    clipped_kind(estimator::td_lambda, clipped),
-    clipped_kind(estimator::vtrace, clipped | scalar_rho_pg_clip),
-    {estimator::discounted_returns,  // the bootstrap is optional (absent: 0)
-     {{r::rewards, n::always}, {r::terminated, n::always}, {r::truncated, n::optional},
-      {r::last_value, n::optional}, {r::bootstrap_values, n::optional}},
-     n::optional, bootstrap_not_needed, family_dtypes, family_checks, scalar_gamma, launches_at_horizon_0, {},
-     {{r::values, " (returns-to-go read only rewards and the bootstrap)"}}, {}},
-    {estimator::retrace,
-     {{r::rewards, n::always}, {r::terminated, n::always}, {r::values, n::required},
-      {r::truncated, n::optional}, {r::next_values, n::required}, {r::target_probs, n::both},
-      {r::behaviour_probs, n::both}},
-     n::optional, bootstrap_not_needed, family_dtypes, family_checks,
-     scalar_gamma | scalar_lambda | scalar_c_clip | scalar_log_probs, launches_at_horizon_0,
-     {{r::values, "q_values"}},
-     {{r::last_value, next_values_bootstrap}, {r::bootstrap_values, next_values_bootstrap},
-      {r::importance, " (target_probs and behaviour_probs give its ratios)"}},
-     {{r::next_values, " needs next_values ([rows, horizon]: E_pi[Q(s_{t+1}, .)], the bootstrap of every step)"},
-      {r::target_probs, " needs target_probs and behaviour_probs ([rows, horizon]: pi(a_t|s_t) and "
-                        "mu(a_t|s_t) of the taken actions, or their logs with log_probs)"}}},
-    {estimator::q_lambda,
-     {{r::rewards, n::always}, {r::terminated, n::always}, {r::values, n::required},
-      {r::truncated, n::optional}, {r::next_values, n::required}, {r::greedy, n::optional}},
-     n::optional, bootstrap_not_needed, family_dtypes, family_checks, scalar_gamma | scalar_lambda,
-     launches_at_horizon_0,
-     {{r::values, "q_values"}},
-     {{r::last_value, next_values_bootstrap}, {r::bootstrap_values, next_values_bootstrap}},
-     {{r::next_values, " needs next_values ([rows, horizon]: max_a Q(s_{t+1}, a), the bootstrap of every step)"}}},
-    {estimator::n_step_returns,
-     {{r::rewards, n::always}, {r::terminated, n::always}, {r::values, n::required},
-      {r::truncated, n::optional}, {r::last_value, n::optional}, {r::bootstrap_values, n::optional}},
-     n::optional, needs_bootstrap, family_dtypes, family_checks, scalar_gamma | scalar_lambda | scalar_n,
-     launches_at_horizon_0, {}, {}, {}},
-    {estimator::episodic_sum,  // the forward scan: rewards are its inputs, terminated its dones
-     {{r::rewards, n::always}, {r::terminated, n::always}, {r::last_value, n::optional}},
-     n::optional, bootstrap_not_needed, family_dtypes, family_checks,
-     scalar_gamma | scalar_lambda | scalar_reset_at_start, launches_at_horizon_0,
-     {{r::rewards, "inputs"}, {r::terminated, "dones"}, {r::last_value, "seed"}, {r::advantages, "out"}},
-     {{r::values, " (it sums its inputs)"}, {r::truncated, " (a segment ends at any of dones)"},
-      {r::bootstrap_values, " (a segment ends at dones; pass seed for C_{-1})"}},
-     {}},
-    // PufferLib's schema: five arrays in every call, values the reference; its
-    // dones end an episode, and the last step's advantage is 0 (no bootstrap).
-    {estimator::puff_advantage,
-     {{r::values, n::always}, {r::rewards, n::always}, {r::terminated, n::always}, {r::importance, n::always}},
-     n::always, bootstrap_not_needed, "all arrays must share one dtype", clipped, clipped,
-     launches_at_horizon_0_for_fused_only,
-     {{r::terminated, "dones"}},
-     {{r::truncated, " (PufferLib's dones end an episode: fold truncations into dones)"},
-      {r::last_value, " (the last step's advantage is 0, as in PufferLib)"},
-      {r::bootstrap_values, " (the last step's advantage is 0, as in PufferLib)"}},
-     {}},
-};
-
 // Each role's key, and its own reason for a refusal where kinds share one.
 struct role_row {
     const char* key;
@@ -115,6 +48,99 @@ constexpr role_row roles[role_count] = {
     {"square_sums", nullptr, ""},
 };
 
+constexpr const char* find_text(const kind_info::text* list, std::size_t size, argument_role role) noexcept {
+    for (std::size_t i = 0; i < size && list[i].value; ++i)
+        if (list[i].role == role) return list[i].value;
+    return nullptr;
+}
+
+// Fills a row's derived lookups from what the row says.
+constexpr kind_info complete(kind_info info) {
+    for (int i = 0; i < role_count; ++i) {
+        const auto role = static_cast<argument_role>(i);
+        need n = need::refused;
+        if (role == argument_role::advantages)
+            n = info.advantages;
+        else if (is_output(role))
+            n = need::optional;
+        for (const kind_info::use& u : info.inputs) {
+            if (u.presence == need::refused) break;
+            if (u.role == role) n = u.presence;
+        }
+        info.needs[i] = n;
+        const char* name = find_text(info.names, std::size(info.names), role);
+        info.names_by_role[i] = name ? name : roles[i].key;
+    }
+    return info;
+}
+
+// The GAE-shaped kinds differ only in their outputs' meaning (conventions.hpp).
+constexpr kind_info clipped_kind(estimator kind, unsigned reads) {
+    return complete({kind,
+            {{r::rewards, n::always}, {r::terminated, n::always}, {r::values, n::required},
+             {r::truncated, n::optional}, {r::last_value, n::optional}, {r::bootstrap_values, n::optional},
+             {r::importance, n::optional}},
+            n::optional, needs_bootstrap, family_dtypes, family_checks, reads, launches_at_horizon_0, {}, {}, {}});
+}
+
+// Each row: {kind, inputs in check order (the first the reference), the advantages
+// output, the bootstrap rule, the dtype rule's wording, the scalars checked and
+// read, horizon 0, the caller's names, refusal reasons, missing-array messages}.
+constexpr kind_info table[] = {
+    clipped_kind(estimator::gae, clipped),
+    clipped_kind(estimator::td_lambda, clipped),
+    clipped_kind(estimator::vtrace, clipped | scalar_rho_pg_clip),
+    complete({estimator::discounted_returns,  // the bootstrap is optional (absent: 0)
+     {{r::rewards, n::always}, {r::terminated, n::always}, {r::truncated, n::optional},
+      {r::last_value, n::optional}, {r::bootstrap_values, n::optional}},
+     n::optional, bootstrap_not_needed, family_dtypes, family_checks, scalar_gamma, launches_at_horizon_0, {},
+     {{r::values, " (returns-to-go read only rewards and the bootstrap)"}}, {}}),
+    complete({estimator::retrace,
+     {{r::rewards, n::always}, {r::terminated, n::always}, {r::values, n::required},
+      {r::truncated, n::optional}, {r::next_values, n::required}, {r::target_probs, n::both},
+      {r::behaviour_probs, n::both}},
+     n::optional, bootstrap_not_needed, family_dtypes, family_checks,
+     scalar_gamma | scalar_lambda | scalar_c_clip | scalar_log_probs, launches_at_horizon_0,
+     {{r::values, "q_values"}},
+     {{r::last_value, next_values_bootstrap}, {r::bootstrap_values, next_values_bootstrap},
+      {r::importance, " (target_probs and behaviour_probs give its ratios)"}},
+     {{r::next_values, " needs next_values ([rows, horizon]: E_pi[Q(s_{t+1}, .)], the bootstrap of every step)"},
+      {r::target_probs, " needs target_probs and behaviour_probs ([rows, horizon]: pi(a_t|s_t) and "
+                        "mu(a_t|s_t) of the taken actions, or their logs with log_probs)"}}}),
+    complete({estimator::q_lambda,
+     {{r::rewards, n::always}, {r::terminated, n::always}, {r::values, n::required},
+      {r::truncated, n::optional}, {r::next_values, n::required}, {r::greedy, n::optional}},
+     n::optional, bootstrap_not_needed, family_dtypes, family_checks, scalar_gamma | scalar_lambda,
+     launches_at_horizon_0,
+     {{r::values, "q_values"}},
+     {{r::last_value, next_values_bootstrap}, {r::bootstrap_values, next_values_bootstrap}},
+     {{r::next_values, " needs next_values ([rows, horizon]: max_a Q(s_{t+1}, a), the bootstrap of every step)"}}}),
+    complete({estimator::n_step_returns,
+     {{r::rewards, n::always}, {r::terminated, n::always}, {r::values, n::required},
+      {r::truncated, n::optional}, {r::last_value, n::optional}, {r::bootstrap_values, n::optional}},
+     n::optional, needs_bootstrap, family_dtypes, family_checks, scalar_gamma | scalar_lambda | scalar_n,
+     launches_at_horizon_0, {}, {}, {}}),
+    complete({estimator::episodic_sum,  // the forward scan: rewards are its inputs, terminated its dones
+     {{r::rewards, n::always}, {r::terminated, n::always}, {r::last_value, n::optional}},
+     n::optional, bootstrap_not_needed, family_dtypes, family_checks,
+     scalar_gamma | scalar_lambda | scalar_reset_at_start, launches_at_horizon_0,
+     {{r::rewards, "inputs"}, {r::terminated, "dones"}, {r::last_value, "seed"}, {r::advantages, "out"}},
+     {{r::values, " (it sums its inputs)"}, {r::truncated, " (a segment ends at any of dones)"},
+      {r::bootstrap_values, " (a segment ends at dones; pass seed for C_{-1})"}},
+     {}}),
+    // PufferLib's schema: five arrays in every call, values the reference; its
+    // dones end an episode, and the last step's advantage is 0 (no bootstrap).
+    complete({estimator::puff_advantage,
+     {{r::values, n::always}, {r::rewards, n::always}, {r::terminated, n::always}, {r::importance, n::always}},
+     n::always, bootstrap_not_needed, "all arrays must share one dtype", clipped, clipped,
+     launches_at_horizon_0_for_fused_only,
+     {{r::terminated, "dones"}},
+     {{r::truncated, " (PufferLib's dones end an episode: fold truncations into dones)"},
+      {r::last_value, " (the last step's advantage is 0, as in PufferLib)"},
+      {r::bootstrap_values, " (the last step's advantage is 0, as in PufferLib)"}},
+     {}}),
+};
+
 // The table is indexed by the enum's value.
 constexpr bool in_enum_order() {
     for (std::size_t i = 0; i < std::size(table); ++i)
@@ -122,12 +148,6 @@ constexpr bool in_enum_order() {
     return true;
 }
 static_assert(in_enum_order(), "kinds table rows must follow the estimator enum");
-
-const char* find_text(const kind_info::text* list, std::size_t size, argument_role role) noexcept {
-    for (std::size_t i = 0; i < size && list[i].value; ++i)
-        if (list[i].role == role) return list[i].value;
-    return nullptr;
-}
 
 }  // namespace
 
@@ -141,24 +161,13 @@ const kind_info& kind_info_of(estimator kind) {
     throw value_error("unknown estimator kind " + std::to_string(static_cast<int>(kind)));
 }
 
-need need_of(const kind_info& info, argument_role role) noexcept {
-    if (role == argument_role::advantages) return info.advantages;
-    if (is_output(role)) return need::optional;
-    for (const kind_info::use& u : info.inputs) {
-        if (u.presence == need::refused) break;
-        if (u.role == role) return u.presence;
-    }
-    return need::refused;
-}
-
 const char* role_key(argument_role role) noexcept { return roles[static_cast<int>(role)].key; }
 
 const char* argument_name(estimator kind, argument_role role, bool log_probs) noexcept {
     const role_row& row = roles[static_cast<int>(role)];
     if (log_probs && row.log_probs_name) return row.log_probs_name;
-    if (const kind_info* info = find_kind_info(kind))
-        if (const char* name = find_text(info->names, std::size(info->names), role)) return name;
-    return row.key;
+    const kind_info* info = find_kind_info(kind);
+    return info ? info->names_by_role[static_cast<int>(role)] : row.key;
 }
 
 const char* refusal_reason(estimator kind, argument_role role) noexcept {

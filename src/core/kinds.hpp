@@ -23,7 +23,7 @@ enum class argument_role : std::uint8_t {
 };
 inline constexpr int role_count = 16;
 inline constexpr int input_role_count = 11;  // rewards .. greedy
-inline bool is_output(argument_role r) noexcept { return r >= argument_role::advantages; }
+constexpr bool is_output(argument_role r) noexcept { return r >= argument_role::advantages; }
 
 /// How a kind treats an array.
 enum class need : std::uint8_t {
@@ -72,6 +72,10 @@ struct kind_info {
     text names[5];           ///< the caller's names where they differ from role_key
     text refusals[4];        ///< "<kind> takes no <name>" + this, where not the role's own reason
     text missing[3];         ///< "<kind>" + this, where not " needs <name> ([rows, horizon])"
+    /// Derived from the above when the table is built (kinds.cpp), so that a
+    /// call's lookups cost an index each: how it treats each role, and the name.
+    need needs[role_count];
+    const char* names_by_role[role_count];
 };
 
 /// estimator_from_name, and "puff_advantage" too (the one Python entry takes every kind).
@@ -83,7 +87,9 @@ const kind_info* find_kind_info(estimator kind) noexcept;
 const kind_info& kind_info_of(estimator kind);
 
 /// How `kind` treats `role`.
-need need_of(const kind_info& info, argument_role role) noexcept;
+inline need need_of(const kind_info& info, argument_role role) noexcept {
+    return info.needs[static_cast<int>(role)];
+}
 
 /// The role's key ("rewards", "values", ..., "square_sums"), as the Python entry names it.
 const char* role_key(argument_role role) noexcept;

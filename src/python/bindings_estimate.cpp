@@ -68,19 +68,29 @@ void estimate(estimator kind, const role_handles& arrays, const standard_params&
               nb::handle stream, none_wording wording) {
     const detail::kind_info& info = detail::kind_info_of(kind);
     array_holder keep[detail::role_count];
-    std::optional<matrix> in[detail::role_count];
+    standard_arrays a;
+    // Each role's place in `a`; rewards and terminated, which every kind takes
+    // always, are imported as optionals and moved in below.
+    std::optional<matrix> rewards, terminated;
+    std::optional<matrix>* const slots[detail::role_count] = {
+        &rewards, &a.values, &terminated, &a.truncated, &a.last_value, &a.bootstrap_values, &a.importance,
+        &a.next_values, &a.target_probs, &a.behaviour_probs, &a.greedy, &a.advantages, &a.fused.returns,
+        &a.fused.abs_sums, &a.fused.sums, &a.fused.square_sums};
     auto import_role = [&](argument_role r) {
         const int i = static_cast<int>(r);
+        const bool always = detail::need_of(info, r) == detail::need::always;
+        if (!always && absent(arrays[i])) return;
         const nb::handle h = absent(arrays[i]) ? nb::handle(Py_None) : arrays[i];
         const char* name = detail::argument_name(kind, r, params.log_probs);
         const bool output = detail::is_output(r);
-        if (detail::need_of(info, r) != detail::need::always) {
-            in[i] = import_array(h, name, keep[i], /*optional=*/true, output);
+        std::optional<matrix>& slot = *slots[i];
+        if (!always) {
+            slot = import_array(h, name, keep[i], /*optional=*/true, output);
         } else if (wording == none_wording::dlpack) {
-            in[i] = import_array(h, name, keep[i], /*optional=*/false, output);
+            slot = import_array(h, name, keep[i], /*optional=*/false, output);
         } else {
-            in[i] = import_array(h, name, keep[i], /*optional=*/true, output);
-            if (!in[i]) throw type_error(std::string(name) + " must be an array, got None");
+            slot = import_array(h, name, keep[i], /*optional=*/true, output);
+            if (!slot) throw type_error(std::string(name) + " must be an array, got None");
         }
     };
     // The kind's reference array first (the puff advantage's values), then by role.
@@ -88,25 +98,8 @@ void estimate(estimator kind, const role_handles& arrays, const standard_params&
     import_role(first);
     for (int i = 0; i < detail::role_count; ++i)
         if (static_cast<argument_role>(i) != first) import_role(static_cast<argument_role>(i));
-
-    auto at = [&in](argument_role r) -> std::optional<matrix>& { return in[static_cast<int>(r)]; };
-    standard_arrays a;
-    a.rewards = *at(argument_role::rewards);  // every kind takes rewards and terminated always
-    a.values = at(argument_role::values);
-    a.terminated = *at(argument_role::terminated);
-    a.truncated = at(argument_role::truncated);
-    a.last_value = at(argument_role::last_value);
-    a.bootstrap_values = at(argument_role::bootstrap_values);
-    a.importance = at(argument_role::importance);
-    a.next_values = at(argument_role::next_values);
-    a.target_probs = at(argument_role::target_probs);
-    a.behaviour_probs = at(argument_role::behaviour_probs);
-    a.greedy = at(argument_role::greedy);
-    a.advantages = at(argument_role::advantages);
-    a.fused.returns = at(argument_role::returns);
-    a.fused.abs_sums = at(argument_role::abs_sums);
-    a.fused.sums = at(argument_role::sums);
-    a.fused.square_sums = at(argument_role::square_sums);
+    a.rewards = *rewards;
+    a.terminated = *terminated;
 
     const std::uintptr_t handle = stream_handle(stream);
     if (time_axis.is_valid() && kind != estimator::puff_advantage)  // the puff advantage: batch-major only
