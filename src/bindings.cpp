@@ -38,8 +38,7 @@ void puff_advantage(nb::handle values, nb::handle rewards, nb::handle dones, nb:
     arrays[static_cast<int>(argument_role::importance)] = importance;
     arrays[static_cast<int>(argument_role::advantages)] = advantages;
     const standard_params p = detail::as_standard_params(puff_params{gamma, gae_lambda, rho_clip, c_clip});
-    bindings::estimate(estimator::puff_advantage, arrays, p, nb::handle(), stream,
-                       bindings::none_wording::dlpack);
+    bindings::estimate(arrays, p, nb::handle(), stream, bindings::none_wording::dlpack);
 }
 
 // What the core reads of an array: for allocating outputs beside a plain DLPack

@@ -39,7 +39,7 @@ void standard_estimate(nb::handle rewards, nb::handle values, nb::handle termina
     p.n = n;
     p.log_probs = log_probs;
     p.reset_at_start = reset_at_start;
-    bindings::estimate(estimator_kind, arrays, p, time_axis, stream, none_wording::short_);
+    bindings::estimate(arrays, p, time_axis, stream, none_wording::short_);
 }
 
 void puff_advantage_fused(nb::handle values, nb::handle rewards, nb::handle dones, nb::handle importance,
@@ -57,7 +57,7 @@ void puff_advantage_fused(nb::handle values, nb::handle rewards, nb::handle done
     arrays[static_cast<int>(argument_role::sums)] = sums;
     arrays[static_cast<int>(argument_role::square_sums)] = square_sums;
     const standard_params p = detail::as_standard_params(puff_params{gamma, gae_lambda, rho_clip, c_clip});
-    bindings::estimate(estimator::puff_advantage, arrays, p, nb::handle(), stream, none_wording::short_);
+    bindings::estimate(arrays, p, nb::handle(), stream, none_wording::short_);
 }
 
 }  // namespace

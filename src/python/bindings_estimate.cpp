@@ -59,13 +59,14 @@ void estimate_entry(const std::string& kind_name, nb::dict arrays, double gamma,
     p.n = n;
     p.log_probs = log_probs;
     p.reset_at_start = reset_at_start;
-    estimate(kind, by_role, p, time_axis, stream, none_wording::dlpack);
+    estimate(by_role, p, time_axis, stream, none_wording::dlpack);
 }
 
 }  // namespace
 
-void estimate(estimator kind, const role_handles& arrays, const standard_params& params, nb::handle time_axis,
-              nb::handle stream, none_wording wording) {
+void estimate(const role_handles& arrays, const standard_params& params, nb::handle time_axis, nb::handle stream,
+              none_wording wording) {
+    const estimator kind = params.kind;
     const detail::kind_info& info = detail::kind_info_of(kind);
     array_holder keep[detail::role_count];
     standard_arrays a;

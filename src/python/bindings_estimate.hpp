@@ -26,8 +26,9 @@ enum class none_wording {
 
 /// Imports the arrays, applies time_axis (a Python int; a null handle or the
 /// puff advantage: none applied), then computes through the core with the GIL released.
-void estimate(estimator kind, const role_handles& arrays, const standard_params& params,
-              nanobind::handle time_axis, nanobind::handle stream, none_wording wording);
+/// The kind is params.kind.
+void estimate(const role_handles& arrays, const standard_params& params, nanobind::handle time_axis,
+              nanobind::handle stream, none_wording wording);
 
 /// Registers _core.estimate.
 void register_estimate(nanobind::module_& m);
