@@ -1,6 +1,7 @@
-// The one call the thin layers (torch operators in src/torch/, XLA FFI handlers
-// in src/jax/) make for every kind, the puff advantage included: one argument
-// check, one compute, one naming of the caller's arguments.
+// What the thin layers (torch operators in src/torch/, XLA FFI handlers in
+// src/jax/) share: the one call they make for every kind, the puff advantage
+// included (one argument check, one compute), the caller's names, and the one
+// map from an array's role to its field.
 //
 // TEMPORARY (issue 28): until the core's one entry takes estimator::puff_advantage
 // (find_standard_problem, compute_standard_estimate, argument_name), the puff
@@ -38,6 +39,26 @@ inline const char* caller_name(const standard_params& params, detail::argument_r
     if (params.kind == estimator::puff_advantage && role == detail::argument_role::terminated)
         return "dones";  // TEMPORARY: PufferLib's name, until argument_name knows the puff kind
     return detail::argument_name(params, role);
+}
+
+/// Puts `view` in the field of `arrays` that holds `role`: the one map from a
+/// role to standard_arrays' fields that the layers' argument lists go through.
+inline void set_view(standard_arrays& arrays, detail::argument_role role, const matrix& view) {
+    using role_t = detail::argument_role;
+    switch (role) {
+        case role_t::rewards: arrays.rewards = view; return;
+        case role_t::values: arrays.values = view; return;
+        case role_t::terminated: arrays.terminated = view; return;
+        case role_t::truncated: arrays.truncated = view; return;
+        case role_t::last_value: arrays.last_value = view; return;
+        case role_t::bootstrap_values: arrays.bootstrap_values = view; return;
+        case role_t::importance: arrays.importance = view; return;
+        case role_t::next_values: arrays.next_values = view; return;
+        case role_t::target_probs: arrays.target_probs = view; return;
+        case role_t::behaviour_probs: arrays.behaviour_probs = view; return;
+        case role_t::greedy: arrays.greedy = view; return;
+        case role_t::advantages: arrays.advantages = view; return;
+    }
 }
 
 /// How the caller spells lambda (gae_lambda for GAE and the puff advantage), for messages.

@@ -45,9 +45,14 @@ struct fixed_list {
     constexpr fixed_list(std::initializer_list<T> list) {
         for (const T& item : list) items[size++] = item;
     }
+    constexpr fixed_list(const fixed_list& head, std::initializer_list<T> tail) : fixed_list(head) {
+        for (const T& item : tail) items[size++] = item;
+    }
     constexpr const T* begin() const { return items; }
     constexpr const T* end() const { return items + size; }
 };
+
+using op_arguments = fixed_list<op_argument, 13>;
 
 struct op_spec {
     const char* name;
@@ -59,13 +64,19 @@ struct op_spec {
     /// Valid GPU tensors without a usable GPU backend: computed on the host (the
     /// core's fallback policy) or refused, saying which functions fall back.
     bool host_fallback;
-    fixed_list<op_argument, 13> arguments;
+    op_arguments arguments;
     fixed_list<result, 2> results;
 };
 
-namespace table {  // the family's optional inputs, for short rows
+namespace table {  // argument lists that several rows begin with
 constexpr op_argument truncated_ = optional(arg::truncated), last_value_ = optional(arg::last_value),
-                      bootstrap_ = optional(arg::bootstrap_values), importance_ = optional(arg::importance);
+                      bootstrap_ = optional(arg::bootstrap_values);
+/// The state-value estimators' arrays (n-step returns take no importance).
+constexpr op_arguments value_inputs = {arg::rewards,   arg::values,  arg::terminated,
+                                       truncated_,     last_value_,  bootstrap_};
+constexpr op_arguments off_policy_value_inputs = {value_inputs, {optional(arg::importance)}};
+/// The puff advantage's inputs (PufferLib's order).
+constexpr op_arguments puff_inputs = {arg::values, arg::rewards, arg::terminated, arg::importance};
 }  // namespace table
 
 // clang-format off
@@ -76,8 +87,7 @@ inline constexpr op_spec op_table[] = {
      "Tensor(d!) importance, Tensor(e!) advantages, float gamma, float lambda, "
      "float rho_clip, float c_clip) -> ()",
      estimator::puff_advantage, arg::values, true,
-     {arg::values, arg::rewards, arg::terminated, arg::importance, arg::advantages, arg::gamma, arg::lambda,
-      arg::rho_clip, arg::c_clip},
+     {table::puff_inputs, {arg::advantages, arg::gamma, arg::lambda, arg::rho_clip, arg::c_clip}},
      {}},
     // Functional form for torch.compile: nothing mutated, and `gae_lambda`
     // because tracing passes arguments by name, which `lambda=` cannot be.
@@ -85,8 +95,7 @@ inline constexpr op_spec op_table[] = {
      "puff_advantage(Tensor values, Tensor rewards, Tensor dones, Tensor importance, "
      "float gamma, float gae_lambda, float rho_clip, float c_clip) -> Tensor",
      estimator::puff_advantage, arg::values, true,
-     {arg::values, arg::rewards, arg::terminated, arg::importance, arg::gamma, arg::lambda, arg::rho_clip,
-      arg::c_clip},
+     {table::puff_inputs, {arg::gamma, arg::lambda, arg::rho_clip, arg::c_clip}},
      {result::advantages}},
     // The estimator family: Tensor? arguments are the optional arrays.
     {"gae",
@@ -95,8 +104,7 @@ inline constexpr op_spec op_table[] = {
      "float gamma=0.99, float gae_lambda=0.95, float rho_clip=1.0, float c_clip=1.0, "
      "int time_axis=-1) -> (Tensor advantages, Tensor returns)",
      estimator::gae, arg::rewards, false,
-     {arg::rewards, arg::values, arg::terminated, table::truncated_, table::last_value_, table::bootstrap_,
-      table::importance_, arg::gamma, arg::lambda, arg::rho_clip, arg::c_clip, arg::time_axis},
+     {table::off_policy_value_inputs, {arg::gamma, arg::lambda, arg::rho_clip, arg::c_clip, arg::time_axis}},
      {result::advantages, result::returns}},
     {"td_lambda_returns",
      "td_lambda_returns(Tensor rewards, Tensor values, Tensor terminated, Tensor? truncated=None, "
@@ -104,8 +112,7 @@ inline constexpr op_spec op_table[] = {
      "float gamma=0.99, float lambda_=0.95, float rho_clip=1.0, float c_clip=1.0, "
      "int time_axis=-1) -> Tensor",
      estimator::td_lambda, arg::rewards, false,
-     {arg::rewards, arg::values, arg::terminated, table::truncated_, table::last_value_, table::bootstrap_,
-      table::importance_, arg::gamma, arg::lambda, arg::rho_clip, arg::c_clip, arg::time_axis},
+     {table::off_policy_value_inputs, {arg::gamma, arg::lambda, arg::rho_clip, arg::c_clip, arg::time_axis}},
      {result::returns}},
     {"vtrace",
      "vtrace(Tensor rewards, Tensor values, Tensor terminated, Tensor? truncated=None, "
@@ -113,8 +120,8 @@ inline constexpr op_spec op_table[] = {
      "float gamma=0.99, float lambda_=1.0, float rho_clip=1.0, float c_clip=1.0, "
      "float rho_pg_clip=1.0, int time_axis=-1) -> (Tensor vs, Tensor pg_advantages)",
      estimator::vtrace, arg::rewards, false,
-     {arg::rewards, arg::values, arg::terminated, table::truncated_, table::last_value_, table::bootstrap_,
-      table::importance_, arg::gamma, arg::lambda, arg::rho_clip, arg::c_clip, arg::rho_pg_clip, arg::time_axis},
+     {table::off_policy_value_inputs,
+      {arg::gamma, arg::lambda, arg::rho_clip, arg::c_clip, arg::rho_pg_clip, arg::time_axis}},
      {result::returns, result::advantages}},
     // lambda is not read: the returns-to-go are TD(1) on zero values.
     {"discounted_returns",
@@ -130,8 +137,7 @@ inline constexpr op_spec op_table[] = {
      "Tensor? last_value=None, Tensor? bootstrap_values=None, int n=1, float gamma=0.99, "
      "float lambda_=1.0, int time_axis=-1) -> Tensor",
      estimator::n_step_returns, arg::rewards, false,
-     {arg::rewards, arg::values, arg::terminated, table::truncated_, table::last_value_, table::bootstrap_, arg::n,
-      arg::gamma, arg::lambda, arg::time_axis},
+     {table::value_inputs, {arg::n, arg::gamma, arg::lambda, arg::time_axis}},
      {result::returns}},
     {"retrace",
      "retrace(Tensor rewards, Tensor q_values, Tensor next_values, Tensor terminated, "

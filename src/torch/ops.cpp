@@ -89,29 +89,13 @@ op_call unbox(const op_spec& op, StableIValue* stack) {
     return call;
 }
 
-void set_view(standard_arrays& a, argument_role role, const matrix& m) {
-    switch (role) {
-        case argument_role::rewards: a.rewards = m; return;
-        case argument_role::values: a.values = m; return;
-        case argument_role::terminated: a.terminated = m; return;
-        case argument_role::truncated: a.truncated = m; return;
-        case argument_role::last_value: a.last_value = m; return;
-        case argument_role::bootstrap_values: a.bootstrap_values = m; return;
-        case argument_role::importance: a.importance = m; return;
-        case argument_role::next_values: a.next_values = m; return;
-        case argument_role::target_probs: a.target_probs = m; return;
-        case argument_role::behaviour_probs: a.behaviour_probs = m; return;
-        case argument_role::greedy: a.greedy = m; return;
-        case argument_role::advantages: a.advantages = m; return;
-    }
-}
-
 /// The call's tensors as the core's views: the shape tensor first, then by role
 /// (so a call's argument errors come in one order), outputs last.
 standard_arrays views(const op_spec& op, const op_call& call) {
     standard_arrays a;
     const auto view = [&](arg what) {
-        set_view(a, role_of(index(what)), to_matrix(call.tensor(what), call.name(what), what == arg::advantages));
+        const matrix m = to_matrix(call.tensor(what), call.name(what), what == arg::advantages);
+        layer::set_view(a, role_of(index(what)), m);
     };
     view(op.shape_of);
     for (std::size_t t = 0; t < tensor_roles; ++t)
