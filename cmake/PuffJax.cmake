@@ -50,8 +50,7 @@ string(REGEX REPLACE ".*MAJOR ([0-9]+).*MINOR ([0-9]+).*" "\\1.\\2" PUFF_JAX_FFI
 
 set(PUFF_HAS_JAX 1)
 target_sources(_core PRIVATE
-  "${PROJECT_SOURCE_DIR}/src/jax/ffi_handlers.cpp"     # the puff advantage's handlers (XLA FFI)
-  "${PROJECT_SOURCE_DIR}/src/jax/ffi_conventions.cpp"  # GAE / TD(lambda) / V-trace handlers
+  "${PROJECT_SOURCE_DIR}/src/jax/ffi_handlers.cpp"     # every estimator's handlers (XLA FFI), one call into the core
   "${PROJECT_SOURCE_DIR}/src/jax/argument_checks.cpp"  # the core's checks on shapes and dtypes
   "${PROJECT_SOURCE_DIR}/src/jax/register.cpp")        # their capsules, for Python
 # SYSTEM: XLA's headers are not ours to warn about.

@@ -9,7 +9,7 @@
 # libtorch_cpu plus header-only C++), compiled for TORCH_TARGET_VERSION =
 # PUFF_TORCH_FLOOR, so one binary loads into every torch release from the floor
 # on, CPU-only and CUDA builds alike (the CUDA stream shim is looked up at run
-# time, src/torch/ops_cuda.cpp). The headers of any torch >= the floor build it.
+# time, src/torch/stream.cpp). The headers of any torch >= the floor build it.
 # That is also why it does not call find_package(Torch): with a CUDA torch,
 # Caffe2's config demands a matching CUDA toolkit, nvrtc and TORCH_CUDA_ARCH_LIST
 # that this library never uses.
@@ -76,15 +76,15 @@ if(PUFF_HAS_TORCH)
                  "${PUFF_TORCH_FLOOR} (headers of torch ${PUFF_TORCH_VERSION}, ${PUFF_TORCH_ROOT})")
   # MODULE: only ever dlopen'ed (torch.ops.load_library), never linked against.
   add_library(puffadv_torch MODULE
-    src/torch/ops.cpp        # schema, tensor -> matrix, CPU kernels, build facts
-    src/torch/ops_cuda.cpp   # CUDA dispatch key (also HIP under ROCm torch); CPU fallback
-    src/torch/conventions_ops.cpp  # gae / td_lambda_returns / vtrace (issue 6)
+    src/torch/ops.cpp      # the op table's one kernel on the CPU and CUDA keys; host fallback
+    src/torch/tensors.cpp  # tensor -> matrix, the core's errors -> torch's, the core's one call
+    src/torch/stream.cpp   # torch's current stream (CUDA, HIP under ROCm torch), found at run time
   )
   target_include_directories(puffadv_torch SYSTEM PRIVATE "${PUFF_TORCH_ROOT}/include")
   target_include_directories(puffadv_torch PRIVATE "${PROJECT_SOURCE_DIR}/src")  # private headers by their path under src/
   # libtorch_cpu holds every Stable ABI shim; linking it names the missing one
   # when a torch older than the floor loads the library.
-  # dlopen/dlsym find the CUDA stream shim of a CUDA torch at run time (ops_cuda.cpp).
+  # dlopen/dlsym find the CUDA stream shim of a CUDA torch at run time (stream.cpp).
   target_link_libraries(puffadv_torch PRIVATE puffadv "${PUFF_TORCH_CPU}" ${CMAKE_DL_LIBS})
   # torch's own extensions build as C++20 from torch 2.14 on; older headers accept it too.
   target_compile_features(puffadv_torch PRIVATE cxx_std_20)

@@ -2,9 +2,9 @@
 // what a traced JAX array has: a shape and a dtype. Each array becomes a matrix
 // view at a fake address (distinct, aligned, never read), goes through the same
 // steps as in the nanobind functions (dtype, time axis, default outputs), then
-// through find_puff_problem / find_standard_problem: so a JAX caller gets the
-// TypeError / ValueError that puffadv.compute_puff_advantage or puffadv.gae would
-// raise, and no check is written twice.
+// through the core's one check (core/layer_call.hpp), as the handlers' calls do: so
+// a JAX caller gets the TypeError / ValueError that puffadv.compute_puff_advantage
+// or puffadv.gae would raise, and no check is written twice.
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -15,7 +15,7 @@
 #include <puffadv/conventions.hpp>
 #include <puffadv/puffadv.hpp>
 
-#include "core/checks.hpp"
+#include "core/layer_call.hpp"
 #include "jax/register.hpp"
 
 namespace nb = nanobind;
@@ -23,6 +23,7 @@ namespace nb = nanobind;
 namespace puffadv::jax {
 namespace {
 
+using detail::is_reduced;
 
 bool parse_dtype(const std::string& name, dtype& out) {
     static const std::pair<const char*, dtype> known[] = {
@@ -32,8 +33,6 @@ bool parse_dtype(const std::string& name, dtype& out) {
         if (name == n) return out = t, true;
     return false;
 }
-
-bool is_reduced(dtype t) { return t == dtype::float16 || t == dtype::bfloat16; }
 
 /// A view of an array that is only a (shape, dtype name) pair.
 class fake_arrays {
@@ -85,30 +84,32 @@ void check_puff(nb::handle values, nb::handle rewards, nb::handle dones, nb::han
     a.importance = fake.view(importance, "importance");
     // As puffadv.compute_puff_advantage allocates it: float32 for 16-bit floats.
     a.advantages = fake.output(values, is_reduced(a.values.type) ? dtype::float32 : a.values.type);
-    check_puff_arguments(a, puff_params{gamma, gae_lambda, rho_clip, c_clip});
+    const puff_params params{gamma, gae_lambda, rho_clip, c_clip};
+    detail::throw_problem(layer::find_problem(detail::as_standard_call(a), detail::as_standard_params(params)));
 }
 
 /// The arrays of one call by the core's roles (standard_arrays' fields): each a
 /// (shape, dtype name, the caller's name for it) triple, absent roles missing.
 void view_roles(fake_arrays& fake, const nb::dict& arrays, standard_arrays& a) {
-    const std::pair<const char*, std::optional<matrix>*> optional[] = {
-        {"values", &a.values},
-        {"truncated", &a.truncated},
-        {"last_value", &a.last_value},
-        {"bootstrap_values", &a.bootstrap_values},
-        {"importance", &a.importance},
-        {"next_values", &a.next_values},
-        {"target_probs", &a.target_probs},
-        {"behaviour_probs", &a.behaviour_probs},
-        {"greedy", &a.greedy}};
-    const auto view = [&](const char* role) {
-        nb::handle spec = arrays[role];
+    using role = detail::argument_role;
+    const std::pair<const char*, role> optional[] = {
+        {"values", role::values},
+        {"truncated", role::truncated},
+        {"last_value", role::last_value},
+        {"bootstrap_values", role::bootstrap_values},
+        {"importance", role::importance},
+        {"next_values", role::next_values},
+        {"target_probs", role::target_probs},
+        {"behaviour_probs", role::behaviour_probs},
+        {"greedy", role::greedy}};
+    const auto view = [&](const char* key) {
+        nb::handle spec = arrays[key];
         return fake.view(spec, nb::cast<const char*>(spec[2]));
     };
     a.rewards = view("rewards");
     a.terminated = view("terminated");
-    for (auto [role, field] : optional)
-        if (arrays.contains(role)) *field = view(role);
+    for (auto [key, array] : optional)
+        if (arrays.contains(key)) layer::set_view(a, array, view(key));
 }
 
 void check_standard(const std::string& kind, const nb::dict& arrays, double gamma, double lambda,
@@ -138,7 +139,7 @@ void check_standard(const std::string& kind, const nb::dict& arrays, double gamm
     p.n = n;
     p.log_probs = log_probs;
     p.reset_at_start = reset_at_start;
-    detail::throw_problem(find_standard_problem(a, p));
+    detail::throw_problem(layer::find_problem(a, p));
 }
 
 }  // namespace

@@ -17,9 +17,6 @@ struct ffi_target {
 /// Every handler this build contains: CPU always, CUDA / ROCm when compiled.
 std::vector<ffi_target> ffi_targets();
 
-/// The standard conventions' handlers (ffi_conventions.cpp), appended to `targets`.
-void add_standard_targets(std::vector<ffi_target>& targets);
-
 /// XLA_FFI_API_MAJOR / MINOR of the headers the handlers were compiled with.
 int ffi_api_major();
 int ffi_api_minor();

@@ -1,9 +1,10 @@
 // XLA FFI buffers as puffadv::matrix views, and core exceptions as ffi::Error:
-// the translation every handler shares (ffi_handlers.cpp, ffi_conventions.cpp).
+// the translation every handler shares (ffi_handlers.cpp).
 #pragma once
 
 #include <cstdint>
 #include <exception>
+#include <optional>
 #include <stdexcept>
 #include <string>
 
@@ -59,6 +60,15 @@ inline ffi::Error to_matrix(const ffi::AnyBuffer& buffer, const char* name, devi
         m.col_stride = 1;
     }
     return ffi::Error::Success();
+}
+
+/// An optional input or output of a call: set only when the buffer is readable.
+inline ffi::Error to_matrix(const ffi::AnyBuffer& buffer, const char* name, device where, bool writable,
+                            std::optional<matrix>& m, bool vector = false) {
+    matrix view;
+    ffi::Error error = to_matrix(buffer, name, where, writable, view, vector);
+    if (!error.failure()) m = view;
+    return error;
 }
 
 /// Runs `compute` and turns what the core throws into an ffi::Error: exceptions

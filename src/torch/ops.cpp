@@ -1,167 +1,219 @@
-// torch.ops.puffadv: the schemas (written once, here), the CPU kernels and the
-// tensor -> matrix translation. Every argument check is the core's
-// find_puff_problem, so messages match the Python API's word for word.
-#include "torch/ops.hpp"
-
+// torch.ops.puffadv: one boxed kernel for every row of the op table
+// (op_table.hpp), on the CPU and CUDA keys (HIP too: ROCm torch files HIP
+// tensors under CUDA). A call is unboxed by its row, its tensors become one
+// standard_arrays (tensors.cpp), checked by the core's one check, and computed
+// by the core's one call on the shape tensor's device, on torch's current stream.
+//
+// Without a usable GPU backend in the core, CUDA tensors still reach this kernel
+// (never the dispatcher's "Could not run ... 'CUDA' backend"): a row with
+// host_fallback computes on the host, counted by the core (puffadv.torch turns
+// the first one into its RuntimeWarning: a c10 warning from a torch.ops call only
+// reaches stderr) or refused under PUFFADV_FALLBACK=error; the others refuse,
+// saying where the fallback is.
+//
+// Python-side registrations (fakes, Autograd, BackendSelect, Negative,
+// Functionalize) are in python/puffadv/, which loads this library.
+#include <array>
+#include <cstdint>
+#include <optional>
 #include <stdexcept>
 #include <string>
+#include <utility>
 
+#include <torch/csrc/stable/accelerator.h>
 #include <torch/csrc/stable/library.h>
 #include <torch/csrc/stable/ops.h>
+#include <torch/headeronly/util/Exception.h>
+
+#include <puffadv/fallback.hpp>
+
+#include "core/layer_call.hpp"
+#include "torch/op_table.hpp"
+#include "torch/tensors.hpp"
 
 namespace puffadv::torch_ops {
 namespace {
 
-using torch::headeronly::DeviceType;
-using torch::headeronly::ScalarType;
+using detail::argument_role;
+using torch::stable::detail::from;
+using torch::stable::detail::to;
 
-dtype to_dtype(const Tensor& t, const char* name) {
-    switch (t.scalar_type()) {
-        case ScalarType::Float: return dtype::float32;
-        case ScalarType::Double: return dtype::float64;
-        case ScalarType::Half: return dtype::float16;
-        case ScalarType::BFloat16: return dtype::bfloat16;
-        case ScalarType::Byte: return dtype::uint8;
-        case ScalarType::Bool: return dtype::boolean;
-        default: break;
+constexpr std::size_t index(arg a) { return static_cast<std::size_t>(a); }
+constexpr argument_role role_of(std::size_t tensor) { return static_cast<argument_role>(tensor); }
+static_assert(index(arg::greedy) == static_cast<std::size_t>(argument_role::greedy) &&
+              index(arg::advantages) == static_cast<std::size_t>(argument_role::advantages));
+
+/// One call's arguments, unboxed by its row: tensors by role (absent optional
+/// ones empty), the outputs once allocated, the scalars as the core's params.
+struct op_call {
+    std::optional<Tensor> tensors[tensor_roles];
+    std::optional<Tensor> returns;
+    standard_params params;
+    std::optional<std::int64_t> time_axis;
+
+    const Tensor& tensor(arg a) const { return *tensors[index(a)]; }
+    bool has(arg a) const { return tensors[index(a)].has_value(); }
+    const char* name(arg a) const { return layer::caller_name(params, role_of(index(a))); }
+};
+
+/// Takes the stack's inputs (the tensors' handles become owned Tensors).
+op_call unbox(const op_spec& op, StableIValue* stack) {
+    op_call call;
+    standard_params& p = call.params;
+    p.kind = op.kind;
+    p.lambda_name = layer::lambda_name(op.kind);
+    p.gamma = p.lambda = 1.0;  // the value of an op that takes neither (episodic_cumsum)
+    const StableIValue* next = stack;
+    for (const op_argument& a : op.arguments) {
+        const StableIValue v = *next++;
+        switch (a.what) {
+            case arg::gamma: p.gamma = to<double>(v); break;
+            case arg::lambda: p.lambda = to<double>(v); break;
+            case arg::rho_clip: p.rho_clip = to<double>(v); break;
+            case arg::c_clip: p.c_clip = to<double>(v); break;
+            case arg::rho_pg_clip: p.rho_pg_clip = to<double>(v); break;
+            case arg::n: p.n = to<std::int64_t>(v); break;
+            case arg::log_probs: p.log_probs = to<bool>(v); break;
+            case arg::reset_at_start: p.reset_at_start = to<bool>(v); break;
+            case arg::time_axis: call.time_axis = to<std::int64_t>(v); break;  // the schema's int64, unnarrowed
+            default: {
+                std::optional<Tensor>& slot = call.tensors[index(a.what)];
+                if (!a.optional) {
+                    slot = to<Tensor>(v);
+                } else if ((slot = to<std::optional<Tensor>>(v)) && !slot->defined()) {
+                    slot.reset();
+                }
+            }
+        }
     }
-    // Outside the core's dtype enum; worded as the nanobind module words it (int64, not Long).
-    const char* kind = nullptr;
-    switch (t.scalar_type()) {
-        case ScalarType::Char: kind = "int8"; break;
-        case ScalarType::Short: kind = "int16"; break;
-        case ScalarType::Int: kind = "int32"; break;
-        case ScalarType::Long: kind = "int64"; break;
-        case ScalarType::ComplexFloat: kind = "complex64"; break;
-        case ScalarType::ComplexDouble: kind = "complex128"; break;
-        default: kind = torch::headeronly::toString(t.scalar_type()); break;
+    return call;
+}
+
+/// The call's tensors as the core's views: the shape tensor first, then by role
+/// (so a call's argument errors come in one order), outputs last.
+standard_arrays views(const op_spec& op, const op_call& call) {
+    standard_arrays a;
+    const auto view = [&](arg what) {
+        const matrix m = to_matrix(call.tensor(what), call.name(what), what == arg::advantages);
+        layer::set_view(a, role_of(index(what)), m);
+    };
+    view(op.shape_of);
+    for (std::size_t t = 0; t < tensor_roles; ++t)
+        if (call.tensors[t] && static_cast<arg>(t) != op.shape_of) view(static_cast<arg>(t));
+    if (call.returns) a.fused.returns = to_matrix(*call.returns, "returns", true);
+    if (call.time_axis) throw_problem(apply_time_axis(a, *call.time_axis));
+    return a;
+}
+
+/// The core's fallback policy (fallback.hpp), shared with the Python layer: one
+/// setting, one wording, one count. Host copies in, the CPU kernels, one copy
+/// back per output: blocking, so never inside a CUDA graph.
+void compute_on_host(const op_spec& op, const op_call& call, const std::string& reason) {
+    const fallback_mode mode = current_fallback_mode();  // a bad setting: value_error, a ValueError
+    if (mode == fallback_mode::error) throw std::runtime_error(fallback_error_message(reason));
+    const torch::stable::Device cpu(torch::headeronly::DeviceType::CPU);
+    const auto host_output = [&](const Tensor& t) {
+        return torch::stable::new_empty(t, t.sizes(), std::nullopt, std::nullopt, cpu);
+    };
+    op_call host;
+    host.params = call.params;
+    host.time_axis = call.time_axis;
+    std::uint64_t tensors = 0;
+    for (std::size_t t = 0; t < tensor_roles; ++t) {
+        if (!call.tensors[t]) continue;
+        const Tensor& device = *call.tensors[t];
+        host.tensors[t] = static_cast<arg>(t) == arg::advantages ? host_output(device) : torch::stable::to(device, cpu);
+        ++tensors;
     }
-    throw_problem({argument_problem::type, unreadable_dtype_message(name, kind)});
-    return dtype::float32;  // not reached
+    if (call.returns) host.returns = host_output(*call.returns), ++tensors;
+    compute(views(op, host), host.params, nullptr);
+    const auto copy_back = [](const std::optional<Tensor>& out, const std::optional<Tensor>& host_out) {
+        if (!out) return;
+        Tensor device = *out;  // a second handle on the caller's tensor, which copy_ writes
+        torch::stable::copy_(device, *host_out);
+    };
+    copy_back(call.tensors[index(arg::advantages)], host.tensors[index(arg::advantages)]);
+    copy_back(call.returns, host.returns);
+    const Tensor& shape = call.tensor(op.shape_of);
+    const auto bytes = static_cast<std::uint64_t>(shape.numel()) * tensors * shape.element_size();
+    record_fallback(bytes, reason);  // the first one: a RuntimeWarning from _torch_kernels.py
 }
 
-}  // namespace
-
-void throw_problem(const argument_problem& problem) {
-    if (problem.kind == argument_problem::type) throw std::runtime_error(type_error_prefix + problem.message);
-    if (problem.kind == argument_problem::value) throw std::invalid_argument(problem.message);
-}
-
-void require_tensor(const Tensor& t, const char* name) {
-    if (!t.defined()) throw_problem({argument_problem::type, std::string(name) + " must be a tensor, got None"});
-}
-
-matrix to_matrix(const Tensor& t, const char* name, bool output) {
-    require_tensor(t, name);
-    // The neg bit is never seen here: torch's Negative fallback resolves the
-    // functional ops' inputs, and puffadv.torch refuses it there for the in-place op.
-    matrix m;
-    m.type = to_dtype(t, name);
-    m.ndim = static_cast<int>(t.dim());
-    m.data = output ? t.mutable_data_ptr() : const_cast<void*>(t.const_data_ptr());
-    const DeviceType device = t.device().type();
-    if (device == DeviceType::CUDA) {  // HIP tensors too, under ROCm torch
-        m.device = {gpu_memory_type(), t.get_device_index()};
-    } else if (device == DeviceType::CPU) {
-        m.device = {device_type::cpu, 0};
-    } else {  // only in a call mixing devices: a kernel runs for one of CPU or CUDA
-        throw_problem({argument_problem::type,
-                       std::string(name) + " is on a device of type " + std::to_string(static_cast<int>(device)) +
-                           "; puffadv reads CPU, CUDA and ROCm tensors"});
-    }
-    if (m.ndim == 2) {
-        m.rows = t.size(0);
-        m.cols = t.size(1);
-        m.row_stride = t.stride(0);  // torch strides count elements, as the core's do
-        m.col_stride = t.stride(1);
-    } else if (m.ndim == 1) {
-        m.rows = t.size(0);
-        m.cols = 1;
-        m.row_stride = t.stride(0);
-        m.col_stride = 1;
-    }
-    return m;
-}
-
-puff_arrays to_arrays(const Tensor& values, const Tensor& rewards, const Tensor& dones,
-                      const Tensor& importance, const Tensor& advantages) {
-    return {to_matrix(values, "values", false), to_matrix(rewards, "rewards", false),
-            to_matrix(dones, "dones", false), to_matrix(importance, "importance", false),
-            to_matrix(advantages, "advantages", true)};
-}
-
-void check(const puff_arrays& arrays, const puff_params& params) {
-    throw_problem(find_puff_problem(arrays, params));
-}
-
-void run(const puff_arrays& arrays, const puff_params& params, gpu_stream stream) {
+/// The core's one call on the shape tensor's device and torch's current stream there.
+void compute_on_device(const op_spec& op, const op_call& call, const standard_arrays& arrays) {
+    const Tensor& shape = call.tensor(op.shape_of);
+    std::string reason;
     try {
-        compute_puff_advantage(arrays, params, stream);
-    } catch (const type_error& e) {  // a combination the core has no kernel for on this device
-        throw_problem({argument_problem::type, e.what()});
-    } catch (const gpu_error& e) {
-        throw std::runtime_error(std::string("puffadv: ") + e.what());
-    }  // value_error is std::invalid_argument already; backend_unavailable goes to the caller
+        std::optional<torch::stable::accelerator::DeviceGuard> guard;  // the core launches on the current device
+        if (shape.is_cuda()) guard.emplace(shape.get_device_index());
+        compute(arrays, call.params, current_stream(shape));
+        return;
+    } catch (const backend_unavailable& missing) {  // no backend compiled, or no usable device
+        if (!op.host_fallback)
+            throw std::runtime_error(std::string(missing.what()) +
+                                     " (the functions of the puffadv module fall back to the host)");
+        reason = missing.what();
+    }
+    compute_on_host(op, call, reason);
 }
 
-ScalarType output_type(const Tensor& values) {
-    const ScalarType t = values.scalar_type();
-    return t == ScalarType::BFloat16 || t == ScalarType::Half ? ScalarType::Float : t;
+void run_op(const op_spec& op, StableIValue* stack, std::uint64_t num_args, std::uint64_t num_outputs) {
+    STD_TORCH_CHECK(num_args == op.arguments.size && num_outputs == op.results.size, "puffadv::", op.name,
+                    ": the registered schema has ", num_args, " args and ", num_outputs,
+                    " outputs, the op table ", op.arguments.size, " and ", op.results.size);
+    op_call call = unbox(op, stack);
+    // The outputs are shaped like the shape tensor, in the values' dtype (the shape tensor's without values).
+    const Tensor& shape = call.tensor(op.shape_of);
+    require_tensor(shape, call.name(op.shape_of));
+    if (call.has(arg::values)) require_tensor(call.tensor(arg::values), call.name(arg::values));
+    const Tensor& typed = call.has(arg::values) ? call.tensor(arg::values) : shape;
+    for (const result r : op.results) {
+        (r == result::returns ? call.returns : call.tensors[index(arg::advantages)]) = empty_output(shape, typed);
+    }
+    const standard_arrays arrays = views(op, call);
+    throw_problem(layer::find_problem(arrays, call.params));  // on the caller's tensors, whatever the path
+    compute_on_device(op, call, arrays);
+    std::size_t out = 0;
+    for (const result r : op.results)
+        stack[out++] = from(r == result::returns ? *call.returns : call.tensor(arg::advantages));
 }
 
-Tensor empty_output(const Tensor& shape, const Tensor& values) {
-    return torch::stable::new_empty(shape, shape.sizes(), output_type(values));
+template <std::size_t Row>
+void kernel(StableIValue* stack, std::uint64_t num_args, std::uint64_t num_outputs) {
+    run_op(op_table[Row], stack, num_args, num_outputs);
 }
 
-namespace {
-
-void puff_advantage_inplace_cpu(const Tensor& values, const Tensor& rewards, const Tensor& dones,
-                                const Tensor& importance, const Tensor& advantages, double gamma,
-                                double lambda, double rho_clip, double c_clip) {
-    const puff_arrays arrays = to_arrays(values, rewards, dones, importance, advantages);
-    const puff_params params{gamma, lambda, rho_clip, c_clip};
-    check(arrays, params);
-    run(arrays, params, nullptr);
+using boxed_kernel = void (*)(StableIValue*, std::uint64_t, std::uint64_t);
+template <std::size_t... Rows>
+constexpr std::array<boxed_kernel, sizeof...(Rows)> kernels_of(std::index_sequence<Rows...>) {
+    return {&kernel<Rows>...};
 }
-
-Tensor puff_advantage_cpu(const Tensor& values, const Tensor& rewards, const Tensor& dones,
-                          const Tensor& importance, double gamma, double lambda, double rho_clip,
-                          double c_clip) {
-    require_tensor(values, "values");
-    Tensor out = empty_output(values, values);
-    puff_advantage_inplace_cpu(values, rewards, dones, importance, out, gamma, lambda, rho_clip, c_clip);
-    return out;
-}
+constexpr auto kernels = kernels_of(std::make_index_sequence<std::size(op_table)>());
 
 std::string built_with_torch() { return PUFF_TORCH_BUILT_WITH; }
 
 }  // namespace
+
+void register_kernels(torch::stable::detail::StableLibrary& m) {
+    for (std::size_t row = 0; row < kernels.size(); ++row) m.impl(op_table[row].name, kernels[row]);
+}
+
 }  // namespace puffadv::torch_ops
 
-// Python-side registrations (fakes, Autograd, BackendSelect, Negative,
-// Functionalize) are in python/puffadv/torch.py, which loads this library.
 STABLE_TORCH_LIBRARY(puffadv, m) {
-    // PufferLib's torch.ops.pufferlib.compute_puff_advantage, character for character.
-    m.def("compute_puff_advantage(Tensor(a!) values, Tensor(b!) rewards, Tensor(c!) dones, "
-          "Tensor(d!) importance, Tensor(e!) advantages, float gamma, float lambda, "
-          "float rho_clip, float c_clip) -> ()");
-    // Functional form for torch.compile: nothing mutated, and `gae_lambda`
-    // because tracing passes arguments by name, which `lambda=` cannot be.
-    m.def("puff_advantage(Tensor values, Tensor rewards, Tensor dones, Tensor importance, "
-          "float gamma, float gae_lambda, float rho_clip, float c_clip) -> Tensor");
+    for (const auto& op : puffadv::torch_ops::op_table) m.def(op.schema);
     // For backend(): the torch whose headers compiled this library.
     m.def("_built_with_torch() -> str");
-    // torch's current stream as this library sees it (CUDA key, ops_cuda.cpp): for the stream test.
+    // torch's current stream as this library sees it (CUDA key, stream.cpp): for the stream test.
     m.def("_current_stream_handle(Tensor like) -> int");
     // Where that stream comes from in this torch ("libtorch_cuda.so", ...; "" in a
     // CPU-only torch): for the test that a CUDA torch's shim is found without a GPU.
     m.def("_cuda_stream_shim() -> str");
 }
 
-STABLE_TORCH_LIBRARY_IMPL(puffadv, CPU, m) {
-    m.impl("compute_puff_advantage", TORCH_BOX(&puffadv::torch_ops::puff_advantage_inplace_cpu));
-    m.impl("puff_advantage", TORCH_BOX(&puffadv::torch_ops::puff_advantage_cpu));
-}
+// One kernel per row for CPU and CUDA: the core routes by the tensors' device.
+STABLE_TORCH_LIBRARY_IMPL(puffadv, CPU, m) { puffadv::torch_ops::register_kernels(m); }
+STABLE_TORCH_LIBRARY_IMPL(puffadv, CUDA, m) { puffadv::torch_ops::register_kernels(m); }
 
 STABLE_TORCH_LIBRARY_IMPL(puffadv, CompositeExplicitAutograd, m) {
     m.impl("_built_with_torch", TORCH_BOX(&puffadv::torch_ops::built_with_torch));

@@ -1,5 +1,6 @@
-// Shared by the torch operator sources: torch tensors to the core's matrix
-// views, and the core's argument problems to errors torch can carry.
+// The torch side of the one layer: torch tensors to the core's matrix views,
+// the core's problems and exceptions to errors torch can carry, outputs, and
+// torch's current stream. Every operator goes through these (ops.cpp).
 //
 // Only torch's LibTorch Stable ABI is used (torch/csrc/stable: C shims plus
 // header-only C++), compiled for TORCH_TARGET_VERSION (cmake/PuffTorch.cmake),
@@ -11,7 +12,7 @@
 
 #include <torch/csrc/stable/tensor.h>
 
-#include <puffadv/puffadv.hpp>
+#include <puffadv/conventions.hpp>
 
 namespace puffadv::torch_ops {
 
@@ -33,23 +34,16 @@ void require_tensor(const Tensor& t, const char* name);
 /// dtype outside its enum, a device it does not read) are checked here.
 matrix to_matrix(const Tensor& t, const char* name, bool output);
 
-/// The five tensors of a puff-advantage call as core views.
-puff_arrays to_arrays(const Tensor& values, const Tensor& rewards, const Tensor& dones,
-                      const Tensor& importance, const Tensor& advantages);
+/// The dtype of an op's outputs: float32 for bfloat16/float16 inputs (float32
+/// arithmetic, as the Python API returns), else `typed`'s own.
+torch::headeronly::ScalarType output_type(const Tensor& typed);
 
-/// find_puff_problem's verdict thrown (TypeError / ValueError in Python).
-void check(const puff_arrays& arrays, const puff_params& params);
+/// A fresh row-major tensor of output_type(typed) shaped like `shape`, on its device.
+Tensor empty_output(const Tensor& shape, const Tensor& typed);
 
-/// compute_puff_advantage on checked arrays; its errors are rethrown for torch,
-/// except backend_unavailable, which the CUDA key catches for the host fallback.
-void run(const puff_arrays& arrays, const puff_params& params, gpu_stream stream);
-
-/// The dtype of a functional op's outputs: float32 for bfloat16/float16 inputs
-/// (float32 arithmetic, as the Python API returns), else the inputs' own.
-torch::headeronly::ScalarType output_type(const Tensor& values);
-
-/// A fresh row-major tensor of output_type shaped like `shape`, on its device.
-Tensor empty_output(const Tensor& shape, const Tensor& values);
+/// The core's one call on views of the tensors, its exceptions rethrown as torch
+/// carries them; backend_unavailable is left to the caller (host fallback or refusal).
+void compute(const standard_arrays& arrays, const standard_params& params, gpu_stream stream);
 
 /// What the CUDA key's tensors are: HIP memory under a ROCm torch (which files
 /// HIP tensors under CUDA; it has libtorch_hip loaded), else CUDA memory.
@@ -57,7 +51,7 @@ device_type gpu_memory_type();
 
 /// torch's current stream on the tensor's GPU (nullptr for CPU tensors): the
 /// CUDA (HIP) shim of the running torch, found at run time so that one binary
-/// serves CPU-only and CUDA builds of torch (ops_cuda.cpp).
+/// serves CPU-only and CUDA builds of torch (stream.cpp).
 gpu_stream current_stream(const Tensor& t);
 
 }  // namespace puffadv::torch_ops
