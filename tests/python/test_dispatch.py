@@ -1,4 +1,4 @@
-"""call_core, the one place Python reaches the core: behaviour that holds for
+"""_engine.run, the one place Python reaches the core: behaviour that holds for
 every public function. GPU specifics are simulated; the real thing runs in the
 GPU suite (scripts/gpu/10-gpu-tests.sh)."""
 from __future__ import annotations
@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import puffadv
-from puffadv import _dispatch, _frameworks
+from puffadv import _engine, _frameworks
 from reference import random_puff_inputs
 
 
@@ -19,10 +19,10 @@ def test_jax_gpu_arrays_wait_for_the_write_before_returning(monkeypatch, rng):
     monkeypatch.setattr(_frameworks, "current_stream", lambda framework, x, stream: 0)
     monkeypatch.setattr(_frameworks, "wait_for_gpu", lambda x: events.append("wait"))
 
-    def kernel(*args):
+    def kernel(arrays, stream):
         events.append("kernel")
 
-    _dispatch.call_core(kernel, "jax", [np.ones((2, 3))], [np.empty((2, 3))], [0.99, 0.95, 1.0, 1.0])
+    _engine.run(kernel, "jax", {"values": np.ones((2, 3))}, {"advantages": np.empty((2, 3))})
     assert events == ["kernel", "wait"]
 
 
@@ -43,12 +43,12 @@ def test_no_wait_after_an_argument_error(monkeypatch):
 
     calls = []
 
-    def kernel(*args):
-        calls.append(args)
+    def kernel(arrays, stream):
+        calls.append(arrays)
         raise ValueError("gamma must be finite and in [0, 1], got nan")
 
     # The error reaches the caller (pytest.raises fails if it were swallowed) and nothing waits.
     with pytest.raises(ValueError, match=r"^gamma must be finite and in \[0, 1\], got nan$"):
-        _dispatch.call_core(kernel, "jax", [np.ones((2, 3))], [np.empty((2, 3))], [float("nan")] * 4)
+        _engine.run(kernel, "jax", {"values": np.ones((2, 3))}, {"advantages": np.empty((2, 3))})
     assert len(calls) == 1
     assert waits == []

@@ -1,0 +1,26 @@
+"""Where a public call goes: the eager path (_eager), or, while torch.compile
+traces the caller, the traced one (_compiled, imported only then: it imports torch)."""
+from __future__ import annotations
+
+import numpy as np
+
+from . import _eager, _frameworks
+from ._arguments import call_of
+from ._estimators import Estimator
+
+
+def estimate(estimator: Estimator, args: dict):
+    """A family estimator's public result from its function's arguments by name."""
+    call = call_of(estimator, args)
+    if type(next(iter(call.arrays.values()))) is not np.ndarray and _frameworks.torch_compiling():
+        from . import _compiled
+        return estimator.make_result(_compiled.estimate(estimator, call))
+    return estimator.make_result(_eager.estimate(estimator, call))
+
+
+def puff_advantage(values, rewards, dones, importance, advantages, scalars: tuple, stream, fused: dict):
+    """compute_puff_advantage's result (arguments as _eager.puff_advantage)."""
+    if type(values) is not np.ndarray and _frameworks.torch_compiling():
+        from . import _compiled
+        return _compiled.puff_advantage(values, rewards, dones, importance, advantages, scalars, stream, fused)
+    return _eager.puff_advantage(values, rewards, dones, importance, advantages, scalars, stream, fused)
