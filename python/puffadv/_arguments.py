@@ -23,6 +23,7 @@ class Call(NamedTuple):
     scalars: dict
     names: dict
     check_names: tuple  # the caller's names of `arrays` then `outputs`, in order
+    scalar_names: tuple  # the caller's names of `scalars`, in order
     n: int
     log_probs: bool
     reset_at_start: bool
@@ -84,6 +85,7 @@ class Layout(NamedTuple):
     scalars: tuple     # (role, the caller's name or None where the estimator does not take it)
     names: dict
     check_names: tuple
+    scalar_names: tuple
 
 
 _layouts: dict = {}
@@ -102,7 +104,7 @@ def layout(estimator: Estimator, log_probs: bool = False) -> Layout:
                         for role in SCALAR_ROLES)
         check_names = (*(name for _, name in arguments), *(name or role for role, name in outputs))
         found = _layouts[key] = Layout(arguments, sum(a.required for a in kept), outputs, scalars,
-                                       names, check_names)
+                                       names, check_names, estimator.scalar_names())
     return found
 
 
@@ -121,4 +123,4 @@ def call_of(estimator: Estimator, args: dict) -> Call:
         outputs["advantages"] = True  # `out=None`: allocate it
     return Call({role: args[name] for role, name in shape.arguments}, shape.required, outputs,
                 {role: 1.0 if name is None else args[name] for role, name in shape.scalars}, shape.names,
-                shape.check_names, n, log_probs, reset, args["time_axis"], args["stream"])
+                shape.check_names, shape.scalar_names, n, log_probs, reset, args["time_axis"], args["stream"])

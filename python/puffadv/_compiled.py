@@ -69,7 +69,8 @@ def _standard_estimate(*args, **kwargs):
     call = Call({role: bound[role] for role, _ in shape.arguments}, shape.required,
                 {role: False if bound[role] is None else bound[role] for role in OUTPUT_ROLES},
                 dict(zip(SCALAR_ROLES, (bound[s] for s in _SCALARS))), shape.names, shape.check_names,
-                bound["n"], bound["log_probs"], bound["reset_at_start"], bound["time_axis"], bound["stream"])
+                shape.scalar_names, bound["n"], bound["log_probs"], bound["reset_at_start"], bound["time_axis"],
+                bound["stream"])
     _eager.estimate(estimator, call)
 
 
@@ -85,7 +86,7 @@ def puff_advantage(values, rewards, dones, importance, advantages, scalars, stre
     """_eager.puff_advantage while dynamo traces (same arguments and result)."""
     _require_tensors(zip(PUFF_ADVANTAGE.names().values(), (values, rewards, dones, importance, advantages)))
     _require_tensors(fused.items())
-    params = _frameworks.real_parameters(scalars, PUFF_ADVANTAGE.scalar_names()[:4])
+    params = _frameworks.real_parameters(scalars, PUFF_ADVANTAGE.scalar_names()[:4])  # gamma, gae_lambda, ...
     out = advantages if advantages is not None else torch.empty(
         values.shape, dtype=_output_dtype(values), device=values.device)
     made = _allocate(values, values, -1, fused)
@@ -100,7 +101,7 @@ def estimate(estimator, call: Call) -> dict:
     """_eager.estimate while dynamo traces (same arguments and result)."""
     _require_tensors(zip(call.check_names, (*call.arrays.values(), *call.outputs.values())))
     time_axis = check_time_axis(call.time_axis)
-    scalars = _frameworks.real_parameters(tuple(call.scalars.values()), estimator.scalar_names())
+    scalars = _frameworks.real_parameters(tuple(call.scalars.values()), call.scalar_names)
     rewards = call.arrays["rewards"]
     like = call.arrays.get("values")
     like = rewards if like is None else like

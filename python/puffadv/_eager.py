@@ -39,8 +39,7 @@ def estimate(estimator: Estimator, call: Call) -> dict:
     framework = _frameworks.framework_of_call(arrays[:call.required], (*arrays[call.required:], *given.values()),
                                               call.check_names)
     time_axis = check_time_axis(call.time_axis)
-    scalars = dict(zip(call.scalars, _frameworks.real_parameters(tuple(call.scalars.values()),
-                                                                 estimator.scalar_names())))
+    scalars = dict(zip(call.scalars, _frameworks.real_parameters(tuple(call.scalars.values()), call.scalar_names)))
     rewards, values = call.arrays["rewards"], call.arrays.get("values")
     specs = call.outputs
     hidden = advantages_for_sums(estimator, framework, rewards, specs)  # the advantages only the kernel sees
@@ -59,6 +58,8 @@ def estimate(estimator: Estimator, call: Call) -> dict:
 _PUFF_INPUTS = ("values", "rewards", "dones", "importance", "advantages")
 _PUFF_FUSED_NAMES = ("values", "returns", "abs_sums", "sums", "square_sums")
 _PUFF_NAMES = PUFF_ADVANTAGE.names()
+_PUFF_SCALARS = ("gamma", "lambda", "rho_clip", "c_clip")
+_PUFF_SCALAR_NAMES = PUFF_ADVANTAGE.scalar_names()[:4]  # gamma, gae_lambda, rho_clip, c_clip
 
 
 def puff_advantage(values, rewards, dones, importance, advantages, scalars: tuple, stream, fused: dict):
@@ -67,8 +68,7 @@ def puff_advantage(values, rewards, dones, importance, advantages, scalars: tupl
     Returns the advantages, or an Estimate when any fused output is asked for."""
     inputs = {"values": values, "rewards": rewards, "terminated": dones, "importance": importance}
     framework = _frameworks.framework_of_call((values, rewards, dones, importance), (advantages,), _PUFF_INPUTS)
-    params = _frameworks.real_parameters(scalars, PUFF_ADVANTAGE.scalar_names()[:4])
-    params = dict(zip(("gamma", "lambda", "rho_clip", "c_clip"), params))
+    params = dict(zip(_PUFF_SCALARS, _frameworks.real_parameters(scalars, _PUFF_SCALAR_NAMES)))
     out = advantages if advantages is not None else _outputs.output_like(framework, values)
     kernel = _engine.kernel(PUFF_ADVANTAGE.kind, params, lambda_name=PUFF_ADVANTAGE.lambda_name)
     if any(map(_wanted, fused.values())):

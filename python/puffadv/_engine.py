@@ -8,51 +8,77 @@ keyed by role, never in positional slots.
 """
 from __future__ import annotations
 
+import operator
+
 from . import _core, _fallback, _frameworks
 
 _torch_rules = None  # imported with the first torch call (it imports torch)
 
-# The roles of today's bindings (src/python/bindings_conventions.cpp), until _core.estimate.
-_STANDARD_ROLES = ("rewards", "values", "terminated", "truncated", "last_value", "bootstrap_values",
-                   "importance", "next_values", "target_probs", "behaviour_probs", "greedy", "advantages",
-                   "returns", "abs_sums", "sums", "square_sums")
-_PUFF_FUSED = ("returns", "abs_sums", "sums", "square_sums")
+# The core's one entry (issue 28), where this build has it: kernel() switches on this alone.
+_ONE_ENTRY = getattr(_core, "estimate", None)
+
+
+def _binding(function, renamed: dict):
+    """(function, the positional keys' getter, keyword (name, key, default) triples, its arrays
+    as None): `function`'s parameters by name, read once from its nanobind signature, each
+    bound to the key kernel() fills (the parameter's own name unless `renamed` names the role
+    or scalar it takes). A call then costs one C-level look-up of the positional values
+    instead of nanobind's matching of some 28 keywords (about 5 us per call)."""
+    text = function.__nb_signature__[0][0]
+    parameters = [p.strip().split(":")[0].strip() for p in text[text.index("(") + 1:text.rindex(")")].split(",")]
+    star = parameters.index("*") if "*" in parameters else len(parameters)
+    positional = tuple(renamed.get(p, p) for p in parameters[:star])
+    defaults = function.__nb_signature__[0][2][-(len(parameters) - star - 1):] if star < len(parameters) else ()
+    keywords = tuple((p, renamed.get(p, p), d) for p, d in zip(parameters[star + 1:], defaults))
+    absent = {k: None for k in (*positional, *(k for _, k, _ in keywords)) if k in _ARRAY_ROLES}
+    return function, operator.itemgetter(*positional), keywords, absent
+
+
+_ARRAY_ROLES = frozenset({"rewards", "values", "terminated", "truncated", "last_value", "bootstrap_values",
+                          "importance", "next_values", "target_probs", "behaviour_probs", "greedy", "advantages",
+                          "returns", "abs_sums", "sums", "square_sums"})
+if _ONE_ENTRY is None:  # today's three bindings (src/bindings.cpp, src/python/bindings_conventions.cpp)
+    _RENAMED = {"dones": "terminated", "gae_lambda": "lambda", "lambda_": "lambda"}
+    _STANDARD = _binding(_core.standard_estimate, _RENAMED)
+    _PUFF = _binding(_core.puff_advantage, _RENAMED)
+    _PUFF_FUSED = _binding(_core.puff_advantage_fused, _RENAMED)
+
+
+def _call(binding, constants: dict, arrays: dict, stream) -> None:
+    """One binding's call: arrays by role (absent ones None), the rest from `constants`."""
+    function, positional, keywords, absent = binding
+    values = {**absent, **constants, **arrays, "stream": stream}
+    if keywords:  # a keyword at its default is left out (nanobind matches each one it gets: ~0.3 us)
+        function(*positional(values), **{name: values[k] for name, k, default in keywords
+                                         if values[k] is not default})
+    else:
+        function(*positional(values))
 
 
 def kernel(kind: str, scalars: dict, *, lambda_name: str = "lambda", n: int = 1, log_probs: bool = False,
            reset_at_start: bool = False, time_axis: int = -1):
     """`kernel(arrays, stream)`: the core's estimator `kind` on `arrays` (role -> array; an
-    absent role is not given) with `scalars` (role -> float: gamma, lambda, rho_clip, c_clip,
-    rho_pg_clip; the puff advantage reads the first four) on the stream handle `stream`."""
-    gamma, lam = scalars["gamma"], scalars["lambda"]
-    rho_clip, c_clip, rho_pg_clip = scalars["rho_clip"], scalars["c_clip"], scalars.get("rho_pg_clip", 1.0)
-    if hasattr(_core, "estimate"):  # THE switch: the core's one entry (issue 28) serves every kind
+    absent role may be left out) with `scalars` (role -> float: gamma, lambda, rho_clip, c_clip,
+    and rho_pg_clip where the kind reads it) on the stream handle `stream`."""
+    if _ONE_ENTRY is not None:  # THE switch: the core's one entry serves every kind
+        gamma, lam, rho_clip, c_clip = scalars["gamma"], scalars["lambda"], scalars["rho_clip"], scalars["c_clip"]
+        rho_pg_clip = scalars.get("rho_pg_clip", 1.0)
+
         def one_entry(arrays, stream):
-            _core.estimate(kind, arrays, gamma=gamma, lambda_=lam, rho_clip=rho_clip, c_clip=c_clip,
-                           rho_pg_clip=rho_pg_clip, n=n, log_probs=log_probs, reset_at_start=reset_at_start,
-                           lambda_name=lambda_name, time_axis=time_axis, stream=stream)
+            _ONE_ENTRY(kind, arrays, gamma=gamma, lambda_=lam, rho_clip=rho_clip, c_clip=c_clip,
+                       rho_pg_clip=rho_pg_clip, n=n, log_probs=log_probs, reset_at_start=reset_at_start,
+                       lambda_name=lambda_name, time_axis=time_axis, stream=stream)
         return one_entry
-    # Until then: today's three bindings, called by keyword.
     if kind == "puff_advantage":
         def puff(arrays, stream):
             get = arrays.get
-            fused = {role: get(role) for role in _PUFF_FUSED}
-            common = dict(values=arrays["values"], rewards=arrays["rewards"], dones=arrays["terminated"],
-                          importance=arrays["importance"], advantages=arrays["advantages"], gamma=gamma,
-                          gae_lambda=lam, rho_clip=rho_clip, c_clip=c_clip, stream=stream)
-            if all(x is None for x in fused.values()):
-                _core.puff_advantage(**common)
-            else:
-                _core.puff_advantage_fused(**common, **fused)
+            plain = get("returns") is None and get("abs_sums") is None and get("sums") is None \
+                and get("square_sums") is None
+            _call(_PUFF if plain else _PUFF_FUSED, scalars, arrays, stream)
         return puff
-
-    def standard(arrays, stream):
-        get = arrays.get
-        _core.standard_estimate(**{role: get(role) for role in _STANDARD_ROLES}, kind=kind, gamma=gamma,
-                                lambda_=lam, rho_clip=rho_clip, c_clip=c_clip, rho_pg_clip=rho_pg_clip,
-                                time_axis=time_axis, lambda_name=lambda_name, stream=stream, n=n,
-                                log_probs=log_probs, reset_at_start=reset_at_start)
-    return standard
+    constants = {"rho_pg_clip": 1.0, **scalars, "kind": kind, "lambda_name": lambda_name, "n": n,
+                 "log_probs": log_probs, "reset_at_start": reset_at_start, "time_axis": time_axis}
+    return lambda arrays, stream: _call(_STANDARD, constants, arrays, stream)
 
 
 def run(call, framework: str, inputs: dict, outputs: dict, stream=None, names=None):

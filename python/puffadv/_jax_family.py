@@ -17,7 +17,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from . import _core, _jax_common
-from ._arguments import call_of
+from ._arguments import call_of, window
 from ._estimators import (DISCOUNTED_RETURNS, ELIGIBILITY_TRACES, EPISODIC_CUMSUM, ESTIMATORS, FLAG_ROLES, GAE,
                           N_STEP_RETURNS, Q_LAMBDA, RETRACE, TD_LAMBDA, VTRACE, Estimate, Estimator,
                           VTraceEstimate)
@@ -73,7 +73,8 @@ def _call(estimator: Estimator, args: dict):
     """One call of the family from the public function's arguments by name: the
     handler's operands by role (the rewards and terminated roles first, then the
     required ones, then the optional ones given, in the signature's order)."""
-    request = call_of(estimator, {"time_axis": None, "stream": None, **args,
+    # n is checked after the arrays and scalars here, as puffadv.jax always has.
+    request = call_of(estimator, {"time_axis": None, "stream": None, **args, "n": 1,
                                   **{name: None for name in _absent_outputs(estimator, args)}})
     order = [*_OPERANDS, *(r for r in list(request.arrays)[:request.required] if r not in _OPERANDS),
              *list(request.arrays)[request.required:]]
@@ -82,8 +83,9 @@ def _call(estimator: Estimator, args: dict):
              for role in order if request.arrays[role] is not None or role in required}
     time_axis = _time_axis(args["time_axis"])
     params = tuple(_jax_common._scalar(request.scalars[role], name) for role, name in
-                   zip(request.scalars, estimator.scalar_names()))
-    n, log_probs, reset_at_start = request.n, request.log_probs, request.reset_at_start
+                   zip(request.scalars, request.scalar_names))
+    n = window(args["n"]) if estimator.window else 1
+    log_probs, reset_at_start = request.log_probs, request.reset_at_start
     advantages = "advantages" in estimator.outputs and estimator.result != "array"
     specs = {role: (*_jax_common._spec(x), name) for role, (name, x) in named.items()}
     _core.jax_check_standard(estimator.kind, specs, *params, n, log_probs, reset_at_start, time_axis,
