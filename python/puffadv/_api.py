@@ -3,7 +3,9 @@ from __future__ import annotations
 
 from typing import Any, Literal, Optional, Union, overload
 
-from . import _route
+import numpy as np
+
+from . import _eager, _frameworks
 from ._types import Array, ArrayT, Real, Stream
 
 
@@ -60,6 +62,11 @@ def compute_puff_advantage(values, rewards, dones, importance, advantages=None,
     computing exactly what the eager call computes (an explicit ``stream`` must
     then be an int handle).
     """
-    return _route.puff_advantage(values, rewards, dones, importance, advantages,
-                                 (gamma, gae_lambda, rho_clip, c_clip), stream,
-                                 {"returns": returns, "abs_sums": abs_sums, "sums": sums, "square_sums": square_sums})
+    if type(values) is not np.ndarray and _frameworks.torch_compiling():
+        from . import _compiled
+        return _compiled.puff_advantage(values, rewards, dones, importance, advantages,
+                                        (gamma, gae_lambda, rho_clip, c_clip), stream,
+                                        {"returns": returns, "abs_sums": abs_sums, "sums": sums,
+                                         "square_sums": square_sums})
+    return _eager.puff_advantage(values, rewards, dones, importance, advantages, (gamma, gae_lambda, rho_clip, c_clip),
+                                 stream, returns=returns, abs_sums=abs_sums, sums=sums, square_sums=square_sums)

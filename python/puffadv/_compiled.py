@@ -49,8 +49,7 @@ def _define(schema: str, implementation) -> None:
 def _puff_advantage(values, rewards, dones, importance, advantages, returns, abs_sums, sums,
                     square_sums, gamma, gae_lambda, rho_clip, c_clip, stream):
     _eager.puff_advantage(values, rewards, dones, importance, advantages, (gamma, gae_lambda, rho_clip, c_clip),
-                          stream, {"returns": returns, "abs_sums": abs_sums, "sums": sums,
-                                   "square_sums": square_sums})
+                          stream, returns=returns, abs_sums=abs_sums, sums=sums, square_sums=square_sums)
 
 
 _SCALARS = ("gamma", "lam", "rho_clip", "c_clip", "rho_pg_clip")
@@ -83,7 +82,7 @@ _standard_estimate_op = torch.ops.puffadv_python.standard_estimate.default
 
 
 def puff_advantage(values, rewards, dones, importance, advantages, scalars, stream, fused):
-    """_eager.puff_advantage while dynamo traces (same arguments and result)."""
+    """compute_puff_advantage while dynamo traces: `fused` its four fused outputs' specs by role."""
     _require_tensors(zip(PUFF_ADVANTAGE.names().values(), (values, rewards, dones, importance, advantages)))
     _require_tensors(fused.items())
     params = _frameworks.real_parameters(scalars, PUFF_ADVANTAGE.scalar_names()[:4])  # gamma, gae_lambda, ...

@@ -58,20 +58,23 @@ def estimate(estimator: Estimator, call: Call) -> dict:
 _PUFF_INPUTS = ("values", "rewards", "dones", "importance", "advantages")
 _PUFF_FUSED_NAMES = ("values", "returns", "abs_sums", "sums", "square_sums")
 _PUFF_NAMES = PUFF_ADVANTAGE.names()
-_PUFF_SCALARS = ("gamma", "lambda", "rho_clip", "c_clip")
 _PUFF_SCALAR_NAMES = PUFF_ADVANTAGE.scalar_names()[:4]  # gamma, gae_lambda, rho_clip, c_clip
 
 
-def puff_advantage(values, rewards, dones, importance, advantages, scalars: tuple, stream, fused: dict):
+def puff_advantage(values, rewards, dones, importance, advantages, scalars: tuple, stream, *, returns=None,
+                   abs_sums=None, sums=None, square_sums=None):
     """compute_puff_advantage's eager call: `scalars` as passed (gamma, gae_lambda, rho_clip,
-    c_clip), `fused` the four fused outputs' specs by role (returns, abs_sums, sums, square_sums).
-    Returns the advantages, or an Estimate when any fused output is asked for."""
-    inputs = {"values": values, "rewards": rewards, "terminated": dones, "importance": importance}
+    c_clip), then the fused outputs' specs. Returns the advantages, or an Estimate when any
+    fused output is asked for."""
     framework = _frameworks.framework_of_call((values, rewards, dones, importance), (advantages,), _PUFF_INPUTS)
-    params = dict(zip(_PUFF_SCALARS, _frameworks.real_parameters(scalars, _PUFF_SCALAR_NAMES)))
+    gamma, lam, rho_clip, c_clip = _frameworks.real_parameters(scalars, _PUFF_SCALAR_NAMES)
     out = advantages if advantages is not None else _outputs.output_like(framework, values)
-    kernel = _engine.kernel(PUFF_ADVANTAGE.kind, params, lambda_name=PUFF_ADVANTAGE.lambda_name)
-    if any(map(_wanted, fused.values())):
+    kernel = _engine.kernel(PUFF_ADVANTAGE.kind, {"gamma": gamma, "lambda": lam, "rho_clip": rho_clip,
+                                                  "c_clip": c_clip}, lambda_name=PUFF_ADVANTAGE.lambda_name)
+    inputs = {"values": values, "rewards": rewards, "terminated": dones, "importance": importance}
+    if (returns is not None or abs_sums is not None or sums is not None or square_sums is not None) and \
+            (_wanted(returns) or _wanted(abs_sums) or _wanted(sums) or _wanted(square_sums)):
+        fused = {"returns": returns, "abs_sums": abs_sums, "sums": sums, "square_sums": square_sums}
         given = _outputs.given(fused)
         _frameworks.framework_of_call((values,), tuple(given.values()), _PUFF_FUSED_NAMES)
         made = _outputs.allocate(framework, values, values, -1, fused, given)

@@ -8,6 +8,7 @@ keyed by role, never in positional slots.
 """
 from __future__ import annotations
 
+import functools
 import operator
 
 from . import _core, _fallback, _frameworks
@@ -70,15 +71,20 @@ def kernel(kind: str, scalars: dict, *, lambda_name: str = "lambda", n: int = 1,
                        lambda_name=lambda_name, time_axis=time_axis, stream=stream)
         return one_entry
     if kind == "puff_advantage":
-        def puff(arrays, stream):
-            get = arrays.get
-            plain = get("returns") is None and get("abs_sums") is None and get("sums") is None \
-                and get("square_sums") is None
-            _call(_PUFF if plain else _PUFF_FUSED, scalars, arrays, stream)
-        return puff
+        return functools.partial(_puff, scalars)
     constants = {"rho_pg_clip": 1.0, **scalars, "kind": kind, "lambda_name": lambda_name, "n": n,
                  "log_probs": log_probs, "reset_at_start": reset_at_start, "time_axis": time_axis}
-    return lambda arrays, stream: _call(_STANDARD, constants, arrays, stream)
+    return functools.partial(_call, _STANDARD, constants)
+
+
+def _puff(scalars: dict, arrays: dict, stream) -> None:
+    """The puff advantage through today's bindings: the fused one where a fused output is given."""
+    get = arrays.get
+    if get("returns") is None and get("abs_sums") is None and get("sums") is None and get("square_sums") is None:
+        function, positional = _PUFF[0], _PUFF[1]  # every array of the plain binding is given
+        function(*positional({**scalars, **arrays, "stream": stream}))
+    else:
+        _call(_PUFF_FUSED, scalars, arrays, stream)
 
 
 def run(call, framework: str, inputs: dict, outputs: dict, stream=None, names=None):

@@ -1,5 +1,7 @@
-"""Where a public call goes: the eager path (_eager), or, while torch.compile
-traces the caller, the traced one (_compiled, imported only then: it imports torch)."""
+"""Where a family estimator's public call goes: the eager path (_eager), or, while
+torch.compile traces the caller, the traced one (_compiled, imported only then: it
+imports torch). compute_puff_advantage decides the same itself (_api.py), one call
+frame less on the path that issue 14's overhead bars time."""
 from __future__ import annotations
 
 import numpy as np
@@ -16,11 +18,3 @@ def estimate(estimator: Estimator, args: dict):
         from . import _compiled
         return estimator.make_result(_compiled.estimate(estimator, call))
     return estimator.make_result(_eager.estimate(estimator, call))
-
-
-def puff_advantage(values, rewards, dones, importance, advantages, scalars: tuple, stream, fused: dict):
-    """compute_puff_advantage's result (arguments as _eager.puff_advantage)."""
-    if type(values) is not np.ndarray and _frameworks.torch_compiling():
-        from . import _compiled
-        return _compiled.puff_advantage(values, rewards, dones, importance, advantages, scalars, stream, fused)
-    return _eager.puff_advantage(values, rewards, dones, importance, advantages, scalars, stream, fused)

@@ -52,3 +52,34 @@ def test_no_wait_after_an_argument_error(monkeypatch):
         _engine.run(kernel, "jax", {"values": np.ones((2, 3))}, {"advantages": np.empty((2, 3))})
     assert len(calls) == 1
     assert waits == []
+
+
+def test_the_core_entry_switch_gets_every_array_by_role(monkeypatch, rng):
+    """With the core's one entry present (_core.estimate), every call reaches it with its
+    arrays keyed by role and its scalars and options by name."""
+    seen = []
+    monkeypatch.setattr(_engine, "_ONE_ENTRY", lambda kind, arrays, **kw: seen.append((kind, arrays, kw)))
+    v, r, d, i = random_puff_inputs(rng, 3, 7)
+    out = np.empty_like(v)
+    assert puffadv.compute_puff_advantage(v, r, d, i, out, 0.9, 0.8, 1.5, 1.2) is out
+    kind, arrays, kw = seen.pop()
+    assert kind == "puff_advantage" and arrays["terminated"] is d and arrays["values"] is v
+    assert arrays["advantages"] is out and arrays["importance"] is i
+    assert (kw["gamma"], kw["lambda_"], kw["rho_clip"], kw["c_clip"], kw["lambda_name"]) == \
+        (0.9, 0.8, 1.5, 1.2, "gae_lambda")
+    term = d > 0
+    puffadv.gae(r, v, term, last_value=v[:, -1], gamma=0.9, gae_lambda=0.8, time_axis=1, sums=True)
+    kind, arrays, kw = seen.pop()
+    assert kind == "gae" and arrays["rewards"] is r and arrays["terminated"] is term
+    assert arrays["advantages"].shape == (3, 7) and arrays["sums"].shape == (3,) and arrays["abs_sums"] is None
+    assert (kw["lambda_"], kw["lambda_name"], kw["time_axis"], kw["stream"]) == (0.8, "gae_lambda", 1, 0)
+    puffadv.retrace(r, v, v, term, target_log_probs=i, behaviour_log_probs=i, c_clip=0.7)
+    kind, arrays, kw = seen.pop()
+    assert kind == "retrace" and arrays["target_probs"] is i and arrays["next_values"] is v
+    assert kw["log_probs"] is True and kw["c_clip"] == 0.7 and kw["lambda_name"] == "lambda_"
+    puffadv.n_step_returns(r, v, term, n=3, last_value=v[:, -1])
+    assert seen.pop()[2]["n"] == 3
+    puffadv.episodic_cumsum(r, term, boundary="starts_at")
+    kind, arrays, kw = seen.pop()
+    assert kind == "episodic_sum" and arrays["rewards"] is r and kw["reset_at_start"] is True
+    assert arrays["returns"] is None and arrays["advantages"].shape == r.shape
