@@ -1,7 +1,8 @@
 """puffadv: fast, correct advantage kernels (PufferLib's puff advantage, GAE,
 V-trace) for CPU, CUDA and HIP, taking any DLPack array."""
 from ._api import compute_puff_advantage
-from ._conventions import Estimate, VTraceEstimate, gae, td_lambda_returns, vtrace
+from ._conventions import gae, td_lambda_returns, vtrace
+from ._estimators import Estimate, VTraceEstimate
 from ._family import discounted_returns, eligibility_traces, episodic_cumsum, n_step_returns, q_lambda, retrace
 from ._core import build_info as _build_info
 from ._fallback import BackendUnavailableError, FallbackWarning, set_fallback

@@ -1,15 +1,12 @@
-"""The public functions of puffadv."""
+"""PufferLib's puff advantage in the public API (its description: _estimators.PUFF_ADVANTAGE)."""
 from __future__ import annotations
 
 from typing import Any, Literal, Optional, Union, overload
 
 import numpy as np
 
-from . import _conventions, _core, _dispatch, _frameworks
+from . import _eager, _frameworks
 from ._types import Array, ArrayT, Real, Stream
-
-_ARRAY_NAMES = ("values", "rewards", "dones", "importance", "advantages")
-_PARAMETER_NAMES = ("gamma", "gae_lambda", "rho_clip", "c_clip")
 
 
 _Fused = Union[Array, bool, None]  # a fused output: True allocates, an array is written
@@ -67,26 +64,9 @@ def compute_puff_advantage(values, rewards, dones, importance, advantages=None,
     """
     if type(values) is not np.ndarray and _frameworks.torch_compiling():
         from . import _compiled
-        return _compiled.compute_puff_advantage(
-            values, rewards, dones, importance, advantages, gamma, gae_lambda, rho_clip, c_clip,
-            stream=stream, returns=returns, abs_sums=abs_sums, sums=sums, square_sums=square_sums)
-    inputs = (values, rewards, dones, importance)
-    framework = _frameworks.framework_of_call(inputs, (advantages,), _ARRAY_NAMES)
-    params = _frameworks.real_parameters((gamma, gae_lambda, rho_clip, c_clip), _PARAMETER_NAMES)
-    out = advantages if advantages is not None else _conventions.output_like(framework, values)
-    if (returns is not None or abs_sums is not None or sums is not None or square_sums is not None) \
-            and _requested(returns, abs_sums, sums, square_sums):
-        extra = _conventions.puff_fused(framework, values, rewards, dones, importance, out,
-                                        (returns, abs_sums, sums, square_sums), params, stream)
-        result = _frameworks.finish(framework, values, out) if advantages is None else out
-        return _conventions.Estimate(result, *extra)
-    _dispatch.call_core(_core.puff_advantage, framework, inputs, (out,), params, stream, ("advantages",))
-    return out if advantages is not None else _frameworks.finish(framework, values, out)
-
-
-def _requested(*specs) -> bool:
-    """Whether any fused output is asked for (True or an array; None and False are not)."""
-    for spec in specs:
-        if spec is not None and spec is not False:
-            return True
-    return False
+        return _compiled.puff_advantage(values, rewards, dones, importance, advantages,
+                                        (gamma, gae_lambda, rho_clip, c_clip), stream,
+                                        {"returns": returns, "abs_sums": abs_sums, "sums": sums,
+                                         "square_sums": square_sums})
+    return _eager.puff_advantage(values, rewards, dones, importance, advantages, (gamma, gae_lambda, rho_clip, c_clip),
+                                 stream, returns=returns, abs_sums=abs_sums, sums=sums, square_sums=square_sums)

@@ -17,7 +17,9 @@ from __future__ import annotations
 
 import torch
 
-from . import _api, _conventions, _frameworks
+from . import _eager, _frameworks, _outputs
+from ._arguments import Call, check_time_axis, layout
+from ._estimators import ESTIMATORS, INPUT_ROLES, OUTPUT_ROLES, PUFF_ADVANTAGE, SCALAR_ROLES, SUM_ROLES, Estimate
 
 _REDUCED = (torch.bfloat16, torch.float16)
 
@@ -28,7 +30,11 @@ _REDUCED = (torch.bfloat16, torch.float16)
 # same as torch.ops.puffadv). Like the eager call (which writes through DLPack),
 # they do not bump the outputs' version counters.
 _library = torch.library.Library("puffadv_python", "DEF")
-_OUTPUT_SCHEMA = "Tensor(b!)? returns, Tensor(c!)? abs_sums, Tensor(d!)? sums, Tensor(e!)? square_sums"
+_FUSED = OUTPUT_ROLES[1:]
+_MUTATED = dict(zip(OUTPUT_ROLES, "abcde"))  # each output's alias set in the schemas
+_OUTPUT_SCHEMA = ", ".join(f"Tensor({_MUTATED[role]}!)? {role}" for role in _FUSED)
+# Every role, in the core's order: the two every estimator reads are required.
+_INPUT_SCHEMA = ", ".join(f"Tensor{'' if role in ('rewards', 'terminated') else '?'} {role}" for role in INPUT_ROLES)
 
 
 def _define(schema: str, implementation) -> None:
@@ -42,90 +48,94 @@ def _define(schema: str, implementation) -> None:
 
 def _puff_advantage(values, rewards, dones, importance, advantages, returns, abs_sums, sums,
                     square_sums, gamma, gae_lambda, rho_clip, c_clip, stream):
-    _api.compute_puff_advantage(values, rewards, dones, importance, advantages, gamma, gae_lambda,
-                                rho_clip, c_clip, stream=stream, returns=returns,
-                                abs_sums=abs_sums, sums=sums, square_sums=square_sums)
+    _eager.puff_advantage(values, rewards, dones, importance, advantages, (gamma, gae_lambda, rho_clip, c_clip),
+                          stream, returns=returns, abs_sums=abs_sums, sums=sums, square_sums=square_sums)
 
 
-def _standard_estimate(rewards, values, terminated, truncated, last_value, bootstrap_values,
-                       importance, next_values, target_probs, behaviour_probs, greedy, advantages, returns,
-                       abs_sums, sums, square_sums, kind, gamma, lam, rho_clip, c_clip, rho_pg_clip,
-                       time_axis, n, log_probs, reset_at_start, stream):
-    kind = _conventions._KINDS[kind]
-    inputs = (rewards, values, terminated, truncated, last_value, bootstrap_values, importance)
-    if kind.family:
-        inputs += (next_values, target_probs, behaviour_probs, greedy)
-    outputs = (advantages, returns, abs_sums, sums, square_sums)
-    _conventions._estimate(kind, inputs, tuple(False if x is None else x for x in outputs),
-                           (gamma, lam, rho_clip, c_clip, rho_pg_clip), time_axis, stream,
-                           (n, log_probs, reset_at_start) if kind.family else None)
+_SCALARS = ("gamma", "lam", "rho_clip", "c_clip", "rho_pg_clip")
+_STANDARD_SCHEMA = (f"standard_estimate({_INPUT_SCHEMA}, Tensor(a!)? advantages, {_OUTPUT_SCHEMA}, str kind, "
+                    f"{', '.join(f'float {s}' for s in _SCALARS)}, int time_axis, int n, bool log_probs, "
+                    "bool reset_at_start, int? stream) -> ()")
+_STANDARD_ARGUMENTS = (*INPUT_ROLES, *OUTPUT_ROLES, "kind", *_SCALARS, "time_axis", "n", "log_probs",
+                       "reset_at_start", "stream")
+
+
+def _standard_estimate(*args, **kwargs):
+    """The operator's body: the eager call of the estimator `kind` with every output given."""
+    bound = {**dict(zip(_STANDARD_ARGUMENTS, args)), **kwargs}
+    estimator = ESTIMATORS[bound["kind"]]
+    shape = layout(estimator, bound["log_probs"])
+    call = Call({role: bound[role] for role, _ in shape.arguments}, shape.required,
+                {role: False if bound[role] is None else bound[role] for role in OUTPUT_ROLES},
+                dict(zip(SCALAR_ROLES, (bound[s] for s in _SCALARS))), shape.names, shape.check_names,
+                shape.scalar_names, bound["n"], bound["log_probs"], bound["reset_at_start"], bound["time_axis"],
+                bound["stream"])
+    _eager.estimate(estimator, call)
 
 
 _define("puff_advantage(Tensor values, Tensor rewards, Tensor dones, Tensor importance, "
         f"Tensor(a!) advantages, {_OUTPUT_SCHEMA}, float gamma, float gae_lambda, float rho_clip, "
         "float c_clip, int? stream) -> ()", _puff_advantage)
-_define("standard_estimate(Tensor rewards, Tensor? values, Tensor terminated, Tensor? truncated, "
-        "Tensor? last_value, Tensor? bootstrap_values, Tensor? importance, Tensor? next_values, "
-        "Tensor? target_probs, Tensor? behaviour_probs, Tensor? greedy, Tensor(a!)? advantages, "
-        f"{_OUTPUT_SCHEMA}, str kind, float gamma, float lam, float rho_clip, float c_clip, "
-        "float rho_pg_clip, int time_axis, int n, bool log_probs, bool reset_at_start, int? stream) -> ()",
-        _standard_estimate)
+_define(_STANDARD_SCHEMA, _standard_estimate)
 _puff_advantage_op = torch.ops.puffadv_python.puff_advantage.default
 _standard_estimate_op = torch.ops.puffadv_python.standard_estimate.default
 
 
-def compute_puff_advantage(values, rewards, dones, importance, advantages, gamma, gae_lambda,
-                           rho_clip, c_clip, *, stream, returns, abs_sums, sums, square_sums):
-    """puffadv.compute_puff_advantage while dynamo traces (same arguments and result)."""
-    _require_tensors(zip(_api._ARRAY_NAMES, (values, rewards, dones, importance, advantages)))
-    specs = (returns, abs_sums, sums, square_sums)
-    _require_tensors(zip(_conventions._STANDARD_NAMES[8:], specs))
-    params = _frameworks.real_parameters((gamma, gae_lambda, rho_clip, c_clip), _api._PARAMETER_NAMES)
+def puff_advantage(values, rewards, dones, importance, advantages, scalars, stream, fused):
+    """compute_puff_advantage while dynamo traces: `fused` its four fused outputs' specs by role."""
+    _require_tensors(zip(PUFF_ADVANTAGE.names().values(), (values, rewards, dones, importance, advantages)))
+    _require_tensors(fused.items())
+    params = _frameworks.real_parameters(scalars, PUFF_ADVANTAGE.scalar_names()[:4])  # gamma, gae_lambda, ...
     out = advantages if advantages is not None else torch.empty(
         values.shape, dtype=_output_dtype(values), device=values.device)
-    fused = _allocate(values, values, -1, (False, *specs))[1:]
-    _puff_advantage_op(*_detached((values, rewards, dones, importance)), out, *fused, *params,
+    made = _allocate(values, values, -1, fused)
+    _puff_advantage_op(*_detached((values, rewards, dones, importance)), out, *made.values(), *params,
                        _stream(stream))
-    if all(spec is None or spec is False for spec in specs):
+    if all(spec is None or spec is False for spec in fused.values()):
         return out
-    return _conventions.Estimate(out, *fused)
+    return Estimate(out, *made.values())
 
 
-def estimate(kind, inputs, specs, scalars, time_axis, stream, options):
-    """_conventions._estimate while dynamo traces (same arguments and result)."""
-    _require_tensors(zip(kind.check_names, (*(inputs[i] for i in kind.order or range(len(inputs))), *specs)))
-    time_axis = _conventions._check_time_axis(time_axis)
-    scalars = _frameworks.real_parameters(scalars, kind.scalar_names)
-    like = inputs[0] if inputs[1] is None else inputs[1]
+def estimate(estimator, call: Call) -> dict:
+    """_eager.estimate while dynamo traces (same arguments and result)."""
+    _require_tensors(zip(call.check_names, (*call.arrays.values(), *call.outputs.values())))
+    time_axis = check_time_axis(call.time_axis)
+    scalars = _frameworks.real_parameters(tuple(call.scalars.values()), call.scalar_names)
+    rewards = call.arrays["rewards"]
+    like = call.arrays.get("values")
+    like = rewards if like is None else like
+    specs = call.outputs
     # The GPU kernels of these kinds sum only beside the advantages: allocate them, hand back None.
-    hidden = _conventions._sums_without_advantages(kind, specs) and inputs[0].device.type == "cuda"
+    hidden = _eager.sums_without_advantages(estimator, specs) and rewards.device.type == "cuda"
     if hidden:
-        specs = (True, *specs[1:])
-    outputs = _allocate(inputs[0], like, time_axis, specs)
-    inputs = (*inputs, None, None, None, None)[:11]
-    _standard_estimate_op(*_detached(inputs), *outputs, kind.label, *scalars, time_axis,
-                          *(options or (1, False, False)), _stream(stream))
-    return [None, *outputs[1:]] if hidden else outputs
+        specs = {**specs, "advantages": True}
+    outputs = _allocate(rewards, like, time_axis, specs)
+    _standard_estimate_op(*_detached(call.arrays.get(role) for role in INPUT_ROLES), *outputs.values(),
+                          estimator.function, *scalars, time_axis, call.n, call.log_probs, call.reset_at_start,
+                          _stream(call.stream))
+    if hidden:
+        outputs["advantages"] = None
+    return outputs
 
 
 def _output_dtype(values):
-    """_conventions._output_dtype for torch: float32 for bfloat16/float16 values."""
+    """_outputs.output_dtype for torch: float32 for bfloat16/float16 values."""
     return torch.float32 if values.dtype in _REDUCED else values.dtype
 
 
-def _allocate(rewards, values, time_axis, specs):
-    """_conventions._allocate for torch: given outputs as they are, True ones new
+def _allocate(rewards, values, time_axis, specs: dict) -> dict:
+    """_outputs.allocate for torch: given outputs as they are, True ones new
     ([rows, horizon] like rewards; [B] sums in float64 for float64 values, else float32)."""
-    outputs = []
-    for k, spec in enumerate(specs):
+    outputs = {}
+    for role, spec in specs.items():
         if spec is True:
-            if _conventions._SUMS[k]:
+            if role in SUM_ROLES:
                 dtype = torch.float64 if values.dtype == torch.float64 else torch.float32
-                shape = (_conventions._batch_size(rewards, time_axis),)
+                shape = (_outputs.batch_size(rewards, time_axis),)
             else:
                 dtype, shape = _output_dtype(values), rewards.shape
             spec = torch.empty(shape, dtype=dtype, device=values.device)
-        outputs.append(None if spec is False else spec)
+        outputs[role] = None if spec is False else spec
     return outputs
 
 

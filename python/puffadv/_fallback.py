@@ -67,40 +67,29 @@ def report() -> dict:
     return {"setting": setting, "happened": stats["calls"] > 0, **stats}
 
 
-def run_on_host(kernel, framework: str, inputs, outputs, scalars, reason: str, stream=None):
-    """Computes `kernel` on host copies of `inputs` and writes the results into
-    `outputs` (GPU arrays of `framework`). `reason` is the core's message."""
+def run_on_host(call, framework: str, inputs: dict, outputs: dict, names: dict, reason: str, stream=None):
+    """Computes `call(arrays, stream)` (an _engine.kernel()) on host copies of `inputs`
+    and writes the results into `outputs` (GPU arrays of `framework`), both role ->
+    array, every one present. `names` (role -> the caller's name) word the errors;
+    `reason` is the core's message."""
     if fallback_mode() == "error":
         raise BackendUnavailableError(_core.fallback_error_message(reason)) from None
-    in_names, out_names = _argument_names(kernel, len(inputs), len(outputs))
     # Resolved before any copy: an output we cannot write back is an error, not a lost result.
-    writers = [_writer(framework, out, name) for out, name in zip(outputs, out_names)]
+    writers = {role: _writer(framework, out, names.get(role, role)) for role, out in outputs.items()}
+    first = next(iter(inputs.values()))
     if stream is not None:  # the caller's stream, not the current one, produced the inputs
-        _synchronize(framework, inputs[0])
-    host_inputs = [_to_host(framework, x, name) for x, name in zip(inputs, in_names)]
-    host_outputs = [_host_empty(framework, view) for _, view in writers]
-    kernel(*host_inputs, *host_outputs, *scalars, 0)
-    for (write, view), host in zip(writers, host_outputs):
-        write(view, host)
+        _synchronize(framework, first)
+    host_inputs = {role: _to_host(framework, x, names.get(role, role)) for role, x in inputs.items()}
+    host_outputs = {role: _host_empty(framework, view) for role, (_, view) in writers.items()}
+    call({**host_inputs, **host_outputs}, 0)
+    for role, (write, view) in writers.items():
+        write(view, host_outputs[role])
     if stream is not None:
-        _synchronize(framework, inputs[0])
-    moved = sum(_nbytes(a) for a in (*host_inputs, *host_outputs))
+        _synchronize(framework, first)
+    moved = sum(_nbytes(a) for a in (*host_inputs.values(), *host_outputs.values()))
     if _core.record_fallback(moved, reason):
         warnings.warn(_core.fallback_warning_message(reason, moved), FallbackWarning,
                       stacklevel=_caller_stacklevel())
-
-
-def _argument_names(kernel, n_in: int, n_out: int):
-    """Argument names from the nanobind signature, for messages; positions if unavailable."""
-    try:
-        signature = kernel.__nb_signature__[0][0]
-        params = signature[signature.index("(") + 1:signature.rindex(")")]
-        names = [p.split(":")[0].strip() for p in params.split(",")]
-        if len(names) >= n_in + n_out and all(n.isidentifier() for n in names[:n_in + n_out]):
-            return names[:n_in], names[n_in:n_in + n_out]
-    except (AttributeError, IndexError, TypeError, ValueError):
-        pass
-    return [f"input {i + 1}" for i in range(n_in)], [f"output {i + 1}" for i in range(n_out)]
 
 
 def _to_host(framework: str, x, name: str):

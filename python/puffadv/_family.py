@@ -1,27 +1,19 @@
 """The rest of the credit-assignment family (issue 20) in the Python API:
 discounted returns, n-step returns, Retrace, Q(lambda), episodic sums and
-eligibility traces. Each is a kind of the one core call that gae() makes
-(_conventions._estimate); this module holds only their signatures, docstrings
-and the arguments only Python sees. docs/conventions.md maps the peers' arguments."""
+eligibility traces. Each is a kind of the one core call that gae() makes; its
+arguments, outputs and scalars are its entry in _estimators.py, and the rules
+only Python applies (n, boundary, the probability pair) are in _arguments.py.
+This module holds only their signatures and docstrings. docs/conventions.md
+maps the peers' arguments."""
 from __future__ import annotations
 
-import numbers
-from typing import Optional
+from typing import Any, Optional
 
-from . import _frameworks
-from ._conventions import (_DISCOUNTED, _EPISODIC, _N_STEP, _Q_LAMBDA, _RETRACE, _RETRACE_LOG, Estimate,
-                           _estimate, _Output)
+from . import _route
+from ._conventions import _Output
+from ._estimators import (DISCOUNTED_RETURNS, ELIGIBILITY_TRACES, EPISODIC_CUMSUM, N_STEP_RETURNS, Q_LAMBDA,
+                          RETRACE, Estimate)
 from ._types import Array, Real, Stream
-
-
-def _window(n) -> int:
-    """n as the core's int64. Beyond int64 every row is shorter than the window,
-    which gives the same returns as the largest int64 (TD(lambda) returns)."""
-    if type(n) is not int:
-        if isinstance(n, bool) or not isinstance(n, numbers.Integral):
-            raise TypeError(f"n must be an int (the window length, >= 1), got {_frameworks.describe(n)}")
-        n = int(n)
-    return max(min(n, 2**63 - 1), -2**63)  # the core refuses n < 1, naming it
 
 
 def discounted_returns(rewards: Array, terminated: Array, truncated: Optional[Array] = None, *,
@@ -47,10 +39,7 @@ def discounted_returns(rewards: Array, terminated: Array, truncated: Optional[Ar
     returns an :class:`Estimate` whose ``advantages`` is None, ``returns`` is G
     and the sums are over G.
     """
-    return Estimate(*_estimate(
-        _DISCOUNTED, (rewards, None, terminated, truncated, last_value, bootstrap_values, None, None, None, None, None),
-        (False, returns, abs_sums, sums, square_sums), (gamma, 1.0, 1.0, 1.0, 1.0), time_axis, stream,
-        (1, False, False)))
+    return _route.estimate(DISCOUNTED_RETURNS, locals())
 
 
 def n_step_returns(rewards: Array, values: Array, terminated: Array, truncated: Optional[Array] = None, *,
@@ -76,37 +65,7 @@ def n_step_returns(rewards: Array, values: Array, terminated: Array, truncated: 
     Outputs: ``returns`` G (default) and ``advantages`` G - values; arguments
     otherwise as :func:`gae`. Returns an :class:`Estimate`.
     """
-    return Estimate(*_estimate(
-        _N_STEP, (rewards, values, terminated, truncated, last_value, bootstrap_values, None, None, None, None, None),
-        (advantages, returns, abs_sums, sums, square_sums), (gamma, lambda_, 1.0, 1.0, 1.0), time_axis, stream,
-        (_window(n), False, False)))
-
-
-_BOUNDARIES = ("ends_at", "starts_at")
-
-
-def probability_pair(target_probs, behaviour_probs, target_log_probs, behaviour_log_probs):
-    """retrace's (log_probs, target, behaviour) from its four optional arguments:
-    one pair or the other, never a mix (shared by puffadv.jax.retrace). A missing
-    half of the plain pair is the core's error, as every missing array is."""
-    logs = target_log_probs is not None or behaviour_log_probs is not None
-    if logs and (target_probs is not None or behaviour_probs is not None):
-        raise ValueError("pass either target_probs and behaviour_probs or target_log_probs and "
-                         "behaviour_log_probs, not a mix of the two")
-    if logs and (target_log_probs is None or behaviour_log_probs is None):
-        missing = "target_log_probs" if target_log_probs is None else "behaviour_log_probs"
-        raise ValueError(f"{missing} must be given with "
-                         f"{'behaviour_log_probs' if target_log_probs is None else 'target_log_probs'}; "
-                         f"the trace needs both log-probabilities of the taken actions")
-    return (True, target_log_probs, behaviour_log_probs) if logs else (False, target_probs, behaviour_probs)
-
-
-def reset_at_start(boundary) -> bool:
-    """episodic_cumsum's boundary as the core's reset_at_start (shared by puffadv.jax)."""
-    if boundary not in _BOUNDARIES:
-        raise ValueError(f"boundary must be 'ends_at' (dones[t] ends an episode at t) or 'starts_at' "
-                         f"(dones[t] starts one at t), got {boundary!r}")
-    return boundary == "starts_at"
+    return _route.estimate(N_STEP_RETURNS, locals())
 
 
 def retrace(rewards: Array, q_values: Array, next_values: Array, terminated: Array,
@@ -140,13 +99,7 @@ def retrace(rewards: Array, q_values: Array, next_values: Array, terminated: Arr
     is the bootstrap everywhere, so ``truncated`` only cuts the trace.
     Arguments otherwise as :func:`gae`. Returns an :class:`Estimate`.
     """
-    logs, target, behaviour = probability_pair(target_probs, behaviour_probs, target_log_probs,
-                                               behaviour_log_probs)
-    kind = _RETRACE_LOG if logs else _RETRACE
-    return Estimate(*_estimate(
-        kind, (rewards, q_values, terminated, truncated, None, None, None, next_values, target, behaviour, None),
-        (advantages, returns, abs_sums, sums, square_sums), (gamma, lambda_, 1.0, c_clip, 1.0), time_axis, stream,
-        (1, logs, False)))
+    return _route.estimate(RETRACE, locals())
 
 
 def q_lambda(rewards: Array, q_values: Array, next_values: Array, terminated: Array,
@@ -170,11 +123,7 @@ def q_lambda(rewards: Array, q_values: Array, next_values: Array, terminated: Ar
     ``greedy[:, 0]`` is never read. No ``last_value``, ``bootstrap_values`` or
     ``importance``. Arguments otherwise as :func:`gae`. Returns an :class:`Estimate`.
     """
-    return Estimate(*_estimate(
-        _Q_LAMBDA, (rewards, q_values, terminated, truncated, None, None, None, next_values, None, None, greedy),
-        (advantages, returns, abs_sums, sums, square_sums), (gamma, lambda_, 1.0, 1.0, 1.0), time_axis, stream,
-        (1, False, False)))
-
+    return _route.estimate(Q_LAMBDA, locals())
 
 
 def episodic_cumsum(inputs: Array, dones: Array, *, seed: Optional[Array] = None, boundary: str = "ends_at",
@@ -190,10 +139,7 @@ def episodic_cumsum(inputs: Array, dones: Array, *, seed: Optional[Array] = None
     :func:`gae` (``dones`` a flag array); ``out`` is written when given, else
     allocated (float32 for bfloat16/float16 inputs). Returns C.
     """
-    return _estimate(
-        _EPISODIC, (inputs, None, dones, None, seed, None, None, None, None, None, None),
-        (True if out is None else out, False, False, False, False), (1.0, 1.0, 1.0, 1.0, 1.0), time_axis,
-        stream, (1, False, reset_at_start(boundary)))[0]
+    return _route.estimate(EPISODIC_CUMSUM, locals())
 
 
 def eligibility_traces(inputs: Array, dones: Array, *, gamma: Real, lambda_: Real, seed: Optional[Array] = None,
@@ -206,7 +152,4 @@ def eligibility_traces(inputs: Array, dones: Array, *, gamma: Real, lambda_: Rea
     (``dones[t]`` ends an episode at t, so the trace restarts at t + 1;
     ``dones[-1] = 0``). Otherwise as :func:`episodic_cumsum`. Returns e.
     """
-    return _estimate(
-        _EPISODIC, (inputs, None, dones, None, seed, None, None, None, None, None, None),
-        (True if out is None else out, False, False, False, False), (gamma, lambda_, 1.0, 1.0, 1.0), time_axis,
-        stream, (1, False, False))[0]
+    return _route.estimate(ELIGIBILITY_TRACES, locals())

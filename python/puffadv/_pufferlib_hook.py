@@ -14,6 +14,7 @@ finder steps aside and the import goes on as if it were not there; if puffadv
 is there but cannot serve (no torch, no torch operator library), it says why,
 once, and steps aside too.
 """
+import importlib
 import logging
 import sys
 
@@ -34,7 +35,9 @@ class PufferLibExtensionFinder:
         if name != EXTENSION:
             return None
         try:
-            from puffadv import pufferlib_compat
+            # By name, as any module outside puffadv would: this file also runs as a copy in
+            # site-packages (_puffadv_pufferlib_hook.py), and pufferlib_compat imports it.
+            pufferlib_compat = importlib.import_module("puffadv.pufferlib_compat")
         except ImportError as e:
             if e.name != "puffadv" and not _reported:  # installed, but cannot serve: say why
                 _reported.append(e)

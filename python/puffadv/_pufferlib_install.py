@@ -50,7 +50,7 @@ def installed(target: Path | None = None) -> bool:
     return (target / PTH_NAME).exists() and (target / f"{HOOK_MODULE}.py").exists()
 
 
-def main(argv=None) -> int:
+def main(argv=None, status=None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m puffadv.pufferlib_compat",
         description="Let PufferLib's trainer run on puffadv where PufferLib's own "
@@ -79,6 +79,5 @@ def main(argv=None) -> int:
     hook = "installed" if installed(target) else "not installed"
     print(f"import hook: {hook} in {target or site_packages()}")
     logging.getLogger("puffadv").setLevel(logging.ERROR)  # printed below instead
-    from puffadv import pufferlib_compat  # decides now, as the trainer's import would
-    print(pufferlib_compat.kernel()["message"])
+    print(status())  # pufferlib_compat's: it decides now, as the trainer's import would
     return 0

@@ -9,21 +9,20 @@ from __future__ import annotations
 import torch
 
 from . import _torch_rules
+from ._estimators import ESTIMATORS
 
-# Each operator: how many outputs it returns, and the argument whose dtype the
-# outputs follow (the values; the rewards or inputs where a kind reads no values).
-# Outputs are shaped like the first argument.
-OPERATORS = {
-    "gae": (2, "values"),
-    "td_lambda_returns": (1, "values"),
-    "vtrace": (2, "values"),
-    "discounted_returns": (1, "rewards"),
-    "n_step_returns": (1, "values"),
-    "retrace": (2, "q_values"),
-    "q_lambda": (2, "q_values"),
-    "episodic_cumsum": (1, "inputs"),
-    "eligibility_traces": (1, "inputs"),
-}
+
+
+def _typed_by(estimator) -> str:
+    """The argument whose dtype an operator's outputs follow: the values (the rewards or
+    inputs where a kind reads no values)."""
+    names = estimator.names()
+    return names.get("values", names["rewards"])
+
+
+# Each operator: how many outputs it returns, and the argument whose dtype the outputs
+# follow, from its estimator's description. Outputs are shaped like the first argument.
+OPERATORS = {e.function: (len(e.torch_outputs), _typed_by(e)) for e in ESTIMATORS.values()}
 
 
 def output_dtype(input_dtype):

@@ -19,8 +19,9 @@ import warnings
 import torch
 
 from . import _core, _fallback, _torch_conventions, _torch_rules
+from ._estimators import PUFF_ADVANTAGE
 
-_PUFF_NAMES = ("values", "rewards", "dones", "importance", "advantages")
+_PUFF_NAMES = tuple(PUFF_ADVANTAGE.names().values())[:5]  # values, rewards, dones, importance, advantages
 _FUNCTIONAL = ("puff_advantage", *_torch_conventions.OPERATORS)
 _BELOW_BACKEND_SELECT = torch._C._dispatch_keyset_full_after(torch._C.DispatchKey.BackendSelect)
 _TYPE_ERROR = "TypeError: "  # how a kernel marks a type problem (type_error_prefix in src/torch/ops.hpp)

@@ -32,17 +32,15 @@ message that names both versions (build against the oldest jaxlib you run).
 from __future__ import annotations
 
 import functools
-import numbers
-import re
-import threading
-from pathlib import Path
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
 from . import _core
-from ._conventions import Estimate, VTraceEstimate
+from ._estimators import Estimate, VTraceEstimate
+from ._jax_common import _array, _as_flag, _as_float, _compute_dtype, _not_differentiable, _register, _scalar, _spec
+from ._jax_family import (discounted_returns, eligibility_traces, episodic_cumsum, gae, n_step_returns, q_lambda,
+                          retrace, td_lambda_returns, vtrace)
 from ._jax_sharding import RowwiseCall, result_type
 
 if not hasattr(_core, "jax_ffi_targets"):
@@ -54,118 +52,6 @@ if not hasattr(_core, "jax_ffi_targets"):
 __all__ = ["compute_puff_advantage", "gae", "td_lambda_returns", "vtrace", "discounted_returns",
            "n_step_returns", "retrace", "q_lambda", "episodic_cumsum", "eligibility_traces", "Estimate",
            "VTraceEstimate"]
-
-_HANDLER_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
-_FLAGS = (np.dtype(np.bool_), np.dtype(np.uint8))
-
-_registered = False
-_register_lock = threading.Lock()
-
-
-# ----------------------------------------------------------------- registration
-
-
-def _running_ffi_api():
-    """(major, minor) FFI API of the jaxlib in this process, read from the headers it
-    ships (the same XLA commit as its runtime); None when they are missing."""
-    try:
-        text = (Path(jax.ffi.include_dir()) / "xla" / "ffi" / "api" / "c_api.h").read_text()
-    except OSError:
-        return None
-    found = [re.search(rf"^#define XLA_FFI_API_{part} (\d+)", text, re.M) for part in ("MAJOR", "MINOR")]
-    return tuple(int(m.group(1)) for m in found) if all(found) else None
-
-
-def _version_tuple(version: str):
-    return tuple(int(p) for p in re.findall(r"\d+", version)[:3])
-
-
-def _check_jaxlib(build: dict) -> None:
-    """XLA itself rejects a newer handler only when the backend starts, and then that
-    whole backend fails to start; this says why, before anything is registered."""
-    import jaxlib.version
-    running_jaxlib = jaxlib.version.__version__
-    built_api, built_jaxlib = tuple(build["api_version"]), build["jaxlib_version"]
-    running_api = _running_ffi_api()
-    if running_api is not None:
-        too_old = running_api < built_api
-    else:  # no headers to read: fall back on the jaxlib release the headers came from
-        too_old = _version_tuple(running_jaxlib) < _version_tuple(built_jaxlib)
-    if too_old:
-        api = "unknown" if running_api is None else "%d.%d" % running_api
-        raise RuntimeError(
-            f"puffadv's JAX handlers were compiled against XLA FFI API {built_api[0]}.{built_api[1]} "
-            f"(headers of jaxlib {built_jaxlib}), but this process runs jaxlib {running_jaxlib} "
-            f"(FFI API {api}), which cannot load them. Rebuild puffadv with the oldest jaxlib "
-            f"you use installed: pip install --no-build-isolation --force-reinstall . "
-            f"(README, section JAX)")
-
-
-def _register() -> None:
-    """Registers every handler of this build with XLA, once per process."""
-    global _registered
-    if _registered:
-        return
-    with _register_lock:
-        if _registered:
-            return
-        _check_jaxlib(_core.jax_ffi_build())
-        # Platform names are XLA's and case-sensitive: "cpu", "CUDA", "ROCM".
-        for name, platform, capsule in _core.jax_ffi_targets():
-            jax.ffi.register_ffi_target(name, capsule, platform=platform)
-        _registered = True
-
-
-# ----------------------------------------------------------------- arguments
-
-
-def _array(x, name: str):
-    if isinstance(x, (jax.Array, np.ndarray)) or (hasattr(x, "shape") and hasattr(x, "dtype")):
-        return jnp.asarray(x)  # NumPy in, JAX's canonical dtype out (float64 only under x64)
-    raise TypeError(f"{name} must be an array (JAX or NumPy), got {type(x).__name__}")
-
-
-def _spec(x):
-    """What the core's checks see of an array: (shape, dtype name)."""
-    return (tuple(x.shape), np.dtype(x.dtype).name)
-
-
-def _scalar(value, name: str) -> float:
-    """A concrete real number (its range is the core's check)."""
-    if isinstance(value, bool) or not (isinstance(value, numbers.Real) or getattr(value, "ndim", None) == 0):
-        raise TypeError(f"{name} must be a real number, got {type(value).__name__}")
-    try:
-        value = float(value)
-    except jax.errors.ConcretizationTypeError:
-        raise TypeError(
-            f"{name} must be a concrete number, not a traced value: it is compiled into the call "
-            f"as an XLA attribute. Under jax.jit, pass it through static_argnames.") from None
-    return value
-
-
-def _compute_dtype(dtype) -> np.dtype:
-    """The handlers read float32 or float64: bfloat16/float16 go up to float32, the
-    core's arithmetic for them anyway (converted by XLA on the arrays' device)."""
-    dtype = np.dtype(dtype)
-    return dtype if dtype in _HANDLER_DTYPES else np.dtype(np.float32)
-
-
-def _as_float(x, compute):
-    return x if x.dtype == compute else x.astype(compute)
-
-
-def _as_flag(x, compute):
-    """bool/uint8 flags become 0/1 floats: non-zero means set."""
-    if np.dtype(x.dtype) in _FLAGS:
-        return (x != 0).astype(compute)
-    return _as_float(x, compute)
-
-
-def _not_differentiable(name: str) -> str:
-    return (f"puffadv.jax.{name} has no derivative: advantages and returns are targets, which "
-            f"PPO, V-trace and TD losses hold constant. Wrap its inputs in jax.lax.stop_gradient, "
-            f"or compute them outside the function being differentiated.")
-
 
 # ----------------------------------------------------------------- puff advantage
 
@@ -246,10 +132,3 @@ def compute_puff_advantage(values, rewards, dones, importance, gamma=0.99, gae_l
     arrays = (_as_float(named["values"], compute), _as_float(named["rewards"], compute),
               _as_flag(named["dones"], compute), _as_float(named["importance"], compute))
     return _puff_advantage_jit(*arrays, *params)
-
-
-# ----------------------------------------------------------------- the estimator family
-
-# Last: _jax_family reads this module's helpers (and _register) at call time.
-from ._jax_family import (discounted_returns, eligibility_traces, episodic_cumsum, gae,  # noqa: E402
-                          n_step_returns, q_lambda, retrace, td_lambda_returns, vtrace)

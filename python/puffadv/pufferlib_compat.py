@@ -257,7 +257,12 @@ class _Handover(importlib.abc.Loader):
 
 if __name__ == "__main__":  # python -m puffadv.pufferlib_compat install|uninstall|status
     from puffadv._pufferlib_install import main
-    sys.exit(main())
+
+    def _status() -> str:
+        from puffadv import pufferlib_compat  # the package's module (this file runs as __main__)
+        return pufferlib_compat.kernel()["message"]
+
+    sys.exit(main(status=_status))
 else:
     install_finder()
     resolve()

@@ -144,8 +144,8 @@ def test_gpu_arrays_without_a_usable_backend_fall_back_to_the_host(rng, monkeypa
 # n_step_returns, retrace and q_lambda: the Python layer allocates the advantages itself) ----
 
 def _gpu_sum_kinds():
-    from puffadv import _conventions as conv
-    return conv, [conv._N_STEP, conv._RETRACE, conv._RETRACE_LOG, conv._Q_LAMBDA]
+    from puffadv import _eager, _estimators as e
+    return _eager, [e.N_STEP_RETURNS, e.RETRACE, e.Q_LAMBDA]
 
 
 def test_gpu_sums_without_advantages_get_hidden_advantages(monkeypatch):
@@ -157,21 +157,27 @@ def test_gpu_sums_without_advantages_get_hidden_advantages(monkeypatch):
     x = np.zeros((2, 3), np.float32)
     sums = np.zeros(2, np.float32)
     monkeypatch.setattr(_frameworks, "is_gpu", lambda a: True)
-    decide = conv._advantages_for_sums
+    from puffadv import _estimators
+    roles = _estimators.OUTPUT_ROLES
+
+    def decide(kind, framework, x, specs):  # the specs by role, in the core's order
+        return conv.advantages_for_sums(kind, framework, x, dict(zip(roles, specs)))
+
     for kind in kinds:
         for framework in ("torch", "cupy", "jax"):
             for specs in [(False, True, False, True, False), (None, False, True, False, False),
                           (False, False, False, False, sums), (False, True, sums, sums, sums)]:
-                assert decide(kind, framework, x, specs), (kind.label, framework, specs)
+                assert decide(kind, framework, x, specs), (kind.function, framework, specs)
             for specs in [(True, True, False, True, False), (x, False, False, True, False),
                           (False, True, False, False, False), (None, None, None, None, None)]:
-                assert not decide(kind, framework, x, specs), (kind.label, framework, specs)
+                assert not decide(kind, framework, x, specs), (kind.function, framework, specs)
         assert not decide(kind, "dlpack", x, (False, True, False, True, False))
-    for kind in (conv._GAE, conv._TD_LAMBDA, conv._VTRACE, conv._DISCOUNTED, conv._EPISODIC):
-        assert not decide(kind, "torch", x, (False, True, False, True, False)), kind.label
+    for kind in (_estimators.GAE, _estimators.TD_LAMBDA, _estimators.VTRACE, _estimators.DISCOUNTED_RETURNS,
+                 _estimators.EPISODIC_CUMSUM, _estimators.ELIGIBILITY_TRACES):
+        assert not decide(kind, "torch", x, (False, True, False, True, False)), kind.function
     monkeypatch.setattr(_frameworks, "is_gpu", lambda a: False)
     for kind in kinds:
-        assert not decide(kind, "torch", x, (False, True, False, True, False)), kind.label
+        assert not decide(kind, "torch", x, (False, True, False, True, False)), kind.function
 
 
 @pytest.mark.parametrize("which", ["n_step", "retrace", "q_lambda"])
@@ -193,11 +199,11 @@ def test_hidden_advantages_reach_the_kernel_and_stay_hidden(rng, monkeypatch, wh
     }[which]
     plain = call(advantages=True, sums=True, square_sums=True)
     passed = []
-    real_call_core = conv._dispatch.call_core
-    monkeypatch.setattr(conv._dispatch, "call_core",
+    real_run = conv._engine.run
+    monkeypatch.setattr(conv._engine, "run",
                         lambda kernel, framework, inputs, outputs, *rest: (
-                            passed.append(outputs[0]), real_call_core(kernel, framework, inputs, outputs, *rest)))
-    monkeypatch.setattr(conv, "_advantages_for_sums", lambda kind, framework, rewards, specs: True)
+                            passed.append(outputs["advantages"]), real_run(kernel, framework, inputs, outputs, *rest)))
+    monkeypatch.setattr(conv, "advantages_for_sums", lambda kind, framework, rewards, specs: True)
     got = call(advantages=False, sums=True, square_sums=True)
     assert got.advantages is None
     assert len(passed) == 1 and isinstance(passed[0], np.ndarray) and passed[0].shape == (5, 40)

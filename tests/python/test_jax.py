@@ -85,7 +85,7 @@ def test_handlers_registered_for_this_build():
     if puffadv._core.build_info()["cuda"]:
         assert ("puffadv_puff_advantage_f32", "CUDA") in names  # XLA's spelling, case-sensitive
     build = puffadv._core.jax_ffi_build()
-    assert tuple(build["api_version"]) <= pjax._running_ffi_api()
+    assert tuple(build["api_version"]) <= puffadv._jax_common._running_ffi_api()
 
 
 def test_backend_report_names_the_handlers():
@@ -306,8 +306,9 @@ def test_non_array_is_a_type_error():
 
 def test_refuses_an_older_jaxlib(monkeypatch):
     built = puffadv._core.jax_ffi_build()["api_version"]
-    monkeypatch.setattr(pjax, "_registered", False)
-    monkeypatch.setattr(pjax, "_running_ffi_api", lambda: (built[0], built[1] - 1))
+    from puffadv import _jax_common  # where registration lives (puffadv.jax and its family share it)
+    monkeypatch.setattr(_jax_common, "_registered", False)
+    monkeypatch.setattr(_jax_common, "_running_ffi_api", lambda: (built[0], built[1] - 1))
     with pytest.raises(RuntimeError, match=r"compiled against XLA FFI API \d+\.\d+ .*cannot load"):
         pjax.compute_puff_advantage(*[jnp.ones((2, 3))] * 4)
 

@@ -1,0 +1,126 @@
+"""A public call's arguments by role, from its estimator's description
+(_estimators.py), and the rules that only Python applies (the window length n,
+episodic_cumsum's boundary, retrace's probability pair, time_axis's type);
+shared by the NumPy/DLPack functions and puffadv.jax. The core checks the rest."""
+from __future__ import annotations
+
+import numbers
+from typing import NamedTuple
+
+from . import _frameworks
+from ._estimators import OUTPUT_ROLES, SCALAR_ROLES, Estimator
+
+
+class Call(NamedTuple):
+    """One call of an estimator, by role. `arrays`: role -> array or None, the required
+    ones first (how many: `required`), in the signature's order; `outputs`: role ->
+    True (allocate), False or None (skip) or an array (write), every output role;
+    `scalars`: role -> the value passed (1.0 for a scalar the estimator does not take);
+    `names`: role -> the caller's name, for messages."""
+    arrays: dict
+    required: int
+    outputs: dict
+    scalars: dict
+    names: dict
+    check_names: tuple  # the caller's names of `arrays` then `outputs`, in order
+    scalar_names: tuple  # the caller's names of `scalars`, in order
+    n: int
+    log_probs: bool
+    reset_at_start: bool
+    time_axis: object   # as passed (check_time_axis checks it)
+    stream: object
+
+
+def window(n) -> int:
+    """n as the core's int64. Beyond int64 every row is shorter than the window,
+    which gives the same returns as the largest int64 (TD(lambda) returns)."""
+    if type(n) is not int:
+        if isinstance(n, bool) or not isinstance(n, numbers.Integral):
+            raise TypeError(f"n must be an int (the window length, >= 1), got {_frameworks.describe(n)}")
+        n = int(n)
+    return max(min(n, 2**63 - 1), -2**63)  # the core refuses n < 1, naming it
+
+
+_BOUNDARIES = ("ends_at", "starts_at")
+
+
+def probability_pair(target_probs, behaviour_probs, target_log_probs, behaviour_log_probs):
+    """retrace's (log_probs, target, behaviour) from its four optional arguments:
+    one pair or the other, never a mix (shared by puffadv.jax.retrace). A missing
+    half of the plain pair is the core's error, as every missing array is."""
+    logs = target_log_probs is not None or behaviour_log_probs is not None
+    if logs and (target_probs is not None or behaviour_probs is not None):
+        raise ValueError("pass either target_probs and behaviour_probs or target_log_probs and "
+                         "behaviour_log_probs, not a mix of the two")
+    if logs and (target_log_probs is None or behaviour_log_probs is None):
+        missing = "target_log_probs" if target_log_probs is None else "behaviour_log_probs"
+        raise ValueError(f"{missing} must be given with "
+                         f"{'behaviour_log_probs' if target_log_probs is None else 'target_log_probs'}; "
+                         f"the trace needs both log-probabilities of the taken actions")
+    return (True, target_log_probs, behaviour_log_probs) if logs else (False, target_probs, behaviour_probs)
+
+
+def reset_at_start(boundary) -> bool:
+    """episodic_cumsum's boundary as the core's reset_at_start (shared by puffadv.jax)."""
+    if boundary not in _BOUNDARIES:
+        raise ValueError(f"boundary must be 'ends_at' (dones[t] ends an episode at t) or 'starts_at' "
+                         f"(dones[t] starts one at t), got {boundary!r}")
+    return boundary == "starts_at"
+
+
+def check_time_axis(time_axis) -> int:
+    if type(time_axis) is int:
+        return time_axis
+    if isinstance(time_axis, bool) or not isinstance(time_axis, numbers.Integral):
+        raise TypeError(f"time_axis must be an int (0: time-major [T, B], 1: batch-major [B, T]), "
+                        f"got {_frameworks.describe(time_axis)}")
+    return int(time_axis)
+
+
+class Layout(NamedTuple):
+    """What every call of one estimator (and probability kind) shares, decided once."""
+    arguments: tuple   # (role, the caller's name), required first, in the signature's order
+    required: int
+    outputs: tuple     # (role, the caller's name or None where the estimator makes no such output)
+    scalars: tuple     # (role, the caller's name or None where the estimator does not take it)
+    names: dict
+    check_names: tuple
+    scalar_names: tuple
+
+
+_layouts: dict = {}
+
+
+def layout(estimator: Estimator, log_probs: bool = False) -> Layout:
+    key = (estimator.function, log_probs)
+    found = _layouts.get(key)
+    if found is None:
+        names = estimator.names(log_probs)
+        kept = [a for a in estimator.arguments if names.get(a.role) == a.name]
+        ordered = [a for a in kept if a.required] + [a for a in kept if not a.required]
+        arguments = tuple((a.role, a.name) for a in ordered)
+        outputs = tuple((role, estimator.outputs.get(role)) for role in OUTPUT_ROLES)
+        scalars = tuple((role, estimator.scalars[role][0] if role in estimator.scalars else None)
+                        for role in SCALAR_ROLES)
+        check_names = (*(name for _, name in arguments), *(name or role for role, name in outputs))
+        found = _layouts[key] = Layout(arguments, sum(a.required for a in kept), outputs, scalars,
+                                       names, check_names, estimator.scalar_names())
+    return found
+
+
+def call_of(estimator: Estimator, args: dict) -> Call:
+    """The Call of a public function from its arguments by name (its locals()), after the
+    rules only Python applies (in the order the functions have always applied them)."""
+    log_probs = False
+    if "target_log_probs" in args:
+        log_probs = probability_pair(args["target_probs"], args["behaviour_probs"], args["target_log_probs"],
+                                     args["behaviour_log_probs"])[0]
+    n = window(args["n"]) if estimator.window else 1
+    reset = reset_at_start(args["boundary"]) if estimator.boundary else False
+    shape = layout(estimator, log_probs)
+    outputs = {role: False if name is None else args[name] for role, name in shape.outputs}
+    if estimator.result == "array" and outputs["advantages"] is None:
+        outputs["advantages"] = True  # `out=None`: allocate it
+    return Call({role: args[name] for role, name in shape.arguments}, shape.required, outputs,
+                {role: 1.0 if name is None else args[name] for role, name in shape.scalars}, shape.names,
+                shape.check_names, shape.scalar_names, n, log_probs, reset, args["time_axis"], args["stream"])
