@@ -2,13 +2,7 @@
 // src/jax/) share: the one call they make for every kind, the puff advantage
 // included (one argument check, one compute), the caller's names, and the one
 // map from an array's role to its field.
-//
-// TEMPORARY (issue 28): until the core's one entry takes estimator::puff_advantage
-// (find_standard_problem, compute_standard_estimate, argument_name), the puff
-// kind is routed here to the puff-specific entry. This is the only place that
-// knows: once the core branch lands, find_problem and compute become plain calls
-// of find_standard_problem and compute_standard_estimate, and caller_name of
-// detail::argument_name.
+
 #pragma once
 
 #include <puffadv/conventions.hpp>
@@ -21,23 +15,17 @@ namespace puffadv::layer {
 
 /// Every argument check of one call (shapes, dtypes, devices, aliasing, scalars).
 inline argument_problem find_problem(const standard_arrays& arrays, const standard_params& params) {
-    if (params.kind == estimator::puff_advantage)  // TEMPORARY: see the top of this file
-        return find_puff_problem(detail::as_puff_arrays(arrays), detail::as_puff_params(params));
     return find_standard_problem(arrays, params);
 }
 
 /// Checks, then computes on the arrays' device (on `stream` for GPU memory);
 /// throws the core's errors (backend_unavailable where no GPU backend serves it).
 inline void compute(const standard_arrays& arrays, const standard_params& params, gpu_stream stream) {
-    if (params.kind == estimator::puff_advantage)  // TEMPORARY: see the top of this file
-        return compute_puff_advantage(detail::as_puff_arrays(arrays), detail::as_puff_params(params), stream);
     compute_standard_estimate(arrays, params, stream);
 }
 
 /// The name the caller knows an argument by, for the layers' own messages.
 inline const char* caller_name(const standard_params& params, detail::argument_role role) noexcept {
-    if (params.kind == estimator::puff_advantage && role == detail::argument_role::terminated)
-        return "dones";  // TEMPORARY: PufferLib's name, until argument_name knows the puff kind
     return detail::argument_name(params, role);
 }
 
