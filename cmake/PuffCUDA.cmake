@@ -131,7 +131,7 @@ message(STATUS "puffadv: CUDA backend on: ${_puff_cuda_arch_report}, ${_puff_cud
 # flags (no GCC warnings, no host LTO), and the objects join `target`. The
 # runtime is linked statically, so the module imports where no toolkit is.
 function(puff_add_cuda_sources target)
-  add_library(puffadv_cuda OBJECT advantage_cuda.cu gpu/conventions_cuda.cu)
+  add_library(puffadv_cuda OBJECT advantage_cuda.cu)
   set_target_properties(puffadv_cuda PROPERTIES
     POSITION_INDEPENDENT_CODE ON
     CUDA_STANDARD 17
