@@ -125,13 +125,15 @@ struct standard_kind : scan_kind_defaults {
     template <typename In, typename F>
     static void with_inputs(const standard_arrays& a, F&& f) {
         const bool truncations = a.truncated.has_value(), ratio = a.importance.has_value();
-        if constexpr (!PolicyGradient && std::is_same_v<In, float>) {
+        if constexpr (!PolicyGradient && std::is_same_v<In, float>) {  // no kernels of inputs_at_run_time here
             if (truncations) return ratio ? f(inputs_known<true, true>{}) : f(inputs_known<true, false>{});
             return ratio ? f(inputs_known<false, true>{}) : f(inputs_known<false, false>{});
-        } else if constexpr (!PolicyGradient && sizeof(In) == 2) {
-            if (!truncations && !ratio) return f(inputs_known<false, false>{});
+        } else {
+            if constexpr (!PolicyGradient && sizeof(In) == 2) {
+                if (!truncations && !ratio) return f(inputs_known<false, false>{});
+            }
+            f(inputs_at_run_time{});
         }
-        f(inputs_at_run_time{});
     }
 
     /// float32: long rows (not V-trace: its 8-step kernels spill) and the wide

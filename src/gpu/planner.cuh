@@ -90,7 +90,8 @@ template <typename Tuning, typename Producer, typename Epilogue>
 void launch_fast(const scan_call& c, const standard_arrays& a, const Producer& producer, const Epilogue& epilogue) {
     const call_layout& layout = c.layout;
     if constexpr (Tuning::long_rows) {
-        if (layout.long_rows) return launch_vector_scan<long_row_policy>(c, vector_access::aligned, producer, epilogue);
+        // Aligned only (call_layout::plan): no flat kernels are compiled for long rows.
+        if (layout.long_rows) return launch_scan<long_row_policy, true>(c, producer, epilogue, true);
     }
     if constexpr (!std::is_void_v<typename Tuning::wide>) {
         if (Tuning::wide_allowed(a, c) && layout.access(true) != vector_access::none)
