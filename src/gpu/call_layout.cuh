@@ -33,12 +33,26 @@ strided_view<T> view_of(const std::optional<matrix>& m) {
     return m ? view_of<T>(*m) : strided_view<T>{nullptr, 0, 0};
 }
 
+/// Bytes per element: the core's dtype_size, inline here, as the layout tests
+/// run for every array of every call (host time per call: ~10 us in all).
+constexpr std::uintptr_t element_bytes(dtype t) noexcept {
+    switch (t) {
+        case dtype::float64: return 8;
+        case dtype::float32: return 4;
+        case dtype::float16:
+        case dtype::bfloat16: return 2;
+        default: return 1;
+    }
+}
+
 /// One access may load `items` steps of this array: time-contiguous, aligned
 /// to `items` elements, and so is every row start (row_stride a multiple).
+/// `items` is a power of two (4, 8 or 16): the tests are masks, not divisions.
 inline bool vectorizable(const matrix& m, int items = scan_policy::items) {
     const auto address = reinterpret_cast<std::uintptr_t>(m.data);
-    return m.col_stride == 1 && address % (items * dtype_size(m.type)) == 0 &&
-           (m.rows <= 1 || m.row_stride % items == 0) && m.cols % items == 0;
+    const std::int64_t step_mask = items - 1;
+    return m.col_stride == 1 && (address & (std::uintptr_t(items) * element_bytes(m.type) - 1)) == 0 &&
+           (m.rows <= 1 || (m.row_stride & step_mask) == 0) && (m.cols & step_mask) == 0;
 }
 
 /// Flat whole rows may load `items` steps of this array in one access (see
@@ -48,7 +62,7 @@ inline bool vectorizable(const matrix& m, int items = scan_policy::items) {
 inline bool flat_vectorizable(const matrix& m, int items = scan_policy::items) {
     const auto address = reinterpret_cast<std::uintptr_t>(m.data);
     return m.cols >= items && m.col_stride == 1 && (m.rows <= 1 || m.row_stride == m.cols) &&
-           address % (items * dtype_size(m.type)) == 0;
+           (address & (std::uintptr_t(items) * element_bytes(m.type) - 1)) == 0;
 }
 
 /// Split-row carries live in this output (null: none), see carry_slots; a scan
@@ -152,7 +166,8 @@ struct call_layout {
         small = small_call(rows, horizon, sm_count);
         long_rows = float_type == dtype::float32 && vectorized_wide && !flags_mixed && !outputs_mixed &&
                     gpu::long_rows(rows, horizon, sm_count);
-        if (!flat && !flat_wide) return;
+        // Flat access serves only calls whose rows do not vectorise (access()).
+        if (vectorized || (!flat && !flat_wide)) return;
         const bool half = items == 8;
         flat = flat && (half ? whole_rows_planned<8>(rows, horizon, sm_count)
                              : whole_rows_planned<4>(rows, horizon, sm_count));
