@@ -131,7 +131,7 @@ message(STATUS "puffadv: CUDA backend on: ${_puff_cuda_arch_report}, ${_puff_cud
 # flags (no GCC warnings, no host LTO), and the objects join `target`. The
 # runtime is linked statically, so the module imports where no toolkit is.
 function(puff_add_cuda_sources target)
-  add_library(puffadv_cuda OBJECT advantage_cuda.cu gpu/conventions_cuda.cu)
+  add_library(puffadv_cuda OBJECT advantage_cuda.cu)
   set_target_properties(puffadv_cuda PROPERTIES
     POSITION_INDEPENDENT_CODE ON
     CUDA_STANDARD 17
@@ -142,8 +142,9 @@ function(puff_add_cuda_sources target)
   # Device code: fast loads of read-only data; warnings as the rest of the project.
   target_compile_options(puffadv_cuda PRIVATE
     $<$<COMPILE_LANGUAGE:CUDA>:-Xcompiler=-Wall,-Wextra --expt-relaxed-constexpr>)
-  # The architectures of one file compile in parallel: conventions_cuda.cu for
-  # the five default ones took 91 s on one core and 48 s with this on two.
+  # The architectures of one file compile in parallel (the engine is one file,
+  # advantage_cuda.cu): its kernels for the five default ones took 91 s on one
+  # core and 48 s with this on two (measured when they were conventions_cuda.cu).
   if(CMAKE_CUDA_COMPILER_ID STREQUAL "NVIDIA")
     target_compile_options(puffadv_cuda PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:--threads=0>)
   endif()

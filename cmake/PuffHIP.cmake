@@ -108,8 +108,8 @@ message(STATUS "puffadv: HIP backend on: ${_puff_hip_archs}, ${_puff_hip_arch_re
 # Like the CUDA sources: an object library of its own, joined to `target`.
 # PUFF_HIP selects the HIP names in src/gpu/vendor.cuh.
 function(puff_add_hip_sources target)
-  set_source_files_properties(advantage_hip.cpp gpu/conventions_hip.cpp PROPERTIES LANGUAGE HIP)
-  add_library(puffadv_hip OBJECT advantage_hip.cpp gpu/conventions_hip.cpp)
+  set_source_files_properties(advantage_hip.cpp PROPERTIES LANGUAGE HIP)
+  add_library(puffadv_hip OBJECT advantage_hip.cpp)
   set_target_properties(puffadv_hip PROPERTIES
     POSITION_INDEPENDENT_CODE ON HIP_STANDARD 17 HIP_STANDARD_REQUIRED ON)
   target_compile_definitions(puffadv_hip PRIVATE PUFF_HIP=1)

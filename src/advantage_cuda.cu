@@ -1,28 +1,31 @@
-// CUDA backend: the shared kernels (gpu/*.cuh) compiled by nvcc.
+// CUDA backend: the one GPU engine (gpu/engine.cuh, every kind) compiled by nvcc.
 #include "core/backends.hpp"
 #include "core/conventions_detail.hpp"
-#include "gpu/backend.cuh"
+#include "core/gpu_backend.hpp"
+#include "gpu/engine.cuh"
 
 namespace puffadv {
 namespace detail {
 
-// TEMPORARY router (to be replaced by the one GPU engine): the one backend call
-// of core/backends.hpp onto the GPU kernels as they are.
 void estimate_cuda(const standard_arrays& arrays, const standard_params& params, gpu_stream stream) {
-    if (params.kind != estimator::puff_advantage) return standard_estimate_cuda(arrays, params, stream);
-    const puff_arrays puff = as_puff_arrays(arrays);
-    if (puff_needs_general_kernel(puff)) return puff_advantage_general_cuda(puff, as_puff_params(params), stream);
-    if (puff.values.cols == 0) return;
-    gpu::puff_advantage(puff, as_puff_params(params), stream);
-}
-
-void puff_advantage_cuda(const puff_arrays& arrays, const puff_params& params, gpu_stream stream) {
-    gpu::puff_advantage(arrays, params, stream);
+    gpu::estimate(arrays, params, static_cast<cudaStream_t>(stream));
 }
 
 gpu_status cuda_status() { return gpu::status(); }
 
 void cuda_synchronize(int device) { gpu::synchronize(device); }
+
+// TEMPORARY, until the core's dispatch calls estimate_cuda alone (core branch):
+// the entries it calls today, each onto the one engine.
+void puff_advantage_cuda(const puff_arrays& arrays, const puff_params& params, gpu_stream stream) {
+    estimate_cuda(as_standard_call(arrays), as_standard_params(params), stream);
+}
+void puff_advantage_general_cuda(const puff_arrays& arrays, const puff_params& params, gpu_stream stream) {
+    estimate_cuda(as_standard_call(arrays), as_standard_params(params), stream);
+}
+void standard_estimate_cuda(const standard_arrays& arrays, const standard_params& params, gpu_stream stream) {
+    estimate_cuda(arrays, params, stream);
+}
 
 }  // namespace detail
 

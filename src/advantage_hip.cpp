@@ -1,36 +1,39 @@
-// HIP backend: the same kernels (gpu/*.cuh) compiled as LANGUAGE HIP;
+// HIP backend: the same engine (gpu/engine.cuh) compiled as LANGUAGE HIP;
 // gpu/vendor.cuh maps the CUDA names (PUFF_HIP is set by the build).
 #include "core/backends.hpp"
 #include "core/conventions_detail.hpp"
-#include "gpu/backend.cuh"
+#include "core/gpu_backend.hpp"
+#include "gpu/engine.cuh"
 
 namespace puffadv {
 namespace detail {
 
-// TEMPORARY router (to be replaced by the one GPU engine): the one backend call
-// of core/backends.hpp onto the GPU kernels as they are.
 void estimate_hip(const standard_arrays& arrays, const standard_params& params, gpu_stream stream) {
-    if (params.kind != estimator::puff_advantage) return standard_estimate_hip(arrays, params, stream);
-    const puff_arrays puff = as_puff_arrays(arrays);
-    if (puff_needs_general_kernel(puff)) return puff_advantage_general_hip(puff, as_puff_params(params), stream);
-    if (puff.values.cols == 0) return;
-    gpu::puff_advantage(puff, as_puff_params(params), stream);
-}
-
-void puff_advantage_hip(const puff_arrays& arrays, const puff_params& params, gpu_stream stream) {
-    gpu::puff_advantage(arrays, params, stream);
+    gpu::estimate(arrays, params, static_cast<hipStream_t>(stream));
 }
 
 gpu_status hip_status() { return gpu::status(); }
 
 void hip_synchronize(int device) { gpu::synchronize(device); }
 
+// TEMPORARY, until the core's dispatch calls estimate_hip alone (core branch):
+// the entries it calls today, each onto the one engine.
+void puff_advantage_hip(const puff_arrays& arrays, const puff_params& params, gpu_stream stream) {
+    estimate_hip(as_standard_call(arrays), as_standard_params(params), stream);
+}
+void puff_advantage_general_hip(const puff_arrays& arrays, const puff_params& params, gpu_stream stream) {
+    estimate_hip(as_standard_call(arrays), as_standard_params(params), stream);
+}
+void standard_estimate_hip(const standard_arrays& arrays, const standard_params& params, gpu_stream stream) {
+    estimate_hip(arrays, params, stream);
+}
+
 }  // namespace detail
 
 void compute_puff_advantage_hip(const float* values, const float* rewards, const float* dones,
-                                 const float* importance, float* advantages, std::int64_t rows,
-                                 std::int64_t horizon, float gamma, float lambda, float rho_clip,
-                                 float c_clip, gpu_stream stream) {
+                                const float* importance, float* advantages, std::int64_t rows,
+                                std::int64_t horizon, float gamma, float lambda, float rho_clip,
+                                float c_clip, gpu_stream stream) {
     compute_puff_advantage(gpu::device_arrays(device_type::rocm, values, rewards, dones, importance,
                                               advantages, rows, horizon),
                            puff_params{gamma, lambda, rho_clip, c_clip}, stream);

@@ -2,7 +2,7 @@
 // a scalar lambda): not a scan but a window of at most n steps per output.
 // Two kernels: the vector kernel for contiguous aligned rows and n <= 8 (the
 // common case, at memory bandwidth), and the generic one (any layout, any n).
-// The host runs n >= horizon as the TD(lambda) scan (conventions_family.cuh).
+// The engine runs n >= horizon as the TD(lambda) scan (engine.cuh).
 #pragma once
 
 #include <type_traits>

@@ -1,25 +1,78 @@
-// What the GPU conventions' launches share, before any estimator's producer:
-// how a call's arrays are read (call_layout: aligned, flat or generic access;
-// with_storage_types: the compile-time storage types of a fast call), each
-// kernel's tuning (the scan policies, with the measurements behind them), and
-// the launchers of the row-scan kernels and of the row sums. Host code of the
-// one kernel source for CUDA and HIP: included by conventions_backend.cuh
-// (GAE / TD(lambda) / V-trace, the puff advantage) and conventions_family.cuh
-// (the estimator family's kinds).
+// How one call's arrays are read, before any kind or traversal: the column
+// views of its matrices (view_of: storage type fixed at compile time; typed:
+// the dtype as data), whether they vectorise, and call_layout, what the
+// planner (planner.cuh) reads to pick a traversal: aligned, flat or generic
+// access, the wide and long-row policies' conditions, the storage types of a
+// fast call (with_storage_types), and the column makers the kinds build their
+// producers and epilogues from (fixed_columns, any_columns).
 #pragma once
 
+#include <cstdint>
 #include <initializer_list>
 #include <optional>
 #include <stdexcept>
+#include <string>
 #include <type_traits>
 
 #include <puffadv/conventions.hpp>
 
-#include "gpu/backend.cuh"
-#include "gpu/standard_steps.cuh"
+#include "gpu/launch.cuh"
+#include "gpu/policies.cuh"
+#include "gpu/runtime.cuh"
 
 namespace puffadv::gpu {
 inline namespace PUFF_GPU_ABI {
+
+template <typename T>
+strided_view<T> view_of(const matrix& m) {
+    return {static_cast<T*>(m.data), m.row_stride, m.col_stride};
+}
+/// An absent array gives a null view.
+template <typename T>
+strided_view<T> view_of(const std::optional<matrix>& m) {
+    return m ? view_of<T>(*m) : strided_view<T>{nullptr, 0, 0};
+}
+
+/// Bytes per element: the core's dtype_size, inline here, as the layout tests
+/// run for every array of every call (host time per call: ~10 us in all).
+constexpr std::uintptr_t element_bytes(dtype t) noexcept {
+    switch (t) {
+        case dtype::float64: return 8;
+        case dtype::float32: return 4;
+        case dtype::float16:
+        case dtype::bfloat16: return 2;
+        default: return 1;
+    }
+}
+
+/// One access may load `items` steps of this array: time-contiguous, aligned
+/// to `items` elements, and so is every row start (row_stride a multiple).
+/// `items` is a power of two (4, 8 or 16): the tests are masks, not divisions.
+inline bool vectorizable(const matrix& m, int items = scan_policy::items) {
+    const auto address = reinterpret_cast<std::uintptr_t>(m.data);
+    const std::int64_t step_mask = items - 1;
+    return m.col_stride == 1 && (address & (std::uintptr_t(items) * element_bytes(m.type) - 1)) == 0 &&
+           (m.rows <= 1 || (m.row_stride & step_mask) == 0) && (m.cols & step_mask) == 0;
+}
+
+/// Flat whole rows may load `items` steps of this array in one access (see
+/// scan_rows.cuh): time-contiguous, every row right after the one before (one
+/// packed run of rows * cols elements), aligned to `items` elements, and rows
+/// of at least `items` steps (a group then holds one row end at most).
+inline bool flat_vectorizable(const matrix& m, int items = scan_policy::items) {
+    const auto address = reinterpret_cast<std::uintptr_t>(m.data);
+    return m.cols >= items && m.col_stride == 1 && (m.rows <= 1 || m.row_stride == m.cols) &&
+           (address & (std::uintptr_t(items) * element_bytes(m.type) - 1)) == 0;
+}
+
+/// Split-row carries live in this output (null: none), see carry_slots; a scan
+/// over reversed time passes `reversed`.
+template <typename T>
+carry_slots<T> carry_slots_of(const matrix* m, bool reversed = false) {
+    if (!m || m->col_stride != 1) return {};
+    const auto element = static_cast<int>(dtype_size(m->type));
+    return {static_cast<unsigned char*>(m->data), m->row_stride * element, element, reversed ? m->cols : 0};
+}
 
 inline typed_view typed(const matrix& m) {
     storage s = storage::byte;
@@ -33,48 +86,6 @@ inline typed_view typed(const matrix& m) {
     return {m.data, m.row_stride, m.col_stride, s};
 }
 inline typed_view typed(const std::optional<matrix>& m) { return m ? typed(*m) : typed_view{}; }
-
-/// Policy of the fast kernels for the 16-bit floats: eight steps per thread, so
-/// that each load is 16 bytes as with float32's four.
-#ifndef PUFF_HALF_ITEMS
-#define PUFF_HALF_ITEMS 8
-#endif
-#ifndef PUFF_HALF_MIN_BLOCKS
-#define PUFF_HALF_MIN_BLOCKS 4
-#endif
-using half_scan_policy = row_scan_policy<PUFF_HALF_ITEMS, PUFF_HALF_MIN_BLOCKS>;
-
-/// The standard producer's step needs more registers than the puff's: at the
-/// float32 policy's 32 it spilled 56-96 bytes (ptxas), and asking for 6 blocks
-/// (40 registers) made float32 GAE 1.15x faster on the H200 (262144x128:
-/// 216 -> 187 us).
-#ifndef PUFF_STANDARD_MIN_BLOCKS
-#define PUFF_STANDARD_MIN_BLOCKS 6
-#endif
-using standard_scan_policy = row_scan_policy<4, PUFF_STANDARD_MIN_BLOCKS>;
-/// These kernels are bound by instructions issued (Nsight Compute on the H200:
-/// 0.86-0.90 warp instructions per cycle and scheduler for float32 GAE), and a
-/// round's scan costs the same for 4 steps per thread as for 8. float32 GAE /
-/// TD(lambda) without truncations therefore take 8 steps (two 16-byte loads per
-/// array) at 4 blocks/SM (64 registers): 43.9 -> 39.0 us at 65536x128, 24.9 ->
-/// 21.4 us at 8x131072 (benchmarks/gpu_scan_variants.cu, 2026-12-01). With
-/// truncations 8 steps were slower (67.9 against 62.5 us). V-trace keeps its
-/// step's four words live for the pg advantage: 4 steps at 4 blocks/SM
-/// (63 registers, no spills) ran 58.8 us against 67.4 at 6 (40, spilling).
-using wide_standard_policy = row_scan_policy<8, 4>;
-using vtrace_scan_policy = row_scan_policy<4, 4>;
-/// The family's float32 scans (family_steps.cuh) take the wide policy where
-/// every array allows it, except Retrace (seven inputs: 4 steps at 4 blocks/SM,
-/// as V-trace). 16 steps per thread at 2 blocks/SM were slower for the lightest
-/// scans on the H200 (episodic sums 28.1 -> 31.5 us at 65536x128, 2026-12-02).
-
-template <typename In>
-using policy_for = std::conditional_t<sizeof(In) == 2, half_scan_policy, scan_policy>;
-template <typename In, bool PolicyGradient = false>
-using standard_policy_for =
-    std::conditional_t<sizeof(In) == 2, half_scan_policy,
-                       std::conditional_t<PolicyGradient && sizeof(In) == 4, vtrace_scan_policy,
-                                          standard_scan_policy>>;
 
 inline int items_for(dtype float_type) {
     return dtype_size(float_type) == 2 ? half_scan_policy::items : scan_policy::items;
@@ -106,6 +117,7 @@ struct call_layout {
     bool flags_mixed = false, outputs_mixed = false, has_flags = false, has_outputs = false;
     bool small = false;  ///< too few steps for the wide policy to fill the GPU (plan)
     bool long_rows = false;  ///< float32 rows for long_row_policy (launch.cuh), aligned to its 8 steps (plan)
+    int sm_count = 0;        ///< the device's multiprocessors (plan)
 
     call_layout(dtype t) : float_type(t), items(items_for(t)) {}
 
@@ -147,13 +159,15 @@ struct call_layout {
     /// (whole_rows_planned, launch.cuh): split rows of flat arrays take the
     /// generic kernels. The wide policy serves calls that are not small_call
     /// (launch.cuh): there 2 * items steps make each thread's chain longer.
+    /// The long-row condition is decided here, once, for every kind: the
+    /// planner (planner.cuh) takes it where the kind's tuning allows long rows.
     void plan(std::int64_t rows, std::int64_t horizon, int device) {
-        int sm_count = 0;
         PUFF_GPU_CHECK(cudaDeviceGetAttribute(&sm_count, cudaDevAttrMultiProcessorCount, device), device);
         small = small_call(rows, horizon, sm_count);
         long_rows = float_type == dtype::float32 && vectorized_wide && !flags_mixed && !outputs_mixed &&
                     gpu::long_rows(rows, horizon, sm_count);
-        if (!flat && !flat_wide) return;
+        // Flat access serves only calls whose rows do not vectorise (access()).
+        if (vectorized || (!flat && !flat_wide)) return;
         const bool half = items == 8;
         flat = flat && (half ? whole_rows_planned<8>(rows, horizon, sm_count)
                              : whole_rows_planned<4>(rows, horizon, sm_count));
@@ -201,61 +215,6 @@ inline const matrix* scratch_output(std::initializer_list<const std::optional<ma
     return nullptr;
 }
 
-/// Scans `producer` into `epilogue` with the row-scan kernels of launch.cuh.
-/// `reversed`: the scan runs over reversed time (episodic_producer; flat: over
-/// the whole run backwards, its groups aligned in memory).
-template <typename Policy, bool Vec, bool Flat = false, typename Producer, typename Epilogue>
-void launch_scan(const Producer& producer, const Epilogue& epilogue, const matrix* scratch, std::int64_t rows,
-                 std::int64_t horizon, bool contiguous, int device, cudaStream_t stream, bool reversed = false) {
-    using T = typename Producer::value_type;
-    int sm_count = 0;
-    PUFF_GPU_CHECK(cudaDeviceGetAttribute(&sm_count, cudaDevAttrMultiProcessorCount, device), device);
-    // Split rows need `scratch`: a call has a [rows, horizon] output, and split
-    // rows are planned only when every array, that output too, is contiguous.
-    const row_scan_plan plan = plan_row_scan<Policy>(rows, horizon, contiguous, sm_count, Flat, Vec && !Flat);
-    const std::int64_t phase = Flat && reversed ? rows * horizon % Policy::items : 0;
-    PUFF_GPU_CHECK((launch_row_scan<Policy, Vec, Flat>(plan, producer, epilogue, carry_slots_of<T>(scratch, reversed),
-                                                       rows, horizon, stream, phase)),
-                   device);
-}
-
-/// Whether `X` (a producer or epilogue of reversed time) has with_flipped_rows.
-template <typename X, typename = void>
-struct flips_rows : std::false_type {};
-template <typename X>
-struct flips_rows<X, std::void_t<decltype(std::declval<const X&>().with_flipped_rows(0))>> : std::true_type {};
-
-/// The fast kernels of `Policy` with `access` (aligned or flat). Flat scans
-/// of reversed time run over the whole run backwards: their rows are flipped
-/// (episodic_producer).
-template <typename Policy, typename Producer, typename Epilogue>
-void launch_vector_scan(vector_access access, const Producer& producer, const Epilogue& epilogue,
-                        const matrix* scratch, std::int64_t rows, std::int64_t horizon, int device,
-                        cudaStream_t stream, bool reversed = false) {
-    if (access == vector_access::flat) {
-        static_assert(reads_flat_groups<Producer, Policy::items>::value, "every fast producer reads flat groups");
-        if constexpr (flips_rows<Producer>::value && flips_rows<Epilogue>::value) {  // reversed time
-            if (!reversed) throw std::logic_error("puffadv: rows flipped for a scan of forward time");
-            return launch_scan<Policy, true, true>(producer.with_flipped_rows(rows), epilogue.with_flipped_rows(rows),
-                                                   scratch, rows, horizon, true, device, stream, true);
-        } else {
-            if (reversed) throw std::logic_error("puffadv: a flat scan of reversed time needs rows it can flip");
-            return launch_scan<Policy, true, true>(producer, epilogue, scratch, rows, horizon, true, device, stream);
-        }
-    }
-    launch_scan<Policy, true>(producer, epilogue, scratch, rows, horizon, true, device, stream, reversed);
-}
-
-inline void launch_row_sums(const matrix& a, const fused_outputs& f, std::int64_t rows, std::int64_t horizon,
-                            int device, cudaStream_t stream) {
-    if (!(f.abs_sums || f.sums || f.square_sums)) return;
-    constexpr int threads = 256;
-    const auto blocks = static_cast<unsigned>((rows * widest_warp_size + threads - 1) / threads);
-    row_sums_kernel<<<blocks, threads, 0, stream>>>(typed(a), rows, horizon, typed(f.abs_sums),
-                                                           typed(f.sums), typed(f.square_sums));
-    PUFF_GPU_CHECK(cudaGetLastError(), device);
-}
-
 [[noreturn]] inline void unsupported(const char* what) {
     throw type_error(std::string(what) + " on the GPU is not in this build; pass host arrays");
 }
@@ -266,6 +225,27 @@ inline const matrix* summed_output(const standard_arrays& a) {
     if (a.advantages) return &*a.advantages;
     return !a.values && a.fused.returns ? &*a.fused.returns : nullptr;
 }
+
+/// Column makers: the views a kind's producer and epilogue read. The fast
+/// kernels take fixed_columns (storage types known at compile time: vector
+/// loads), the generic kernels any_columns (typed_view: any dtype mix, scalar).
+template <typename In, typename Flag, typename Out>
+struct fixed_columns {
+    using input = strided_view<const In>;
+    using flag = strided_view<const Flag>;
+    using output = strided_view<Out>;
+    template <typename M> static input in(const M& m) { return view_of<const In>(m); }
+    template <typename M> static flag flags(const M& m) { return view_of<const Flag>(m); }
+    template <typename M> static output out(const M& m) { return view_of<Out>(m); }
+};
+struct any_columns {
+    using input = typed_view;
+    using flag = typed_view;
+    using output = typed_view;
+    template <typename M> static input in(const M& m) { return typed(m); }
+    template <typename M> static flag flags(const M& m) { return typed(m); }
+    template <typename M> static output out(const M& m) { return typed(m); }
+};
 
 }  // namespace PUFF_GPU_ABI
 }  // namespace puffadv::gpu
