@@ -1,6 +1,5 @@
 // CUDA backend: the one GPU engine (gpu/engine.cuh, every kind) compiled by nvcc.
 #include "core/backends.hpp"
-#include "core/conventions_detail.hpp"
 #include "core/gpu_backend.hpp"
 #include "gpu/engine.cuh"
 
@@ -14,18 +13,6 @@ void estimate_cuda(const standard_arrays& arrays, const standard_params& params,
 gpu_status cuda_status() { return gpu::status(); }
 
 void cuda_synchronize(int device) { gpu::synchronize(device); }
-
-// TEMPORARY, until the core's dispatch calls estimate_cuda alone (core branch):
-// the entries it calls today, each onto the one engine.
-void puff_advantage_cuda(const puff_arrays& arrays, const puff_params& params, gpu_stream stream) {
-    estimate_cuda(as_standard_call(arrays), as_standard_params(params), stream);
-}
-void puff_advantage_general_cuda(const puff_arrays& arrays, const puff_params& params, gpu_stream stream) {
-    estimate_cuda(as_standard_call(arrays), as_standard_params(params), stream);
-}
-void standard_estimate_cuda(const standard_arrays& arrays, const standard_params& params, gpu_stream stream) {
-    estimate_cuda(arrays, params, stream);
-}
 
 }  // namespace detail
 

@@ -1,7 +1,6 @@
 // HIP backend: the same engine (gpu/engine.cuh) compiled as LANGUAGE HIP;
 // gpu/vendor.cuh maps the CUDA names (PUFF_HIP is set by the build).
 #include "core/backends.hpp"
-#include "core/conventions_detail.hpp"
 #include "core/gpu_backend.hpp"
 #include "gpu/engine.cuh"
 
@@ -15,18 +14,6 @@ void estimate_hip(const standard_arrays& arrays, const standard_params& params, 
 gpu_status hip_status() { return gpu::status(); }
 
 void hip_synchronize(int device) { gpu::synchronize(device); }
-
-// TEMPORARY, until the core's dispatch calls estimate_hip alone (core branch):
-// the entries it calls today, each onto the one engine.
-void puff_advantage_hip(const puff_arrays& arrays, const puff_params& params, gpu_stream stream) {
-    estimate_hip(as_standard_call(arrays), as_standard_params(params), stream);
-}
-void puff_advantage_general_hip(const puff_arrays& arrays, const puff_params& params, gpu_stream stream) {
-    estimate_hip(as_standard_call(arrays), as_standard_params(params), stream);
-}
-void standard_estimate_hip(const standard_arrays& arrays, const standard_params& params, gpu_stream stream) {
-    estimate_hip(arrays, params, stream);
-}
 
 }  // namespace detail
 

@@ -57,14 +57,4 @@ void standard_estimate_cpu(const standard_arrays& arrays, const standard_params&
 bool is_family_kind(estimator kind) noexcept;
 void family_estimate_cpu(const standard_arrays& arrays, const standard_params& params);
 
-/// GPU kernels (conventions_cuda.cu, conventions_hip.cpp): asynchronous on `stream`.
-#if PUFFADV_HAS_CUDA
-void standard_estimate_cuda(const standard_arrays& arrays, const standard_params& params, gpu_stream stream);
-void puff_advantage_general_cuda(const puff_arrays& arrays, const puff_params& params, gpu_stream stream);
-#endif
-#if PUFFADV_HAS_HIP
-void standard_estimate_hip(const standard_arrays& arrays, const standard_params& params, gpu_stream stream);
-void puff_advantage_general_hip(const puff_arrays& arrays, const puff_params& params, gpu_stream stream);
-#endif
-
 }  // namespace puffadv::detail

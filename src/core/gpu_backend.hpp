@@ -8,13 +8,11 @@
 namespace puffadv::detail {
 
 #if PUFFADV_HAS_CUDA
-void puff_advantage_cuda(const puff_arrays& arrays, const puff_params& params, gpu_stream stream);
 gpu_status cuda_status();
 void cuda_synchronize(int device);
 #endif
 
 #if PUFFADV_HAS_HIP
-void puff_advantage_hip(const puff_arrays& arrays, const puff_params& params, gpu_stream stream);
 gpu_status hip_status();
 void hip_synchronize(int device);
 #endif
