@@ -56,6 +56,35 @@ struct outputs {
     V<C> advantages, returns;
 };
 
+/// The [rows, horizon] arrays the lanes load along, by slot (the order of kLineViews).
+enum class slot : int {
+    rewards, values, terminated, truncated, importance, next_values, target, behaviour, greedy,
+    advantages, returns
+};
+constexpr int kSlots = 11;
+constexpr view arrays::*kLineViews[kSlots] = {
+    &arrays::rewards, &arrays::values,     &arrays::terminated, &arrays::truncated,
+    &arrays::importance, &arrays::next_values, &arrays::target, &arrays::behaviour,
+    &arrays::greedy, &arrays::advantages, &arrays::returns};
+
+/// Each slot's address at one (row, step) of the traversal, null where absent.
+/// A local of the traversal, copied per row (or step): the lanes read their
+/// addresses from it, not from the call's views, which every vector store
+/// (may_alias) would make the compiler load again.
+struct lines {
+    const char* at[kSlots];
+    std::int64_t step_bytes[kSlots];  // from one step to the next
+    std::int64_t size[kSlots];
+    lines(const arrays& a, std::int64_t row, std::int64_t t) {
+        for (int k = 0; k < kSlots; ++k) {
+            const view& v = a.*kLineViews[k];
+            at[k] = v.present ? static_cast<const char*>(v.at(row, t)) : nullptr;
+            step_bytes[k] = v.col_stride * v.size;
+            size[k] = v.size;
+        }
+    }
+};
+
 /// A mask from a per-lane predicate (edge groups only: a scalar loop).
 template <typename C, typename Pred>
 PUFF_SIMD_INLINE M<C> mask_of(Pred pred) {
@@ -65,16 +94,19 @@ PUFF_SIMD_INLINE M<C> mask_of(Pred pred) {
 }
 
 /// W steps t .. t+W-1 of one row (every [rows, horizon] array has col_stride 1,
-/// or the row has at most one step).
+/// or the row has at most one step). `row_lines`: the row's step 0.
 template <typename C, bool kEdge>
 struct time_lanes {
     const arrays& a;
-    std::int64_t row, t;
+    const lines& row_lines;
+    std::int64_t row, t, horizon;
+    bool stream;
     bad_step& bad;
 
+    bool present(slot k) const { return row_lines.at[int(k)] != nullptr; }
     std::int64_t row_of(int) const { return row; }
     std::int64_t step_of(int i) const { return t + i; }
-    bool inside(std::int64_t s) const { return s >= 0 && s < a.horizon; }
+    bool inside(std::int64_t s) const { return s >= 0 && s < horizon; }
     /// The lanes that hold a step of the row.
     PUFF_SIMD_INLINE M<C> valid() const {
         if constexpr (!kEdge) return M<C>{} == M<C>{};
@@ -83,7 +115,7 @@ struct time_lanes {
     /// The lanes that hold the row's last step.
     PUFF_SIMD_INLINE M<C> last_step() const {
         if constexpr (!kEdge) return M<C>{};
-        else return mask_of<C>([&](int i) { return t + i == a.horizon - 1; });
+        else return mask_of<C>([&](int i) { return t + i == horizon - 1; });
     }
     /// fill(row) in the lanes that hold the row's last step, 0 elsewhere.
     template <typename Fill>
@@ -92,108 +124,117 @@ struct time_lanes {
         else return simd::zero_where<C>(~last_step(), simd::splat<C>(fill(row)));
     }
     template <typename T>
-    const T* at(const view& v, std::int64_t s) const {
-        return static_cast<const T*>(v.at(row, s));
+    const T* at(slot k, std::int64_t s) const {
+        return reinterpret_cast<const T*>(row_lines.at[int(k)] + s * std::int64_t(sizeof(T)));
     }
     /// Each lane's value at its step + dt; fill(row) outside the row.
     template <typename Fill>
-    PUFF_SIMD_INLINE V<C> values(const view& v, int dt, Fill fill) const {
+    PUFF_SIMD_INLINE V<C> values(slot k, int dt, Fill fill) const {
         const std::int64_t s = t + dt;
         if constexpr (kEdge) {
-            if (s < 0 || s + W<C> > a.horizon) {
-                if (dt == 1 && s + W<C> == a.horizon + 1 && t >= 0)  // the last lane is past the end
-                    return simd::shift_in<C>(simd::load<C>(at<C>(v, t)), simd::splat<C>(fill(row)));
+            if (s < 0 || s + W<C> > horizon) {
+                if (dt == 1 && s + W<C> == horizon + 1 && t >= 0)  // the last lane is past the end
+                    return simd::shift_in<C>(simd::load<C>(at<C>(k, t)), simd::splat<C>(fill(row)));
                 alignas(32) C x[W<C>];
                 const C outside = fill(row);
-                for (int i = 0; i < W<C>; ++i) x[i] = inside(s + i) ? *at<C>(v, s + i) : outside;
+                for (int i = 0; i < W<C>; ++i) x[i] = inside(s + i) ? *at<C>(k, s + i) : outside;
                 return simd::load<C>(x);
             }
         }
-        return simd::load<C>(at<C>(v, s));
+        return simd::load<C>(at<C>(k, s));
     }
     /// The lanes whose flag at step + dt is set (non-zero); none outside the row.
     template <typename F>
-    PUFF_SIMD_INLINE M<C> flags(const view& v, int dt) const {
+    PUFF_SIMD_INLINE M<C> flags(slot k, int dt) const {
         const std::int64_t s = t + dt;
         if constexpr (kEdge) {
-            if (s < 0 || s + W<C> > a.horizon) {
+            if (s < 0 || s + W<C> > horizon) {
                 F x[W<C>] = {};
                 for (int i = 0; i < W<C>; ++i)
-                    if (inside(s + i)) x[i] = *at<F>(v, s + i);
+                    if (inside(s + i)) x[i] = *at<F>(k, s + i);
                 return simd::set_lanes<C>(x);
             }
         }
-        return simd::set_lanes<C>(at<F>(v, s));
+        return simd::set_lanes<C>(at<F>(k, s));
     }
-    PUFF_SIMD_INLINE void store(const view& v, V<C> x) const {
-        if (!v.present) return;
-        if constexpr (kEdge) {
+    PUFF_SIMD_INLINE void store(slot k, V<C> x) const {
+        if (!present(k)) return;
+        C* p = const_cast<C*>(at<C>(k, t));
+        if (kEdge && (t < 0 || t + W<C> > horizon)) {
             for (int i = 0; i < W<C>; ++i)
-                if (inside(t + i)) *static_cast<C*>(v.at(row, t + i)) = x[i];
-        } else if (a.stream) {
-            simd::stream<C>(static_cast<C*>(v.at(row, t)), x);
+                if (inside(t + i)) p[i] = x[i];
+        } else if (stream) {
+            simd::stream<C>(p, x);
         } else {
-            simd::store<C>(static_cast<C*>(v.at(row, t)), x);
+            simd::store<C>(p, x);
         }
     }
 };
 
 /// Step t of rows row .. row+W-1 (every [rows, horizon] array has row_stride 1,
-/// or one row); kEdge: only the first n rows are the block's.
+/// or one row); kEdge: only the first n rows are the block's. `step_lines`:
+/// step t at the block's first row, `offset` rows before this group's.
 template <typename C, bool kEdge>
 struct row_lanes {
     const arrays& a;
-    std::int64_t row, t;
-    int n;
+    const lines& step_lines;
+    std::int64_t row, t, horizon;
+    int offset, n;
+    bool stream;
     bad_step& bad;
 
+    bool present(slot k) const { return step_lines.at[int(k)] != nullptr; }
     std::int64_t row_of(int i) const { return row + i; }
     std::int64_t step_of(int) const { return t; }
-    bool inside(std::int64_t s) const { return s >= 0 && s < a.horizon; }
+    bool inside(std::int64_t s) const { return s >= 0 && s < horizon; }
     PUFF_SIMD_INLINE M<C> valid() const {
         if constexpr (!kEdge) return M<C>{} == M<C>{};
         else return mask_of<C>([&](int i) { return i < n; });
     }
     PUFF_SIMD_INLINE M<C> last_step() const {
-        return t == a.horizon - 1 ? M<C>{} == M<C>{} : M<C>{};
+        return t == horizon - 1 ? M<C>{} == M<C>{} : M<C>{};
     }
     int lanes() const { return kEdge ? n : W<C>; }
     template <typename Fill>
     PUFF_SIMD_INLINE V<C> at_last_step(Fill fill) const {
-        if (t != a.horizon - 1) return V<C>{};
+        if (t != horizon - 1) return V<C>{};
         alignas(32) C x[W<C>] = {};
         for (int i = 0; i < lanes(); ++i) x[i] = fill(row + i);
         return simd::load<C>(x);
     }
+    template <typename T>
+    const T* at(slot k, int dt) const {
+        return reinterpret_cast<const T*>(step_lines.at[int(k)] + offset * step_lines.size[int(k)] +
+                                          dt * step_lines.step_bytes[int(k)]);
+    }
     template <typename Fill>
-    PUFF_SIMD_INLINE V<C> values(const view& v, int dt, Fill fill) const {
-        const std::int64_t s = t + dt;
-        if (!inside(s) || kEdge) {
+    PUFF_SIMD_INLINE V<C> values(slot k, int dt, Fill fill) const {
+        if (!inside(t + dt) || kEdge) {
             alignas(32) C x[W<C>] = {};
-            for (int i = 0; i < lanes(); ++i) x[i] = inside(s) ? *static_cast<const C*>(v.at(row + i, s)) : fill(row + i);
+            for (int i = 0; i < lanes(); ++i) x[i] = inside(t + dt) ? at<C>(k, dt)[i] : fill(row + i);
             return simd::load<C>(x);
         }
-        return simd::load<C>(static_cast<const C*>(v.at(row, s)));
+        return simd::load<C>(at<C>(k, dt));
     }
     template <typename F>
-    PUFF_SIMD_INLINE M<C> flags(const view& v, int dt) const {
-        const std::int64_t s = t + dt;
-        if (!inside(s)) return M<C>{};
+    PUFF_SIMD_INLINE M<C> flags(slot k, int dt) const {
+        if (!inside(t + dt)) return M<C>{};
         if constexpr (kEdge) {
             F x[W<C>] = {};
-            for (int i = 0; i < n; ++i) x[i] = *static_cast<const F*>(v.at(row + i, s));
+            for (int i = 0; i < n; ++i) x[i] = at<F>(k, dt)[i];
             return simd::set_lanes<C>(x);
         }
-        return simd::set_lanes<C>(static_cast<const F*>(v.at(row, s)));
+        return simd::set_lanes<C>(at<F>(k, dt));
     }
-    PUFF_SIMD_INLINE void store(const view& v, V<C> x) const {
-        if (!v.present) return;
+    PUFF_SIMD_INLINE void store(slot k, V<C> x) const {
+        if (!present(k)) return;
+        C* p = const_cast<C*>(at<C>(k, 0));
         if constexpr (kEdge) {
-            for (int i = 0; i < n; ++i) *static_cast<C*>(v.at(row + i, t)) = x[i];
-        } else if (a.stream) {
-            simd::stream<C>(static_cast<C*>(v.at(row, t)), x);
+            for (int i = 0; i < n; ++i) p[i] = x[i];
+        } else if (stream) {
+            simd::stream<C>(p, x);
         } else {
-            simd::store<C>(static_cast<C*>(v.at(row, t)), x);
+            simd::store<C>(p, x);
         }
     }
 };

@@ -27,10 +27,11 @@ inline bool wants_sums(const arrays& a) { return a.abs_sums.present || a.sums.pr
 // One block of W steps of a row; `chained` is the carry from the block scanned
 // before (S_{t+W} backwards, S_{t-1} forwards), then this block's.
 template <bool kEdge, typename P>
-PUFF_SIMD_INLINE void time_block(const P& p, const arrays& a, std::int64_t row, std::int64_t t,
-                                 V<typename P::scalar>& chained, simd::double_sums* sums, bad_step& bad) {
+PUFF_SIMD_INLINE void time_block(const P& p, const arrays& a, const lines& row_lines, std::int64_t row,
+                                 std::int64_t t, std::int64_t horizon, bool stream, V<typename P::scalar>& chained,
+                                 simd::double_sums* sums, bad_step& bad) {
     using C = typename P::scalar;
-    const time_lanes<C, kEdge> lanes{a, row, t, bad};
+    const time_lanes<C, kEdge> lanes{a, row_lines, row, t, horizon, stream, bad};
     auto step = p.produce(lanes);
     if constexpr (kEdge) {  // steps outside the row: identity-free zero maps, which leave S there 0
         const M<C> outside = ~lanes.valid();
@@ -51,8 +52,8 @@ PUFF_SIMD_INLINE void time_block(const P& p, const arrays& a, std::int64_t row, 
     }
     outputs<C> out = p.finish(lanes, step, s, later);
     if constexpr (kEdge) out.advantages = simd::zero_where<C>(~lanes.valid(), out.advantages);  // for the sums
-    lanes.store(a.advantages, out.advantages);
-    lanes.store(a.returns, out.returns);
+    lanes.store(slot::advantages, out.advantages);
+    lanes.store(slot::returns, out.returns);
     if (sums) sums->add(out.advantages);
 }
 
@@ -61,7 +62,7 @@ template <typename P>
 PUFF_SIMD_CLONES bad_step along_time(const P& p, const arrays& a, std::int64_t first, int count) {
     using C = typename P::scalar;
     const std::int64_t T = a.horizon;
-    const bool want_sums = wants_sums(a);
+    const bool want_sums = wants_sums(a), stream = a.stream;
     bad_step bad;
     for (int j = 0; j < count; ++j) {
         const std::int64_t row = P::kForward ? first + j : first + count - 1 - j;
@@ -69,30 +70,30 @@ PUFF_SIMD_CLONES bad_step along_time(const P& p, const arrays& a, std::int64_t f
         simd::double_sums sums;
         simd::double_sums* sums_or_null = want_sums ? &sums : nullptr;
         V<C> chained = simd::splat<C>(p.seed(row));
+        const lines row_lines(a, row, 0);
+#define PUFF_BLOCK(kEdge, t) time_block<kEdge>(p, a, row_lines, row, t, T, stream, chained, sums_or_null, bad)
         if (T > 0 && P::kForward) {
             // The first block reads before the row (dt = -1), the last one may pass its end.
             const std::int64_t last = (T - 1) / W<C> * W<C>;
-            if (last == 0) {
-                time_block<true>(p, a, row, 0, chained, sums_or_null, bad);
-            } else {
-                time_block<true>(p, a, row, 0, chained, sums_or_null, bad);
-                std::int64_t t = W<C>;
-                for (; t + W<C> <= T && t < last; t += W<C>) time_block<false>(p, a, row, t, chained, sums_or_null, bad);
-                for (; t < T; t += W<C>) time_block<true>(p, a, row, t, chained, sums_or_null, bad);
+            PUFF_BLOCK(true, 0);
+            if (last > 0) {
+                for (std::int64_t t = W<C>; t < last; t += W<C>) PUFF_BLOCK(false, t);
+                PUFF_BLOCK(true, last);
             }
         } else if (T > 0) {
             // The top block holds the row's last step (and reads past it, dt = +1).
             std::int64_t t = T - (T - 1) % W<C> - 1;
-            time_block<true>(p, a, row, t, chained, sums_or_null, bad);
-            for (t -= W<C>; t >= 0; t -= W<C>) time_block<false>(p, a, row, t, chained, sums_or_null, bad);
+            PUFF_BLOCK(true, t);
+            for (t -= W<C>; t >= 0; t -= W<C>) PUFF_BLOCK(false, t);
         }
+#undef PUFF_BLOCK
         if (want_sums) {
             double totals[3] = {0, 0, 0};
             sums.total_into(totals);
             write_row_sums(a, row, totals);
         }
     }
-    if (a.stream) simd::fence();
+    if (stream) simd::fence();
     return bad;
 }
 
@@ -133,17 +134,18 @@ struct block_scratch {
 
 // One group of W rows at step t.
 template <bool kEdge, typename P>
-PUFF_SIMD_INLINE void row_group(const P& p, const arrays& a, std::int64_t row, std::int64_t t, int n,
-                                typename P::scalar* carry, double* sums, std::size_t pitch, bad_step& bad) {
+PUFF_SIMD_INLINE void row_group(const P& p, const arrays& a, const lines& step_lines, std::int64_t first, int i,
+                                std::int64_t t, std::int64_t horizon, int n, bool stream, typename P::scalar* carry,
+                                double* sums, std::size_t pitch, bad_step& bad) {
     using C = typename P::scalar;
-    const row_lanes<C, kEdge> lanes{a, row, t, n, bad};
+    const row_lanes<C, kEdge> lanes{a, step_lines, first + i, t, horizon, i, n, stream, bad};
     const auto step = p.produce(lanes);
     const V<C> later = simd::load<C>(carry);
     const V<C> s = step.delta + step.decay * later;
     simd::store<C>(carry, s);
     const outputs<C> out = p.finish(lanes, step, s, later);
-    lanes.store(a.advantages, out.advantages);
-    lanes.store(a.returns, out.returns);
+    lanes.store(slot::advantages, out.advantages);
+    lanes.store(slot::returns, out.returns);
     if (sums) simd::add_to_lanes(out.advantages, sums, sums + pitch, sums + 2 * pitch);
 }
 
@@ -161,23 +163,28 @@ PUFF_SIMD_CLONES bad_step across_rows(const P& p, const arrays& a, std::int64_t 
     for (int i = 0; i < n; ++i) carry[i] = p.seed(first + i);
     if (sums) std::fill(sums, sums + 3 * pitch, 0.0);
     const int full = n - n % W<C>;
+    const std::int64_t T = a.horizon;
+    const bool stream = a.stream;
     bad_step bad;
-    for (std::int64_t step = 0; step < a.horizon; ++step) {
-        const std::int64_t t = P::kForward ? step : a.horizon - 1 - step;
+    for (std::int64_t step = 0; step < T; ++step) {
+        const std::int64_t t = P::kForward ? step : T - 1 - step;
         const next_step_lines ahead(a, first, P::kForward ? t + 1 : t - 1);
+        const lines step_lines(a, first, t);
         for (int i = 0; i < full; i += W<C>) {
             if (i % kLineElements<C> == 0) ahead.prefetch(i);
-            row_group<false>(p, a, first + i, t, W<C>, carry + i, sums ? sums + i : nullptr, pitch, bad);
+            row_group<false>(p, a, step_lines, first, i, t, T, W<C>, stream, carry + i, sums ? sums + i : nullptr,
+                             pitch, bad);
         }
         if (full < n)
-            row_group<true>(p, a, first + full, t, n - full, carry + full, sums ? sums + full : nullptr, pitch, bad);
+            row_group<true>(p, a, step_lines, first, full, t, T, n - full, stream, carry + full,
+                            sums ? sums + full : nullptr, pitch, bad);
     }
     if (sums)
         for (int i = 0; i < n; ++i) {
             const double totals[3] = {sums[i], sums[pitch + i], sums[2 * pitch + i]};
             write_row_sums(a, first + i, totals);
         }
-    if (a.stream) simd::fence();
+    if (stream) simd::fence();
     return bad;
 }
 

@@ -74,12 +74,12 @@ struct puff_producer {
     template <typename Lanes>
     PUFF_SIMD_INLINE step produce(const Lanes& in) const {
         auto zero = [](std::int64_t) { return C(0); };  // step T: read, then dropped below
-        const V<C> importance = in.values(a.importance, 0, zero);
-        const V<C> not_done = one - in.values(a.terminated, 1, zero);
+        const V<C> importance = in.values(slot::importance, 0, zero);
+        const V<C> not_done = one - in.values(slot::terminated, 1, zero);
         step s;
         s.delta = simd::clip<C>(importance, rho_clip) *
-                  (in.values(a.rewards, 1, zero) + gamma * in.values(a.values, 1, zero) * not_done -
-                   in.values(a.values, 0, zero));
+                  (in.values(slot::rewards, 1, zero) + gamma * in.values(slot::values, 1, zero) * not_done -
+                   in.values(slot::values, 0, zero));
         s.decay = gamma_lambda * simd::clip<C>(importance, c_clip) * not_done;
         const M<C> last = in.last_step();  // A_{T-1} = 0 (bitwise: a NaN V_{T-1} too)
         s.delta = simd::zero_where<C>(last, s.delta);
@@ -124,20 +124,20 @@ struct standard_producer {
         auto zero = [](std::int64_t) { return C(0); };
         auto end = [this](std::int64_t row) { return value_after_end(row); };
         step s;
-        s.values = in.values(a.values, 0, zero);
-        V<C> next = in.values(a.values, 1, end);
-        const M<C> terminated = in.template flags<F>(a.terminated, 0);
+        s.values = in.values(slot::values, 0, zero);
+        V<C> next = in.values(slot::values, 1, end);
+        const M<C> terminated = in.template flags<F>(slot::terminated, 0);
         M<C> done = terminated;
-        if (a.truncated.present) {
-            const M<C> truncated = in.template flags<F>(a.truncated, 0);
+        if (in.present(slot::truncated)) {
+            const M<C> truncated = in.template flags<F>(slot::truncated, 0);
             if (simd::any_lane<C>(truncated)) {  // rare: a branch per vector, not a stream
                 next = bootstrap_truncated<C>(in, next, truncated, terminated);
                 done |= truncated;
             }
         }
-        const V<C> ratio = kImp ? in.values(a.importance, 0, zero) : one;
+        const V<C> ratio = kImp ? in.values(slot::importance, 0, zero) : one;
         const V<C> not_done = simd::zero_where<C>(done, one);
-        const V<C> td = in.values(a.rewards, 0, zero) + gamma * simd::zero_where<C>(terminated, next) - s.values;
+        const V<C> td = in.values(slot::rewards, 0, zero) + gamma * simd::zero_where<C>(terminated, next) - s.values;
         s.delta = kImp ? simd::clip<C>(ratio, rho_clip) * td : td;
         s.decay = (kImp ? gamma_lambda * simd::clip<C>(ratio, c_clip) : gamma_lambda) * not_done;
         if constexpr (kPg) {

@@ -59,16 +59,16 @@ struct discounted_producer : family_base<C> {
     template <typename Lanes>
     PUFF_SIMD_INLINE step produce(const Lanes& in) const {
         V<C> boot = in.at_last_step([this](std::int64_t row) { return value_after_end(row); });
-        const M<C> terminated = in.template flags<F>(a.terminated, 0);
+        const M<C> terminated = in.template flags<F>(slot::terminated, 0);
         M<C> done = terminated;
-        if (a.truncated.present) {
-            const M<C> truncated = in.template flags<F>(a.truncated, 0);
+        if (in.present(slot::truncated)) {
+            const M<C> truncated = in.template flags<F>(slot::truncated, 0);
             if (simd::any_lane<C>(truncated)) {
                 boot = bootstrap_truncated<C>(in, boot, truncated, terminated);
                 done |= truncated;
             }
         }
-        return {in.values(a.rewards, 0, this->zero) + simd::zero_where<C>(terminated, this->gamma * boot),
+        return {in.values(slot::rewards, 0, this->zero) + simd::zero_where<C>(terminated, this->gamma * boot),
                 simd::zero_where<C>(done, this->gamma)};
     }
     template <typename Lanes>
@@ -92,23 +92,23 @@ struct action_value_producer : family_base<C> {
     void prefetch_row(std::int64_t) const {}
     template <typename Lanes>
     PUFF_SIMD_INLINE step produce(const Lanes& in) const {
-        const V<C> r = in.values(a.rewards, 0, this->zero);
-        const V<C> next = in.values(a.next_values, 0, this->zero);
-        const M<C> terminated = in.template flags<F>(a.terminated, 0);
+        const V<C> r = in.values(slot::rewards, 0, this->zero);
+        const V<C> next = in.values(slot::next_values, 0, this->zero);
+        const M<C> terminated = in.template flags<F>(slot::terminated, 0);
         M<C> done = terminated;
-        if (a.truncated.present) {
-            const M<C> truncated = in.template flags<F>(a.truncated, 0);
+        if (in.present(slot::truncated)) {
+            const M<C> truncated = in.template flags<F>(slot::truncated, 0);
             if (simd::any_lane<C>(truncated)) {
                 if (simd::any_lane<C>(truncated & terminated)) keep_both_set<C>(in, truncated & terminated);
                 done |= truncated;
             }
         }
         step s;
-        s.q = q_read ? in.values(a.values, 0, this->zero) : V<C>{};
+        s.q = q_read ? in.values(slot::values, 0, this->zero) : V<C>{};
         const V<C> stop = simd::zero_where<C>(terminated, this->gamma * next);
         if constexpr (kQ) {
-            const V<C> greedy_later = a.greedy.present
-                                          ? simd::zero_where<C>(~in.template flags<F>(a.greedy, 1), this->one)
+            const V<C> greedy_later = in.present(slot::greedy)
+                                          ? simd::zero_where<C>(~in.template flags<F>(slot::greedy, 1), this->one)
                                           : this->one;
             const V<C> lambda_t = this->lambda * greedy_later;
             done |= in.last_step();  // the trace is cut past the row's end
@@ -117,8 +117,8 @@ struct action_value_producer : family_base<C> {
             s.decay = simd::zero_where<C>(done, this->gamma * lambda_t);
         } else {
             // c_{t+1} (c_T = 0: target 0 over behaviour 1 past the row); a NaN ratio gives the clip.
-            const V<C> later = this->lambda * simd::clip<C>(in.values(a.target, 1, this->zero) /
-                                                                in.values(a.behaviour, 1, [](std::int64_t) { return C(1); }),
+            const V<C> later = this->lambda * simd::clip<C>(in.values(slot::target, 1, this->zero) /
+                                                                in.values(slot::behaviour, 1, [](std::int64_t) { return C(1); }),
                                                             this->c_clip);
             s.delta = r + stop - s.q;
             s.decay = simd::zero_where<C>(done, this->gamma * later);
@@ -145,8 +145,8 @@ struct episodic_producer : family_base<C> {
     void prefetch_row(std::int64_t) const {}
     template <typename Lanes>
     PUFF_SIMD_INLINE step produce(const Lanes& in) const {
-        const M<C> reset = in.template flags<F>(a.terminated, reset_at_start ? 0 : -1);
-        return {in.values(a.rewards, 0, this->zero), simd::zero_where<C>(reset, this->gamma_lambda)};
+        const M<C> reset = in.template flags<F>(slot::terminated, reset_at_start ? 0 : -1);
+        return {in.values(slot::rewards, 0, this->zero), simd::zero_where<C>(reset, this->gamma_lambda)};
     }
     template <typename Lanes>
     PUFF_SIMD_INLINE outputs<C> finish(const Lanes&, const step&, V<C> s, V<C>) const {
