@@ -10,8 +10,7 @@
 //   2. the recurrence, with several rows interleaved so their chains overlap;
 //   3. the epilogue: convert + store the outputs and accumulate the row sums.
 // Stages 1 and 3 are in conventions_cpu_stages.hpp. Two traversals:
-// time-contiguous rows take chunks of steps per row (this file; the two-pass
-// style of advantage_cpu.cpp); any other layout (time-major [T, B] data above
+// time-contiguous rows take chunks of steps per row (this file); any other layout (time-major [T, B] data above
 // all) takes blocks of rows per step, vectorised across rows
 // (conventions_cpu_blocks.cpp). The driver, run(), is at the end of this file.
 // The estimates most code asks for (float32/float64 data, flags of that type or

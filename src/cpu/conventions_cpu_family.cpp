@@ -6,8 +6,8 @@
 // Definitions: conventions.hpp and docs/conventions.md.
 //
 // The calls most code makes (float32/float64 data, flags of that type or
-// bool/uint8, [B, T] or [T, B]) take the one-pass SIMD kernels of
-// conventions_cpu_family_simd*.cpp (family_simd_serves). The rest take two
+// bool/uint8, [B, T] or [T, B]) take the CPU engine (advantage_cpu.cpp), and
+// n_step_returns' [T, B] windows n_step_windows_simd.cpp. The rest take two
 // general traversals over every dtype (lines converted into C scratch, or read
 // in place when they already are contiguous C), so that the arithmetic is plain
 // loops the compiler vectorises:
@@ -111,7 +111,7 @@ int block_rows_of(const family_args<C>& a) {
 
 // Asks for step t's contiguous lines of rows [first, first + n) ahead of their
 // use: the hardware prefetcher restarts at every page of every step's line
-// (see next_step_lines in conventions_cpu_simd_blocks.cpp).
+// (see next_step_lines in engine_traversals.hpp).
 template <typename C>
 void prefetch_step(const family_args<C>& a, std::int64_t first, std::int64_t t, int n) {
     for (const view* v : {&a.rewards, &a.values, &a.terminated, &a.next_values, &a.target, &a.behaviour}) {

@@ -262,7 +262,7 @@ PUFF_SIMD_INLINE V<C> bootstrap_truncated(const Lanes& lanes, V<C> next, M<C> tr
 
 /// The lanes both terminated and truncated, into lanes.bad.
 template <typename C, typename Lanes>
-inline void keep_both_set(const Lanes& lanes, M<C> both) {
+PUFF_SIMD_INLINE void keep_both_set(const Lanes& lanes, M<C> both) {
     for (int i = 0; i < W<C>; ++i)
         if (both[i]) lanes.bad.keep_first(lanes.row_of(i), lanes.step_of(i));
 }
