@@ -204,21 +204,22 @@ struct row_lanes {
     }
     template <typename T>
     const T* at(slot k, int dt) const {
-        return reinterpret_cast<const T*>(step_lines.at[int(k)] + offset * step_lines.size[int(k)] +
-                                          dt * step_lines.step_bytes[int(k)]);
+        return reinterpret_cast<const T*>(step_lines.at[int(k)] + dt * step_lines.step_bytes[int(k)]) + offset;
     }
+    // Step t itself is always inside (dt = 0 is known after inlining: no test).
+    bool shifted_inside(int dt) const { return dt == 0 || inside(t + dt); }
     template <typename Fill>
     PUFF_SIMD_INLINE V<C> values(slot k, int dt, Fill fill) const {
-        if (!inside(t + dt) || kEdge) {
+        if (kEdge || !shifted_inside(dt)) {
             alignas(32) C x[W<C>] = {};
-            for (int i = 0; i < lanes(); ++i) x[i] = inside(t + dt) ? at<C>(k, dt)[i] : fill(row + i);
+            for (int i = 0; i < lanes(); ++i) x[i] = shifted_inside(dt) ? at<C>(k, dt)[i] : fill(row + i);
             return simd::load<C>(x);
         }
         return simd::load<C>(at<C>(k, dt));
     }
     template <typename F>
     PUFF_SIMD_INLINE M<C> flags(slot k, int dt) const {
-        if (!inside(t + dt)) return M<C>{};
+        if (!shifted_inside(dt)) return M<C>{};
         if constexpr (kEdge) {
             F x[W<C>] = {};
             for (int i = 0; i < n; ++i) x[i] = at<F>(k, dt)[i];

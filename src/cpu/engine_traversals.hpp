@@ -59,8 +59,9 @@ PUFF_SIMD_INLINE void time_block(const P& p, const arrays& a, const lines& row_l
 
 /// Rows [first, first + count) of time-contiguous data.
 template <typename P>
-PUFF_SIMD_CLONES bad_step along_time(const P& p, const arrays& a, std::int64_t first, int count) {
+PUFF_SIMD_CLONES bad_step along_time(const P& producer, const arrays& a, std::int64_t first, int count) {
     using C = typename P::scalar;
+    const P p = producer;  // a local: its coefficients stay in registers across the vector stores
     const std::int64_t T = a.horizon;
     const bool want_sums = wants_sums(a), stream = a.stream;
     bad_step bad;
@@ -151,8 +152,9 @@ PUFF_SIMD_INLINE void row_group(const P& p, const arrays& a, const lines& step_l
 
 /// Rows [first, first + n) of row-adjacent data.
 template <typename P>
-PUFF_SIMD_CLONES bad_step across_rows(const P& p, const arrays& a, std::int64_t first, int n) {
+PUFF_SIMD_CLONES bad_step across_rows(const P& producer, const arrays& a, std::int64_t first, int n) {
     using C = typename P::scalar;
+    const P p = producer;  // a local: its coefficients stay in registers across the vector stores
     static thread_local block_scratch<C> scratch;
     const std::size_t pitch = std::size_t(n) + W<C>;
     const bool want_sums = wants_sums(a);
