@@ -10,13 +10,12 @@
 //   2. the recurrence, with several rows interleaved so their chains overlap;
 //   3. the epilogue: convert + store the outputs and accumulate the row sums.
 // Stages 1 and 3 are in conventions_cpu_stages.hpp. Two traversals:
-// time-contiguous rows take chunks of steps per row (this file; the two-pass
-// style of advantage_cpu.cpp); any other layout (time-major [T, B] data above
+// time-contiguous rows take chunks of steps per row (this file); any other layout (time-major [T, B] data above
 // all) takes blocks of rows per step, vectorised across rows
 // (conventions_cpu_blocks.cpp). The driver, run(), is at the end of this file.
-// The standard estimates most code asks for (float32/float64 data, flags of
-// that type or bool/uint8, [B, T] or [T, B]) skip the scratch lines: the
-// one-pass SIMD kernels of conventions_cpu_simd*.cpp serve them (kernel_args::simd).
+// The estimates most code asks for (float32/float64 data, flags of that type or
+// bool/uint8, [B, T] or [T, B]) skip the scratch lines: the engine serves them
+// (advantage_cpu.cpp).
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -165,15 +164,6 @@ static_assert(kTileRows == 8, "recur_tile_any unrolls up to 8 rows");
 
 template <typename C>
 void tile_time_contiguous(const kernel_args<C>& a, std::int64_t first, int count, data_error& error) {
-    if (a.simd) {
-        // run() hands each thread an ascending range of tiles, and the SIMD kernel
-        // walks rows downwards: it takes the mirror-image tile, so that each
-        // thread's reads form one descending stream (ascending tiles of descending
-        // rows ran 2.5x slower here: the prefetcher restarted at every tile).
-        const bad_step bad = standard_simd_rows(a, a.rows - first - count, count);
-        if (bad.row >= 0) error.record(bad.row, bad.step);
-        return;
-    }
     static thread_local tile_scratch<C> s;  // ~60 KB: too big for some thread stacks
     C carry[kTileRows] = {};
     double sums[kTileRows][3] = {};
@@ -198,8 +188,7 @@ void tile_time_contiguous(const kernel_args<C>& a, std::int64_t first, int count
 template <typename C>
 void run(const kernel_args<C>& a, bool time_contiguous) {
     data_error error;
-    const std::int64_t unit = time_contiguous ? (a.simd ? kSimdTileRows : kTileRows)
-                                              : (a.simd ? simd_block_rows(a.rows) : kBlockRows);
+    const std::int64_t unit = time_contiguous ? kTileRows : kBlockRows;
     const std::int64_t units = (a.rows + unit - 1) / unit;
     const std::int64_t by_work = std::max<std::int64_t>(1, a.rows * a.horizon / kElementsPerThread);
     const int threads = static_cast<int>(std::min<std::int64_t>({cpu_thread_count(), units, by_work}));
@@ -282,8 +271,6 @@ void run_standard(const standard_arrays& a, const standard_params& p) {
     const bool contiguous = a.rewards.cols <= 1 ||
         all_time_contiguous({&k.values, &k.rewards, &k.dones, &k.truncated, &k.importance, &k.advantages,
                              &k.returns});
-    k.simd = standard_simd_serves(k, contiguous);
-    k.stream = k.simd && standard_simd_streams(k, contiguous);
     run(k, contiguous);
 }
 
@@ -296,8 +283,7 @@ void puff_advantage_general_cpu(const puff_arrays& arrays, const puff_params& pa
         run_puff<float>(arrays, params);
 }
 
-void standard_estimate_cpu(const standard_arrays& arrays, const standard_params& params) {
-    if (is_family_kind(params.kind)) return family_estimate_cpu(arrays, params);
+void standard_general_cpu(const standard_arrays& arrays, const standard_params& params) {
     if (arrays.rewards.type == dtype::float64)
         run_standard<double>(arrays, params);
     else

@@ -1,7 +1,6 @@
-// Private to the CPU kernels of the standard conventions and the fused puff
-// advantage: the typed strided views they read through and the arguments of
-// one call, shared by the general kernels (conventions_cpu.cpp) and the
-// one-pass SIMD kernels (conventions_cpu_simd.cpp, conventions_cpu_simd_blocks.cpp).
+// Private to the CPU kernels: the typed strided views they read through, shared
+// by the engine (engine*.hpp) and the general kernels (conventions_cpu*.cpp), and
+// the arguments of one call of the general kernels.
 #pragma once
 
 #include <cstdint>
@@ -12,13 +11,13 @@
 
 namespace puffadv::detail {
 
-/// Rows per unit of thread work for the SIMD kernel on time-contiguous rows
+/// Rows per unit of thread work for the engine on time-contiguous rows
 /// (the general kernel takes 8): each unit ends with a store fence when the
 /// outputs are streamed, and units of 8 rows made 2 threads slower than one.
 constexpr int kSimdTileRows = 64;
 
 /// Outputs of at least this many bytes are streamed past the caches (see
-/// standard_simd_streams): they would not stay cached beside the inputs.
+/// engine::streams): they would not stay cached beside the inputs.
 constexpr std::int64_t kStreamingBytes = std::int64_t(1) << 24;
 
 /// Rows per unit of thread work on layouts whose steps are not adjacent
@@ -98,8 +97,6 @@ template <typename C>
 struct kernel_args {
     producer kind;
     bool pg;    // V-trace: the advantages output is the pg advantage
-    bool simd;    // the one-pass SIMD kernels serve this call (standard_simd_serves)
-    bool stream;  // ... and store the outputs past the caches (standard_simd_streams)
     std::int64_t rows, horizon;
     view values, rewards, dones, truncated, last_value, bootstrap, importance;  // dones: puff dones / terminated
     view advantages, returns, abs_sums, sums, square_sums;
@@ -114,26 +111,9 @@ struct bad_step {
     }
 };
 
-/// Whether the one-pass SIMD kernels serve a standard estimate: inputs and
-/// outputs of type C (float32 or float64), flags of that type or bool/uint8
-/// (terminated and truncated alike), and every [rows, horizon] array with its
-/// steps adjacent (`time_contiguous`) or its rows adjacent (otherwise).
-template <typename C>
-bool standard_simd_serves(const kernel_args<C>& a, bool time_contiguous);
-
-/// Whether the SIMD kernels should store the outputs past the caches: outputs
-/// too large to stay cached for whoever reads them next, whose rows (or time-
-/// major lines) start 16-byte aligned. Saves reading each output line before
-/// writing it: 65536x128 f32 time-major GAE, one thread, 6.0 -> 3.7 ms.
-template <typename C>
-bool standard_simd_streams(const kernel_args<C>& a, bool time_contiguous);
-
-/// The standard estimate of rows [first, first + count): time-contiguous rows
-/// one at a time; or, for row-adjacent layouts, the rows (a block of
-/// simd_block_rows) stepping back through time together.
-template <typename C>
-bad_step standard_simd_rows(const kernel_args<C>& a, std::int64_t first, int count);
-template <typename C>
-bad_step standard_simd_block(const kernel_args<C>& a, std::int64_t first, int count);
+/// The general (scratch-line) kernels of GAE, TD(lambda) and V-trace, for the
+/// calls the engine does not serve (advantage_cpu.cpp); the rest of the family
+/// goes to family_estimate_cpu.
+void standard_general_cpu(const standard_arrays& arrays, const standard_params& params);
 
 }  // namespace puffadv::detail

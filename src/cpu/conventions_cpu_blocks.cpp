@@ -1,7 +1,6 @@
 // Traversal 2 of the general CPU kernels (conventions_cpu.cpp): blocks of rows
 // of any layout stepping back through time, one line of rows per step, which
-// for time-major [T, B] data is contiguous memory, vectorised across rows. The
-// calls the one-pass SIMD kernels serve go to conventions_cpu_simd_blocks.cpp.
+// for time-major [T, B] data is contiguous memory, vectorised across rows.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -21,11 +20,6 @@ struct block_scratch {
 
 template <typename C>
 void block_rows(const kernel_args<C>& a, std::int64_t first, int n, data_error& error) {
-    if (a.simd) {
-        const bad_step bad = standard_simd_block(a, first, n);
-        if (bad.row >= 0) error.record(bad.row, bad.step);
-        return;
-    }
     static thread_local block_scratch<C> s;
     auto& in = s.in;
     const bool sum = wants_sums(a);

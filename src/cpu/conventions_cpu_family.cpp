@@ -6,8 +6,8 @@
 // Definitions: conventions.hpp and docs/conventions.md.
 //
 // The calls most code makes (float32/float64 data, flags of that type or
-// bool/uint8, [B, T] or [T, B]) take the one-pass SIMD kernels of
-// conventions_cpu_family_simd*.cpp (family_simd_serves). The rest take two
+// bool/uint8, [B, T] or [T, B]) take the CPU engine (advantage_cpu.cpp), and
+// n_step_returns' [T, B] windows n_step_windows_simd.cpp. The rest take two
 // general traversals over every dtype (lines converted into C scratch, or read
 // in place when they already are contiguous C), so that the arithmetic is plain
 // loops the compiler vectorises:
@@ -111,7 +111,7 @@ int block_rows_of(const family_args<C>& a) {
 
 // Asks for step t's contiguous lines of rows [first, first + n) ahead of their
 // use: the hardware prefetcher restarts at every page of every step's line
-// (see next_step_lines in conventions_cpu_simd_blocks.cpp).
+// (see next_step_lines in engine_traversals.hpp).
 template <typename C>
 void prefetch_step(const family_args<C>& a, std::int64_t first, std::int64_t t, int n) {
     for (const view* v : {&a.rewards, &a.values, &a.terminated, &a.next_values, &a.target, &a.behaviour}) {
@@ -366,14 +366,14 @@ void run_family(const standard_arrays& a, const standard_params& p) {
                   !outputs_share_page_lines({&k.advantages, &k.returns},
                                             {&k.rewards, &k.values, &k.terminated, &k.truncated, &k.next_values,
                                              &k.target, &k.behaviour, &k.greedy});
-    // The one-pass SIMD kernels serve the common calls: time-contiguous rows whole, row-adjacent
-    // blocks in whole vectors of rows (the rest of a block takes the general kernel).
-    const bool simd_rows = family_simd_serves(k, true);
-    const bool simd_blocks = !simd_rows && family_simd_serves(k, false);
-    k.simd_stream = (simd_rows || simd_blocks) && family_simd_streams(k, simd_rows);
+    // n_step_returns' SIMD windows serve row-adjacent float32/float64 blocks in whole vectors of
+    // rows (the rest of a block takes the general kernel). The other kinds reach this file only
+    // where the engine (advantage_cpu.cpp) does not serve them.
+    const bool simd_blocks = family_simd_serves(k, false);
+    k.simd_stream = simd_blocks && family_simd_streams(k, false);
     // The general kernels; the block path runs episodic_sum's forward scan backwards over
     // time-reversed views.
-    const bool along_time = simd_rows || family_tiles_serve(k);
+    const bool along_time = family_tiles_serve(k);
     family_args<C> general = k;
     if (general.kind == estimator::episodic_sum && !along_time)
         for (view* v : {&general.rewards, &general.terminated, &general.advantages, &general.returns})
@@ -389,20 +389,15 @@ void run_family(const standard_arrays& a, const standard_params& p) {
         if (bad.first.row >= 0) throw_both_set(bad.first);
         return;
     }
-    const std::int64_t unit = simd_rows ? kSimdTileRows : along_time ? kFamilyTileRows : block_rows_of(k);
+    const std::int64_t unit = along_time ? kFamilyTileRows : block_rows_of(k);
     const std::int64_t units = (k.rows + unit - 1) / unit;
     const std::int64_t by_work = std::max<std::int64_t>(1, k.rows * k.horizon / kElementsPerThread);
     const int threads = static_cast<int>(std::min<std::int64_t>({cpu_thread_count(), units, by_work}));
-    // Backward scans of time-contiguous rows take the mirror image of their units: a thread's rows
-    // are then one descending stream (conventions_cpu_simd.cpp).
-    const bool mirror = simd_rows && k.kind != estimator::episodic_sum;
     parallel_ranges(threads, units, [&](std::int64_t begin, std::int64_t end) {
         for (std::int64_t u = begin; u < end; ++u) {
             const std::int64_t first = u * unit;
             const int count = static_cast<int>(std::min<std::int64_t>(unit, k.rows - first));
-            if (simd_rows) {
-                bad.keep(family_simd_rows(k, mirror ? k.rows - first - count : first, count));
-            } else if (simd_blocks) {
+            if (simd_blocks) {
                 const int whole = count - count % family_simd_width<C>;
                 bad.keep(family_simd_block(k, first, whole));
                 if (whole < count) bad.keep(run_block(general, first + whole, count - whole));

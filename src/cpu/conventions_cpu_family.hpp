@@ -1,6 +1,5 @@
-// Private to the CPU kernels of the estimator family: one call's arguments, shared
-// by the general (scratch-line) kernels of conventions_cpu_family.cpp and the
-// one-pass SIMD kernels of conventions_cpu_family_simd*.cpp.
+// Private to the general kernels of the estimator family (conventions_cpu_family*.cpp)
+// and n_step_returns' SIMD windows (n_step_windows_simd.cpp): one call's arguments.
 #pragma once
 
 #include <cstdint>
@@ -23,35 +22,24 @@ struct family_args {
     std::int64_t n;
 };
 
-/// Whether the one-pass SIMD kernels serve a family call: discounted_returns,
-/// retrace (probabilities, not log-probabilities: no vector exp), q_lambda,
-/// episodic_sum, and n_step_returns on row-adjacent data, on inputs and outputs
-/// of type C (float32 or float64), flags of that type or bool/uint8
-/// (terminated, truncated and greedy alike), every [rows, horizon] array with
-/// its steps adjacent (`time_contiguous`, and a horizon that is a multiple of
-/// the vector width) or its rows adjacent (and at least a vector of rows).
+/// Whether n_step_returns' SIMD windows (n_step_windows_simd.cpp) serve a call:
+/// row-adjacent float32/float64 data (flags of that type or bool/uint8), windows
+/// of at most kFamilySimdWindow steps, at least a vector of rows.
 template <typename C>
 bool family_simd_serves(const family_args<C>& a, bool time_contiguous);
 
-/// Whether those kernels may stream the outputs (a.streaming, and every vector
-/// they store 16-byte aligned).
+/// Whether they may stream the outputs (a.streaming, and every vector 16-byte aligned).
 template <typename C>
 bool family_simd_streams(const family_args<C>& a, bool time_contiguous);
 
 /// n_step_returns' longest window the SIMD kernel serves (the general one's own limit).
 constexpr std::int64_t kFamilySimdWindow = 64;
 
-/// Lanes of the SIMD kernels: rows of a block are handed to them in multiples of it.
+/// Rows per vector of the SIMD windows: blocks are handed to them in multiples of it.
 template <typename C>
 constexpr int family_simd_width = 32 / sizeof(C);
 
-/// Rows [first, first + count) of time-contiguous data, each along its steps
-/// (backwards; episodic_sum forwards), rows in descending order (episodic_sum:
-/// ascending), so each array is read as one stream.
-template <typename C>
-bad_step family_simd_rows(const family_args<C>& a, std::int64_t first, int count);
-
-/// Rows [first, first + count) of row-adjacent data stepping through time
+/// Rows [first, first + count) of row-adjacent data stepping back through time
 /// together, family_simd_width<C> rows per vector; count is a multiple of it.
 template <typename C>
 bad_step family_simd_block(const family_args<C>& a, std::int64_t first, int count);

@@ -1,8 +1,8 @@
 // General CPU kernels of the estimator family for time-contiguous rows ([B, T]),
 // beside the row-block traversal of conventions_cpu_family.cpp (which holds the
 // overview): tiles of 8 rows with chunks of steps, and n_step_returns' long
-// windows in one O(T) pass per row. Float32/float64 calls that the one-pass SIMD
-// kernels serve (conventions_cpu_family_simd.cpp) do not come here.
+// windows in one O(T) pass per row. Float32/float64 calls that the CPU engine
+// serves (advantage_cpu.cpp) do not come here.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>

@@ -1,0 +1,282 @@
+// The CPU engine's vocabulary: one call's arrays, and the lanes a traversal
+// hands to an estimator.
+//
+// Every estimator is one first-order scan S_t = delta_t + k_t S_{t+1} (or, run
+// forwards, S_t = delta_t + k_t S_{t-1}) with a producer and an epilogue:
+//   - the producer makes (delta_t, k_t) from one group of lanes' inputs, which
+//     it loads through the lanes: values(view, dt, fill), flags<F>(view, dt);
+//     dt = +1 reads the later step (V_{t+1}, PufferLib's rewards at t+1), -1
+//     the earlier one, and a step outside the row reads `fill`;
+//   - the epilogue makes the outputs (advantages, returns) from the scanned S_t
+//     and S_{t+1}.
+// A traversal (engine_traversals.hpp) decides what a group of lanes is and
+// knows no estimator; an estimator (estimators_*.hpp) is written once against
+// the lanes' interface and knows no traversal. Two kinds of lanes:
+//   - time_lanes: W steps t .. t+W-1 of one row (time-contiguous rows, [B, T]);
+//   - row_lanes: step t of W rows r .. r+W-1 (row-adjacent data, [T, B]).
+// kEdge lanes are the rare groups that reach past the row's first or last step
+// (or past the block's last row): their loads check every lane; the others
+// are plain vector loads.
+#pragma once
+
+#include <cstdint>
+#include <mutex>
+
+#include "cpu/conventions_cpu.hpp"
+#include "cpu/cpu_scan.hpp"
+
+#if defined(__GNUC__)  // the vectors never cross a non-inlined call by value (cpu_scan.hpp)
+#pragma GCC diagnostic ignored "-Wpsabi"
+#endif
+
+namespace puffadv::detail::engine {
+
+template <typename C>
+using V = simd::vec<C>;
+template <typename C>
+using M = simd::mask<C>;
+template <typename C>
+constexpr int W = simd::lanes<C>::width;
+
+/// One call's arrays, by their part in the scan; absent ones are !present.
+struct arrays {
+    std::int64_t rows = 0, horizon = 0;
+    view rewards, values, terminated, truncated, last_value, bootstrap, importance;
+    view next_values, target, behaviour, greedy;
+    view advantages, returns, abs_sums, sums, square_sums;
+    bool stream = false;  // outputs stored past the caches (engine_serves.cpp: streams)
+};
+
+/// Flags of one byte (bool, uint8) rather than of the floats' type.
+inline bool byte_flags(dtype t) { return t == dtype::uint8 || t == dtype::boolean; }
+
+/// The outputs an epilogue gives for a group of lanes.
+template <typename C>
+struct outputs {
+    V<C> advantages, returns;
+};
+
+/// The [rows, horizon] arrays the lanes load along, by slot (the order of kLineViews).
+enum class slot : int {
+    rewards, values, terminated, truncated, importance, next_values, target, behaviour, greedy,
+    advantages, returns
+};
+constexpr int kSlots = 11;
+constexpr view arrays::*kLineViews[kSlots] = {
+    &arrays::rewards, &arrays::values,     &arrays::terminated, &arrays::truncated,
+    &arrays::importance, &arrays::next_values, &arrays::target, &arrays::behaviour,
+    &arrays::greedy, &arrays::advantages, &arrays::returns};
+
+/// Each slot's address at one (row, step) of the traversal, null where absent.
+/// A local of the traversal, copied per row (or step): the lanes read their
+/// addresses from it, not from the call's views, which every vector store
+/// (may_alias) would make the compiler load again.
+struct lines {
+    const char* at[kSlots];
+    std::int64_t step_bytes[kSlots];  // from one step to the next
+    std::int64_t size[kSlots];
+    lines(const arrays& a, std::int64_t row, std::int64_t t) {
+        for (int k = 0; k < kSlots; ++k) {
+            const view& v = a.*kLineViews[k];
+            at[k] = v.present ? static_cast<const char*>(v.at(row, t)) : nullptr;
+            step_bytes[k] = v.col_stride * v.size;
+            size[k] = v.size;
+        }
+    }
+};
+
+/// A mask from a per-lane predicate (edge groups only: a scalar loop).
+template <typename C, typename Pred>
+PUFF_SIMD_INLINE M<C> mask_of(Pred pred) {
+    M<C> m{};
+    for (int i = 0; i < W<C>; ++i) m[i] = pred(i) ? -1 : 0;
+    return m;
+}
+
+/// W steps t .. t+W-1 of one row (every [rows, horizon] array has col_stride 1,
+/// or the row has at most one step). `row_lines`: the row's step 0.
+template <typename C, bool kEdge>
+struct time_lanes {
+    const arrays& a;
+    const lines& row_lines;
+    std::int64_t row, t, horizon;
+    bool stream;
+    bad_step& bad;
+
+    bool present(slot k) const { return row_lines.at[int(k)] != nullptr; }
+    std::int64_t row_of(int) const { return row; }
+    std::int64_t step_of(int i) const { return t + i; }
+    bool inside(std::int64_t s) const { return s >= 0 && s < horizon; }
+    /// The lanes that hold a step of the row.
+    PUFF_SIMD_INLINE M<C> valid() const {
+        if constexpr (!kEdge) return M<C>{} == M<C>{};
+        else return mask_of<C>([&](int i) { return inside(t + i); });
+    }
+    /// The lanes that hold the row's last step.
+    PUFF_SIMD_INLINE M<C> last_step() const {
+        if constexpr (!kEdge) return M<C>{};
+        else return mask_of<C>([&](int i) { return t + i == horizon - 1; });
+    }
+    /// fill(row) in the lanes that hold the row's last step, 0 elsewhere.
+    template <typename Fill>
+    PUFF_SIMD_INLINE V<C> at_last_step(Fill fill) const {
+        if constexpr (!kEdge) return V<C>{};
+        else return simd::zero_where<C>(~last_step(), simd::splat<C>(fill(row)));
+    }
+    template <typename T>
+    const T* at(slot k, std::int64_t s) const {
+        return reinterpret_cast<const T*>(row_lines.at[int(k)] + s * std::int64_t(sizeof(T)));
+    }
+    /// Each lane's value at its step + dt; fill(row) outside the row.
+    template <typename Fill>
+    PUFF_SIMD_INLINE V<C> values(slot k, int dt, Fill fill) const {
+        const std::int64_t s = t + dt;
+        if constexpr (kEdge) {
+            if (s < 0 || s + W<C> > horizon) {
+                if (dt == 1 && s + W<C> == horizon + 1 && t >= 0)  // the last lane is past the end
+                    return simd::shift_in<C>(simd::load<C>(at<C>(k, t)), simd::splat<C>(fill(row)));
+                alignas(32) C x[W<C>];
+                const C outside = fill(row);
+                for (int i = 0; i < W<C>; ++i) x[i] = inside(s + i) ? *at<C>(k, s + i) : outside;
+                return simd::load<C>(x);
+            }
+        }
+        return simd::load<C>(at<C>(k, s));
+    }
+    /// The lanes whose flag at step + dt is set (non-zero); none outside the row.
+    template <typename F>
+    PUFF_SIMD_INLINE M<C> flags(slot k, int dt) const {
+        const std::int64_t s = t + dt;
+        if constexpr (kEdge) {
+            if (s < 0 || s + W<C> > horizon) {
+                F x[W<C>] = {};
+                for (int i = 0; i < W<C>; ++i)
+                    if (inside(s + i)) x[i] = *at<F>(k, s + i);
+                return simd::set_lanes<C>(x);
+            }
+        }
+        return simd::set_lanes<C>(at<F>(k, s));
+    }
+    PUFF_SIMD_INLINE void store(slot k, V<C> x) const {
+        if (!present(k)) return;
+        C* p = const_cast<C*>(at<C>(k, t));
+        if (kEdge && (t < 0 || t + W<C> > horizon)) {
+            for (int i = 0; i < W<C>; ++i)
+                if (inside(t + i)) p[i] = x[i];
+        } else if (stream) {
+            simd::stream<C>(p, x);
+        } else {
+            simd::store<C>(p, x);
+        }
+    }
+};
+
+/// Step t of rows row .. row+W-1 (every [rows, horizon] array has row_stride 1,
+/// or one row); kEdge: only the first n rows are the block's. `step_lines`:
+/// step t at the block's first row, `offset` rows before this group's.
+template <typename C, bool kEdge>
+struct row_lanes {
+    const arrays& a;
+    const lines& step_lines;
+    std::int64_t row, t, horizon;
+    int offset, n;
+    bool stream;
+    bad_step& bad;
+
+    bool present(slot k) const { return step_lines.at[int(k)] != nullptr; }
+    std::int64_t row_of(int i) const { return row + i; }
+    std::int64_t step_of(int) const { return t; }
+    bool inside(std::int64_t s) const { return s >= 0 && s < horizon; }
+    PUFF_SIMD_INLINE M<C> valid() const {
+        if constexpr (!kEdge) return M<C>{} == M<C>{};
+        else return mask_of<C>([&](int i) { return i < n; });
+    }
+    PUFF_SIMD_INLINE M<C> last_step() const {
+        return t == horizon - 1 ? M<C>{} == M<C>{} : M<C>{};
+    }
+    int lanes() const { return kEdge ? n : W<C>; }
+    template <typename Fill>
+    PUFF_SIMD_INLINE V<C> at_last_step(Fill fill) const {
+        if (t != horizon - 1) return V<C>{};
+        alignas(32) C x[W<C>] = {};
+        for (int i = 0; i < lanes(); ++i) x[i] = fill(row + i);
+        return simd::load<C>(x);
+    }
+    template <typename T>
+    const T* at(slot k, int dt) const {
+        return reinterpret_cast<const T*>(step_lines.at[int(k)] + dt * step_lines.step_bytes[int(k)]) + offset;
+    }
+    // Step t itself is always inside (dt = 0 is known after inlining: no test).
+    bool shifted_inside(int dt) const { return dt == 0 || inside(t + dt); }
+    template <typename Fill>
+    PUFF_SIMD_INLINE V<C> values(slot k, int dt, Fill fill) const {
+        if (kEdge || !shifted_inside(dt)) {
+            alignas(32) C x[W<C>] = {};
+            for (int i = 0; i < lanes(); ++i) x[i] = shifted_inside(dt) ? at<C>(k, dt)[i] : fill(row + i);
+            return simd::load<C>(x);
+        }
+        return simd::load<C>(at<C>(k, dt));
+    }
+    template <typename F>
+    PUFF_SIMD_INLINE M<C> flags(slot k, int dt) const {
+        if (!shifted_inside(dt)) return M<C>{};
+        if constexpr (kEdge) {
+            F x[W<C>] = {};
+            for (int i = 0; i < n; ++i) x[i] = at<F>(k, dt)[i];
+            return simd::set_lanes<C>(x);
+        }
+        return simd::set_lanes<C>(at<F>(k, dt));
+    }
+    PUFF_SIMD_INLINE void store(slot k, V<C> x) const {
+        if (!present(k)) return;
+        C* p = const_cast<C*>(at<C>(k, 0));
+        if constexpr (kEdge) {
+            for (int i = 0; i < n; ++i) p[i] = x[i];
+        } else if (stream) {
+            simd::stream<C>(p, x);
+        } else {
+            simd::store<C>(p, x);
+        }
+    }
+};
+
+/// A scalar of type C at (row, t) of a float view of type C.
+template <typename C>
+inline C element(const view& v, std::int64_t row, std::int64_t t) {
+    return *static_cast<const C*>(v.at(row, t));
+}
+
+/// `next` with bootstrap_values at the lanes whose `truncated` is set; a lane
+/// both truncated and `terminated` is kept in lanes.bad (an error the caller
+/// reports). Out of line in effect (rare): a scalar loop over the lanes.
+template <typename C, typename Lanes>
+PUFF_SIMD_INLINE V<C> bootstrap_truncated(const Lanes& lanes, V<C> next, M<C> truncated, M<C> terminated) {
+    alignas(32) C x[W<C>];
+    simd::store<C>(x, next);
+    for (int i = 0; i < W<C>; ++i) {
+        if (!truncated[i]) continue;
+        x[i] = element<C>(lanes.a.bootstrap, lanes.row_of(i), lanes.step_of(i));
+        if (terminated[i]) lanes.bad.keep_first(lanes.row_of(i), lanes.step_of(i));
+    }
+    return simd::load<C>(x);
+}
+
+/// The lanes both terminated and truncated, into lanes.bad.
+template <typename C, typename Lanes>
+PUFF_SIMD_INLINE void keep_both_set(const Lanes& lanes, M<C> both) {
+    for (int i = 0; i < W<C>; ++i)
+        if (both[i]) lanes.bad.keep_first(lanes.row_of(i), lanes.step_of(i));
+}
+
+/// The first bad step across threads.
+struct shared_bad_step {
+    bad_step first;
+    std::mutex lock;
+    void keep(const bad_step& b) {
+        if (b.row < 0) return;
+        std::lock_guard<std::mutex> guard(lock);
+        first.keep_first(b.row, b.step);
+    }
+};
+
+}  // namespace puffadv::detail::engine

@@ -1,0 +1,157 @@
+// Producers and epilogues of the rest of the estimator family for the CPU
+// engine (engine.hpp): discounted returns, Retrace, Q(lambda) and episodic
+// sums, each one scan S_t = delta_t + k_t S_{t+1} (episodic_sum: forwards,
+// S_t from S_{t-1}). Definitions: conventions.hpp and docs/conventions.md.
+// Flags are masks, "0 where f" is zero_where (a NaN is dropped too):
+//   discounted_returns  delta = r + gamma B (0 where terminated)        k = gamma (0 where done)
+//                       B: 0, the end value at the last step, bootstrap_values where truncated
+//   retrace (Delta)     delta = r + gamma nv (0 where terminated) - q  k = gamma c_{t+1} (0 where done)
+//                       c_t = lambda min(c_clip, pi_t / mu_t); c_T = 0; returns S + q
+//   q_lambda (G)        delta = r + (done ? gamma nv (0 where terminated) : gamma (1 - lambda_t) nv)
+//                       k = gamma lambda_t (0 where done), lambda_t = lambda greedy_{t+1};
+//                       the row's last step is done (the trace is cut); advantages G - q
+//   episodic_sum        delta = x                                      k = gamma lambda (0 where reset)
+//                       reset_t = dones_{t-1} (none before step 0), or dones_t (reset_at_start);
+//                       seeded with last_value
+// n_step_returns is no first-order scan: its windows keep their own traversals
+// (conventions_cpu_family*.cpp).
+#pragma once
+
+#include <cstdint>
+
+#include "cpu/engine.hpp"
+#include "cpu/estimators_advantage.hpp"  // prefetch_bootstraps
+
+namespace puffadv::detail::engine {
+
+template <typename C>
+struct family_scalars {
+    C gamma, lambda, c_clip;
+};
+
+template <typename C>
+struct family_base {
+    using scalar = C;
+    const arrays& a;
+    V<C> one, gamma, lambda, gamma_lambda, c_clip;
+    family_base(const arrays& arrays_, const family_scalars<C>& s)
+        : a(arrays_), one(simd::splat<C>(C(1))), gamma(simd::splat<C>(s.gamma)), lambda(simd::splat<C>(s.lambda)),
+          gamma_lambda(simd::splat<C>(s.gamma * s.lambda)), c_clip(simd::splat<C>(s.c_clip)) {}
+    static C zero(std::int64_t) { return C(0); }
+};
+
+template <typename C, typename F>
+struct discounted_producer : family_base<C> {
+    using family_base<C>::family_base;
+    using family_base<C>::a;
+    static constexpr bool kForward = false;
+    struct step {
+        V<C> delta, decay;
+    };
+    C seed(std::int64_t) const { return C(0); }
+    void prefetch_row(std::int64_t row) const { prefetch_bootstraps<C, F>(a, row); }
+    // The value after the row's last step: last_value, bootstrap_values[T-1], or 0.
+    C value_after_end(std::int64_t row) const {
+        if (a.last_value.present) return element<C>(a.last_value, row, 0);
+        if (a.bootstrap.present) return element<C>(a.bootstrap, row, a.horizon - 1);
+        return C(0);
+    }
+    template <typename Lanes>
+    PUFF_SIMD_INLINE step produce(const Lanes& in) const {
+        V<C> boot = in.at_last_step([this](std::int64_t row) { return value_after_end(row); });
+        const M<C> terminated = in.template flags<F>(slot::terminated, 0);
+        M<C> done = terminated;
+        if (in.present(slot::truncated)) {
+            const M<C> truncated = in.template flags<F>(slot::truncated, 0);
+            if (simd::any_lane<C>(truncated)) {
+                boot = bootstrap_truncated<C>(in, boot, truncated, terminated);
+                done |= truncated;
+            }
+        }
+        return {in.values(slot::rewards, 0, this->zero) + simd::zero_where<C>(terminated, this->gamma * boot),
+                simd::zero_where<C>(done, this->gamma)};
+    }
+    template <typename Lanes>
+    PUFF_SIMD_INLINE outputs<C> finish(const Lanes&, const step&, V<C> s, V<C>) const {
+        return {s, s};
+    }
+};
+
+// Retrace (probabilities; log-probabilities take the general kernel: no vector exp)
+// and Q(lambda) (kQ) read next_values and, at truncations, only report a step both set.
+template <typename C, typename F, bool kQ>
+struct action_value_producer : family_base<C> {
+    using family_base<C>::family_base;
+    using family_base<C>::a;
+    static constexpr bool kForward = false;
+    bool q_read = true;  // Q(lambda) reads q only for A = G - q (stored or summed)
+    struct step {
+        V<C> delta, decay, q;
+    };
+    C seed(std::int64_t) const { return C(0); }
+    void prefetch_row(std::int64_t) const {}
+    template <typename Lanes>
+    PUFF_SIMD_INLINE step produce(const Lanes& in) const {
+        const V<C> r = in.values(slot::rewards, 0, this->zero);
+        const V<C> next = in.values(slot::next_values, 0, this->zero);
+        const M<C> terminated = in.template flags<F>(slot::terminated, 0);
+        M<C> done = terminated;
+        if (in.present(slot::truncated)) {
+            const M<C> truncated = in.template flags<F>(slot::truncated, 0);
+            if (simd::any_lane<C>(truncated)) {
+                if (simd::any_lane<C>(truncated & terminated)) keep_both_set<C>(in, truncated & terminated);
+                done |= truncated;
+            }
+        }
+        step s;
+        s.q = q_read ? in.values(slot::values, 0, this->zero) : V<C>{};
+        const V<C> stop = simd::zero_where<C>(terminated, this->gamma * next);
+        if constexpr (kQ) {
+            const V<C> greedy_later = in.present(slot::greedy)
+                                          ? simd::zero_where<C>(~in.template flags<F>(slot::greedy, 1), this->one)
+                                          : this->one;
+            const V<C> lambda_t = this->lambda * greedy_later;
+            done |= in.last_step();  // the trace is cut past the row's end
+            const V<C> go = this->gamma * ((this->one - lambda_t) * next);
+            s.delta = r + simd::zero_where<C>(~done, stop) + simd::zero_where<C>(done, go);
+            s.decay = simd::zero_where<C>(done, this->gamma * lambda_t);
+        } else {
+            // c_{t+1} (c_T = 0: target 0 over behaviour 1 past the row); a NaN ratio gives the clip.
+            const V<C> later = this->lambda * simd::clip<C>(in.values(slot::target, 1, this->zero) /
+                                                                in.values(slot::behaviour, 1, [](std::int64_t) { return C(1); }),
+                                                            this->c_clip);
+            s.delta = r + stop - s.q;
+            s.decay = simd::zero_where<C>(done, this->gamma * later);
+        }
+        return s;
+    }
+    template <typename Lanes>
+    PUFF_SIMD_INLINE outputs<C> finish(const Lanes&, const step& st, V<C> s, V<C>) const {
+        if constexpr (kQ) return {q_read ? s - st.q : s, s};
+        else return {s, s + st.q};
+    }
+};
+
+template <typename C, typename F>
+struct episodic_producer : family_base<C> {
+    using family_base<C>::family_base;
+    using family_base<C>::a;
+    static constexpr bool kForward = true;
+    bool reset_at_start = false;
+    struct step {
+        V<C> delta, decay;
+    };
+    C seed(std::int64_t row) const { return a.last_value.present ? element<C>(a.last_value, row, 0) : C(0); }
+    void prefetch_row(std::int64_t) const {}
+    template <typename Lanes>
+    PUFF_SIMD_INLINE step produce(const Lanes& in) const {
+        const M<C> reset = in.template flags<F>(slot::terminated, reset_at_start ? 0 : -1);
+        return {in.values(slot::rewards, 0, this->zero), simd::zero_where<C>(reset, this->gamma_lambda)};
+    }
+    template <typename Lanes>
+    PUFF_SIMD_INLINE outputs<C> finish(const Lanes&, const step&, V<C> s, V<C>) const {
+        return {s, s};
+    }
+};
+
+}  // namespace puffadv::detail::engine
