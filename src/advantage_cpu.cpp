@@ -131,6 +131,14 @@ runner engine_runner(const engine::arrays& a, const standard_params& p) {
     return nullptr;
 }
 
+// The puff advantage's calls that the general kernel serves (fused outputs, 16-bit
+// floats, flag-typed dones, outputs of another dtype): the engine's puff producer
+// reads dones arithmetically as the inputs' float type.
+bool puff_needs_general_kernel(const puff_arrays& a) noexcept {
+    const dtype t = a.values.type;
+    return a.fused.any() || is_reduced(t) || a.dones.type != t || a.advantages.type != t;
+}
+
 }  // namespace
 
 void estimate_cpu(const standard_arrays& arrays, const standard_params& params) {
@@ -148,14 +156,6 @@ void estimate_cpu(const standard_arrays& arrays, const standard_params& params) 
         return puff_advantage_general_cpu(as_puff_arrays(arrays), as_puff_params(params));
     if (is_family_kind(params.kind)) return family_estimate_cpu(arrays, params);
     standard_general_cpu(arrays, params);
-}
-
-// The older internal entries the core still calls: the one call, under other names.
-void standard_estimate_cpu(const standard_arrays& arrays, const standard_params& params) {
-    estimate_cpu(arrays, params);
-}
-void puff_advantage_cpu(const puff_arrays& arrays, const puff_params& params) {
-    estimate_cpu(as_standard_call(arrays), as_standard_params(params));
 }
 
 }  // namespace puffadv::detail

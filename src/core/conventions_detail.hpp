@@ -43,16 +43,8 @@ argument_problem check_fused_outputs(const fused_outputs& fused, const matrix& r
 /// The message for a time_axis that is none of 0, -2, 1, -1 (`got`: as the caller wrote it).
 std::string time_axis_message(const char* name, const std::string& got);
 
-/// TEMPORARY, for the routers onto today's kernels (src/cpu/estimate_cpu.cpp,
-/// src/advantage_cuda.cu, src/advantage_hip.cpp) only; the core no longer routes
-/// on it. The puff advantage takes the general kernel (conventions_cpu.cpp) when
-/// the fast float path of advantage_cpu.cpp cannot serve it. Defined in
-/// core/puff_routing.cpp: delete both when the routers are gone.
-bool puff_needs_general_kernel(const puff_arrays& arrays) noexcept;
-
 /// CPU kernels (conventions_cpu.cpp); arguments arrive checked.
 void puff_advantage_general_cpu(const puff_arrays& arrays, const puff_params& params);
-void standard_estimate_cpu(const standard_arrays& arrays, const standard_params& params);
 /// The kinds past gae / td_lambda / vtrace (conventions_cpu_family.cpp).
 bool is_family_kind(estimator kind) noexcept;
 void family_estimate_cpu(const standard_arrays& arrays, const standard_params& params);

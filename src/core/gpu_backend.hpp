@@ -22,7 +22,5 @@ void hip_synchronize(int device);
 /// so that the Python layer (and the torch ops) can fall back to the CPU.
 void require_gpu_backend(const device& d);
 
-/// CPU implementation (advantage_cpu.cpp): any strides, float32 or float64.
-void puff_advantage_cpu(const puff_arrays& arrays, const puff_params& params);
 
 }  // namespace puffadv::detail

@@ -438,7 +438,9 @@ def test_ctrl_c_during_a_call_comes_after_it(monkeypatch):
     def interrupt_once_writing():  # the call has begun once its output changes
         while np.isnan(out[:, 0]).all() and not started.is_set():
             time.sleep(0.0002)
-        os.kill(os.getpid(), signal.SIGINT)
+        # To the main thread: a process-directed SIGINT may land on this thread, and then
+        # the main thread's sleep below is not cut short (seen under load in CI runs).
+        signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)
 
     sender = threading.Thread(target=interrupt_once_writing)
     sender.start()
