@@ -76,9 +76,10 @@ EOF
 # graphs over the same operators), test_sharding (JAX sharding over the same
 # handlers; the slowest file, ~90 s unsanitized), test_peers (rlax / TorchRL /
 # SB3 agreement: other libraries' code), test_distributed and
-# test_pufferlib_compat (subprocesses without the preloaded runtime's setup),
-# test_packaging and test_troubleshooting (metadata, docs and CMake configure
-# runs), test_torch_versions (its own venv) and the GPU files (no GPU here).
+# test_pufferlib_compat (torchrun ranks and import hooks in subprocesses, calling
+# the kernels above), test_packaging and test_troubleshooting (metadata, docs and
+# CMake configure runs), test_torch_versions (its own venv) and the GPU files (no
+# GPU here).
 default_selection="test_puff.py test_conventions.py test_family.py test_nonfinite.py test_fuzz.py
   test_bad_input.py test_family_errors.py test_dlpack.py test_call_path.py test_dispatch.py
   test_fallback.py test_torch_ops.py test_torch_conventions.py test_family_torch.py test_jax.py
