@@ -18,7 +18,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 started=$SECONDS
 second_torch="${PUFF_SECOND_TORCH:-2.14.1}"
-cache="${PUFF_CI_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/puffadv-ci}"
+cache="${PUFF_CI_CACHE:-${XDG_CACHE_HOME:-${HOME:-/tmp}/.cache}/puffadv-ci}"
 venv="${cache}/torch-${second_torch}-venv"
 if [ -x "${venv}/bin/python" ] && ! "${venv}/bin/python" -c "import torch, numpy, pytest" >/dev/null 2>&1; then
   echo "${venv}: broken (torch, numpy or pytest does not import); making it anew"
