@@ -7,5 +7,7 @@ fi
 # shellcheck disable=SC1091
 source "${PUFF_VENV}/bin/activate"
 python -m pip install -q --upgrade pip
-python -m pip install -q -r requirements-test.txt
+# --no-compile: byte-compiling torch, jax and the rest at install costs minutes on
+# 2 cores; Python compiles (and caches) what the tests import, when they import it.
+python -m pip install -q --no-compile -r requirements-test.txt
 export PIP_DISABLE_PIP_VERSION_CHECK=1

@@ -1,5 +1,5 @@
 """A short run of every kernel of the conventions, for compute-sanitizer
-(scripts/gpu/kernels_session.sh): each layout the host can pick (float32 with
+(scripts/gpu/validate.sh, stage sanitize): each layout the host can pick (float32 with
 8 and 4 steps per thread, V-trace, truncations, split rows, bfloat16, the
 generic and the strided kernels, the puff advantage), each compared with the
 CPU backend on the same inputs. Exits non-zero on a mismatch.

@@ -9,10 +9,9 @@
 # function and every C++ exception aborts. detect_leaks=0 because CPython
 # leaks by design; PYTHONMALLOC=malloc so Python objects go through ASan too.
 #
-# Cost on a 2-core machine (2026-11-30): C++ build + ctest ~20 s, module build ~1 min,
-# pytest ~2 min (all of tests/python; GPU tests skip; the fuzz at 300 cases per
-# function): about 3.5 min from a fresh build dir.
-# PUFF_SANITIZE_PYTEST="..." narrows the pytest selection.
+# pytest runs the files below, with two workers (pytest-xdist), and
+# test_concurrency.py after them on its own (see 10-python.sh for why).
+# PUFF_SANITIZE_PYTEST="..." replaces the selection (e.g. tests/python: all of it).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 root="$(realpath -m "${PUFF_SANITIZE_BUILD_DIR:-build/sanitize}")"
@@ -59,7 +58,37 @@ assert puffadv.backend()["sanitizers"], "the module was not built with sanitizer
 print("sanitized module:", puffadv.__file__)
 EOF
 
-# test_gpu.py needs a GPU (skips here); everything else runs.
-selection=(${PUFF_SANITIZE_PYTEST:-tests/python})
-python -m pytest -q -p no:cacheprovider "${selection[@]}"
+# The selection: every CPU kernel and every binding, each reached through each
+# layer that calls it, so that all of the sanitized native code runs:
+#   kernels  test_puff (the puff advantage), test_conventions (GAE, V-trace,
+#            TD(lambda): both layouts, every dtype, threaded tiles and blocks,
+#            streamed large outputs), test_family (the six family estimators),
+#            test_nonfinite (NaN/inf through every kernel), test_fuzz (hostile
+#            shapes, strides and values into every function);
+#   nanobind test_bad_input, test_family_errors (every refused argument and its
+#            message), test_dlpack, test_call_path (DLPack producers, capsules,
+#            the C exchange API), test_dispatch, test_fallback;
+#   torch    test_torch_ops, test_torch_conventions, test_family_torch (every
+#            operator, opcheck, fake kernels, torch.compile of each);
+#   JAX      test_jax, test_family_jax (every XLA FFI handler under jit and vmap);
+#   threads  test_concurrency (the pool, fork, signals: use-after-free probes).
+# Left to 10-python.sh, which runs them unsanitized: test_compile (torch.compile
+# graphs over the same operators), test_sharding (JAX sharding over the same
+# handlers; the slowest file, ~90 s unsanitized), test_peers (rlax / TorchRL /
+# SB3 agreement: other libraries' code), test_distributed and
+# test_pufferlib_compat (torchrun ranks and import hooks in subprocesses, calling
+# the kernels above), test_packaging and test_troubleshooting (metadata, docs and
+# CMake configure runs), test_torch_versions (its own venv) and the GPU files (no
+# GPU here).
+default_selection="test_puff.py test_conventions.py test_family.py test_nonfinite.py test_fuzz.py
+  test_bad_input.py test_family_errors.py test_dlpack.py test_call_path.py test_dispatch.py
+  test_fallback.py test_torch_ops.py test_torch_conventions.py test_family_torch.py test_jax.py
+  test_family_jax.py"
+if [ -n "${PUFF_SANITIZE_PYTEST:-}" ]; then
+  python -m pytest -q -p no:cacheprovider ${PUFF_SANITIZE_PYTEST}
+else
+  read -r -a selection <<< "$(echo ${default_selection})"
+  python -m pytest -q -p no:cacheprovider -n "${PUFF_PYTEST_WORKERS:-2}" "${selection[@]/#/tests/python/}"
+  python -m pytest -q -p no:cacheprovider tests/python/test_concurrency.py
+fi
 echo "sanitizer step: $((SECONDS - started)) s"

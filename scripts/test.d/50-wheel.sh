@@ -77,7 +77,8 @@ lap "repair + checks"
 echo "--- a fresh virtual environment with the repaired wheel"
 python -m venv "${work}/venv"
 venv_python="${work}/venv/bin/python"
-"${venv_python}" -m pip install -q --disable-pip-version-check "${repaired}[test]" \
+# --no-compile: byte-compiling torch's files costs ~45 s here; imports compile what they use.
+"${venv_python}" -m pip install -q --no-compile --disable-pip-version-check "${repaired}[test]" \
   "$(grep -E '^torch==' requirements-test.txt)"
 lap "venv + install"
 cd "${work}"  # outside the checkout: nothing can import python/puffadv by accident

@@ -84,6 +84,21 @@ def target(request):
 SESSION_SEED = int(os.environ.get("PUFFADV_TEST_SEED") or secrets.randbits(32))
 
 
+# Under pytest-xdist (CI runs `pytest -n 2`) each worker imports this file and would
+# draw its own session seed; the controller hands its seed to every worker, so one
+# run has one seed and the header's replay line holds for every test.
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node):
+    node.workerinput["puffadv_session_seed"] = SESSION_SEED
+
+
+def pytest_configure(config):
+    global SESSION_SEED
+    seed = getattr(config, "workerinput", {}).get("puffadv_session_seed")
+    if seed is not None:
+        SESSION_SEED = seed
+
+
 def pytest_report_header(config):
     return f"puffadv rng fixture: session seed {SESSION_SEED} (replay with PUFFADV_TEST_SEED={SESSION_SEED})"
 

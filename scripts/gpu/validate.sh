@@ -1,0 +1,242 @@
+#!/usr/bin/env bash
+# The GPU validation of a tree, on the device machine (one H200): build, the whole
+# suite on CUDA, compute-sanitizer memcheck and racecheck over every kernel, and
+# the benchmark grids beside rl-triton, optionally against an earlier commit's
+# build measured in the same call (issue 28's speed check: every cell within 3 %).
+#
+# Here, once (copies rl-triton into the checkout and, with a commit, exports that
+# commit's tree; both land in .gpu/, which git ignores and `carry` sends):
+#   bash scripts/gpu/validate.sh prepare [BEFORE_COMMIT]
+# There, from the checkout's root (device tool: carry [".gpu"]):
+#   [STAGES=build,tests,sanitize,bench] [WHEEL=...] [BEFORE=.gpu/before | BEFORE_WHEEL=...] \
+#     bash scripts/gpu/validate.sh
+#
+# Stages (STAGES, comma-separated, in this order whatever the order given):
+#   build     the wheel of this tree for sm_90 with the torch operators and the JAX
+#             handlers, and, when BEFORE names a tree (default .gpu/before if it
+#             exists), the same of that tree, side by side. Both wheels come back
+#             under $OUT/wheel-after/ and $OUT/wheel-before/: copy them into
+#             .gpu/wheels/ and pass WHEEL / BEFORE_WHEEL to a later call, which
+#             then skips the build (the device allows 10 minutes a call).
+#   tests     the whole Python suite on every target the machine has (numpy, torch
+#             CPU and CUDA, CuPy), pytest -n 6 by file; the JAX files after it.
+#   sanitize  beside the tests: compute-sanitizer memcheck and racecheck, side by
+#             side, over scripts/gpu/kernel_workload.py (every layout the host
+#             picks for GAE, TD(lambda), V-trace and the puff advantage, against
+#             the CPU), test_gpu.py's and test_gpu_family.py's every_layout cases
+#             (every estimator on every layout), the n-step window kernel, the flat
+#             and aligned row-group kernels and the long-row kernel
+#             (test_gpu_flat_rows.py), and bench_conventions.py's quick GPU == CPU
+#             sweep (16-bit inputs, flag types, fused outputs).
+#   bench     alone on the GPU: benchmarks/bench_conventions.py's peer grid (GAE,
+#             TD(lambda), V-trace beside rl-triton, with the copy bandwidth), the
+#             family grid beside rl-triton, and bench_gpu.py's puff advantage grid.
+#             With a before build: each grid for after, then before (ROUNDS=2: then
+#             before, after again), rl-triton in the after runs only, and
+#             scripts/gpu/compare_bench.py's table in $OUT/before_after.md.
+#   variants  the kernel-variant harness (benchmarks/gpu_scan_variants.cu), timed
+#             (its arguments in VARIANTS_ARGS, e.g. "--profile --variant 4x6,4x8").
+#   ncu       Nsight Compute over short rows (scripts/gpu/short_rows_workload.py).
+# Default: build,tests,sanitize,bench. A full run does not fit one call: e.g.
+#   call 1  STAGES=build,tests,sanitize        (wheels come back)
+#   call 2  STAGES=bench WHEEL=... BEFORE_WHEEL=...
+#
+# Time limits, seconds: LIMIT_BUILD (300), LIMIT_TESTS (300: tests and sanitizers
+# run side by side within it), LIMIT_BENCH (300), LIMIT_EXTRA (120: variants, ncu);
+# and DEADLINE (570 after the start): no stage runs past it.
+# Shapes: STD_SHAPES, FAM_SHAPES, PUFF_SHAPES (RxH,...; defaults below).
+# Output ($OUT, at most 8 files come back): summary.txt, logs.tar.gz (every log),
+# before_after.md, std-bench.md, family-bench.md, and the wheels.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+
+if [ "${1:-}" = prepare ]; then
+  set -e
+  # ../shared beside the main checkout (a worktree's own parent may not have it).
+  main_root="$(dirname "$(git rev-parse --path-format=absolute --git-common-dir)")"
+  src="${PUFFADV_RL_TRITON_SRC:-$(realpath -m "$main_root/../shared/peers/rl_triton")}"
+  [ -f "$src/__init__.py" ] || { echo "rl-triton not found at $src (PUFFADV_RL_TRITON_SRC)" >&2; exit 1; }
+  rm -rf .gpu/peers/rl_triton && mkdir -p .gpu/peers .gpu/wheels
+  cp -r "$src" .gpu/peers/rl_triton && chmod -R u+w .gpu/peers/rl_triton
+  echo "rl-triton: .gpu/peers/rl_triton (from $src)"
+  if [ -n "${2:-}" ]; then
+    commit="$(git rev-parse --verify "$2^{commit}")"
+    # An exported tree, not a git worktree: its .git file would point at this
+    # machine's repository, which does not travel.
+    rm -rf .gpu/before && mkdir -p .gpu/before
+    git archive "$commit" | tar -x -C .gpu/before
+    echo "$commit" > .gpu/before/COMMIT
+    echo "before: .gpu/before = $(git log --oneline -1 "$commit")"
+  fi
+  git check-ignore -q .gpu || echo "warning: .gpu is not ignored by git" >&2
+  du -sh .gpu
+  exit 0
+fi
+
+OUT="${OUT:-/tmp/puffadv-validate-out}"
+L="$OUT/logs"; mkdir -p "$L"
+export PYTHONUNBUFFERED=1 XLA_PYTHON_CLIENT_PREALLOCATE=false
+export PUFFADV_RL_TRITON="${PUFFADV_RL_TRITON:-$PWD/.gpu/peers/rl_triton}"
+STAGES=",${STAGES:-build,tests,sanitize,bench},"
+BEFORE="${BEFORE:-$( [ -d .gpu/before ] && echo .gpu/before )}"
+SITE=/tmp/puffadv-site  # the wheels are installed here (--target), one folder each
+status=0
+want() { [[ "$STAGES" == *",$1,"* ]]; }
+stamp() { echo "--- $(date -u +%T) ${SECONDS}s $*" | tee -a "$L/timeline.txt"; }
+summary() { echo "$*" | tee -a "$OUT/summary.txt"; }
+fail() { summary "FAILED: $*"; status=1; }
+# A stage's limit: its own, cut to what is left before DEADLINE (at least 1 s).
+limit() { local left=$(( ${DEADLINE:-570} - SECONDS )); local s=$(( $1 < left ? $1 : left )); echo $(( s < 1 ? 1 : s )); }
+pack() {
+  tar -C "$OUT" -czf "$OUT/logs.tar.gz" logs
+  for f in std-bench.md family-bench.md before_after.md; do [ -f "$L/$f" ] && cp "$L/$f" "$OUT/"; done
+  summary "exit status $status"
+}
+trap pack EXIT
+
+stamp start
+{ nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv
+  python3 -c 'import sys, torch, triton; print("python", sys.version.split()[0], "torch", torch.__version__, "triton", triton.__version__)'
+  git log --oneline -1 2>/dev/null || echo "(no git history here)"
+  [ -n "$BEFORE" ] && echo "before: $BEFORE $(cat "$BEFORE/COMMIT" 2>/dev/null)"
+} > "$L/machine.txt" 2>&1
+summary "$(head -2 "$L/machine.txt" | tail -1); stages ${STAGES//,/ }"
+
+build_wheel() {  # name, source tree, seconds
+  local name="$1" tree="$2"
+  rm -rf "$OUT/wheel-$name"
+  ( cd "$tree" && CMAKE_BUILD_PARALLEL_LEVEL="$jobs" timeout "$3" python3 -m pip wheel -q --no-build-isolation \
+      --no-deps -w "$OUT/wheel-$name" -C build-dir="/tmp/puffadv-build-$name" -C cmake.define.PUFF_CUDA=ON \
+      -C cmake.define.CMAKE_CUDA_ARCHITECTURES=90 -C cmake.define.PUFF_HIP=OFF . ) > "$L/build-$name.log" 2>&1
+}
+install_wheel() {  # name, wheel
+  rm -rf "${SITE:?}/$1" && python3 -m pip install -q --no-deps --no-compile --target "$SITE/$1" "$2" \
+    > "$L/install-$1.log" 2>&1
+}
+
+# ---- build (or take the given wheels)
+WHEEL="${WHEEL:-}" BEFORE_WHEEL="${BEFORE_WHEEL:-}"
+if want build && [ -z "$WHEEL" ]; then
+  two=$([ -n "$BEFORE" ] && [ -z "$BEFORE_WHEEL" ] && echo 1)
+  stamp "building after${two:+ and before}"
+  jobs=$(nproc)
+  [ -n "$two" ] && jobs=$(( jobs / 2 ))  # the two builds share the cores
+  build_wheel after . "$(limit "${LIMIT_BUILD:-300}")" & a=$!
+  if [ -n "$two" ]; then
+    build_wheel before "$BEFORE" "$(limit "${LIMIT_BUILD:-300}")" || fail "build of $BEFORE (logs/build-before.log)"
+    BEFORE_WHEEL="$(ls "$OUT"/wheel-before/puffadv-*.whl 2>/dev/null | head -1)"
+  fi
+  wait $a || fail "build (logs/build-after.log)"
+  WHEEL="$(ls "$OUT"/wheel-after/puffadv-*.whl 2>/dev/null | head -1)"
+  stamp built
+fi
+[ -n "$WHEEL" ] && [ -f "$WHEEL" ] || { fail "no wheel: build it (STAGES=build) or give WHEEL=path"; exit 1; }
+install_wheel after "$WHEEL" || { fail "install of $WHEEL"; exit 1; }
+if [ -n "$BEFORE_WHEEL" ]; then
+  install_wheel before "$BEFORE_WHEEL" || fail "install of $BEFORE_WHEEL"
+fi
+EXTRA_PATH="${PYTHONPATH:-}"  # what the caller put there (carried wheels, say) stays behind the build
+export PYTHONPATH="$SITE/after${EXTRA_PATH:+:$EXTRA_PATH}"
+python3 -m puffadv > "$L/selfcheck.txt" 2>&1 || fail "self-check (logs/selfcheck.txt)"
+summary "after: $(basename "$WHEEL"); $(tail -1 "$L/selfcheck.txt")${BEFORE_WHEEL:+; before: $BEFORE_WHEEL}"
+
+# ---- tests and sanitizers, side by side
+sanitize() {  # tool: each command within a fifth of the stage's time
+  local tool="$1" rc=0 each=$(( $(limit "${LIMIT_TESTS:-300}") / 5 ))
+  under() {  # python3 arguments
+    echo "=== $tool: python3 $*" >> "$L/$tool.txt"
+    PUFFADV_UNDER_SANITIZER=1 timeout "$each" compute-sanitizer --tool "$tool" --error-exitcode 99 \
+      python3 "$@" >> "$L/$tool.txt" 2>&1
+    local code=$?
+    echo "=== $tool exit status $code: python3 $*" >> "$L/$tool.txt"
+    [ $code -eq 0 ] || rc=1
+  }
+  local pytest=(-m pytest -q -p no:cacheprovider)
+  under scripts/gpu/kernel_workload.py
+  under "${pytest[@]}" tests/python/test_gpu.py tests/python/test_gpu_family.py -k "every_layout and float32"
+  under "${pytest[@]}" tests/python/test_gpu_family.py -k "n_step_vector_kernel and float32"
+  under "${pytest[@]}" tests/python/test_gpu_flat_rows.py -k "(match_the_cpu and float32 and (shape4 or shape8)) \
+or (nan_stays and shape1) or (aligned and (shape6 or shape7)) or long_rows"
+  under benchmarks/bench_conventions.py --quick --check-only
+  return $rc
+}
+pids=()
+if want sanitize; then
+  stamp "sanitizers"
+  sanitize memcheck & pids+=("$!:memcheck")
+  sanitize racecheck & pids+=("$!:racecheck")
+fi
+if want tests; then
+  stamp "tests"
+  t=$(limit "${LIMIT_TESTS:-300}")
+  timeout "$t" python3 -m pytest -q -rs -p no:cacheprovider -n "${TEST_WORKERS:-6}" --dist loadfile tests/python \
+    --ignore=tests/python/test_jax.py --ignore=tests/python/test_family_jax.py > "$L/pytest-gpu.txt" 2>&1 \
+    || fail "pytest on CUDA (logs/pytest-gpu.txt)"
+  timeout "$(limit 150)" python3 -m pytest -q -rs -p no:cacheprovider tests/python/test_jax.py \
+    tests/python/test_family_jax.py > "$L/pytest-jax.txt" 2>&1 || fail "JAX tests (logs/pytest-jax.txt)"
+  for f in pytest-gpu pytest-jax; do summary "$f: $(grep -E '[0-9]+ (passed|failed)' "$L/$f.txt" | tail -1)"; done
+  grep -hE "^(FAILED|ERROR)" "$L/pytest-gpu.txt" "$L/pytest-jax.txt" | head -20 | tee -a "$OUT/summary.txt"
+fi
+for entry in "${pids[@]}"; do
+  wait "${entry%%:*}" || fail "${entry#*:} (logs/${entry#*:}.txt)"
+  summary "${entry#*:}: $(grep -cE 'exit status 0:' "$L/${entry#*:}.txt") of 5 commands clean; $(grep -hE 'ERROR SUMMARY|RACECHECK SUMMARY' "$L/${entry#*:}.txt" | sort | uniq -c | tr '\n' ' ')"
+done
+want tests || want sanitize && stamp "tests and sanitizers done"
+
+# ---- benchmarks, alone on the GPU
+bench_round() {  # name (after|before), round, with rl-triton (1|0)
+  local name="$1" round="$2" peer="$3" dir="$L/bench-$1"
+  mkdir -p "$dir"
+  local env=(env PYTHONPATH="$SITE/$name${EXTRA_PATH:+:$EXTRA_PATH}")
+  [ "$peer" = 1 ] || env+=(-u PUFFADV_RL_TRITON)
+  timeout "$(limit "$share")" "${env[@]}" python3 benchmarks/bench_conventions.py --sections peers \
+    --shapes "${STD_SHAPES:-1024x128,8192x64,8192x91,65536x128,262144x128,1048576x8,4096x1024,64x16384,8x131072}" \
+    --json "$dir/std.$round.json" --markdown "$dir/std.$round.md" > "$dir/std.$round.txt" 2>&1
+  timeout "$(limit "$share")" "${env[@]}" python3 benchmarks/bench_conventions.py --sections peers --estimators family \
+    --shapes "${FAM_SHAPES:-1024x128,8192x64,8192x91,65536x128,262144x128,4096x1024}" \
+    --json "$dir/family.$round.json" --markdown "$dir/family.$round.md" > "$dir/family.$round.txt" 2>&1
+  timeout "$(limit "$share")" "${env[@]}" python3 benchmarks/bench_gpu.py --quick \
+    --shapes "${PUFF_SHAPES:-1024x128,8192x64,8192x91,65536x128,262144x128,1048576x8,4096x1024,64x16384,8x131072}" \
+    > "$dir/puff.$round.txt" 2>&1
+  stamp "bench $name round $round"
+}
+if want bench; then
+  stamp "bench"
+  rounds=1; order=(after)
+  if [ -n "$BEFORE_WHEEL" ]; then
+    rounds="${ROUNDS:-1}"; order=(after before)
+    [ "$rounds" = 2 ] && order+=(before after)
+  fi
+  # Each grid run gets a share of the stage: 3 grids a run.
+  share=$(( $(limit "${LIMIT_BENCH:-300}") / (3 * ${#order[@]}) ))
+  i=0
+  for name in "${order[@]}"; do
+    i=$(( i + 1 )); round=$(( (i + 1) / 2 ))
+    [ "$name" = after ] && peer=1 || peer=0
+    bench_round "$name" "$round" "$peer"
+  done
+  cp "$L/bench-after/std.1.md" "$L/std-bench.md" 2>/dev/null
+  cp "$L/bench-after/family.1.md" "$L/family-bench.md" 2>/dev/null
+  grep -hE "MISMATCH|MISSED|Error" "$L"/bench-after/*.txt | head -20 | tee -a "$OUT/summary.txt"
+  if [ -n "$BEFORE_WHEEL" ]; then
+    python3 scripts/gpu/compare_bench.py "$L/bench-after" "$L/bench-before" --markdown "$L/before_after.md" \
+      > "$L/before_after.txt" 2>&1 || fail "before/after: a cell slower by more than 3 %, or none measured on both sides (before_after.md)"
+    tail -1 "$L/before_after.txt" | tee -a "$OUT/summary.txt"
+  fi
+fi
+
+# ---- research extras
+if want variants; then
+  timeout "$(limit "${LIMIT_EXTRA:-120}")" bash -c "nvcc -std=c++17 -O3 -arch=sm_90 --expt-relaxed-constexpr -Isrc \
+    benchmarks/gpu_scan_variants.cu -o /tmp/puffadv-variants && /tmp/puffadv-variants ${VARIANTS_ARGS:-}" \
+    > "$L/variants.txt" 2>&1 \
+    || fail "variants harness (logs/variants.txt)"
+  stamp variants
+fi
+if want ncu; then
+  timeout "$(limit "${LIMIT_EXTRA:-120}")" ncu --profile-from-start off --section SpeedOfLight --section LaunchStats \
+    --section Occupancy python3 scripts/gpu/short_rows_workload.py > "$L/ncu-short-rows.txt" 2>&1 \
+    || fail "ncu (logs/ncu-short-rows.txt)"
+  stamp ncu
+fi
+exit $status
