@@ -13,6 +13,9 @@
 # then picks clang++-15 and points it at /usr and Debian's device bitcode.
 # CMake >= 3.28 is needed there (pip install cmake).
 set(PUFF_HIP_RELEASE_ARCHITECTURES gfx90a)
+# The HIP translation units, relative to src/: compiled as HIP here, and as plain
+# C++ against the HIP CPU Runtime by the test build (cmake/PuffHIPCPU.cmake).
+set(PUFF_HIP_SOURCES advantage_hip.cpp)
 set(PUFFADV_HAS_HIP 0)
 if(NOT DEFINED PUFF_GPU_ARCHITECTURES)
   set(PUFF_GPU_ARCHITECTURES "")
@@ -108,8 +111,8 @@ message(STATUS "puffadv: HIP backend on: ${_puff_hip_archs}, ${_puff_hip_arch_re
 # Like the CUDA sources: an object library of its own, joined to `target`.
 # PUFF_HIP selects the HIP names in src/gpu/vendor.cuh.
 function(puff_add_hip_sources target)
-  set_source_files_properties(advantage_hip.cpp PROPERTIES LANGUAGE HIP)
-  add_library(puffadv_hip OBJECT advantage_hip.cpp)
+  set_source_files_properties(${PUFF_HIP_SOURCES} PROPERTIES LANGUAGE HIP)
+  add_library(puffadv_hip OBJECT ${PUFF_HIP_SOURCES})
   set_target_properties(puffadv_hip PROPERTIES
     POSITION_INDEPENDENT_CODE ON HIP_STANDARD 17 HIP_STANDARD_REQUIRED ON)
   target_compile_definitions(puffadv_hip PRIVATE PUFF_HIP=1)
