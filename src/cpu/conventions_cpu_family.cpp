@@ -33,6 +33,7 @@
 #include <emmintrin.h>  // _mm_sfence
 #endif
 
+#include "core/backends.hpp"  // estimate_cpu: n >= T runs as TD(lambda)
 #include "cpu/conventions_cpu_family_lines.hpp"
 #include "cpu/cpu_scan.hpp"  // PUFF_SIMD_CLONES
 #include "cpu/cpu_threads.hpp"
@@ -424,7 +425,7 @@ void family_estimate_cpu(const standard_arrays& arrays, const standard_params& p
     if (params.kind == estimator::n_step_returns && params.n >= arrays.rewards.cols) {
         standard_params td = params;
         td.kind = estimator::td_lambda;
-        return standard_estimate_cpu(arrays, td);
+        return estimate_cpu(arrays, td);
     }
     if (arrays.rewards.type == dtype::float64)
         run_family<double>(arrays, params);
