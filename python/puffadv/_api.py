@@ -7,6 +7,7 @@ import numpy as np
 
 from . import _eager, _engine, _frameworks, _outputs
 from ._estimators import PUFF_ADVANTAGE
+from ._fallback import BackendUnavailableError
 from ._types import Array, ArrayT, Real, Stream
 
 _ndarray = np.ndarray
@@ -90,5 +91,28 @@ def compute_puff_advantage(values, rewards, dones, importance, advantages=None,
                                         (gamma, gae_lambda, rho_clip, c_clip), stream,
                                         {"returns": returns, "abs_sums": abs_sums, "sums": sums,
                                          "square_sums": square_sums})
+    elif type(values) is _engine.host_tensor:
+        # The same for host tensors (plain torch.Tensor, no neg bit, CPU) written into a given
+        # advantages that torch lets us write: what _engine.run does for them, inline.
+        tensor = _engine.host_tensor
+        if (type(rewards) is tensor and type(dones) is tensor and type(importance) is tensor
+                and type(advantages) is tensor and stream is None and returns is None and abs_sums is None
+                and sums is None and square_sums is None and type(gamma) is float and type(gae_lambda) is float
+                and type(rho_clip) is float and type(c_clip) is float and not values.is_cuda
+                and not (values.is_neg() or rewards.is_neg() or dones.is_neg() or importance.is_neg()
+                         or advantages.is_neg() or advantages.requires_grad or advantages.is_inference())):
+            try:
+                _engine._ONE_ENTRY(_KIND, {"values": values, "rewards": rewards, "terminated": dones,
+                                           "importance": importance, "advantages": advantages},
+                                   gamma=gamma, lambda_=gae_lambda, rho_clip=rho_clip, c_clip=c_clip,
+                                   lambda_name=_LAMBDA_NAME)
+            except BackendUnavailableError:
+                pass  # nothing was written: the general path below falls back to the host
+            else:
+                _engine._torch_rules.mark_written(advantages)
+                return advantages
+    if returns is None and abs_sums is None and sums is None and square_sums is None:  # positionally: cheaper
+        return _eager.puff_advantage(values, rewards, dones, importance, advantages,
+                                     (gamma, gae_lambda, rho_clip, c_clip), stream)
     return _eager.puff_advantage(values, rewards, dones, importance, advantages, (gamma, gae_lambda, rho_clip, c_clip),
-                                 stream, returns=returns, abs_sums=abs_sums, sums=sums, square_sums=square_sums)
+                                 stream, returns, abs_sums, sums, square_sums)

@@ -68,6 +68,7 @@ def direct(estimator: Estimator):
     # needs hidden advantages (_eager.advantages_for_sums: on a GPU only, but decided in one place).
     sums_need_advantages = estimator.kind in _eager.GPU_SUMS_NEED_ADVANTAGES
     made_roles = tuple(role for role, _ in made)
+    made_sums = tuple(role in SUM_ROLES for role in made_roles)
     ndarray, empty = np.ndarray, np.empty
 
     def call(args: dict):
@@ -95,12 +96,6 @@ def direct(estimator: Estimator):
                 arrays[role] = x
             elif needed or x is not None:
                 return MISSED
-        specs = fetch_specs(args)
-        for spec in specs:
-            if spec is not True and spec is not False and spec is not None and type(spec) is not ndarray:
-                return MISSED
-        if sums_need_advantages and _eager.sums_without_advantages(estimator, dict(zip(made_roles, specs))):
-            return MISSED
         scalars = fetch_scalars(args)
         for value in scalars:
             if type(value) is not float:
@@ -108,17 +103,19 @@ def direct(estimator: Estimator):
         time_axis = args["time_axis"]
         if type(time_axis) is not int:
             return MISSED
-        # Every check passed: allocate what is asked for, as _outputs.allocate does.
+        specs = fetch_specs(args)
+        if sums_need_advantages and _eager.sums_without_advantages(estimator, dict(zip(made_roles, specs))):
+            return MISSED
+        # Check each output and allocate those asked for (as _outputs.allocate), in one pass:
+        # an allocation before a refused output is only dropped, with the call's other work.
         rewards = arrays["rewards"]
         like = arrays.get("values")
         if like is None:
             like = rewards
         series_dtype = None
-        for (role, _), spec in zip(made, specs):
-            if spec is None and role in none_allocates:
-                spec = True
-            if spec is True:
-                if role in SUM_ROLES:
+        for role, is_sum, spec in zip(made_roles, made_sums, specs):
+            if spec is True or (spec is None and role in none_allocates):
+                if is_sum:
                     spec = empty((_outputs.batch_size(rewards, time_axis),),
                                  np.float64 if _outputs.dtype_name(like) == "float64" else np.float32)
                 else:
@@ -127,6 +124,8 @@ def direct(estimator: Estimator):
                     spec = empty(rewards.shape, series_dtype)
             elif spec is False:
                 spec = None
+            elif spec is not None and type(spec) is not ndarray:
+                return MISSED
             arrays[role] = spec
         if never_made:
             arrays.update(never_made)
