@@ -33,8 +33,9 @@ def _result_maker(estimator: Estimator):
         first = next(iter(estimator.outputs))
         return lambda outputs: outputs[first]
     kind = VTraceEstimate if estimator.result == "VTraceEstimate" else Estimate
-    series = ("returns", "advantages") if kind is VTraceEstimate else ("advantages", "returns")
-    return lambda o: kind(o[series[0]], o[series[1]], o["abs_sums"], o["sums"], o["square_sums"])
+    first, second = ("returns", "advantages") if kind is VTraceEstimate else ("advantages", "returns")
+    new = tuple.__new__  # what the NamedTuple's own __new__ does, one Python frame less
+    return lambda o: new(kind, (o[first], o[second], o["abs_sums"], o["sums"], o["square_sums"]))
 
 
 def _getter(names: tuple):
