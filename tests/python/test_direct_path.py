@@ -95,7 +95,7 @@ def test_calls_the_direct_path_leaves_to_the_general_one(rng, monkeypatch):
     puffadv.gae(r, v, t, last_value=last, time_axis=np.int64(-1))
     puffadv.retrace(r, v, v, t, target_log_probs=np.log(p), behaviour_log_probs=np.log(p))
     puffadv.n_step_returns(r, v, t, n=np.int64(3), last_value=last)
-    puffadv.q_lambda(r, v, v, t, advantages=False, sums=True)  # sums without advantages: _eager decides hidden advantages
+    puffadv.q_lambda(r, v, v, t, advantages=False, sums=True)  # sums alone: _eager decides hidden advantages
     assert len(taken) == 6, taken
     with pytest.raises(TypeError, match="time_axis must be an int"):
         puffadv.gae(r, v, t, last_value=last, time_axis=1.0)
