@@ -5,8 +5,13 @@ from typing import Any, Literal, Optional, Union, overload
 
 import numpy as np
 
-from . import _eager, _frameworks
+from . import _eager, _engine, _frameworks, _outputs
+from ._estimators import PUFF_ADVANTAGE
+from ._fallback import BackendUnavailableError
 from ._types import Array, ArrayT, Real, Stream
+
+_ndarray = np.ndarray
+_KIND, _LAMBDA_NAME = PUFF_ADVANTAGE.kind, PUFF_ADVANTAGE.lambda_name
 
 
 _Fused = Union[Array, bool, None]  # a fused output: True allocates, an array is written
@@ -62,11 +67,52 @@ def compute_puff_advantage(values, rewards, dones, importance, advantages=None,
     computing exactly what the eager call computes (an explicit ``stream`` must
     then be an int handle).
     """
-    if type(values) is not np.ndarray and _frameworks.torch_compiling():
+    if type(values) is _ndarray:
+        # The common call, direct: NumPy arrays (ndarray itself), float scalars, no stream, no
+        # fused output. Every check Python applies is then decided by these types alone, and
+        # the core gets what _eager.puff_advantage would give it (issue 14 times this path).
+        if (type(rewards) is _ndarray and type(dones) is _ndarray and type(importance) is _ndarray
+                and stream is None and returns is None and abs_sums is None and sums is None
+                and square_sums is None and type(gamma) is float and type(gae_lambda) is float
+                and type(rho_clip) is float and type(c_clip) is float and _engine._ONE_ENTRY is not None):
+            if advantages is None:
+                advantages = _outputs.numpy_output_like(values)
+            elif type(advantages) is not _ndarray:
+                return _eager.puff_advantage(values, rewards, dones, importance, advantages,
+                                             (gamma, gae_lambda, rho_clip, c_clip), stream)
+            _engine._ONE_ENTRY(_KIND, {"values": values, "rewards": rewards, "terminated": dones,
+                                       "importance": importance, "advantages": advantages},
+                               gamma=gamma, lambda_=gae_lambda, rho_clip=rho_clip, c_clip=c_clip,
+                               lambda_name=_LAMBDA_NAME)
+            return advantages
+    elif _frameworks.torch_compiling():
         from . import _compiled
         return _compiled.puff_advantage(values, rewards, dones, importance, advantages,
                                         (gamma, gae_lambda, rho_clip, c_clip), stream,
                                         {"returns": returns, "abs_sums": abs_sums, "sums": sums,
                                          "square_sums": square_sums})
+    elif type(values) is _engine.host_tensor:
+        # The same for host tensors (plain torch.Tensor, no neg bit, CPU) written into a given
+        # advantages that torch lets us write: what _engine.run does for them, inline.
+        tensor = _engine.host_tensor
+        if (type(rewards) is tensor and type(dones) is tensor and type(importance) is tensor
+                and type(advantages) is tensor and stream is None and returns is None and abs_sums is None
+                and sums is None and square_sums is None and type(gamma) is float and type(gae_lambda) is float
+                and type(rho_clip) is float and type(c_clip) is float and not values.is_cuda
+                and not (values.is_neg() or rewards.is_neg() or dones.is_neg() or importance.is_neg()
+                         or advantages.is_neg() or advantages.requires_grad or advantages.is_inference())):
+            try:
+                _engine._ONE_ENTRY(_KIND, {"values": values, "rewards": rewards, "terminated": dones,
+                                           "importance": importance, "advantages": advantages},
+                                   gamma=gamma, lambda_=gae_lambda, rho_clip=rho_clip, c_clip=c_clip,
+                                   lambda_name=_LAMBDA_NAME)
+            except BackendUnavailableError:
+                pass  # nothing was written: the general path below falls back to the host
+            else:
+                _engine._torch_rules.mark_written(advantages)
+                return advantages
+    if returns is None and abs_sums is None and sums is None and square_sums is None:  # positionally: cheaper
+        return _eager.puff_advantage(values, rewards, dones, importance, advantages,
+                                     (gamma, gae_lambda, rho_clip, c_clip), stream)
     return _eager.puff_advantage(values, rewards, dones, importance, advantages, (gamma, gae_lambda, rho_clip, c_clip),
-                                 stream, returns=returns, abs_sums=abs_sums, sums=sums, square_sums=square_sums)
+                                 stream, returns, abs_sums, sums, square_sums)

@@ -39,7 +39,7 @@ def estimate(estimator: Estimator, call: Call) -> dict:
     framework = _frameworks.framework_of_call(arrays[:call.required], (*arrays[call.required:], *given.values()),
                                               call.check_names)
     time_axis = check_time_axis(call.time_axis)
-    scalars = dict(zip(call.scalars, _frameworks.real_parameters(tuple(call.scalars.values()), call.scalar_names)))
+    scalars = _frameworks.real_parameters(tuple(call.scalars.values()), call.scalar_names)
     rewards, values = call.arrays["rewards"], call.arrays.get("values")
     specs = call.outputs
     hidden = advantages_for_sums(estimator, framework, rewards, specs)  # the advantages only the kernel sees
@@ -59,18 +59,18 @@ _PUFF_INPUTS = ("values", "rewards", "dones", "importance", "advantages")
 _PUFF_FUSED_NAMES = ("values", "returns", "abs_sums", "sums", "square_sums")
 _PUFF_NAMES = PUFF_ADVANTAGE.names()
 _PUFF_SCALAR_NAMES = PUFF_ADVANTAGE.scalar_names()[:4]  # gamma, gae_lambda, rho_clip, c_clip
+_PUFF_KIND, _PUFF_LAMBDA_NAME = PUFF_ADVANTAGE.kind, PUFF_ADVANTAGE.lambda_name
 
 
-def puff_advantage(values, rewards, dones, importance, advantages, scalars: tuple, stream, *, returns=None,
+def puff_advantage(values, rewards, dones, importance, advantages, scalars: tuple, stream, returns=None,
                    abs_sums=None, sums=None, square_sums=None):
     """compute_puff_advantage's eager call: `scalars` as passed (gamma, gae_lambda, rho_clip,
     c_clip), then the fused outputs' specs. Returns the advantages, or an Estimate when any
     fused output is asked for."""
     framework = _frameworks.framework_of_call((values, rewards, dones, importance), (advantages,), _PUFF_INPUTS)
-    gamma, lam, rho_clip, c_clip = _frameworks.real_parameters(scalars, _PUFF_SCALAR_NAMES)
+    scalars = _frameworks.real_parameters(scalars, _PUFF_SCALAR_NAMES)
     out = advantages if advantages is not None else _outputs.output_like(framework, values)
-    kernel = _engine.kernel(PUFF_ADVANTAGE.kind, {"gamma": gamma, "lambda": lam, "rho_clip": rho_clip,
-                                                  "c_clip": c_clip}, lambda_name=PUFF_ADVANTAGE.lambda_name)
+    kernel = _engine.kernel(_PUFF_KIND, scalars, lambda_name=_PUFF_LAMBDA_NAME)
     inputs = {"values": values, "rewards": rewards, "terminated": dones, "importance": importance}
     if (returns is not None or abs_sums is not None or sums is not None or square_sums is not None) and \
             (_wanted(returns) or _wanted(abs_sums) or _wanted(sums) or _wanted(square_sums)):

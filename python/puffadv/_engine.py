@@ -14,6 +14,9 @@ import operator
 from . import _core, _fallback, _frameworks
 
 _torch_rules = None  # imported with the first torch call (it imports torch)
+# torch.Tensor once _torch_rules is loaded, where the core imports plain tensors as they are
+# (DLPack's C exchange API) through its one entry: compute_puff_advantage's direct torch path.
+host_tensor = None
 
 # The core's one entry (issue 28), where this build has it: kernel() switches on this alone.
 _ONE_ENTRY = getattr(_core, "estimate", None)
@@ -56,25 +59,32 @@ def _call(binding, constants: dict, arrays: dict, stream) -> None:
         function(*positional(values))
 
 
-def kernel(kind: str, scalars: dict, *, lambda_name: str = "lambda", n: int = 1, log_probs: bool = False,
+def kernel(kind: str, scalars: tuple, *, lambda_name: str = "lambda", n: int = 1, log_probs: bool = False,
            reset_at_start: bool = False, time_axis: int = -1):
     """`kernel(arrays, stream)`: the core's estimator `kind` on `arrays` (role -> array; an
-    absent role may be left out) with `scalars` (role -> float: gamma, lambda, rho_clip, c_clip,
-    and rho_pg_clip where the kind reads it) on the stream handle `stream`."""
+    absent role may be left out) with `scalars` (floats in SCALAR_ROLES order: gamma, lambda,
+    rho_clip, c_clip, and rho_pg_clip where the kind reads it, else 1.0) on the stream handle
+    `stream`."""
+    gamma, lam, rho_clip, c_clip = scalars[0], scalars[1], scalars[2], scalars[3]
+    rho_pg_clip = scalars[4] if len(scalars) > 4 else 1.0
     if _ONE_ENTRY is not None:  # THE switch: the core's one entry serves every kind
-        gamma, lam, rho_clip, c_clip = scalars["gamma"], scalars["lambda"], scalars["rho_clip"], scalars["c_clip"]
-        rho_pg_clip = scalars.get("rho_pg_clip", 1.0)
-
-        def one_entry(arrays, stream):
-            _ONE_ENTRY(kind, arrays, gamma=gamma, lambda_=lam, rho_clip=rho_clip, c_clip=c_clip,
-                       rho_pg_clip=rho_pg_clip, n=n, log_probs=log_probs, reset_at_start=reset_at_start,
-                       lambda_name=lambda_name, time_axis=time_axis, stream=stream)
-        return one_entry
+        # A partial, not a closure: made per call, and a partial costs a third as much to make.
+        return functools.partial(_one_entry, kind, gamma, lam, rho_clip, c_clip, rho_pg_clip, n, log_probs,
+                                 reset_at_start, lambda_name, time_axis)
+    named = {"gamma": gamma, "lambda": lam, "rho_clip": rho_clip, "c_clip": c_clip}
     if kind == "puff_advantage":
-        return functools.partial(_puff, scalars)
-    constants = {"rho_pg_clip": 1.0, **scalars, "kind": kind, "lambda_name": lambda_name, "n": n,
+        return functools.partial(_puff, named)
+    constants = {**named, "rho_pg_clip": rho_pg_clip, "kind": kind, "lambda_name": lambda_name, "n": n,
                  "log_probs": log_probs, "reset_at_start": reset_at_start, "time_axis": time_axis}
     return functools.partial(_call, _STANDARD, constants)
+
+
+def _one_entry(kind, gamma, lam, rho_clip, c_clip, rho_pg_clip, n, log_probs, reset_at_start, lambda_name,
+               time_axis, arrays, stream) -> None:
+    """The core's one entry (read here at each call: tests stand in for it)."""
+    _ONE_ENTRY(kind, arrays, gamma=gamma, lambda_=lam, rho_clip=rho_clip, c_clip=c_clip, rho_pg_clip=rho_pg_clip,
+               n=n, log_probs=log_probs, reset_at_start=reset_at_start, lambda_name=lambda_name,
+               time_axis=time_axis, stream=stream)
 
 
 def _puff(scalars: dict, arrays: dict, stream) -> None:
@@ -103,12 +113,17 @@ def run(call, framework: str, inputs: dict, outputs: dict, stream=None, names=No
     rules = None
     if framework == "torch":
         rules = _torch_rules or _load_torch_rules()
-        rules.check_all_writable(outputs.values(), [names.get(role, role) for role in outputs])
+        rules.check_all_writable(outputs, names)
+        if stream is None and not first.is_cuda and rules.all_plain(inputs.values()):
+            # Host tensors, no stream: handle 0, imported as they are (for_kernel), no fallback.
+            call({**inputs, **outputs}, 0)
+            rules.mark_written_all(outputs.values())
+            return
     handle = _frameworks.current_stream(framework, first, stream)
     reason = None
-    arguments = _frameworks.for_kernel(framework, tuple(inputs.values()), tuple(outputs.values()))
+    arguments = _frameworks.for_kernel(framework, inputs, outputs)
     try:
-        call(dict(zip((*inputs, *outputs), arguments)), handle)
+        call(arguments, handle)
     except _fallback.BackendUnavailableError as missing:
         # Raised only after every argument check passed on the caller's own arrays.
         reason = str(missing)
@@ -124,7 +139,9 @@ def run(call, framework: str, inputs: dict, outputs: dict, stream=None, names=No
 
 
 def _load_torch_rules():
-    global _torch_rules
+    global _torch_rules, host_tensor
     from . import _torch_rules as rules
     _torch_rules = rules
+    if rules.EXCHANGE_API and _ONE_ENTRY is not None:
+        host_tensor = rules._Tensor
     return rules

@@ -196,8 +196,9 @@ def for_import(framework: str, inputs):
     return inputs
 
 
-def for_kernel(framework: str, inputs, outputs):
-    """The arguments as the core imports them: inputs, then outputs.
+def for_kernel(framework: str, inputs: dict, outputs: dict) -> dict:
+    """The arguments by role as the core imports them: `inputs` and `outputs` (role ->
+    array or None) in one dict.
 
     torch's Tensor.__dlpack__ first spends ~2 us per tensor in Python, and torch
     >= 2.13's refuses a CUDA tensor off the current device (BufferError), while
@@ -213,17 +214,17 @@ def for_kernel(framework: str, inputs, outputs):
     refuses autograd history: their inputs are detached first. Other
     frameworks' arrays go as they are."""
     if framework != "torch":
-        return (*inputs, *outputs)
+        return {**inputs, **outputs}
     torch = _torch()
     tensor = torch.Tensor
     if torch.exchange_api:
-        for x in inputs:
+        for x in inputs.values():
             if type(x) is not tensor and x is not None:
-                return (*for_import(framework, inputs), *outputs)
-        return (*inputs, *outputs)
+                return {**dict(zip(inputs, for_import(framework, list(inputs.values())))), **outputs}
+        return {**inputs, **outputs}
     to_dlpack = torch.to_dlpack
-    arguments = []
-    for x in inputs:
+    arguments = {}
+    for role, x in inputs.items():
         if type(x) is tensor:
             try:
                 x = to_dlpack(x)
@@ -231,14 +232,14 @@ def for_kernel(framework: str, inputs, outputs):
                 pass
         elif x is not None and x.requires_grad:
             x = x.detach()
-        arguments.append(x)
-    for x in outputs:
+        arguments[role] = x
+    for role, x in outputs.items():
         if type(x) is tensor:
             try:
                 x = to_dlpack(x)
             except Exception:  # noqa: BLE001
                 pass
-        arguments.append(x)
+        arguments[role] = x
     return arguments
 
 

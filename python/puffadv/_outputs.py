@@ -69,6 +69,17 @@ def output_like(framework: str, like):
     return empty(framework, like, like.shape, output_dtype(framework, like))
 
 
+_numpy_output_dtypes: dict = {}  # a NumPy dtype -> its outputs' (output_dtype), decided once
+
+
+def numpy_output_like(like: np.ndarray) -> np.ndarray:
+    """output_like("numpy", like): the default advantages output for a NumPy array."""
+    dtype = _numpy_output_dtypes.get(like.dtype)
+    if dtype is None:
+        dtype = _numpy_output_dtypes[like.dtype] = np.dtype(output_dtype("numpy", like))
+    return np.empty(like.shape, dtype)
+
+
 def batch_size(x, time_axis: int) -> int:
     shape = tuple(getattr(x, "shape", ()))
     if len(shape) != 2:

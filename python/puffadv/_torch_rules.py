@@ -61,15 +61,16 @@ def check_writable(tensor, name: str) -> None:
         "torch.no_grad()")
 
 
-def check_all_writable(tensors, names) -> None:
-    """check_writable() over one call's outputs, paired with their names. The
-    common output (no autograd history, not an inference tensor) costs two
-    attribute reads: this runs before every torch call's kernel launch."""
-    for tensor, name in zip(tensors, names):
+def check_all_writable(outputs: dict, names: dict) -> None:
+    """check_writable() over one call's outputs (role -> tensor or None), each named
+    by `names` (role -> the caller's name; the role where it has none). The common
+    output (no autograd history, not an inference tensor) costs two attribute reads:
+    this runs before every torch call's kernel launch."""
+    for role, tensor in outputs.items():
         if tensor is None or (type(tensor) is _Tensor and not tensor.requires_grad
                               and not tensor.is_inference()):
             continue
-        check_writable(tensor, name)
+        check_writable(tensor, names.get(role, role))
 
 
 _Tensor = torch.Tensor
@@ -89,6 +90,28 @@ def _version_bumper():
 
 
 _increment_version = _version_bumper()
+
+
+def all_plain(tensors) -> bool:
+    """Whether the core imports these (torch tensors or None) as they are: plain torch.Tensor
+    objects (no subclass) through DLPack's C exchange API (_frameworks.for_kernel)."""
+    if not EXCHANGE_API:
+        return False
+    for tensor in tensors:
+        if type(tensor) is not _Tensor and tensor is not None:
+            return False
+    return True
+
+
+# The core reads plain tensors through DLPack's C exchange API (as _frameworks._TorchFunctions).
+EXCHANGE_API = "__dlpack_c_exchange_api__" in torch.Tensor.__dict__
+
+
+def mark_written_all(tensors) -> None:
+    """mark_written() over one call's outputs, torch tensors or None."""
+    written = [t for t in tensors if t is not None]
+    if written:
+        _increment_version(written)
 
 
 def mark_written(*tensors) -> None:

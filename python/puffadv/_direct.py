@@ -1,0 +1,138 @@
+"""The common call of a family estimator, direct: NumPy arrays (np.ndarray itself, no
+subclass), float scalars, an int time_axis, no stream and no log-probability pair.
+
+For such a call every check that Python applies is decided by type alone, so each
+estimator's plan (its roles and names: _arguments.layout) is read once, at import,
+and a call only reads its arguments, allocates the outputs it asks for and calls
+the core's one entry, as _eager.estimate would with the same arrays, scalars and
+options. Anything else (another framework, a stream, an int gamma, an argument a
+check would refuse) returns MISSED before any work, and _route takes the general
+path, which applies every rule and message in its order. The host cost of one call
+is what issue 14's overhead bars time.
+"""
+from __future__ import annotations
+
+import operator
+
+import numpy as np
+
+from . import _eager, _engine, _outputs
+from ._arguments import layout
+from ._estimators import OUTPUT_ROLES, SUM_ROLES, Estimate, Estimator, VTraceEstimate
+
+MISSED = object()  # not the common call: take the general path
+
+_INT64_MAX, _INT64_MIN = 2**63 - 1, -2**63
+_BOUNDARIES = ("ends_at", "starts_at")
+_ONE = (1.0,)  # a scalar the estimator does not take
+
+
+def _result_maker(estimator: Estimator):
+    """The public result from the outputs by role (Estimator.make_result, decided once)."""
+    if estimator.result == "array":
+        first = next(iter(estimator.outputs))
+        return lambda outputs: outputs[first]
+    kind = VTraceEstimate if estimator.result == "VTraceEstimate" else Estimate
+    first, second = ("returns", "advantages") if kind is VTraceEstimate else ("advantages", "returns")
+    new = tuple.__new__  # what the NamedTuple's own __new__ does, one Python frame less
+    return lambda o: new(kind, (o[first], o[second], o["abs_sums"], o["sums"], o["square_sums"]))
+
+
+def _getter(names: tuple):
+    """The values of `names` from an arguments dict, as a tuple (one C call)."""
+    if len(names) == 1:
+        name = names[0]
+        return lambda args: (args[name],)
+    return operator.itemgetter(*names) if names else lambda args: ()
+
+
+def direct(estimator: Estimator):
+    """`call(args) -> result or MISSED`: the estimator's public call from its function's
+    arguments by name (as _route.estimate gets them), on the common call only."""
+    shape = layout(estimator, False)
+    inputs = tuple((role, name, k < shape.required) for k, (role, name) in enumerate(shape.arguments))
+    made = tuple((role, name) for role, name in shape.outputs if name is not None)
+    never_made = {role: None for role, name in shape.outputs if name is None}
+    fetch_specs = _getter(tuple(name for _, name in made))
+    taken = tuple(name for _, name in shape.scalars if name is not None)
+    fetch_scalars = _getter(taken)
+    # The five scalars in SCALAR_ROLES order from the taken ones plus a trailing 1.0 (-1: not taken).
+    pick_scalars = operator.itemgetter(*(taken.index(name) if name is not None else -1
+                                         for _, name in shape.scalars))
+    # An `out=None` of a single-array result allocates (as call_of decides); elsewhere None skips.
+    none_allocates = ("advantages",) if estimator.result == "array" else ()
+    pair = tuple(a.name for a in estimator.arguments if a.log_probs)
+    window, boundary = estimator.window, estimator.boundary
+    kind, lambda_name = estimator.kind, estimator.lambda_name
+    make_result = _result_maker(estimator)
+    # Row sums without the advantages of these kinds: the general path decides whether the kernel
+    # needs hidden advantages (_eager.advantages_for_sums: on a GPU only, but decided in one place).
+    sums_need_advantages = estimator.kind in _eager.GPU_SUMS_NEED_ADVANTAGES
+    made_roles = tuple(role for role, _ in made)
+    made_sums = tuple(role in SUM_ROLES for role in made_roles)
+    ndarray, empty = np.ndarray, np.empty
+
+    def call(args: dict):
+        if args["stream"] is not None or _engine._ONE_ENTRY is None:
+            return MISSED
+        for name in pair:
+            if args[name] is not None:
+                return MISSED
+        n, reset = 1, False
+        if window:
+            n = args["n"]
+            if type(n) is not int:
+                return MISSED
+            n = max(min(n, _INT64_MAX), _INT64_MIN)
+        if boundary:
+            reset = args["boundary"]
+            if reset not in _BOUNDARIES:
+                return MISSED
+            reset = reset == "starts_at"
+        # Each check a plain loop: cheaper here than sets of types (issue 14 times this path).
+        arrays = {}  # absent inputs left out (the core reads a missing role as None)
+        for role, name, needed in inputs:
+            x = args[name]
+            if type(x) is ndarray:
+                arrays[role] = x
+            elif needed or x is not None:
+                return MISSED
+        scalars = fetch_scalars(args)
+        for value in scalars:
+            if type(value) is not float:
+                return MISSED
+        time_axis = args["time_axis"]
+        if type(time_axis) is not int:
+            return MISSED
+        specs = fetch_specs(args)
+        if sums_need_advantages and _eager.sums_without_advantages(estimator, dict(zip(made_roles, specs))):
+            return MISSED
+        # Check each output and allocate those asked for (as _outputs.allocate), in one pass:
+        # an allocation before a refused output is only dropped, with the call's other work.
+        rewards = arrays["rewards"]
+        like = arrays.get("values")
+        if like is None:
+            like = rewards
+        series_dtype = None
+        for role, is_sum, spec in zip(made_roles, made_sums, specs):
+            if spec is True or (spec is None and role in none_allocates):
+                if is_sum:
+                    spec = empty((_outputs.batch_size(rewards, time_axis),),
+                                 np.float64 if _outputs.dtype_name(like) == "float64" else np.float32)
+                else:
+                    if series_dtype is None:
+                        series_dtype = _outputs.output_dtype("numpy", like)
+                    spec = empty(rewards.shape, series_dtype)
+            elif spec is False:
+                spec = None
+            elif spec is not None and type(spec) is not ndarray:
+                return MISSED
+            arrays[role] = spec
+        if never_made:
+            arrays.update(never_made)
+        gamma, lam, rho_clip, c_clip, rho_pg_clip = pick_scalars(scalars + _ONE)
+        _engine._ONE_ENTRY(kind, arrays, gamma=gamma, lambda_=lam, rho_clip=rho_clip, c_clip=c_clip,
+                           rho_pg_clip=rho_pg_clip, n=n, log_probs=False, reset_at_start=reset,
+                           lambda_name=lambda_name, time_axis=time_axis, stream=0)
+        return make_result(arrays)
+    return call
