@@ -109,8 +109,10 @@ struct time_lanes {
     bool inside(std::int64_t s) const { return s >= 0 && s < horizon; }
     /// The lanes that hold a step of the row.
     PUFF_SIMD_INLINE M<C> valid() const {
-        if constexpr (!kEdge) return M<C>{} == M<C>{};
-        else return mask_of<C>([&](int i) { return inside(t + i); });
+        if constexpr (kEdge) {
+            if (t < 0 || t + W<C> > horizon) return mask_of<C>([&](int i) { return inside(t + i); });
+        }
+        return M<C>{} == M<C>{};
     }
     /// The lanes that hold the row's last step.
     PUFF_SIMD_INLINE M<C> last_step() const {
@@ -149,6 +151,10 @@ struct time_lanes {
         const std::int64_t s = t + dt;
         if constexpr (kEdge) {
             if (s < 0 || s + W<C> > horizon) {
+                // The earlier step of a forward scan's first block (every row has one):
+                // the flags of steps 0 .. W-1 moved up a lane, none before step 0.
+                if (dt == -1 && s == -1 && W<C> <= horizon)
+                    return simd::shift_in_earlier<C>(simd::set_lanes<C>(at<F>(k, 0)), M<C>{});
                 F x[W<C>] = {};
                 for (int i = 0; i < W<C>; ++i)
                     if (inside(s + i)) x[i] = *at<F>(k, s + i);
