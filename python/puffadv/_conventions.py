@@ -50,7 +50,14 @@ def gae(rewards: Array, values: Array, terminated: Array, truncated: Optional[Ar
     rewards' shape, and the inputs' dtype, except float32 for bfloat16/float16
     inputs. Returns an :class:`Estimate`.
     """
-    return _route.estimate(GAE, locals())
+    # The arguments by name, spelled out: torch.compile (2.11) cannot trace locals().
+    return _route.estimate(GAE, {
+        "rewards": rewards, "values": values, "terminated": terminated, "truncated": truncated,
+        "last_value": last_value, "bootstrap_values": bootstrap_values, "importance": importance,
+        "gamma": gamma, "gae_lambda": gae_lambda, "rho_clip": rho_clip, "c_clip": c_clip,
+        "time_axis": time_axis, "advantages": advantages, "returns": returns, "abs_sums": abs_sums,
+        "sums": sums, "square_sums": square_sums, "stream": stream,
+    })
 
 
 def td_lambda_returns(rewards: Array, values: Array, terminated: Array, truncated: Optional[Array] = None,
@@ -65,7 +72,14 @@ def td_lambda_returns(rewards: Array, values: Array, terminated: Array, truncate
     ``td_lambda_return_estimate``, rlax's ``lambda_returns``). Equal to
     ``gae(...).returns``; with importance ratios, the lambda-V-trace targets.
     Arguments as :func:`gae`; ``advantages`` here are ``G - values``."""
-    return _route.estimate(TD_LAMBDA, locals())
+    # The arguments by name, spelled out: torch.compile (2.11) cannot trace locals().
+    return _route.estimate(TD_LAMBDA, {
+        "rewards": rewards, "values": values, "terminated": terminated, "truncated": truncated,
+        "last_value": last_value, "bootstrap_values": bootstrap_values, "importance": importance,
+        "gamma": gamma, "lambda_": lambda_, "rho_clip": rho_clip, "c_clip": c_clip, "time_axis": time_axis,
+        "returns": returns, "advantages": advantages, "abs_sums": abs_sums, "sums": sums,
+        "square_sums": square_sums, "stream": stream,
+    })
 
 
 def vtrace(rewards: Array, values: Array, terminated: Array, truncated: Optional[Array] = None, *,
@@ -85,4 +99,11 @@ def vtrace(rewards: Array, values: Array, terminated: Array, truncated: Optional
     where it ends (truncation, last step). ``importance`` is the ratio pi/mu
     (``exp(log_pi - log_mu)``), 1 when omitted. The sums are over ``pg_t``.
     Returns a :class:`VTraceEstimate`; arguments otherwise as :func:`gae`."""
-    return _route.estimate(VTRACE, locals())
+    # The arguments by name, spelled out: torch.compile (2.11) cannot trace locals().
+    return _route.estimate(VTRACE, {
+        "rewards": rewards, "values": values, "terminated": terminated, "truncated": truncated,
+        "last_value": last_value, "bootstrap_values": bootstrap_values, "importance": importance,
+        "gamma": gamma, "lambda_": lambda_, "rho_clip": rho_clip, "c_clip": c_clip,
+        "rho_pg_clip": rho_pg_clip, "time_axis": time_axis, "vs": vs, "pg_advantages": pg_advantages,
+        "abs_sums": abs_sums, "sums": sums, "square_sums": square_sums, "stream": stream,
+    })

@@ -39,7 +39,12 @@ def discounted_returns(rewards: Array, terminated: Array, truncated: Optional[Ar
     returns an :class:`Estimate` whose ``advantages`` is None, ``returns`` is G
     and the sums are over G.
     """
-    return _route.estimate(DISCOUNTED_RETURNS, locals())
+    # The arguments by name, spelled out: torch.compile (2.11) cannot trace locals().
+    return _route.estimate(DISCOUNTED_RETURNS, {
+        "rewards": rewards, "terminated": terminated, "truncated": truncated, "last_value": last_value,
+        "bootstrap_values": bootstrap_values, "gamma": gamma, "time_axis": time_axis, "returns": returns,
+        "abs_sums": abs_sums, "sums": sums, "square_sums": square_sums, "stream": stream,
+    })
 
 
 def n_step_returns(rewards: Array, values: Array, terminated: Array, truncated: Optional[Array] = None, *,
@@ -65,7 +70,13 @@ def n_step_returns(rewards: Array, values: Array, terminated: Array, truncated: 
     Outputs: ``returns`` G (default) and ``advantages`` G - values; arguments
     otherwise as :func:`gae`. Returns an :class:`Estimate`.
     """
-    return _route.estimate(N_STEP_RETURNS, locals())
+    # The arguments by name, spelled out: torch.compile (2.11) cannot trace locals().
+    return _route.estimate(N_STEP_RETURNS, {
+        "rewards": rewards, "values": values, "terminated": terminated, "truncated": truncated, "n": n,
+        "last_value": last_value, "bootstrap_values": bootstrap_values, "gamma": gamma, "lambda_": lambda_,
+        "time_axis": time_axis, "returns": returns, "advantages": advantages, "abs_sums": abs_sums,
+        "sums": sums, "square_sums": square_sums, "stream": stream,
+    })
 
 
 def retrace(rewards: Array, q_values: Array, next_values: Array, terminated: Array,
@@ -99,7 +110,15 @@ def retrace(rewards: Array, q_values: Array, next_values: Array, terminated: Arr
     is the bootstrap everywhere, so ``truncated`` only cuts the trace.
     Arguments otherwise as :func:`gae`. Returns an :class:`Estimate`.
     """
-    return _route.estimate(RETRACE, locals())
+    # The arguments by name, spelled out: torch.compile (2.11) cannot trace locals().
+    return _route.estimate(RETRACE, {
+        "rewards": rewards, "q_values": q_values, "next_values": next_values, "terminated": terminated,
+        "truncated": truncated, "target_probs": target_probs, "behaviour_probs": behaviour_probs,
+        "target_log_probs": target_log_probs, "behaviour_log_probs": behaviour_log_probs, "gamma": gamma,
+        "lambda_": lambda_, "c_clip": c_clip, "time_axis": time_axis, "returns": returns,
+        "advantages": advantages, "abs_sums": abs_sums, "sums": sums, "square_sums": square_sums,
+        "stream": stream,
+    })
 
 
 def q_lambda(rewards: Array, q_values: Array, next_values: Array, terminated: Array,
@@ -123,7 +142,13 @@ def q_lambda(rewards: Array, q_values: Array, next_values: Array, terminated: Ar
     ``greedy[:, 0]`` is never read. No ``last_value``, ``bootstrap_values`` or
     ``importance``. Arguments otherwise as :func:`gae`. Returns an :class:`Estimate`.
     """
-    return _route.estimate(Q_LAMBDA, locals())
+    # The arguments by name, spelled out: torch.compile (2.11) cannot trace locals().
+    return _route.estimate(Q_LAMBDA, {
+        "rewards": rewards, "q_values": q_values, "next_values": next_values, "terminated": terminated,
+        "truncated": truncated, "greedy": greedy, "gamma": gamma, "lambda_": lambda_, "time_axis": time_axis,
+        "returns": returns, "advantages": advantages, "abs_sums": abs_sums, "sums": sums,
+        "square_sums": square_sums, "stream": stream,
+    })
 
 
 def episodic_cumsum(inputs: Array, dones: Array, *, seed: Optional[Array] = None, boundary: str = "ends_at",
@@ -139,7 +164,11 @@ def episodic_cumsum(inputs: Array, dones: Array, *, seed: Optional[Array] = None
     :func:`gae` (``dones`` a flag array); ``out`` is written when given, else
     allocated (float32 for bfloat16/float16 inputs). Returns C.
     """
-    return _route.estimate(EPISODIC_CUMSUM, locals())
+    # The arguments by name, spelled out: torch.compile (2.11) cannot trace locals().
+    return _route.estimate(EPISODIC_CUMSUM, {
+        "inputs": inputs, "dones": dones, "seed": seed, "boundary": boundary, "time_axis": time_axis,
+        "out": out, "stream": stream,
+    })
 
 
 def eligibility_traces(inputs: Array, dones: Array, *, gamma: Real, lambda_: Real, seed: Optional[Array] = None,
@@ -152,4 +181,8 @@ def eligibility_traces(inputs: Array, dones: Array, *, gamma: Real, lambda_: Rea
     (``dones[t]`` ends an episode at t, so the trace restarts at t + 1;
     ``dones[-1] = 0``). Otherwise as :func:`episodic_cumsum`. Returns e.
     """
-    return _route.estimate(ELIGIBILITY_TRACES, locals())
+    # The arguments by name, spelled out: torch.compile (2.11) cannot trace locals().
+    return _route.estimate(ELIGIBILITY_TRACES, {
+        "inputs": inputs, "dones": dones, "gamma": gamma, "lambda_": lambda_, "seed": seed,
+        "time_axis": time_axis, "out": out, "stream": stream,
+    })

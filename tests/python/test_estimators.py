@@ -98,3 +98,20 @@ def test_descriptions_are_consistent():
         assert set(estimator.torch_outputs) <= set(OUTPUT_ROLES)
         assert {"rewards", "terminated"} <= set(roles)
         assert estimator.result in ("Estimate", "VTraceEstimate", "array")
+
+
+@pytest.mark.parametrize("name", sorted(ESTIMATORS))
+def test_numpy_functions_hand_on_every_argument_by_name(name, monkeypatch):
+    """The public functions spell their arguments out (torch.compile cannot trace
+    locals()): the dict they hand on names every parameter, each with its value."""
+    from puffadv import _route
+    function, seen = getattr(puffadv, name), {}
+    monkeypatch.setattr(_route, "estimate", lambda estimator, arguments: seen.update(arguments))
+    parameters = inspect.signature(function).parameters
+    required = {n: object() for n, p in parameters.items() if p.default is inspect.Parameter.empty}
+    function(**required)
+    assert list(seen) == list(parameters)
+    sentinels = {name: object() for name in parameters}
+    seen.clear()
+    function(**sentinels)
+    assert all(seen[name] is value for name, value in sentinels.items())
