@@ -32,6 +32,25 @@ std::int64_t time_axis_of(nb::handle time_axis) {
 
 bool absent(nb::handle h) { return !h.is_valid() || h.is_none(); }
 
+// The role of a dict key, or role_count. The keys Python code writes are interned
+// string literals, so an identity test against the interned role names finds them
+// without comparing characters (a string cast and compare per key cost ~0.15 us).
+int role_of_key(nb::handle key) {
+    static PyObject* const* const interned = [] {
+        static PyObject* names[detail::role_count];
+        for (int role = 0; role < detail::role_count; ++role)
+            names[role] = PyUnicode_InternFromString(detail::role_key(static_cast<argument_role>(role)));
+        return names;
+    }();
+    for (int role = 0; role < detail::role_count; ++role)
+        if (key.ptr() == interned[role]) return role;
+    if (!PyUnicode_Check(key.ptr())) return detail::role_count;
+    for (int role = 0; role < detail::role_count; ++role)
+        if (PyUnicode_Compare(key.ptr(), interned[role]) == 0) return role;
+    if (PyErr_Occurred()) PyErr_Clear();
+    return detail::role_count;
+}
+
 // _core.estimate: the arrays keyed by role; an unknown key is a TypeError naming it.
 void estimate_entry(const std::string& kind_name, nb::dict arrays, double gamma, double lambda, double rho_clip,
                     double c_clip, double rho_pg_clip, std::int64_t n, bool log_probs, bool reset_at_start,
@@ -40,14 +59,14 @@ void estimate_entry(const std::string& kind_name, nb::dict arrays, double gamma,
     role_handles by_role{};
     std::string unknown;
     for (auto [key, value] : arrays) {
+        const int role = role_of_key(key);
+        if (role < detail::role_count) {
+            by_role[role] = value;
+            continue;
+        }
         const std::string name = nb::isinstance<nb::str>(key) ? nb::cast<std::string>(key)
                                                               : std::string(nb::repr(key).c_str());
-        int role = 0;
-        while (role < detail::role_count && name != detail::role_key(static_cast<argument_role>(role))) ++role;
-        if (role == detail::role_count || !nb::isinstance<nb::str>(key))
-            unknown += (unknown.empty() ? "'" : ", '") + name + "'";
-        else
-            by_role[role] = value;
+        unknown += (unknown.empty() ? "'" : ", '") + name + "'";
     }
     if (!unknown.empty()) {
         std::string known;
