@@ -187,8 +187,9 @@ want tests || want sanitize && stamp "tests and sanitizers done"
 bench_round() {  # name (after|before), round, with rl-triton (1|0)
   local name="$1" round="$2" peer="$3" dir="$L/bench-$1"
   mkdir -p "$dir"
-  local env=(env PYTHONPATH="$SITE/$name${EXTRA_PATH:+:$EXTRA_PATH}")
+  local env=(env)  # env's options come before its assignments
   [ "$peer" = 1 ] || env+=(-u PUFFADV_RL_TRITON)
+  env+=(PYTHONPATH="$SITE/$name${EXTRA_PATH:+:$EXTRA_PATH}")
   timeout "$(limit "$share")" "${env[@]}" python3 benchmarks/bench_conventions.py --sections peers \
     --shapes "${STD_SHAPES:-1024x128,8192x64,8192x91,65536x128,262144x128,1048576x8,4096x1024,64x16384,8x131072}" \
     --json "$dir/std.$round.json" --markdown "$dir/std.$round.md" > "$dir/std.$round.txt" 2>&1
