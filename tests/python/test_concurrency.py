@@ -428,6 +428,9 @@ def test_ctrl_c_during_a_call_comes_after_it(monkeypatch):
     """A call cannot be interrupted half-way: SIGINT during one is handled when it
     returns (KeyboardInterrupt), and the output is complete and right."""
     monkeypatch.setenv("PUFFADV_NUM_THREADS", "2")
+    # Python raises KeyboardInterrupt only where SIGINT was not ignored at its start; a
+    # shell ignores it for background jobs (nohup ... &), where this test ran then.
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     inputs = reference.random_puff_inputs(np.random.default_rng(4), 2048, 2048)
     want = reference.puff_advantage_by_step(*inputs, **PARAMS)
     out = np.full(inputs[0].shape, np.nan, np.float32)
@@ -451,4 +454,5 @@ def test_ctrl_c_during_a_call_comes_after_it(monkeypatch):
     finally:
         started.set()
         sender.join()
+        signal.signal(signal.SIGINT, previous)
     assert relative_error(out, want) <= 1e-5
