@@ -10,8 +10,10 @@ import sys
 
 import pytest
 
-TRAINERS = {"sb3": "stable_baselines3", "cleanrl": "torch", "tianshou": "tianshou", "skrl": "skrl"}
-PACKAGES = {"sb3": "stable-baselines3", "cleanrl": "torch", "tianshou": "tianshou", "skrl": "skrl"}
+TRAINERS = {"sb3": "stable_baselines3", "cleanrl": "torch", "torchrl": "torchrl", "tianshou": "tianshou",
+            "skrl": "skrl"}
+PACKAGES = {"sb3": "stable-baselines3", "cleanrl": "torch", "torchrl": "torchrl", "tianshou": "tianshou",
+            "skrl": "skrl"}
 
 
 @pytest.mark.parametrize("extra", sorted(TRAINERS))
