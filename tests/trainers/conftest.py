@@ -6,11 +6,14 @@ steps through the one-line integration, counting the estimates that reached
 puffadv (puffadv.integrations.calls)."""
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 import torch
 
 torch.set_num_threads(1)  # CI's 2 cores: the small networks gain nothing from more
+os.environ.setdefault("RL_WARNINGS", "False")  # TorchRL's notes on tensordicts without a named time dim
 
 
 @pytest.fixture
