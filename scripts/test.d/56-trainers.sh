@@ -22,7 +22,9 @@ if [ "$(cat "$venv/pins" 2>/dev/null)" != "$pins $site" ]; then
   echo "--- a virtual environment for $pins, over $site"
   rm -rf "$venv"
   python -m venv --without-pip "$venv"
-  echo "$site" > "$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/puffadv_ci_env.pth"
+  # A site directory, not a plain path entry: its own .pth files are read too.
+  echo "import site; site.addsitedir('$site')" \
+    > "$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/puffadv_ci_env.pth"
   # --no-compile: imports compile what they use. Everything already in $site is kept.
   python -m pip --python "$venv/bin/python" install -q --no-compile $pins
   echo "$pins $site" > "$venv/pins"

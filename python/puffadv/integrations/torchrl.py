@@ -106,8 +106,8 @@ def _next_values_independent(state_value, next_state_value, done, time_dim: int)
     """Whether some next value inside an episode is not the next step's value (GAE, V-trace
     read values[t + 1] there)."""
     v, nv, d = (x.movedim(time_dim, -1) for x in (state_value, next_state_value, done))
-    inside = ~d[..., :-1]
-    return not torch.equal(nv[..., :-1][inside], v[..., 1:][inside])
+    # Elementwise, no gather: a NaN inside an episode counts as different (TorchRL's own then).
+    return bool(((nv[..., :-1] != v[..., 1:]) & ~d[..., :-1]).any())
 
 
 def _flags(done, terminated, time_dim):
