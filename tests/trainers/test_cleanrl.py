@@ -127,8 +127,9 @@ def test_cleanrl_ppo_trains_cartpole_and_matches_its_own_loop():
     compared = train_cartpole(2048)
     assert integrations.calls["cleanrl"] - before == 2048 // (4 * 128) == len(compared)
     for (advantages, returns), (own_advantages, own_returns) in compared:
-        torch.testing.assert_close(advantages, own_advantages, rtol=0, atol=0)  # bitwise: float32 both
-        torch.testing.assert_close(returns, own_returns, rtol=0, atol=0)
+        # float32 rounding (bitwise on 2026-12-03; the kernels may order their operations otherwise)
+        torch.testing.assert_close(advantages, own_advantages, rtol=2e-6, atol=2e-6)
+        torch.testing.assert_close(returns, own_returns, rtol=2e-6, atol=2e-6)
 
 
 def test_time_limit_recipe_on_cartpole_matches_the_reference():

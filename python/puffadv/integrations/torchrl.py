@@ -58,7 +58,10 @@ def _fall_back(function: str, why: str, *args, **kwargs):
     return getattr(_functional, function)(*args, **kwargs)
 
 
-def _scalar(x, name: str):
+_INDEPENDENT = "next values that are not the next step's values (independent next_state_value)"
+
+
+def _scalar(x):
     """A Python float from a number or a one-element tensor; None for a per-step tensor."""
     if isinstance(x, torch.Tensor):
         return float(x.reshape(())) if x.numel() == 1 else None
@@ -115,19 +118,17 @@ def _flags(done, terminated, time_dim):
     return _rows(terminated, time_dim), _rows(done & ~terminated, time_dim)
 
 
-def vec_generalized_advantage_estimate(gamma, lmbda, state_value, next_state_value, reward, done,
-                                       terminated=None, *, time_dim: int = -2, _own="vec_generalized_advantage_estimate"):
-    """TorchRL's ``vec_generalized_advantage_estimate``: ``(advantage, value_target)``."""
+def _gae(own: str, gamma, lmbda, state_value, next_state_value, reward, done, terminated, time_dim: int):
     args = (gamma, lmbda, state_value, next_state_value, reward, done, terminated)
     floats = {"state_value": state_value, "next_state_value": next_state_value, "reward": reward}
     flags = {"done": done} if terminated is None else {"done": done, "terminated": terminated}
-    scalars = {"gamma": _scalar(gamma, "gamma"), "lmbda": _scalar(lmbda, "lmbda")}
+    scalars = {"gamma": _scalar(gamma), "lmbda": _scalar(lmbda)}
     why = _outside(floats, flags, scalars, time_dim)
     if why is None and not _pending.NEXT_VALUES and _next_values_independent(state_value, next_state_value,
                                                                             done, time_dim):
-        why = "next values that are not the next step's values (independent next_state_value)"
+        why = _INDEPENDENT
     if why is not None:
-        return _fall_back(_own, why, *args, time_dim=time_dim)
+        return _fall_back(own, why, *args, time_dim=time_dim)
     terminated_rows, truncated_rows = _flags(done, terminated, time_dim)
     out = puffadv.gae(_rows(reward, time_dim), _rows(state_value, time_dim), terminated_rows, truncated_rows,
                       bootstrap_values=_rows(next_state_value, time_dim), gamma=scalars["gamma"],
@@ -136,26 +137,30 @@ def vec_generalized_advantage_estimate(gamma, lmbda, state_value, next_state_val
     return _back(out.advantages, reward, time_dim), _back(out.returns, reward, time_dim)
 
 
+def vec_generalized_advantage_estimate(gamma, lmbda, state_value, next_state_value, reward, done,
+                                       terminated=None, *, time_dim: int = -2):
+    """TorchRL's ``vec_generalized_advantage_estimate``: ``(advantage, value_target)``."""
+    return _gae("vec_generalized_advantage_estimate", gamma, lmbda, state_value, next_state_value, reward, done,
+                terminated, time_dim)
+
+
 def generalized_advantage_estimate(gamma, lmbda, state_value, next_state_value, reward, done, terminated=None, *,
                                    time_dim: int = -2):
     """TorchRL's ``generalized_advantage_estimate`` (its loop version): the same numbers."""
-    return vec_generalized_advantage_estimate(gamma, lmbda, state_value, next_state_value, reward, done,
-                                              terminated, time_dim=time_dim, _own="generalized_advantage_estimate")
+    return _gae("generalized_advantage_estimate", gamma, lmbda, state_value, next_state_value, reward, done,
+                terminated, time_dim)
 
 
-def vec_td_lambda_return_estimate(gamma, lmbda, next_state_value, reward, done, terminated=None,
-                                  rolling_gamma=None, *, time_dim: int = -2,
-                                  _own="vec_td_lambda_return_estimate"):
-    """TorchRL's ``vec_td_lambda_return_estimate``: the TD(lambda) value target."""
+def _td_lambda(own: str, gamma, lmbda, next_state_value, reward, done, terminated, rolling_gamma, time_dim: int):
     args = (gamma, lmbda, next_state_value, reward, done, terminated, rolling_gamma)
     floats = {"next_state_value": next_state_value, "reward": reward}
     flags = {"done": done} if terminated is None else {"done": done, "terminated": terminated}
-    scalars = {"gamma": _scalar(gamma, "gamma"), "lmbda": _scalar(lmbda, "lmbda")}
+    scalars = {"gamma": _scalar(gamma), "lmbda": _scalar(lmbda)}
     why = _outside(floats, flags, scalars, time_dim)
     if why is None and rolling_gamma is False:
         why = "rolling_gamma=False"  # TorchRL's own error for scalar gamma and lambda
     if why is not None:
-        return _fall_back(_own, why, *args, time_dim=time_dim)
+        return _fall_back(own, why, *args, time_dim=time_dim)
     terminated_rows, truncated_rows = _flags(done, terminated, time_dim)
     following = _rows(next_state_value, time_dim)
     # TD(lambda) reads only next values: as puffadv's values, the next values one step late
@@ -168,11 +173,18 @@ def vec_td_lambda_return_estimate(gamma, lmbda, next_state_value, reward, done, 
     return _back(out.returns, reward, time_dim)
 
 
+def vec_td_lambda_return_estimate(gamma, lmbda, next_state_value, reward, done, terminated=None,
+                                  rolling_gamma=None, *, time_dim: int = -2):
+    """TorchRL's ``vec_td_lambda_return_estimate``: the TD(lambda) value target."""
+    return _td_lambda("vec_td_lambda_return_estimate", gamma, lmbda, next_state_value, reward, done, terminated,
+                      rolling_gamma, time_dim)
+
+
 def td_lambda_return_estimate(gamma, lmbda, next_state_value, reward, done, terminated=None, rolling_gamma=None,
                               *, time_dim: int = -2):
     """TorchRL's ``td_lambda_return_estimate`` (its loop version): the same numbers."""
-    return vec_td_lambda_return_estimate(gamma, lmbda, next_state_value, reward, done, terminated, rolling_gamma,
-                                         time_dim=time_dim, _own="td_lambda_return_estimate")
+    return _td_lambda("td_lambda_return_estimate", gamma, lmbda, next_state_value, reward, done, terminated,
+                      rolling_gamma, time_dim)
 
 
 def vtrace_advantage_estimate(gamma, log_pi, log_mu, state_value, next_state_value, reward, done,
@@ -182,12 +194,11 @@ def vtrace_advantage_estimate(gamma, log_pi, log_mu, state_value, next_state_val
     floats = {"log_pi": log_pi, "log_mu": log_mu, "state_value": state_value,
               "next_state_value": next_state_value, "reward": reward}
     flags = {"done": done} if terminated is None else {"done": done, "terminated": terminated}
-    scalars = {"gamma": _scalar(gamma, "gamma"), "rho_thresh": _scalar(rho_thresh, "rho_thresh"),
-               "c_thresh": _scalar(c_thresh, "c_thresh")}
+    scalars = {"gamma": _scalar(gamma), "rho_thresh": _scalar(rho_thresh), "c_thresh": _scalar(c_thresh)}
     why = _outside(floats, flags, scalars, time_dim)
     if why is None and not _pending.NEXT_VALUES and _next_values_independent(state_value, next_state_value,
                                                                             done, time_dim):
-        why = "next values that are not the next step's values (independent next_state_value)"
+        why = _INDEPENDENT
     if why is not None:
         return _fall_back("vtrace_advantage_estimate", why, *args, time_dim=time_dim)
     terminated_rows, truncated_rows = _flags(done, terminated, time_dim)
@@ -200,6 +211,7 @@ def vtrace_advantage_estimate(gamma, log_pi, log_mu, state_value, next_state_val
     return _back(out.pg_advantages, reward, time_dim), _back(out.vs, reward, time_dim)
 
 
+# The functional estimators by TorchRL's names: what the drop-in classes' methods call.
 _OURS = {name: globals()[name] for name in __all__ if name[0].islower()}
 
 
