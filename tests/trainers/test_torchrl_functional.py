@@ -240,3 +240,23 @@ def test_gradients_fall_back_to_torchrl():
     with torch.no_grad(), Through() as through:
         ours.vec_generalized_advantage_estimate(0.9, 0.9, state_value, next_state_value, reward, done, terminated)
     assert through.puffadv == 1
+
+
+def test_switching_next_values_on_alone_is_loud(monkeypatch):
+    """_pending.NEXT_VALUES set before next_values_keywords() says how: an error, never a wrong estimate."""
+    from puffadv.integrations import _pending
+    monkeypatch.setattr(_pending, "NEXT_VALUES", True)
+    done, terminated, reward, state_value, next_state_value = draw((2,), 9)
+    with pytest.raises(NotImplementedError, match="next_values_keywords"):
+        ours.vec_generalized_advantage_estimate(0.9, 0.9, state_value, next_state_value, reward, done, terminated)
+
+
+def test_switching_autograd_on_alone_is_loud(monkeypatch):
+    """_pending.AUTOGRAD set while puffadv's result carries no gradient: an error, never a dropped gradient."""
+    from puffadv.integrations import _pending
+    monkeypatch.setattr(_pending, "AUTOGRAD", True)
+    done, terminated, reward, state_value, next_state_value = draw((2,), 9)
+    next_state_value = shifted(state_value, next_state_value, -2)
+    state_value.requires_grad_(True)
+    with pytest.raises(RuntimeError, match="carries no gradient"):
+        ours.vec_generalized_advantage_estimate(0.9, 0.9, state_value, next_state_value, reward, done, terminated)

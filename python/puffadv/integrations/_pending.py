@@ -8,8 +8,11 @@
 Until then, puffadv.integrations.torchrl hands those cases back to TorchRL (with
 one warning), and Tianshou's GAE takes its next values through
 :func:`gae_from_next_values` below, which is exact today only because Tianshou
-computes in float64. When NEXT_VALUES lands: set it True and make
-:func:`gae_from_next_values` one ``puffadv.gae(..., next_values=...)`` call.
+computes in float64. When NEXT_VALUES lands: set it True, make
+:func:`next_values_keywords` return puffadv's argument for them, and
+:func:`gae_from_next_values` one ``puffadv.gae`` call with it. (Set True alone,
+torchrl raises NotImplementedError: never a silently wrong estimate.) When
+AUTOGRAD lands: set it True; torchrl then checks that gradients came through.
 """
 from __future__ import annotations
 
@@ -19,6 +22,13 @@ import puffadv
 
 NEXT_VALUES = False  # puffadv.gae takes independent next values
 AUTOGRAD = False     # puffadv's torch path is differentiable
+
+
+def next_values_keywords(next_values) -> dict:
+    """puffadv.gae / puffadv.vtrace's keyword arguments for next values that are not the next
+    step's values inside an episode, [rows, T] like the rewards."""
+    raise NotImplementedError("puffadv.integrations: NEXT_VALUES is set, but next_values_keywords() does not "
+                              "say yet how puffadv takes independent next values")
 
 
 def gae_from_next_values(rewards, values, next_values, ends, gamma: float, gae_lambda: float):

@@ -113,6 +113,25 @@ def _next_values_independent(state_value, next_state_value, done, time_dim: int)
     return bool(((nv[..., :-1] != v[..., 1:]) & ~d[..., :-1]).any())
 
 
+def _next_values(state_value, next_state_value, done, time_dim: int):
+    """(why not, None) or (None, puffadv's keyword arguments for the next values)."""
+    if not _next_values_independent(state_value, next_state_value, done, time_dim):
+        # puffadv reads them only where the buffer does not hold them: truncations, the last step.
+        return None, {"bootstrap_values": _rows(next_state_value, time_dim)}
+    if not _pending.NEXT_VALUES:
+        return _INDEPENDENT, None
+    return None, _pending.next_values_keywords(_rows(next_state_value, time_dim))
+
+
+def _checked(floats: dict, *outputs):
+    """The outputs, once sure no gradient was dropped (_pending.AUTOGRAD set before puffadv has it)."""
+    if torch.is_grad_enabled() and any(t.requires_grad for t in floats.values()) and not all(
+            t.requires_grad for t in outputs):
+        raise RuntimeError("puffadv.integrations.torchrl: _pending.AUTOGRAD is set, but puffadv's result "
+                           "carries no gradient")
+    return outputs
+
+
 def _flags(done, terminated, time_dim):
     terminated = done if terminated is None else terminated
     return _rows(terminated, time_dim), _rows(done & ~terminated, time_dim)
@@ -124,17 +143,15 @@ def _gae(own: str, gamma, lmbda, state_value, next_state_value, reward, done, te
     flags = {"done": done} if terminated is None else {"done": done, "terminated": terminated}
     scalars = {"gamma": _scalar(gamma), "lmbda": _scalar(lmbda)}
     why = _outside(floats, flags, scalars, time_dim)
-    if why is None and not _pending.NEXT_VALUES and _next_values_independent(state_value, next_state_value,
-                                                                            done, time_dim):
-        why = _INDEPENDENT
+    if why is None:
+        why, next_values = _next_values(state_value, next_state_value, done, time_dim)
     if why is not None:
         return _fall_back(own, why, *args, time_dim=time_dim)
     terminated_rows, truncated_rows = _flags(done, terminated, time_dim)
     out = puffadv.gae(_rows(reward, time_dim), _rows(state_value, time_dim), terminated_rows, truncated_rows,
-                      bootstrap_values=_rows(next_state_value, time_dim), gamma=scalars["gamma"],
-                      gae_lambda=scalars["lmbda"], time_axis=-1)
+                      **next_values, gamma=scalars["gamma"], gae_lambda=scalars["lmbda"], time_axis=-1)
     calls["torchrl"] += 1
-    return _back(out.advantages, reward, time_dim), _back(out.returns, reward, time_dim)
+    return _checked(floats, _back(out.advantages, reward, time_dim), _back(out.returns, reward, time_dim))
 
 
 def vec_generalized_advantage_estimate(gamma, lmbda, state_value, next_state_value, reward, done,
@@ -170,7 +187,7 @@ def _td_lambda(own: str, gamma, lmbda, next_state_value, reward, done, terminate
                                     bootstrap_values=following, gamma=scalars["gamma"], lambda_=scalars["lmbda"],
                                     time_axis=-1)
     calls["torchrl"] += 1
-    return _back(out.returns, reward, time_dim)
+    return _checked(floats, _back(out.returns, reward, time_dim))[0]
 
 
 def vec_td_lambda_return_estimate(gamma, lmbda, next_state_value, reward, done, terminated=None,
@@ -196,19 +213,17 @@ def vtrace_advantage_estimate(gamma, log_pi, log_mu, state_value, next_state_val
     flags = {"done": done} if terminated is None else {"done": done, "terminated": terminated}
     scalars = {"gamma": _scalar(gamma), "rho_thresh": _scalar(rho_thresh), "c_thresh": _scalar(c_thresh)}
     why = _outside(floats, flags, scalars, time_dim)
-    if why is None and not _pending.NEXT_VALUES and _next_values_independent(state_value, next_state_value,
-                                                                            done, time_dim):
-        why = _INDEPENDENT
+    if why is None:
+        why, next_values = _next_values(state_value, next_state_value, done, time_dim)
     if why is not None:
         return _fall_back("vtrace_advantage_estimate", why, *args, time_dim=time_dim)
     terminated_rows, truncated_rows = _flags(done, terminated, time_dim)
     out = puffadv.vtrace(_rows(reward, time_dim), _rows(state_value, time_dim), terminated_rows, truncated_rows,
-                         bootstrap_values=_rows(next_state_value, time_dim),
-                         importance=_rows((log_pi - log_mu).exp(), time_dim), gamma=scalars["gamma"], lambda_=1.0,
+                         **next_values, importance=_rows((log_pi - log_mu).exp(), time_dim), gamma=scalars["gamma"], lambda_=1.0,
                          rho_clip=scalars["rho_thresh"], c_clip=scalars["c_thresh"],
                          rho_pg_clip=scalars["rho_thresh"], time_axis=-1)
     calls["torchrl"] += 1
-    return _back(out.pg_advantages, reward, time_dim), _back(out.vs, reward, time_dim)
+    return _checked(floats, _back(out.pg_advantages, reward, time_dim), _back(out.vs, reward, time_dim))
 
 
 # The functional estimators by TorchRL's names: what the drop-in classes' methods call.
