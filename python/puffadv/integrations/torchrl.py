@@ -48,12 +48,13 @@ __all__ = ["GAE", "TDLambdaEstimator", "VTrace", "generalized_advantage_estimate
 _warned: set = set()
 
 
-def _fall_back(function: str, why: str, *args, **kwargs):
-    """TorchRL's own `function` computes this call; says why, once per function and reason."""
+def _fall_back(function: str, why: str, *args, depth: int = 1, **kwargs):
+    """TorchRL's own `function` computes this call; says why, once per function and reason
+    (the warning points at the caller of the public function `depth` frames up)."""
     if (function, why) not in _warned:
         _warned.add((function, why))
         warnings.warn(f"puffadv.integrations.torchrl: {why}: {function} computed by TorchRL "
-                      f"(said once)", puffadv.FallbackWarning, stacklevel=3)
+                      f"(said once)", puffadv.FallbackWarning, stacklevel=2 + depth)
     fallbacks["torchrl"] += 1
     return getattr(_functional, function)(*args, **kwargs)
 
@@ -146,7 +147,7 @@ def _gae(own: str, gamma, lmbda, state_value, next_state_value, reward, done, te
     if why is None:
         why, next_values = _next_values(state_value, next_state_value, done, time_dim)
     if why is not None:
-        return _fall_back(own, why, *args, time_dim=time_dim)
+        return _fall_back(own, why, *args, depth=2, time_dim=time_dim)
     terminated_rows, truncated_rows = _flags(done, terminated, time_dim)
     out = puffadv.gae(_rows(reward, time_dim), _rows(state_value, time_dim), terminated_rows, truncated_rows,
                       **next_values, gamma=scalars["gamma"], gae_lambda=scalars["lmbda"], time_axis=-1)
@@ -177,7 +178,7 @@ def _td_lambda(own: str, gamma, lmbda, next_state_value, reward, done, terminate
     if why is None and rolling_gamma is False:
         why = "rolling_gamma=False"  # TorchRL's own error for scalar gamma and lambda
     if why is not None:
-        return _fall_back(own, why, *args, time_dim=time_dim)
+        return _fall_back(own, why, *args, depth=2, time_dim=time_dim)
     terminated_rows, truncated_rows = _flags(done, terminated, time_dim)
     following = _rows(next_state_value, time_dim)
     # TD(lambda) reads only next values: as puffadv's values, the next values one step late
