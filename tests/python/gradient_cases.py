@@ -42,7 +42,7 @@ CASES = {
     "episodic_cumsum": (("inputs", "seed"), ("dones",), {}, (), {}),
     "episodic_cumsum_starts_at": (("inputs", "seed"), ("dones",), {"boundary": "starts_at"}, (), {}),
     "eligibility_traces": (("inputs", "seed"), ("dones",), {}, ("gamma", "lambda_"), {}),
-    "compute_puff_advantage": (("values", "rewards", "importance"), ("dones",), {"rho_clip": 1.4},
+    "compute_puff_advantage": (("values", "rewards", "importance"), ("dones",), {"rho_clip": 1.4, "c_clip": 1.0},
                                ("gamma", "gae_lambda"),
                                {"returns": True, "abs_sums": True, "sums": True, "square_sums": True}),
 }
