@@ -2,7 +2,9 @@
 which the C++ kernels are built (src/torch/), cannot express. Registered by
 puffadv.torch right after it loads the library:
 
-- Autograd: a fallthrough, so no graph is recorded (targets are not differentiated);
+- Autograd: every functional op's graph (_torch_autograd, backward from _vjp); a
+  fallthrough for PufferLib's in-place op, whose BackendSelect kernel refuses inputs
+  that require grad under grad mode;
 - BackendSelect, the one key below autograd that every eager call passes
   (inference mode included): type problems raised as TypeError, the host
   fallback's one-time FallbackWarning, and torch's rules for the in-place op's
