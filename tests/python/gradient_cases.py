@@ -17,6 +17,8 @@ CASES = {
                        {"advantages": True, "returns": True}),
     "td_lambda_returns": (("rewards", "values", "bootstrap_values", "importance"), ("terminated", "truncated"),
                           {}, ("gamma", "lambda_"), _VALUE_OUTPUTS),
+    "td_lambda_returns_last_value": (("rewards", "values", "last_value", "importance"), ("terminated",), {},
+                                     ("gamma", "lambda_"), {"returns": True, "advantages": True}),
     "vtrace": (("rewards", "values", "bootstrap_values", "importance"), ("terminated", "truncated"),
                {"rho_clip": 1.5, "c_clip": 1.1, "rho_pg_clip": 1.3}, ("gamma", "lambda_"),
                {"vs": True, "pg_advantages": True, "abs_sums": True, "sums": True, "square_sums": True}),

@@ -122,3 +122,18 @@ def _op_kwargs(case, leaves):
     if case.endswith("log_probs"):
         kwargs["log_probs"] = True
     return kwargs
+
+
+def test_every_float_tensor_argument_of_every_op_is_gradchecked():
+    """No operator argument escapes the gradchecks above: each float Tensor of each
+    functional op's schema is differentiated by some case (flags are boolean)."""
+    from puffadv import _torch_kernels
+    covered = {}
+    for case, (arrays, *_) in CASES.items():
+        name = "puff_advantage" if case == "compute_puff_advantage" else function_of(case)
+        covered.setdefault(name, set()).update(_OP_NAMES.get(a, a) for a in arrays)
+    flags = {"terminated", "truncated", "dones", "greedy"}
+    for name in _torch_kernels._FUNCTIONAL:
+        schema = getattr(torch.ops.puffadv, name).default._schema
+        tensors = {a.name for a in schema.arguments if "Tensor" in str(a.type)} - flags
+        assert tensors <= covered.get(name, set()), (name, tensors - covered.get(name, set()))
