@@ -86,7 +86,8 @@ def compute_puff_advantage(values, rewards, dones, importance, advantages=None,
                                lambda_name=_LAMBDA_NAME)
             return advantages
     elif _frameworks.torch_compiling():
-        if _route.needs_graph(values, rewards, dones, importance, gamma, gae_lambda, rho_clip, c_clip):
+        if _route.needs_graph((values, rewards, dones, importance), (gamma, gae_lambda, rho_clip, c_clip),
+                              (advantages, returns, abs_sums, sums, square_sums)):
             from . import _torch_autograd
             return _torch_autograd.puff_advantage(values, rewards, dones, importance, advantages,
                                                   (gamma, gae_lambda, rho_clip, c_clip), stream,
@@ -118,7 +119,8 @@ def compute_puff_advantage(values, rewards, dones, importance, advantages=None,
             else:
                 _engine._torch_rules.mark_written(advantages)
                 return advantages
-    if _route.needs_graph(values, rewards, dones, importance, gamma, gae_lambda, rho_clip, c_clip):
+    if _route.needs_graph((values, rewards, dones, importance), (gamma, gae_lambda, rho_clip, c_clip),
+                          (advantages, returns, abs_sums, sums, square_sums)):
         from . import _torch_autograd
         return _torch_autograd.puff_advantage(values, rewards, dones, importance, advantages,
                                               (gamma, gae_lambda, rho_clip, c_clip), stream,

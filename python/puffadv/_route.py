@@ -15,13 +15,15 @@ from ._estimators import ESTIMATORS, Estimator
 _DIRECT = {function: direct(estimator) for function, estimator in ESTIMATORS.items()}
 
 
-def needs_graph(*arguments) -> bool:
+def needs_graph(arrays, scalars, outputs=()) -> bool:
     """An argument requires grad (a torch tensor) and torch's grad mode is on: the call goes
-    through _torch_autograd, which records its graph (never a silently detached result)."""
-    if not any(getattr(x, "requires_grad", False) is True for x in arguments):
+    through _torch_autograd, which records its graph (never a silently detached result).
+    A call that mixes in anything but torch tensors goes on to the eager path, whose
+    checks refuse it by name."""
+    if not any(getattr(x, "requires_grad", False) is True for x in (*arrays, *scalars)):
         return False
     from . import _torch_autograd
-    return _torch_autograd.wanted(*arguments)
+    return _torch_autograd.wanted(*arrays, *scalars) and _torch_autograd.all_tensors(arrays, outputs)
 
 
 def estimate(estimator: Estimator, args: dict):
@@ -30,8 +32,9 @@ def estimate(estimator: Estimator, args: dict):
     if result is not MISSED:
         return result
     call = call_of(estimator, args)
-    if type(next(iter(call.arrays.values()))) is not np.ndarray and needs_graph(*call.arrays.values(),
-                                                                               *call.scalars.values()):
+    if type(next(iter(call.arrays.values()))) is not np.ndarray and needs_graph(call.arrays.values(),
+                                                                               call.scalars.values(),
+                                                                               call.outputs.values()):
         from . import _torch_autograd
         return estimator.make_result(_torch_autograd.estimate(estimator, call))
     if type(next(iter(call.arrays.values()))) is not np.ndarray and _frameworks.torch_compiling():

@@ -28,6 +28,13 @@ def wanted(*tensors) -> bool:
     return torch.is_grad_enabled() and any(isinstance(x, torch.Tensor) and x.requires_grad for x in tensors)
 
 
+def all_tensors(arrays, outputs) -> bool:
+    """Every array given (None: absent) and every output given as an array (True, False,
+    None: specs) is a torch tensor."""
+    return all(x is None or isinstance(x, torch.Tensor) for x in arrays) and \
+        all(x is None or x is True or x is False or isinstance(x, torch.Tensor) for x in outputs)
+
+
 class Plan(NamedTuple):
     """What one differentiable call's forward and backward share (not tensors)."""
     kind: str                  # the core's kind (_vjp's)
@@ -78,7 +85,8 @@ class _Differentiable(torch.autograd.Function):
 
     @staticmethod
     def forward(plan, *tensors):
-        arrays = dict(zip(plan.array_roles, (t.detach() for t in tensors[:len(plan.array_roles)])))
+        arrays = dict(zip(plan.array_roles, (None if t is None else t.detach()  # None: the eager checks refuse it
+                                             for t in tensors[:len(plan.array_roles)])))
         scalars = {**plan.scalars, **{role: float(t) for role, t in
                                       zip(plan.scalar_roles, tensors[len(plan.array_roles):])}}
         outputs = plan.run(arrays, scalars)

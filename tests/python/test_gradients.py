@@ -118,3 +118,18 @@ def test_16_bit_inputs_get_gradients_of_their_dtype():
     gr, gv = torch.autograd.grad(e.advantages.sum(), (r, v))
     assert gr.dtype == torch.bfloat16 and gv.dtype == torch.bfloat16
     assert np.isfinite(gr.float().numpy()).all()
+
+
+def test_bad_input_that_requires_grad_gets_the_eager_errors():
+    """Inputs that require grad take the differentiable path only when every array is a
+    torch tensor: anything else gets the eager call's own TypeError, by name."""
+    v = torch.randn(2, 4, requires_grad=True)
+    flags = v.detach() > 0
+    with pytest.raises(TypeError, match="values must be an array"):
+        puffadv.compute_puff_advantage(None, v, flags, v)
+    with pytest.raises(TypeError, match="importance is a numpy array but values is a torch array"):
+        puffadv.compute_puff_advantage(v, v, flags, v.detach().numpy())
+    with pytest.raises(TypeError, match="advantages is a numpy array but rewards is a torch array"):
+        puffadv.gae(v, v, flags, last_value=v[:, 0], advantages=np.zeros((2, 4), np.float32), time_axis=-1)
+    with pytest.raises(TypeError, match="values must be an array"):
+        puffadv.gae(v, None, flags, last_value=v[:, 0], time_axis=-1)
