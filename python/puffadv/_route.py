@@ -20,8 +20,15 @@ def needs_graph(arrays, scalars, outputs=()) -> bool:
     through _torch_autograd, which records its graph (never a silently detached result).
     A call that mixes in anything but torch tensors goes on to the eager path, whose
     checks refuse it by name."""
-    if not any(getattr(x, "requires_grad", False) is True for x in (*arrays, *scalars)):
-        return False
+    for x in arrays:  # loops, not any(...): every non-NumPy call pays for this check
+        if x is not None and getattr(x, "requires_grad", False) is True:
+            break
+    else:
+        for x in scalars:
+            if x.__class__ is not float and getattr(x, "requires_grad", False) is True:
+                break
+        else:
+            return False
     from . import _torch_autograd
     return _torch_autograd.wanted(*arrays, *scalars) and _torch_autograd.all_tensors(arrays, outputs)
 

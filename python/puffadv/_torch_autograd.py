@@ -271,17 +271,19 @@ def _autograd_kernel(info: _OpInfo):
     """The operator's Autograd key: a graph when grad mode is on and a tensor requires grad,
     else straight to the kernels below (what the fallthrough it replaces did)."""
     from torch._library.utils import fill_defaults
-    schema = info.op._schema
+    schema, redispatch = info.op._schema, info.op.redispatch
+    # Every eager call of the op passes here: C-level checks keep it cheap.
+    grad_enabled, any_requires_grad, below = (torch._C.is_grad_enabled, torch._C._any_requires_grad,
+                                              torch._C._after_autograd_keyset)
 
     def kernel(keyset, *args, **kwargs):
-        if torch.is_grad_enabled() and any(isinstance(x, torch.Tensor) and x.requires_grad
-                                           for x in (*args, *kwargs.values())):
+        if grad_enabled() and any_requires_grad(*args, **kwargs):
             args, _ = fill_defaults(schema, args, kwargs)
             # Below a torch.func transform's layer (which dispatched here with its tensors
             # unwrapped) this level's autograd records the graph, as for a native op:
             # Function.apply would hand it to the transforms again.
             return _record(_OpDifferentiable, info, *args)
-        return info.op.redispatch(keyset & torch._C._after_autograd_keyset, *args, **kwargs)
+        return redispatch(keyset & below, *args, **kwargs)
 
     return kernel
 
