@@ -133,3 +133,14 @@ def test_bad_input_that_requires_grad_gets_the_eager_errors():
         puffadv.gae(v, v, flags, last_value=v[:, 0], advantages=np.zeros((2, 4), np.float32), time_axis=-1)
     with pytest.raises(TypeError, match="values must be an array"):
         puffadv.gae(v, None, flags, last_value=v[:, 0], time_axis=-1)
+
+
+def test_compile_fullgraph_with_a_tensor_gamma():
+    """torch.compile(fullgraph=True) traces the Python API's forward and backward, with
+    gamma a tensor that requires grad (meta-gradients)."""
+    call, leaves, names = make_call("td_lambda_returns", seed=9)
+    compiled = torch.compile(lambda *a: call(*a)[1].square().sum(), fullgraph=True)
+    got = torch.autograd.grad(compiled(*leaves), leaves)
+    want = torch.autograd.grad(call(*leaves)[1].square().sum(), leaves)
+    for name, g, w in zip(names, got, want):
+        torch.testing.assert_close(g, w, msg=name)
