@@ -19,7 +19,10 @@ family's functional ops (src/torch/conventions_ops.cpp, schemas there):
 ``eligibility_traces``, with the Python API's arguments and numbers (retrace
 takes one pair of probabilities with ``log_probs`` saying which kind;
 episodic_cumsum's ``reset_at_start`` is ``boundary="starts_at"``).
-No op records an autograd graph: advantages and returns are training targets.
+Every functional op is differentiable (autograd, torch.func, torch.compile; the
+gradients of every float tensor, docs/gradients.md); the in-place
+``compute_puff_advantage`` records no graph and refuses inputs that require grad
+under grad mode: call ``puff_advantage`` (or ``puffadv.compute_puff_advantage``).
 
 CPU and CUDA (HIP under ROCm torch) tensors; on a GPU the work is queued on
 torch's current stream with no host synchronisation, so it can be captured in a
