@@ -21,7 +21,7 @@ import numpy as np
 import puffadv
 
 NEXT_VALUES = False  # puffadv.gae takes independent next values
-AUTOGRAD = False     # puffadv's torch path is differentiable
+AUTOGRAD = True      # puffadv's torch path is differentiable
 
 
 def next_values_keywords(next_values) -> dict:

@@ -60,6 +60,7 @@ def _fall_back(function: str, why: str, *args, depth: int = 1, **kwargs):
 
 
 _INDEPENDENT = "next values that are not the next step's values (independent next_state_value)"
+_GRADIENT_THROUGH_NEXT_VALUES = "a gradient through next_state_value (puffadv would read it from state_value)"
 
 
 def _scalar(x):
@@ -116,6 +117,11 @@ def _next_values_independent(state_value, next_state_value, done, time_dim: int)
 
 def _next_values(state_value, next_state_value, done, time_dim: int):
     """(why not, None) or (None, puffadv's keyword arguments for the next values)."""
+    wants_gradient = torch.is_grad_enabled() and (state_value.requires_grad or next_state_value.requires_grad)
+    if wants_gradient and not _pending.NEXT_VALUES:
+        # Reading next values from state_value[t + 1] gives the same numbers but sends their
+        # gradient to state_value instead of next_state_value: TorchRL's own keeps the two apart.
+        return _GRADIENT_THROUGH_NEXT_VALUES, None
     if not _next_values_independent(state_value, next_state_value, done, time_dim):
         # puffadv reads them only where the buffer does not hold them: truncations, the last step.
         return None, {"bootstrap_values": _rows(next_state_value, time_dim)}
