@@ -16,6 +16,7 @@
 #include "cpu/engine_run.hpp"
 #include "cpu/estimators_advantage.hpp"
 #include "cpu/estimators_family.hpp"
+#include "cpu/estimators_recurrence.hpp"
 #include "cpu/conventions_cpu.hpp"
 
 namespace puffadv::detail {
@@ -27,7 +28,7 @@ engine::arrays engine_arrays(const standard_arrays& s) {
     a.horizon = s.rewards.cols;
     a.rewards = view_of(s.rewards);
     a.values = view_of(s.values);
-    a.terminated = view_of(s.terminated);
+    if (s.terminated.data) a.terminated = view_of(s.terminated);  // linear_recurrence: none
     a.truncated = view_of(s.truncated);
     a.last_value = view_of(s.last_value);
     a.bootstrap = view_of(s.bootstrap_values);
@@ -36,6 +37,7 @@ engine::arrays engine_arrays(const standard_arrays& s) {
     a.target = view_of(s.target_probs);
     a.behaviour = view_of(s.behaviour_probs);
     a.greedy = view_of(s.greedy);
+    a.decay = view_of(s.decay);
     a.advantages = view_of(s.advantages);
     a.returns = view_of(s.fused.returns);
     a.abs_sums = view_of(s.fused.abs_sums);
@@ -88,6 +90,14 @@ void run_episodic(const engine::arrays& a, const standard_params& p) {
     engine::run_engine(producer, a);
 }
 
+template <typename C>
+void run_recurrence(const engine::arrays& a, const standard_params& p) {
+    if (p.reverse)
+        engine::run_engine(engine::recurrence_producer<C, false>(a), a);
+    else
+        engine::run_engine(engine::recurrence_producer<C, true>(a), a);
+}
+
 template <typename C, typename F>
 runner family_runner(estimator kind, const standard_params& p) {
     switch (kind) {
@@ -113,6 +123,7 @@ runner runner_for(const engine::arrays& a, const standard_params& p) {
     const estimator kind = p.kind;
     const bool bytes = engine::byte_flags(a.terminated.type);
     switch (kind) {
+        case estimator::linear_recurrence: return run_recurrence<C>;  // no flags
         case estimator::puff_advantage:  // dones used arithmetically: of the values' type only
             return bytes ? nullptr : run_puff<C>;
         case estimator::gae:
@@ -154,6 +165,7 @@ void estimate_cpu(const standard_arrays& arrays, const standard_params& params) 
     }
     if (params.kind == estimator::puff_advantage)
         return puff_advantage_general_cpu(as_puff_arrays(arrays), as_puff_params(params));
+    if (params.kind == estimator::linear_recurrence) return linear_recurrence_general_cpu(arrays, params);
     if (is_family_kind(params.kind)) return family_estimate_cpu(arrays, params);
     standard_general_cpu(arrays, params);
 }

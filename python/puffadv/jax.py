@@ -21,8 +21,9 @@ given.
 
 Arguments are checked before lowering by the core's own checks (run on the
 arrays' shapes and dtypes), so errors are the ``TypeError``/``ValueError`` of
-the NumPy functions. Nothing here is differentiable: advantages and returns are
-targets. ``jax.grad`` through an input raises ``ValueError``; inputs under
+the NumPy functions. Nothing here but :func:`linear_recurrence` (the engine's
+scan itself, ``_jax_recurrence.py``: a ``jax.custom_vjp``) is differentiable:
+advantages and returns are targets. ``jax.grad`` through an input raises ``ValueError``; inputs under
 ``jax.lax.stop_gradient`` are fine.
 
 The handlers were compiled against the XLA FFI headers of one jaxlib; a jaxlib
@@ -41,6 +42,7 @@ from ._estimators import Estimate, VTraceEstimate
 from ._jax_common import _array, _as_flag, _as_float, _compute_dtype, _not_differentiable, _register, _scalar, _spec
 from ._jax_family import (discounted_returns, eligibility_traces, episodic_cumsum, gae, n_step_returns, q_lambda,
                           retrace, td_lambda_returns, vtrace)
+from ._jax_recurrence import linear_recurrence
 from ._jax_sharding import RowwiseCall, result_type
 
 if not hasattr(_core, "jax_ffi_targets"):
@@ -50,8 +52,8 @@ if not hasattr(_core, "jax_ffi_targets"):
         "pip install --no-build-isolation . -C cmake.define.PUFF_JAX=ON")
 
 __all__ = ["compute_puff_advantage", "gae", "td_lambda_returns", "vtrace", "discounted_returns",
-           "n_step_returns", "retrace", "q_lambda", "episodic_cumsum", "eligibility_traces", "Estimate",
-           "VTraceEstimate"]
+           "n_step_returns", "retrace", "q_lambda", "episodic_cumsum", "eligibility_traces", "linear_recurrence",
+           "Estimate", "VTraceEstimate"]
 
 # ----------------------------------------------------------------- puff advantage
 

@@ -48,5 +48,7 @@ void puff_advantage_general_cpu(const puff_arrays& arrays, const puff_params& pa
 /// The kinds past gae / td_lambda / vtrace (conventions_cpu_family.cpp).
 bool is_family_kind(estimator kind) noexcept;
 void family_estimate_cpu(const standard_arrays& arrays, const standard_params& params);
+/// linear_recurrence where the engine does not serve it (linear_recurrence_cpu.cpp).
+void linear_recurrence_general_cpu(const standard_arrays& arrays, const standard_params& params);
 
 }  // namespace puffadv::detail

@@ -18,11 +18,12 @@ namespace puffadv::detail {
 enum class argument_role : std::uint8_t {
     rewards, values, terminated, truncated, last_value, bootstrap_values, importance,
     next_values, target_probs, behaviour_probs, greedy,
+    decay,       // linear_recurrence's a_t
     advantages,  // the output A_t (episodic_sum's `out`)
     returns, abs_sums, sums, square_sums,  // the fused outputs, optional for every kind
 };
-inline constexpr int role_count = 16;
-inline constexpr int input_role_count = 11;  // rewards .. greedy
+inline constexpr int role_count = 17;
+inline constexpr int input_role_count = 12;  // rewards .. decay
 constexpr bool is_output(argument_role r) noexcept { return r >= argument_role::advantages; }
 
 /// How a kind treats an array.
