@@ -133,9 +133,11 @@ void register_estimate(nb::module_& m) {
     m.def("estimate", &estimate_entry, nb::arg("kind"), nb::arg("arrays"), nb::kw_only(), nb::arg("gamma"),
           nb::arg("lambda_"), nb::arg("rho_clip") = 1.0, nb::arg("c_clip") = 1.0, nb::arg("rho_pg_clip") = 1.0,
           nb::arg("n") = 1, nb::arg("log_probs") = false, nb::arg("reset_at_start") = false,
-          nb::arg("lambda_name") = "lambda", nb::arg("time_axis") = nb::int_(1), nb::arg("stream") = 0, nb::arg("reverse") = false,
+          nb::arg("lambda_name") = "lambda", nb::arg("time_axis") = nb::int_(1), nb::arg("stream") = 0,
+          nb::arg("reverse") = false,
           "Any kind (gae, td_lambda, vtrace, discounted_returns, retrace, q_lambda, n_step_returns, "
-          "episodic_sum, puff_advantage, linear_recurrence) into the given outputs. `arrays` maps roles (rewards, values, "
+          "episodic_sum, puff_advantage, linear_recurrence: reverse=True runs it backwards) into the given "
+          "outputs. `arrays` maps roles (rewards, values, "
           "terminated, truncated, last_value, bootstrap_values, importance, next_values, target_probs, "
           "behaviour_probs, greedy, decay, advantages, returns, abs_sums, sums, square_sums) to arrays or None; "
           "the puff advantage's dones are its `terminated`, and it is batch-major whatever time_axis says. "

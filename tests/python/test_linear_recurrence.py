@@ -107,7 +107,7 @@ def test_a_scalar_decay_is_every_steps_decay():
 
 def test_known_recurrences():
     """decay = gamma (1 - done) backwards is discounted_returns; gamma lambda forwards (reset
-    after a done) is eligibility_traces."""
+    after a done) is eligibility_traces; gamma lambda (1 - done) backwards over the TD errors is GAE."""
     rng = np.random.default_rng(11)
     r = rng.normal(size=(5, 60))
     done = rng.random((5, 60)) < 0.1
@@ -118,6 +118,12 @@ def test_known_recurrences():
     traces = puffadv.eligibility_traces(r, done, gamma=0.9, lambda_=0.8, time_axis=1)
     np.testing.assert_allclose(puffadv.linear_recurrence(r, 0.72 * (1 - reset), reverse=False, time_axis=1),
                                traces, rtol=1e-12, atol=1e-12)
+    values, last = rng.normal(size=(5, 60)), rng.normal(size=5)
+    following = np.concatenate([values[:, 1:], last[:, None]], axis=1)
+    errors = r + 0.9 * (1 - done) * following - values
+    gae = puffadv.gae(r, values, done, last_value=last, gamma=0.9, gae_lambda=0.8, time_axis=1).advantages
+    np.testing.assert_allclose(puffadv.linear_recurrence(errors, 0.72 * (1 - done), reverse=True, time_axis=1), gae,
+                               rtol=1e-10, atol=1e-10)
 
 
 @pytest.mark.parametrize("reverse", [False, True])
