@@ -6,6 +6,7 @@ require grad, or under torch.compile: the op, so the gradient is kept."""
 from __future__ import annotations
 
 import functools
+import numbers
 
 import torch
 
@@ -41,10 +42,10 @@ def through_op(inputs, decay, seed, out, stream, reverse: bool, time_axis: int, 
                          "the op runs on torch's current stream (use `with torch.cuda.stream(s):`)")
     if seed is not None and not isinstance(seed, torch.Tensor):
         raise TypeError(f"seed must be a torch tensor like inputs, got {_frameworks.describe(seed)}")
-    if not isinstance(time_axis, int) or isinstance(time_axis, bool):
-        time_axis = _frameworks.real_parameter(time_axis, "time_axis")  # a TypeError for a non-number
+    if isinstance(time_axis, bool) or not isinstance(time_axis, numbers.Integral):
         raise TypeError(f"time_axis must be an int (0: time-major [T, B], 1: batch-major [B, T]), "
-                        f"got {time_axis!r}")
+                        f"got {_frameworks.describe(time_axis)}")
+    time_axis = int(time_axis)
     decay = _decay_tensor(inputs, decay)
     if _frameworks.torch_compiling():  # the op's own autograd (register_torch): what dynamo traces
         y = torch.ops.puffadv.linear_recurrence(inputs, decay, seed, reverse=bool(reverse), time_axis=time_axis)
@@ -62,7 +63,7 @@ def _vmap(info, in_dims, inputs, decay, seed, reverse, time_axis):
     one call computes them all; time-major data is reordered to [T, N * B] first."""
     n = info.batch_size
 
-    def batched(x, dim, rows_only=False):
+    def batched(x, dim):
         if x is None:
             return None
         return x.unsqueeze(0).expand(n, *x.shape) if dim is None else x.movedim(dim, 0)

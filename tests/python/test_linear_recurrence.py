@@ -1,6 +1,6 @@
 """puffadv.linear_recurrence (the engine's scan as a public function) against a float64
 reference on fresh random inputs: both directions, both layouts, strided views,
-float32/float64 (the engine) and bfloat16/float16/mixed dtypes (the general kernel),
+float32/float64 and bfloat16/float16 (the engine, 16-bit through its converting sources),
 decays of 0 and 1 and a seed at the first and last steps, a scalar decay, NaN
 isolation, every framework this machine has (NumPy, torch), torch.ops.puffadv and
 puffadv.jax; named errors. Gradients: test_linear_recurrence_grad.py."""

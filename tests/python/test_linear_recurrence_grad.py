@@ -217,3 +217,17 @@ def test_jax_check_grads(reverse, time_axis):
             np.testing.assert_allclose(np.asarray(got), want, rtol=1e-12, atol=1e-12)
         batched = jax.vmap(jax.grad(lambda x: f(x, lay(a), s).sum()))(np.stack([lay(x), -lay(x)]))
         np.testing.assert_allclose(np.asarray(batched[0]), np.asarray(grads[0]), rtol=1e-12, atol=1e-12)
+
+
+def test_the_differentiable_path_names_its_errors():
+    x, a = leaves(*draw(3, 4)[:2])
+    with pytest.raises(TypeError, match=r"time_axis must be an int \(0: time-major \[T, B\], 1: batch-major"):
+        puffadv.linear_recurrence(x, a, reverse=False, time_axis=1.0)
+    with pytest.raises(ValueError, match="stream= cannot be passed with tensors that require grad"):
+        puffadv.linear_recurrence(x, a, reverse=False, time_axis=1, stream=0)
+    with pytest.raises(TypeError, match="seed must be a torch tensor like inputs"):
+        puffadv.linear_recurrence(x, a, seed=np.zeros(3), reverse=False, time_axis=1)
+    with pytest.raises(ValueError, match=r"decay has shape \[3, 5\] but inputs has shape \[3, 4\]"):
+        puffadv.linear_recurrence(x, torch.zeros(3, 5, dtype=torch.float64), reverse=False, time_axis=1)
+    with pytest.raises(TypeError, match="decay has dtype float32 but inputs has float64"):
+        puffadv.linear_recurrence(x, a.float(), reverse=False, time_axis=1)
