@@ -44,13 +44,13 @@ def _puff_advantage_fake(values, rewards, dones, importance, gamma, gae_lambda, 
                        device=values.device)
 
 
-def _run_kernel(op, keyset, *args):
+def _run_kernel(op, keyset, *args, **kwargs):
     """The device kernel (or the fake) below BackendSelect, its type problems
     raised as TypeError: no exception of the Stable ABI becomes one."""
     watch = isinstance(args[0], torch.Tensor) and args[0].is_cuda and _may_fall_back()
     fallbacks_before = _core.fallback_stats()["calls"] if watch else None
     try:
-        result = op.redispatch(keyset & _BELOW_BACKEND_SELECT, *args)
+        result = op.redispatch(keyset & _BELOW_BACKEND_SELECT, *args, **kwargs)
     except RuntimeError as e:
         if str(e).startswith(_TYPE_ERROR):
             raise TypeError(str(e)[len(_TYPE_ERROR):]) from None

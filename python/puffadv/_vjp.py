@@ -24,27 +24,22 @@ from __future__ import annotations
 
 def _scan(inputs, decay, reverse: bool):
     """y_t = inputs_t + decay_t * y_{t+1} (reverse) or y_{t-1} (forward) along the last
-    axis, with y = 0 outside the row: the one recurrence every backward runs. A plain
-    loop over time, vectorised over rows, until the engine's linear_recurrence
-    (kernel, torch op and JAX function) replaces this body."""
+    axis, with y = 0 outside the row: the one recurrence every backward runs, on the
+    engine (linear_recurrence's kernel, itself differentiable, so double backward
+    works), with the rows flattened to [rows, horizon]."""
     steps = inputs.shape[-1]
+    if steps == 0:
+        return inputs
+    shape = inputs.shape
     if type(inputs).__module__.startswith("torch"):
-        import torch
-        out, y = [None] * steps, None
-        for t in (range(steps - 1, -1, -1) if reverse else range(steps)):
-            y = inputs[..., t] if y is None else inputs[..., t] + decay[..., t] * y
-            out[t] = y
-        return torch.stack(out, -1) if steps else inputs
-    import jax
+        from ._recurrence import linear_recurrence
+        decay = decay.to(inputs.dtype).expand(shape).reshape(-1, steps)
+        return linear_recurrence(inputs.reshape(-1, steps), decay, reverse=reverse, time_axis=1).reshape(shape)
     import jax.numpy as jnp
 
-    def step(y, pair):
-        y = pair[0] + pair[1] * y
-        return y, y
-
-    _, ys = jax.lax.scan(step, jnp.zeros_like(inputs[..., 0]),
-                         (jnp.moveaxis(inputs, -1, 0), jnp.moveaxis(decay, -1, 0)), reverse=reverse)
-    return jnp.moveaxis(ys, 0, -1)
+    from ._jax_recurrence import linear_recurrence as jax_linear_recurrence
+    decay = jnp.broadcast_to(jnp.asarray(decay, inputs.dtype), shape).reshape(-1, steps)
+    return jax_linear_recurrence(inputs.reshape(-1, steps), decay, reverse=reverse, time_axis=1).reshape(shape)
 
 
 # ---------------------------------------------------------------- shifts and masks

@@ -22,8 +22,10 @@ given.
 Arguments are checked before lowering by the core's own checks (run on the
 arrays' shapes and dtypes), so errors are the ``TypeError``/``ValueError`` of
 the NumPy functions. Every function is differentiable (``jax.custom_vjp``: the
-VJP of _vjp.py in jax.numpy, row-wise, so batch sharding carries to the backward);
-``jax.lax.stop_gradient`` on the inputs holds advantages constant as targets.
+VJP of _vjp.py in jax.numpy, row-wise, so batch sharding carries to the backward;
+:func:`linear_recurrence`, the engine's scan itself, runs its backward as the same
+scan the other way, ``_jax_recurrence.py``); ``jax.lax.stop_gradient`` on the
+inputs holds advantages constant as targets.
 
 The handlers were compiled against the XLA FFI headers of one jaxlib; a jaxlib
 with an older FFI API cannot load them, and registration refuses with a
@@ -42,6 +44,7 @@ from ._estimators import Estimate, VTraceEstimate
 from ._jax_common import _array, _as_flag, _as_float, _compute_dtype, _register, _scalar, _spec
 from ._jax_family import (discounted_returns, eligibility_traces, episodic_cumsum, gae, n_step_returns, q_lambda,
                           retrace, td_lambda_returns, vtrace)
+from ._jax_recurrence import linear_recurrence
 from ._jax_sharding import RowwiseCall, result_type
 
 if not hasattr(_core, "jax_ffi_targets"):
@@ -51,8 +54,8 @@ if not hasattr(_core, "jax_ffi_targets"):
         "pip install --no-build-isolation . -C cmake.define.PUFF_JAX=ON")
 
 __all__ = ["compute_puff_advantage", "gae", "td_lambda_returns", "vtrace", "discounted_returns",
-           "n_step_returns", "retrace", "q_lambda", "episodic_cumsum", "eligibility_traces", "Estimate",
-           "VTraceEstimate"]
+           "n_step_returns", "retrace", "q_lambda", "episodic_cumsum", "eligibility_traces", "linear_recurrence",
+           "Estimate", "VTraceEstimate"]
 
 # ----------------------------------------------------------------- puff advantage
 

@@ -75,6 +75,7 @@ op_call unbox(const op_spec& op, StableIValue* stack) {
             case arg::n: p.n = to<std::int64_t>(v); break;
             case arg::log_probs: p.log_probs = to<bool>(v); break;
             case arg::reset_at_start: p.reset_at_start = to<bool>(v); break;
+            case arg::reverse: p.reverse = to<bool>(v); break;
             case arg::time_axis: call.time_axis = to<std::int64_t>(v); break;  // the schema's int64, unnarrowed
             default: {
                 std::optional<Tensor>& slot = call.tensors[index(a.what)];
