@@ -11,7 +11,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from . import _core, _jax_common
+from . import _core, _jax_common, _vjp
 from ._autograd import JaxOps, jax_vjp
 from ._jax_sharding import RowwiseCall, result_type
 from ._recurrence import _REQUIRED, check_direction, is_scalar
@@ -87,3 +87,11 @@ def linear_recurrence(inputs, decay, *, reverse=_REQUIRED, time_axis=_REQUIRED, 
     s = None if s is None else _jax_common._as_float(s, compute)
     y = _differentiable_jit((bool(reverse), 1), x, a, s)
     return jnp.swapaxes(y, 0, 1) if time_major else y
+
+
+def _scan_rows(inputs, decay, reverse: bool):
+    """The estimators' backward scan on [rows, horizon] JAX arrays (_vjp.SCANS)."""
+    return linear_recurrence(inputs, decay, reverse=reverse, time_axis=1)
+
+
+_vjp.SCANS["jax"] = _scan_rows

@@ -18,7 +18,7 @@ from typing import Any, Optional
 
 import numpy as np
 
-from . import _eager, _frameworks
+from . import _eager, _frameworks, _vjp
 from ._arguments import call_of
 from ._estimators import LINEAR_RECURRENCE
 from ._types import Array, Stream
@@ -144,3 +144,11 @@ def linear_recurrence(inputs: Array, decay: Any, *, reverse: bool = _REQUIRED, t
             "stream": stream, "reverse": reverse}
     call = call_of(LINEAR_RECURRENCE, args)
     return LINEAR_RECURRENCE.make_result(_eager.estimate(LINEAR_RECURRENCE, call))
+
+
+def _scan_rows(inputs, decay, reverse: bool):
+    """The estimators' backward scan on [rows, horizon] torch tensors (_vjp.SCANS)."""
+    return linear_recurrence(inputs, decay, reverse=reverse, time_axis=1)
+
+
+_vjp.SCANS["torch"] = _scan_rows

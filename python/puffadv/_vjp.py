@@ -22,6 +22,12 @@ episode end) its gradient is exactly 0, by selection (NaN there stays out).
 from __future__ import annotations
 
 
+# The engine's linear_recurrence on [rows, horizon] arrays, by framework ("torch", "jax"):
+# registered by _recurrence.py and _jax_recurrence.py when they load (this module imports
+# neither, which import the autograd layers that import this one).
+SCANS: dict = {}
+
+
 def _scan(inputs, decay, reverse: bool):
     """y_t = inputs_t + decay_t * y_{t+1} (reverse) or y_{t-1} (forward) along the last
     axis, with y = 0 outside the row: the one recurrence every backward runs, on the
@@ -32,14 +38,11 @@ def _scan(inputs, decay, reverse: bool):
         return inputs
     shape = inputs.shape
     if type(inputs).__module__.startswith("torch"):
-        from ._recurrence import linear_recurrence
         decay = decay.to(inputs.dtype).expand(shape).reshape(-1, steps)
-        return linear_recurrence(inputs.reshape(-1, steps), decay, reverse=reverse, time_axis=1).reshape(shape)
+        return SCANS["torch"](inputs.reshape(-1, steps), decay, reverse).reshape(shape)
     import jax.numpy as jnp
-
-    from ._jax_recurrence import linear_recurrence as jax_linear_recurrence
     decay = jnp.broadcast_to(jnp.asarray(decay, inputs.dtype), shape).reshape(-1, steps)
-    return jax_linear_recurrence(inputs.reshape(-1, steps), decay, reverse=reverse, time_axis=1).reshape(shape)
+    return SCANS["jax"](inputs.reshape(-1, steps), decay, reverse).reshape(shape)
 
 
 # ---------------------------------------------------------------- shifts and masks
