@@ -17,6 +17,7 @@
 #include "cpu/estimators_advantage.hpp"
 #include "cpu/estimators_family.hpp"
 #include "cpu/conventions_cpu.hpp"
+#include "cpu/per_step_dense.hpp"
 
 namespace puffadv::detail {
 namespace {
@@ -36,6 +37,8 @@ engine::arrays engine_arrays(const standard_arrays& s) {
     a.target = view_of(s.target_probs);
     a.behaviour = view_of(s.behaviour_probs);
     a.greedy = view_of(s.greedy);
+    a.gamma = view_of(s.gamma);
+    a.lambda = view_of(s.lambda);
     a.advantages = view_of(s.advantages);
     a.returns = view_of(s.fused.returns);
     a.abs_sums = view_of(s.fused.abs_sums);
@@ -46,7 +49,7 @@ engine::arrays engine_arrays(const standard_arrays& s) {
 
 template <typename C>
 engine::advantage_scalars<C> advantage_scalars_of(const standard_params& p) {
-    return {C(p.gamma), C(p.gamma) * C(p.lambda), C(p.rho_clip), C(p.c_clip), C(p.rho_pg_clip)};
+    return {C(p.gamma), C(p.gamma) * C(p.lambda), C(p.rho_clip), C(p.c_clip), C(p.rho_pg_clip), C(p.lambda)};
 }
 
 // ---- the table: each kind's producer, per arithmetic type ----
@@ -58,9 +61,10 @@ void run_puff(const engine::arrays& a, const standard_params& p) {
     engine::run_engine(engine::puff_producer<C>(a, advantage_scalars_of<C>(p)), a);
 }
 
-template <typename C, typename F, bool kImp, bool kPg>
+// kSteps: per-step gamma / lambda arrays (a separate instantiation: the scalar form tests nothing).
+template <typename C, typename F, bool kImp, bool kPg, bool kSteps>
 void run_standard(const engine::arrays& a, const standard_params& p) {
-    engine::run_engine(engine::standard_producer<C, F, kImp, kPg>(a, advantage_scalars_of<C>(p)), a);
+    engine::run_engine(engine::standard_producer<C, F, kImp, kPg, kSteps>(a, advantage_scalars_of<C>(p)), a);
 }
 
 template <typename C>
@@ -68,60 +72,66 @@ engine::family_scalars<C> family_scalars_of(const standard_params& p) {
     return {C(p.gamma), C(p.lambda), C(p.c_clip)};
 }
 
-template <typename C, typename F>
+template <typename C, typename F, bool kSteps>
 void run_discounted(const engine::arrays& a, const standard_params& p) {
-    engine::run_engine(engine::discounted_producer<C, F>(a, family_scalars_of<C>(p)), a);
+    engine::run_engine(engine::discounted_producer<C, F, kSteps>(a, family_scalars_of<C>(p)), a);
 }
 
-template <typename C, typename F, bool kQ>
+template <typename C, typename F, bool kQ, bool kSteps>
 void run_action_values(const engine::arrays& a, const standard_params& p) {
-    engine::action_value_producer<C, F, kQ> producer(a, family_scalars_of<C>(p));
+    engine::action_value_producer<C, F, kQ, kSteps> producer(a, family_scalars_of<C>(p));
     // Q(lambda) scans its returns G; q only enters A = G - q (stored, or summed).
     if (kQ) producer.q_read = a.values.present && (a.advantages.present || engine::wants_sums(a));
     engine::run_engine(producer, a);
 }
 
-template <typename C, typename F>
+template <typename C, typename F, bool kSteps>
 void run_episodic(const engine::arrays& a, const standard_params& p) {
-    engine::episodic_producer<C, F> producer(a, family_scalars_of<C>(p));
+    engine::episodic_producer<C, F, kSteps> producer(a, family_scalars_of<C>(p));
     producer.reset_at_start = p.reset_at_start;
     engine::run_engine(producer, a);
 }
 
-template <typename C, typename F>
+template <typename C, typename F, bool kSteps>
 runner family_runner(estimator kind, const standard_params& p) {
     switch (kind) {
-        case estimator::discounted_returns: return run_discounted<C, F>;
-        case estimator::retrace: return p.log_probs ? nullptr : run_action_values<C, F, false>;  // no vector exp
-        case estimator::q_lambda: return run_action_values<C, F, true>;
-        case estimator::episodic_sum: return run_episodic<C, F>;
+        case estimator::discounted_returns: return run_discounted<C, F, kSteps>;
+        case estimator::retrace:  // log-probabilities: no vector exp
+            return p.log_probs ? nullptr : run_action_values<C, F, false, kSteps>;
+        case estimator::q_lambda: return run_action_values<C, F, true, kSteps>;
+        case estimator::episodic_sum: return run_episodic<C, F, kSteps>;
         default: return nullptr;  // n_step_returns' windows: conventions_cpu_family*.cpp
     }
 }
 
 // GAE / TD(lambda) read no ratios; V-trace's advantages are its pg advantages.
-template <typename C, typename F>
+template <typename C, typename F, bool kSteps>
 runner standard_runner(const engine::arrays& a, estimator kind) {
     const bool pg = kind == estimator::vtrace;
     if (a.importance.present)
-        return pg ? run_standard<C, F, true, true> : run_standard<C, F, true, false>;
-    return pg ? run_standard<C, F, false, true> : run_standard<C, F, false, false>;
+        return pg ? run_standard<C, F, true, true, kSteps> : run_standard<C, F, true, false, kSteps>;
+    return pg ? run_standard<C, F, false, true, kSteps> : run_standard<C, F, false, false, kSteps>;
 }
 
-template <typename C>
+template <typename C, bool kSteps>
 runner runner_for(const engine::arrays& a, const standard_params& p) {
     const estimator kind = p.kind;
     const bool bytes = engine::byte_flags(a.terminated.type);
     switch (kind) {
         case estimator::puff_advantage:  // dones used arithmetically: of the values' type only
-            return bytes ? nullptr : run_puff<C>;
+            return bytes || kSteps ? nullptr : run_puff<C>;
         case estimator::gae:
         case estimator::td_lambda:
         case estimator::vtrace:
-            return bytes ? standard_runner<C, std::uint8_t>(a, kind) : standard_runner<C, C>(a, kind);
+            return bytes ? standard_runner<C, std::uint8_t, kSteps>(a, kind) : standard_runner<C, C, kSteps>(a, kind);
         default:
-            return bytes ? family_runner<C, std::uint8_t>(kind, p) : family_runner<C, C>(kind, p);
+            return bytes ? family_runner<C, std::uint8_t, kSteps>(kind, p) : family_runner<C, C, kSteps>(kind, p);
     }
+}
+
+template <typename C>
+runner runner_for(const engine::arrays& a, const standard_params& p) {
+    return a.gamma.present || a.lambda.present ? runner_for<C, true>(a, p) : runner_for<C, false>(a, p);
 }
 
 // The engine's runner for a call, or null where it does not serve it.
@@ -139,9 +149,35 @@ bool puff_needs_general_kernel(const puff_arrays& a) noexcept {
     return a.fused.any() || is_reduced(t) || a.dones.type != t || a.advantages.type != t;
 }
 
+// On estimate_per_step's dense copies (per_step_dense.hpp), which the engine serves.
+void compute_dense_per_step(const standard_arrays& arrays, const standard_params& params) {
+    engine::arrays a = engine_arrays(arrays);
+    if (params.kind == estimator::n_step_returns) return n_step_returns_per_step(a, params);
+    a.stream = engine::streams(a);
+    engine_runner(a, params)(a, params);
+}
+
+// Per-step gamma / lambda: the engine's producers, on the caller's arrays where the
+// engine serves them, else on dense copies; never the general kernels.
+void estimate_per_step(const standard_arrays& arrays, const standard_params& params) {
+    if (params.kind == estimator::n_step_returns && params.n >= arrays.rewards.cols) {
+        standard_params whole = params;  // every window reaches the row's end: TD(lambda)
+        whole.kind = estimator::td_lambda;
+        return estimate_per_step(arrays, whole);
+    }
+    engine::arrays a = engine_arrays(arrays);
+    if (params.kind != estimator::n_step_returns)
+        if (const runner run = engine_runner(a, params)) {
+            a.stream = engine::streams(a);
+            return run(a, params);
+        }
+    compute_on_dense_copies(arrays, params, compute_dense_per_step);
+}
+
 }  // namespace
 
 void estimate_cpu(const standard_arrays& arrays, const standard_params& params) {
+    if (arrays.gamma || arrays.lambda) return estimate_per_step(arrays, params);
     if (params.kind == estimator::puff_advantage) {
         const puff_arrays puff = as_puff_arrays(arrays);
         if (puff_needs_general_kernel(puff)) return puff_advantage_general_cpu(puff, as_puff_params(params));

@@ -26,7 +26,7 @@ from ._jax_sharding import RowwiseCall, result_type
 # Optional inputs by role, in the handler's order, with their bit in its `present` mask.
 _OPTIONAL = (("values", 256), ("truncated", 1), ("last_value", 2), ("bootstrap_values", 4),
              ("importance", 8), ("next_values", 16), ("target_probs", 32), ("behaviour_probs", 64),
-             ("greedy", 128))
+             ("greedy", 128), ("gamma_steps", 512), ("lambda_steps", 1024))
 _OPERANDS = ("rewards", "terminated")  # the handler's two fixed operands, every kind's
 
 
@@ -73,6 +73,7 @@ def _call(estimator: Estimator, args: dict):
     """One call of the family from the public function's arguments by name: the
     handler's operands by role (the rewards and terminated roles first, then the
     required ones, then the optional ones given, in the signature's order)."""
+    args = _traced_scalars_per_step(estimator, args)
     # n is checked after the arrays and scalars here, as puffadv.jax always has.
     request = call_of(estimator, {"time_axis": None, "stream": None, **args, "n": 1,
                                   **{name: None for name in _absent_outputs(estimator, args)}})
@@ -115,6 +116,18 @@ def _call(estimator: Estimator, args: dict):
         return returns
     return estimator.make_result({"advantages": advantages, "returns": returns, "abs_sums": None, "sums": None,
                                   "square_sums": None})
+
+
+def _traced_scalars_per_step(estimator: Estimator, args: dict) -> dict:
+    """A 0-d gamma or lambda traced under jit (not concrete, so no attribute of the call)
+    as a per-step array: broadcast to the rewards' shape. Concrete ones stay scalars."""
+    for role in ("gamma", "lambda"):
+        name = estimator.scalars.get(role, (None,))[0]
+        value = args.get(name)
+        if isinstance(value, jax.core.Tracer) and getattr(value, "ndim", None) == 0:
+            rewards = args[estimator.arguments[0].name]
+            args = {**args, name: jnp.broadcast_to(value, jnp.shape(rewards))}
+    return args
 
 
 def _absent_outputs(estimator: Estimator, args: dict) -> tuple:

@@ -32,6 +32,8 @@ struct by_role {
             {argument_role::target_probs, &a.target_probs},
             {argument_role::behaviour_probs, &a.behaviour_probs},
             {argument_role::greedy, &a.greedy},
+            {argument_role::gamma, &a.gamma},
+            {argument_role::lambda, &a.lambda},
             {argument_role::advantages, &a.advantages}};
         items[static_cast<int>(argument_role::rewards)] = &a.rewards;
         items[static_cast<int>(argument_role::terminated)] = &a.terminated;
@@ -211,6 +213,8 @@ argument_problem apply_time_axis(standard_arrays& a, std::int64_t time_axis) {
         {&a.target_probs, "target_probs"},
         {&a.behaviour_probs, "behaviour_probs"},
         {&a.greedy, "greedy"},
+        {&a.gamma, "gamma"},
+        {&a.lambda, "lambda"},
         {&a.advantages, "advantages"},
         {&a.fused.returns, "returns"}};
     for (auto [m, name] : optional)

@@ -18,11 +18,12 @@ namespace puffadv::detail {
 enum class argument_role : std::uint8_t {
     rewards, values, terminated, truncated, last_value, bootstrap_values, importance,
     next_values, target_probs, behaviour_probs, greedy,
+    gamma, lambda,  // per-step gamma_t and lambda_t (standard_arrays::gamma, ::lambda)
     advantages,  // the output A_t (episodic_sum's `out`)
     returns, abs_sums, sums, square_sums,  // the fused outputs, optional for every kind
 };
-inline constexpr int role_count = 16;
-inline constexpr int input_role_count = 11;  // rewards .. greedy
+inline constexpr int role_count = 18;
+inline constexpr int input_role_count = 13;  // rewards .. lambda
 constexpr bool is_output(argument_role r) noexcept { return r >= argument_role::advantages; }
 
 /// How a kind treats an array.
@@ -70,7 +71,7 @@ struct kind_info {
     /// row sums); false: only when fused outputs are requested.
     bool empty_horizon_launches;
     text names[5];           ///< the caller's names where they differ from role_key
-    text refusals[4];        ///< "<kind> takes no <name>" + this, where not the role's own reason
+    text refusals[6];        ///< "<kind> takes no <name>" + this, where not the role's own reason
     text missing[3];         ///< "<kind>" + this, where not " needs <name> ([rows, horizon])"
     /// Derived from the above when the table is built (kinds.cpp), so that a
     /// call's lookups cost an index each: how it treats each role, and the name.
@@ -91,7 +92,8 @@ inline need need_of(const kind_info& info, argument_role role) noexcept {
     return info.needs[static_cast<int>(role)];
 }
 
-/// The role's key ("rewards", "values", ..., "square_sums"), as the Python entry names it.
+/// The role's key ("rewards", "values", ..., "gamma_steps", "lambda_steps", ...,
+/// "square_sums"), as the Python entry names it.
 const char* role_key(argument_role role) noexcept;
 
 /// The name the caller of `kind` knows the array by, for every message
@@ -99,6 +101,7 @@ const char* role_key(argument_role role) noexcept;
 /// probabilities are target_log_probs and behaviour_log_probs with log_probs).
 const char* argument_name(estimator kind, argument_role role, bool log_probs = false) noexcept;
 inline const char* argument_name(const standard_params& p, argument_role role) noexcept {
+    if (role == argument_role::lambda && p.lambda_name) return p.lambda_name;  // gae_lambda, lambda_, ...
     return argument_name(p.kind, role, p.log_probs);
 }
 

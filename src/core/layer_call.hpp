@@ -45,6 +45,8 @@ inline void set_view(standard_arrays& arrays, detail::argument_role role, const 
         case role_t::target_probs: arrays.target_probs = view; return;
         case role_t::behaviour_probs: arrays.behaviour_probs = view; return;
         case role_t::greedy: arrays.greedy = view; return;
+        case role_t::gamma: arrays.gamma = view; return;
+        case role_t::lambda: arrays.lambda = view; return;
         case role_t::advantages: arrays.advantages = view; return;
     }
 }

@@ -43,6 +43,7 @@ struct arrays {
     std::int64_t rows = 0, horizon = 0;
     view rewards, values, terminated, truncated, last_value, bootstrap, importance;
     view next_values, target, behaviour, greedy;
+    view gamma, lambda;  // per-step gamma_t, lambda_t (absent: the scalars)
     view advantages, returns, abs_sums, sums, square_sums;
     bool stream = false;  // outputs stored past the caches (engine_serves.cpp: streams)
 };
@@ -59,13 +60,13 @@ struct outputs {
 /// The [rows, horizon] arrays the lanes load along, by slot (the order of kLineViews).
 enum class slot : int {
     rewards, values, terminated, truncated, importance, next_values, target, behaviour, greedy,
-    advantages, returns
+    advantages, returns, gamma, lambda
 };
-constexpr int kSlots = 11;
+constexpr int kSlots = 13;
 constexpr view arrays::*kLineViews[kSlots] = {
     &arrays::rewards, &arrays::values,     &arrays::terminated, &arrays::truncated,
     &arrays::importance, &arrays::next_values, &arrays::target, &arrays::behaviour,
-    &arrays::greedy, &arrays::advantages, &arrays::returns};
+    &arrays::greedy, &arrays::advantages, &arrays::returns, &arrays::gamma, &arrays::lambda};
 
 /// Each slot's address at one (row, step) of the traversal, null where absent.
 /// A local of the traversal, copied per row (or step): the lanes read their
@@ -272,6 +273,15 @@ template <typename C, typename Lanes>
 PUFF_SIMD_INLINE void keep_both_set(const Lanes& lanes, M<C> both) {
     for (int i = 0; i < W<C>; ++i)
         if (both[i]) lanes.bad.keep_first(lanes.row_of(i), lanes.step_of(i));
+}
+
+/// A per-step scalar of a group of lanes (gamma_t or lambda_t at each lane's step):
+/// the array in slot k where the call has one, else `scalar`. kSteps is the
+/// producer's compile-time choice: the scalar form reads no array and tests nothing.
+template <typename C, bool kSteps, typename Lanes>
+PUFF_SIMD_INLINE V<C> per_step(const Lanes& in, slot k, V<C> scalar) {
+    if constexpr (!kSteps) return scalar;
+    else return in.present(k) ? in.values(k, 0, [](std::int64_t) { return C(0); }) : scalar;
 }
 
 /// The first bad step across threads.

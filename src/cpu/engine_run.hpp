@@ -19,9 +19,9 @@ enum class layout { time_contiguous, row_adjacent, other };
 
 /// The [rows, horizon] arrays the traversals load vectors along (last_value
 /// and bootstrap_values are read element by element).
-inline std::array<const view*, 11> lane_views(const arrays& a) {
+inline std::array<const view*, 13> lane_views(const arrays& a) {
     return {&a.rewards, &a.values, &a.terminated, &a.truncated, &a.importance, &a.next_values,
-            &a.target, &a.behaviour, &a.greedy, &a.advantages, &a.returns};
+            &a.target, &a.behaviour, &a.greedy, &a.advantages, &a.returns, &a.gamma, &a.lambda};
 }
 
 inline layout layout_of(const arrays& a) {
@@ -41,7 +41,7 @@ template <typename C>
 bool serves(const arrays& a) {
     constexpr dtype own = sizeof(C) == 8 ? dtype::float64 : dtype::float32;
     for (const view* v : {&a.rewards, &a.values, &a.last_value, &a.bootstrap, &a.importance, &a.next_values,
-                          &a.target, &a.behaviour, &a.advantages, &a.returns})
+                          &a.target, &a.behaviour, &a.advantages, &a.returns, &a.gamma, &a.lambda})
         if (v->present && v->type != own) return false;
     const bool bytes = byte_flags(a.terminated.type);
     for (const view* v : {&a.terminated, &a.truncated, &a.greedy})
@@ -65,7 +65,7 @@ inline bool streams(const arrays& a) {
     }
     if (outputs_share_page_lines({&a.advantages, &a.returns},
                                  {&a.rewards, &a.values, &a.terminated, &a.truncated, &a.importance, &a.bootstrap,
-                                  &a.next_values, &a.target, &a.behaviour, &a.greedy}))
+                                  &a.next_values, &a.target, &a.behaviour, &a.greedy, &a.gamma, &a.lambda}))
         return false;
     return bytes >= kStreamingBytes;
 }

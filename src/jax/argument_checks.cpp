@@ -101,7 +101,9 @@ void view_roles(fake_arrays& fake, const nb::dict& arrays, standard_arrays& a) {
         {"next_values", role::next_values},
         {"target_probs", role::target_probs},
         {"behaviour_probs", role::behaviour_probs},
-        {"greedy", role::greedy}};
+        {"greedy", role::greedy},
+        {"gamma_steps", role::gamma},
+        {"lambda_steps", role::lambda}};
     const auto view = [&](const char* key) {
         nb::handle spec = arrays[key];
         return fake.view(spec, nb::cast<const char*>(spec[2]));

@@ -94,7 +94,8 @@ void estimate(const role_handles& arrays, const standard_params& params, nb::han
     std::optional<matrix> rewards, terminated;
     std::optional<matrix>* const slots[detail::role_count] = {
         &rewards, &a.values, &terminated, &a.truncated, &a.last_value, &a.bootstrap_values, &a.importance,
-        &a.next_values, &a.target_probs, &a.behaviour_probs, &a.greedy, &a.advantages, &a.fused.returns,
+        &a.next_values, &a.target_probs, &a.behaviour_probs, &a.greedy, &a.gamma, &a.lambda, &a.advantages,
+        &a.fused.returns,
         &a.fused.abs_sums, &a.fused.sums, &a.fused.square_sums};
     auto import_role = [&](argument_role r) {
         const int i = static_cast<int>(r);
@@ -136,7 +137,7 @@ void register_estimate(nb::module_& m) {
           "Any kind (gae, td_lambda, vtrace, discounted_returns, retrace, q_lambda, n_step_returns, "
           "episodic_sum, puff_advantage) into the given outputs. `arrays` maps roles (rewards, values, "
           "terminated, truncated, last_value, bootstrap_values, importance, next_values, target_probs, "
-          "behaviour_probs, greedy, advantages, returns, abs_sums, sums, square_sums) to arrays or None; "
+          "behaviour_probs, greedy, gamma_steps, lambda_steps (per-step gamma and lambda), advantages, returns, abs_sums, sums, square_sums) to arrays or None; "
           "the puff advantage's dones are its `terminated`, and it is batch-major whatever time_axis says. "
           "All checks happen in the core.");
 }
