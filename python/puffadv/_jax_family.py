@@ -144,7 +144,9 @@ _COMMON_DOC = """
     the float dtype. Shapes, dtypes and scalars are checked before lowering with
     the messages of the NumPy function; a step both terminated and truncated
     depends on the data and fails when the call runs. Scalars must be concrete
-    (static under ``jit``). ``jax.vmap`` adds leading batch axes to one call.
+    (static under ``jit``), but for ``gamma`` and the lambda, which may also be
+    arrays of the rewards' shape (per step) and, under ``jit``, traced (a traced
+    0-d one is broadcast to the rewards' shape). ``jax.vmap`` adds leading batch axes to one call.
     Under ``jit``, arrays sharded over the batch axis ``B`` (axis 0, or axis 1
     with ``time_axis=0``) stay sharded: no collective, outputs sharded alike.
     Not differentiable: ``jax.grad`` through an input raises ``ValueError``.

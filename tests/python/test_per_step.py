@@ -240,3 +240,21 @@ def test_per_step_values_are_used_as_given():
                                      bootstrap_values=e["bootstrap_values"], gamma=g, time_axis=-1)
     want = ref.discounted_returns(e["rewards"], e["terminated"], e["truncated"], None, e["bootstrap_values"], g)
     assert ref.relative_error(got.returns, want) <= 1e-12
+
+
+@pytest.mark.parametrize("time_major", [False, True])
+def test_per_step_into_nan_poisoned_outputs(time_major):
+    # Outputs given NaN-filled are written everywhere, as the allocated ones.
+    rng = np.random.default_rng(8)
+    e = ref.random_off_policy(rng, 4, 13, np.float32)
+    g, lam = _steps(rng, (4, 13)).astype(np.float32), _steps(rng, (4, 13)).astype(np.float32)
+    function, args, kw, scalars, want = _case("vtrace", e, g, lam)
+    f = lambda x: _layout(x, time_major, False)
+    axis = 0 if time_major else -1
+    shape = f(e["rewards"]).shape
+    vs, pg = np.full(shape, np.nan, np.float32), np.full(shape, np.nan, np.float32)
+    got = function(*[f(a) for a in args], **{k: f(x) for k, x in kw.items()}, **{k: f(x) for k, x in scalars.items()},
+                   vs=vs, pg_advantages=pg, time_axis=axis)
+    assert got.vs is vs and got.pg_advantages is pg
+    for out, expected in ((vs, want["vs"]), (pg, want["pg_advantages"])):
+        assert ref.relative_error(out.T if time_major else out, expected) <= 2e-5
