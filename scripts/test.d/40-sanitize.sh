@@ -10,7 +10,8 @@
 # leaks by design; PYTHONMALLOC=malloc so Python objects go through ASan too.
 #
 # pytest runs the files below, with two workers (pytest-xdist), and
-# test_concurrency.py after them on its own (see 10-python.sh for why).
+# test_concurrency.py, test_fork.py and test_signals.py after them on their own
+# (see 10-python.sh for why).
 # PUFF_SANITIZE_PYTEST="..." replaces the selection (e.g. tests/python: all of it).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -71,7 +72,8 @@ EOF
 #   torch    test_torch_ops, test_torch_conventions, test_family_torch (every
 #            operator, opcheck, fake kernels, torch.compile of each);
 #   JAX      test_jax, test_family_jax (every XLA FFI handler under jit and vmap);
-#   threads  test_concurrency (the pool, fork, signals: use-after-free probes).
+#   threads  test_concurrency, test_fork, test_signals (the pool, fork, signals:
+#            use-after-free probes).
 # Left to 10-python.sh, which runs them unsanitized: test_compile (torch.compile
 # graphs over the same operators), test_sharding (JAX sharding over the same
 # handlers; the slowest file, ~90 s unsanitized), test_peers (rlax / TorchRL /
@@ -89,6 +91,7 @@ if [ -n "${PUFF_SANITIZE_PYTEST:-}" ]; then
 else
   read -r -a selection <<< "$(echo ${default_selection})"
   python -m pytest -q -p no:cacheprovider -n "${PUFF_PYTEST_WORKERS:-2}" "${selection[@]/#/tests/python/}"
-  python -m pytest -q -p no:cacheprovider tests/python/test_concurrency.py
+  python -m pytest -q -p no:cacheprovider tests/python/test_concurrency.py tests/python/test_fork.py \
+    tests/python/test_signals.py
 fi
 echo "sanitizer step: $((SECONDS - started)) s"
