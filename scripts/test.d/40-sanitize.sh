@@ -71,7 +71,8 @@ EOF
 #            the C exchange API), test_dispatch, test_fallback;
 #   torch    test_torch_ops, test_torch_conventions, test_family_torch (every
 #            operator, opcheck, fake kernels, torch.compile of each);
-#   JAX      test_jax, test_family_jax (every XLA FFI handler under jit and vmap);
+#   JAX      test_jax, test_jax_vmap, test_jax_errors, test_family_jax (every XLA
+#            FFI handler under jit and vmap);
 #   threads  test_concurrency, test_fork, test_signals (the pool, fork, signals:
 #            use-after-free probes).
 # Left to 10-python.sh, which runs them unsanitized: test_compile (torch.compile
@@ -85,7 +86,7 @@ EOF
 default_selection="test_puff.py test_conventions.py test_family.py test_nonfinite.py test_fuzz.py
   test_bad_input.py test_family_errors.py test_dlpack.py test_call_path.py test_dispatch.py
   test_fallback.py test_torch_ops.py test_torch_conventions.py test_family_torch.py test_jax.py
-  test_family_jax.py"
+  test_jax_vmap.py test_jax_errors.py test_family_jax.py"
 if [ -n "${PUFF_SANITIZE_PYTEST:-}" ]; then
   python -m pytest -q -p no:cacheprovider ${PUFF_SANITIZE_PYTEST}
 else
