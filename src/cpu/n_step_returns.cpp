@@ -7,8 +7,11 @@
 //   Wj_t = W1_t + gamma lambda (W(j-1)_{t+1} - V'_t) (0 where done); all W1 at the row's last step
 //   G^(n)_t = Wn_t, A_t = G_t - V_t
 // V'_t = V_{t+1}; the end value after the last step; bootstrap_values where truncated.
-//   - windows (n <= kWindowSteps): a block of rows steps back through time, W
-//     rows per vector, keeping W1 .. Wn of the later step in a scratch line per level;
+//   - windows (n <= kWindowSteps) along time ([B, T] rows, whole): each level's
+//     line from the one before, W(j-1)_{t+1} one element on;
+//   - windows across rows ([T, B], and rows too long to take whole): a block of
+//     rows steps back through time, W rows per vector, keeping W1 .. Wn of the
+//     later step in a scratch line per level;
 //   - long windows (kWindowSteps < n < T): one O(T) pass per row (below);
 //   - n >= T: every window runs to its episode's or the row's end, where G^(n)
 //     is the TD(lambda) return (FAMILY.md 4): the engine's TD(lambda) scan.
@@ -18,6 +21,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
+#include <type_traits>
 #include <vector>
 
 #include "core/backends.hpp"  // estimate_cpu: n >= T runs as TD(lambda)
@@ -126,6 +131,78 @@ PUFF_SIMD_CLONES bad_step windows_across_rows(const arrays& a, const n_step_scal
             write_sums(a, first + i, totals);
         }
     if (stream) simd::fence();
+    return bad;
+}
+
+// x where `done` (exactly +0 or 1) is clear, else +0, even for a NaN x. Integer masks:
+// a float select would need -fno-trapping-math to vectorise.
+template <typename C>
+inline C zero_where_set(C done, C x) {
+    using U = std::conditional_t<sizeof(C) == 4, std::uint32_t, std::uint64_t>;
+    U f, v;
+    std::memcpy(&f, &done, sizeof f);
+    std::memcpy(&v, &x, sizeof v);
+    v &= f == 0 ? ~U(0) : U(0);
+    std::memcpy(&x, &v, sizeof x);
+    return x;
+}
+
+template <typename C>
+struct row_scratch {
+    std::vector<C> lines;
+};
+
+// Rows [first, first + count), each whole: W1 (e), the bootstraps V' and the done flags of
+// a row, then the levels in place, ascending, so that w[j + 1] is still the level before.
+template <typename C, typename F, typename Source>
+PUFF_SIMD_CLONES bad_step windows_along_time(const arrays& a, const n_step_scalars<C>& p, Source& source,
+                                             std::int64_t first, int count) {
+    const std::int64_t T = a.horizon;
+    const int levels = static_cast<int>(std::max<std::int64_t>(1, p.n));  // n < T here
+    const std::size_t pitch = std::size_t(T) + 16;
+    static thread_local row_scratch<C> scratch;
+    if (scratch.lines.size() < 4 * pitch) scratch.lines.resize(4 * pitch);
+    C* const e = scratch.lines.data();
+    C* const boot = e + pitch;
+    C* const done = boot + pitch;
+    C* const w = done + pitch;
+    const C gamma = p.gamma, gl = p.gamma * p.lambda;
+    const bool want_sums = wants_sums(a);
+    bad_step bad;
+    for (std::int64_t row = first; row < first + count; ++row) {
+        const lines l = source.row(row);
+        const C* r = reinterpret_cast<const C*>(l.at[int(role::rewards)]);
+        const C* v = reinterpret_cast<const C*>(l.at[int(role::values)]);
+        const F* term = reinterpret_cast<const F*>(l.at[int(role::terminated)]);
+        const F* trunc = reinterpret_cast<const F*>(l.at[int(role::truncated)]);
+        for (std::int64_t j = 0; j + 1 < T; ++j) boot[j] = v[j + 1];
+        boot[T - 1] = p.value_after_end(a, row);
+        for (std::int64_t j = 0; j < T; ++j) done[j] = term[j] != F(0) ? C(1) : C(0);
+        if (trunc)
+            for (std::int64_t j = 0; j < T; ++j)
+                if (trunc[j] != F(0)) {  // rare: a branch, not a stream
+                    boot[j] = element<C>(a[role::bootstrap_values], row, j);
+                    if (done[j] != C(0)) bad.keep_first(row, j);
+                }
+        for (std::int64_t j = 0; j < T; ++j) w[j] = e[j] = r[j] + zero_where_set(done[j], gamma * boot[j]);
+        if (trunc)
+            for (std::int64_t j = 0; j < T; ++j) done[j] = trunc[j] != F(0) ? C(1) : done[j];
+        done[T - 1] = C(1);  // nothing follows the row's last step: all its windows are W1
+        for (int level = 2; level <= levels; ++level)
+            for (std::int64_t j = 0; j + 1 < T; ++j) w[j] = e[j] + zero_where_set(done[j], gl * (w[j + 1] - boot[j]));
+        C* adv = const_cast<C*>(reinterpret_cast<const C*>(l.at[int(role::advantages)]));
+        C* ret = const_cast<C*>(reinterpret_cast<const C*>(l.at[int(role::returns)]));
+        double sums[3] = {0, 0, 0};
+        if (adv || want_sums)
+            for (std::int64_t j = 0; j < T; ++j) {
+                const C x = w[j] - v[j];
+                if (adv) adv[j] = x;
+                if (want_sums) sums[0] += std::fabs(double(x)), sums[1] += double(x), sums[2] += double(x) * double(x);
+            }
+        if (ret) std::copy(w, w + T, ret);  // G^(n) itself, not (G - V) + V
+        source.row_done(row);
+        if (want_sums) write_sums(a, row, sums);
+    }
     return bad;
 }
 
@@ -296,11 +373,33 @@ void n_step_returns_in(const arrays& a, const standard_params& params, bool conv
         if (bad.first.row >= 0) throw_both_set(bad.first);
         return;
     }
+    // Rows whose steps are adjacent in the call (or converted whole) go along time.
+    const plan how = plan_of(a, converting);
+    if (how.along_time) {
+        const std::int64_t units = (a.rows + how.unit - 1) / how.unit;
+        const int threads = static_cast<int>(std::min<std::int64_t>({cpu_thread_count(), units, by_work}));
+        const bool byte_flags_in_place = !converting && byte_flags(a[role::terminated].type);
+        parallel_ranges(threads, units, [&](std::int64_t begin, std::int64_t end) {
+            for (std::int64_t u = begin; u < end; ++u) {
+                const std::int64_t first = u * how.unit;
+                const int count = static_cast<int>(std::min<std::int64_t>(how.unit, a.rows - first));
+                if (!converting) {
+                    call_lines source{a};
+                    bad.keep(byte_flags_in_place ? windows_along_time<C, std::uint8_t>(a, p, source, first, count)
+                                                 : windows_along_time<C, C>(a, p, source, first, count));
+                } else {
+                    converting_lines<C> source(a, false, a.horizon, false);
+                    bad.keep(windows_along_time<C, C>(a, p, source, first, count));
+                }
+            }
+        });
+        if (bad.first.row >= 0) throw_both_set(bad.first);
+        return;
+    }
     // Where a step's rows are adjacent, long lines stream from memory (simd_block_rows); elsewhere
     // the block's cache lines stay in L1 through the steps that share them. Each block keeps
     // min(n, T) lines of W besides.
-    const bool adjacent = layout_of(a) == layout::row_adjacent || a.rows <= 1 ||
-                          (layout_of(a) == layout::time_contiguous && a.horizon <= 1);
+    const bool adjacent = layout_of(a) == layout::row_adjacent || a.rows <= 1;
     const std::int64_t rows = adjacent ? simd_block_rows(a.rows) : kStridedBlockRows;
     const std::int64_t fit = kWindowScratchBytes / (std::max<std::int64_t>(1, p.n) * std::int64_t(sizeof(C)));
     const std::int64_t unit = std::clamp<std::int64_t>(fit, 1, rows);
