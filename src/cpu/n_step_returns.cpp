@@ -373,9 +373,10 @@ void n_step_returns_in(const arrays& a, const standard_params& params, bool conv
         if (bad.first.row >= 0) throw_both_set(bad.first);
         return;
     }
-    // Rows whose steps are adjacent in the call (or converted whole) go along time.
+    // Rows whose steps are adjacent in the call (or converted whole) go along time; per-step
+    // gamma / lambda take the windows across rows, which read them through the lanes.
     const plan how = plan_of(a, converting);
-    if (how.along_time) {
+    if (how.along_time && !steps) {
         const std::int64_t units = (a.rows + how.unit - 1) / how.unit;
         const int threads = static_cast<int>(std::min<std::int64_t>({cpu_thread_count(), units, by_work}));
         const bool byte_flags_in_place = !converting && byte_flags(a[role::terminated].type);
