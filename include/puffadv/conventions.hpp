@@ -114,6 +114,14 @@ struct standard_arrays {
     std::optional<matrix> greedy;
     /// linear_recurrence: a_t, the coefficient of the neighbouring y (float, the inputs' dtype).
     std::optional<matrix> decay;
+    /// Per-step gamma_t and lambda_t ([rows, horizon], the float inputs' dtype),
+    /// read in place of standard_params::gamma / ::lambda where given (each on its
+    /// own: a per-step gamma with the scalar lambda, or the reverse). gamma_t is the
+    /// discount between step t and t + 1, multiplied with the episode flags
+    /// (gamma_t (1 - terminated_t), gamma_t lambda_t (1 - done_t)); every kind reads
+    /// both at step t (docs/semantics.md lists each). Used as given: not checked to
+    /// lie in [0, 1]. The puff advantage refuses them (PufferLib's schema).
+    std::optional<matrix> gamma, lambda;
     /// Output [rows, horizon]: A (gae, td_lambda) or the pg advantages (vtrace).
     std::optional<matrix> advantages;
     /// returns (A + V, i.e. vs for vtrace) and per-row sums over `advantages`' quantity.

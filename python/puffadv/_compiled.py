@@ -18,8 +18,9 @@ from __future__ import annotations
 import torch
 
 from . import _eager, _frameworks, _outputs
-from ._arguments import Call, check_time_axis, layout
-from ._estimators import ESTIMATORS, INPUT_ROLES, OUTPUT_ROLES, PUFF_ADVANTAGE, SCALAR_ROLES, SUM_ROLES, Estimate
+from ._arguments import Call, add_steps, check_time_axis, layout
+from ._estimators import (ESTIMATORS, INPUT_ROLES, OUTPUT_ROLES, PUFF_ADVANTAGE, SCALAR_ROLES, STEP_ROLES, SUM_ROLES,
+                          Estimate)
 
 _REDUCED = (torch.bfloat16, torch.float16)
 
@@ -70,7 +71,8 @@ def _standard_estimate(*args, **kwargs):
                 dict(zip(SCALAR_ROLES, (bound[s] for s in _SCALARS))), shape.names, shape.check_names,
                 shape.scalar_names, bound["n"], bound["log_probs"], bound["reset_at_start"], bound["time_axis"],
                 bound["stream"])
-    _eager.estimate(estimator, call)
+    steps = {role: bound[role] for role in STEP_ROLES.values() if bound[role] is not None}
+    _eager.estimate(estimator, add_steps(call, steps, shape))
 
 
 _define("puff_advantage(Tensor values, Tensor rewards, Tensor dones, Tensor importance, "

@@ -10,7 +10,7 @@ from typing import Optional, Union
 
 from . import _route
 from ._estimators import GAE, TD_LAMBDA, VTRACE, Estimate, VTraceEstimate
-from ._types import Array, Real, Stream
+from ._types import Array, PerStep, Real, Stream
 
 __all__ = ["gae", "td_lambda_returns", "vtrace", "Estimate", "VTraceEstimate"]
 
@@ -19,7 +19,7 @@ _Output = Union[Array, bool, None]  # an output argument: True allocates, False 
 
 def gae(rewards: Array, values: Array, terminated: Array, truncated: Optional[Array] = None, *,
         last_value: Optional[Array] = None, bootstrap_values: Optional[Array] = None,
-        importance: Optional[Array] = None, gamma: Real = 0.99, gae_lambda: Real = 0.95,
+        importance: Optional[Array] = None, gamma: PerStep = 0.99, gae_lambda: PerStep = 0.95,
         rho_clip: Real = 1.0, c_clip: Real = 1.0, time_axis: int = -1, advantages: _Output = True,
         returns: _Output = True, abs_sums: _Output = False, sums: _Output = False,
         square_sums: _Output = False, stream: Optional[Stream] = None) -> Estimate:
@@ -35,6 +35,10 @@ def gae(rewards: Array, values: Array, terminated: Array, truncated: Optional[Ar
 
     with ``done = terminated | truncated``, ``rho_t = min(importance[t], rho_clip)``,
     ``c_t = min(importance[t], c_clip)`` (both 1 without importance).
+    ``gamma`` and ``gae_lambda`` are numbers, or arrays of the rewards' shape: per
+    step, ``gamma[t]`` and ``gae_lambda[t]`` in place of gamma and gae_lambda at step
+    ``t`` (rlax's ``discount_t``: pass it as gamma; arrays are used as given, not
+    checked to lie in [0, 1]). So for every estimator of the family.
 
     Arrays are 2-D: ``[B, T]`` with ``time_axis=-1`` (default) or ``[T, B]`` with
     ``time_axis=0``, read through their strides, never copied. Floats are
@@ -62,7 +66,7 @@ def gae(rewards: Array, values: Array, terminated: Array, truncated: Optional[Ar
 
 def td_lambda_returns(rewards: Array, values: Array, terminated: Array, truncated: Optional[Array] = None,
                       *, last_value: Optional[Array] = None, bootstrap_values: Optional[Array] = None,
-                      importance: Optional[Array] = None, gamma: Real = 0.99, lambda_: Real = 0.95,
+                      importance: Optional[Array] = None, gamma: PerStep = 0.99, lambda_: PerStep = 0.95,
                       rho_clip: Real = 1.0, c_clip: Real = 1.0, time_axis: int = -1,
                       returns: _Output = True, advantages: _Output = False, abs_sums: _Output = False,
                       sums: _Output = False, square_sums: _Output = False,
@@ -84,7 +88,7 @@ def td_lambda_returns(rewards: Array, values: Array, terminated: Array, truncate
 
 def vtrace(rewards: Array, values: Array, terminated: Array, truncated: Optional[Array] = None, *,
            last_value: Optional[Array] = None, bootstrap_values: Optional[Array] = None,
-           importance: Optional[Array] = None, gamma: Real = 0.99, lambda_: Real = 1.0,
+           importance: Optional[Array] = None, gamma: PerStep = 0.99, lambda_: PerStep = 1.0,
            rho_clip: Real = 1.0, c_clip: Real = 1.0, rho_pg_clip: Real = 1.0, time_axis: int = -1,
            vs: _Output = True, pg_advantages: _Output = True, abs_sums: _Output = False,
            sums: _Output = False, square_sums: _Output = False,

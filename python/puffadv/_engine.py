@@ -40,7 +40,7 @@ def _binding(function, renamed: dict):
 
 _ARRAY_ROLES = frozenset({"rewards", "values", "terminated", "truncated", "last_value", "bootstrap_values",
                           "importance", "next_values", "target_probs", "behaviour_probs", "greedy", "decay",
-                          "advantages",
+                          "gamma_steps", "lambda_steps", "advantages",
                           "returns", "abs_sums", "sums", "square_sums"})
 if _ONE_ENTRY is None:  # today's three bindings (src/bindings.cpp, src/python/bindings_conventions.cpp)
     _RENAMED = {"dones": "terminated", "gae_lambda": "lambda", "lambda_": "lambda"}

@@ -37,12 +37,14 @@ class VTraceEstimate(NamedTuple):
 
 # The core's roles, in the order of its argument table (and of the torch.compile operator).
 INPUT_ROLES = ("rewards", "values", "terminated", "truncated", "last_value", "bootstrap_values", "importance",
-               "next_values", "target_probs", "behaviour_probs", "greedy")
+               "next_values", "target_probs", "behaviour_probs", "greedy", "gamma_steps", "lambda_steps")
 OUTPUT_ROLES = ("advantages", "returns", "abs_sums", "sums", "square_sums")
 SUM_ROLES = frozenset({"abs_sums", "sums", "square_sums"})  # [B] row sums; the others are [rows, horizon]
 SCALAR_ROLES = ("gamma", "lambda", "rho_clip", "c_clip", "rho_pg_clip")  # a scalar not taken is 1.0
 FLAG_ROLES = frozenset({"terminated", "truncated", "greedy"})  # read as flags: non-zero means set
 NO_DEFAULT = None  # a scalar the caller must pass (eligibility_traces' gamma and lambda_)
+# gamma and lambda given as arrays of the rewards' shape (per step) travel as these input roles.
+STEP_ROLES = {"gamma": "gamma_steps", "lambda": "lambda_steps"}
 
 
 class Argument(NamedTuple):

@@ -13,12 +13,12 @@ from . import _route
 from ._conventions import _Output
 from ._estimators import (DISCOUNTED_RETURNS, ELIGIBILITY_TRACES, EPISODIC_CUMSUM, N_STEP_RETURNS, Q_LAMBDA,
                           RETRACE, Estimate)
-from ._types import Array, Real, Stream
+from ._types import Array, PerStep, Real, Stream
 
 
 def discounted_returns(rewards: Array, terminated: Array, truncated: Optional[Array] = None, *,
                        last_value: Optional[Array] = None, bootstrap_values: Optional[Array] = None,
-                       gamma: Real = 0.99, time_axis: int = -1, returns: _Output = True,
+                       gamma: PerStep = 0.99, time_axis: int = -1, returns: _Output = True,
                        abs_sums: _Output = False, sums: _Output = False, square_sums: _Output = False,
                        stream: Optional[Stream] = None) -> Estimate:
     """Discounted returns (returns-to-go) with termination and an optional
@@ -49,7 +49,7 @@ def discounted_returns(rewards: Array, terminated: Array, truncated: Optional[Ar
 
 def n_step_returns(rewards: Array, values: Array, terminated: Array, truncated: Optional[Array] = None, *,
                    n: int, last_value: Optional[Array] = None, bootstrap_values: Optional[Array] = None,
-                   gamma: Real = 0.99, lambda_: Real = 1.0, time_axis: int = -1, returns: _Output = True,
+                   gamma: PerStep = 0.99, lambda_: PerStep = 1.0, time_axis: int = -1, returns: _Output = True,
                    advantages: _Output = False, abs_sums: _Output = False, sums: _Output = False,
                    square_sums: _Output = False, stream: Optional[Stream] = None) -> Estimate:
     """n-step bootstrapped returns as rlax's ``n_step_bootstrapped_returns``
@@ -82,7 +82,7 @@ def n_step_returns(rewards: Array, values: Array, terminated: Array, truncated: 
 def retrace(rewards: Array, q_values: Array, next_values: Array, terminated: Array,
             truncated: Optional[Array] = None, *, target_probs: Optional[Array] = None,
             behaviour_probs: Optional[Array] = None, target_log_probs: Optional[Array] = None,
-            behaviour_log_probs: Optional[Array] = None, gamma: Real = 0.99, lambda_: Real = 1.0,
+            behaviour_log_probs: Optional[Array] = None, gamma: PerStep = 0.99, lambda_: PerStep = 1.0,
             c_clip: Real = 1.0, time_axis: int = -1, returns: _Output = True, advantages: _Output = True,
             abs_sums: _Output = False, sums: _Output = False, square_sums: _Output = False,
             stream: Optional[Stream] = None) -> Estimate:
@@ -122,8 +122,8 @@ def retrace(rewards: Array, q_values: Array, next_values: Array, terminated: Arr
 
 
 def q_lambda(rewards: Array, q_values: Array, next_values: Array, terminated: Array,
-             truncated: Optional[Array] = None, *, greedy: Optional[Array] = None, gamma: Real = 0.99,
-             lambda_: Real = 0.9, time_axis: int = -1, returns: _Output = True, advantages: _Output = True,
+             truncated: Optional[Array] = None, *, greedy: Optional[Array] = None, gamma: PerStep = 0.99,
+             lambda_: PerStep = 0.9, time_axis: int = -1, returns: _Output = True, advantages: _Output = True,
              abs_sums: _Output = False, sums: _Output = False, square_sums: _Output = False,
              stream: Optional[Stream] = None) -> Estimate:
     """Q(lambda) returns as rlax's ``q_lambda`` defines them: Peng's without
@@ -171,7 +171,7 @@ def episodic_cumsum(inputs: Array, dones: Array, *, seed: Optional[Array] = None
     })
 
 
-def eligibility_traces(inputs: Array, dones: Array, *, gamma: Real, lambda_: Real, seed: Optional[Array] = None,
+def eligibility_traces(inputs: Array, dones: Array, *, gamma: PerStep, lambda_: PerStep, seed: Optional[Array] = None,
                        time_axis: int = -1, out: Optional[Array] = None, stream: Optional[Stream] = None) -> Any:
     """Accumulating eligibility traces, reset at episode ends (a FORWARD scan;
     rl-triton's ``compute_eligibility_traces``). For every row::

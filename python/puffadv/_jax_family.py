@@ -26,7 +26,7 @@ from ._jax_sharding import RowwiseCall, result_type
 # Optional inputs by role, in the handler's order, with their bit in its `present` mask.
 _OPTIONAL = (("values", 256), ("truncated", 1), ("last_value", 2), ("bootstrap_values", 4),
              ("importance", 8), ("next_values", 16), ("target_probs", 32), ("behaviour_probs", 64),
-             ("greedy", 128))
+             ("greedy", 128), ("gamma_steps", 512), ("lambda_steps", 1024))
 _OPERANDS = ("rewards", "terminated")  # the handler's two fixed operands, every kind's
 
 
@@ -95,6 +95,7 @@ def _call(estimator: Estimator, args: dict):
     """One call of the family from the public function's arguments by name: the
     handler's operands by role (the rewards and terminated roles first, then the
     required ones, then the optional ones given, in the signature's order)."""
+    args = _traced_scalars_per_step(estimator, args)
     # n is checked after the arrays and scalars here, as puffadv.jax always has.
     request = call_of(estimator, {"time_axis": None, "stream": None, **args, "n": 1,
                                   **{name: None for name in _absent_outputs(estimator, args)}})
@@ -139,6 +140,18 @@ def _call(estimator: Estimator, args: dict):
                                   "square_sums": None})
 
 
+def _traced_scalars_per_step(estimator: Estimator, args: dict) -> dict:
+    """A 0-d gamma or lambda traced under jit (not concrete, so no attribute of the call)
+    as a per-step array: broadcast to the rewards' shape. Concrete ones stay scalars."""
+    for role in ("gamma", "lambda"):
+        name = estimator.scalars.get(role, (None,))[0]
+        value = args.get(name)
+        if isinstance(value, jax.core.Tracer) and getattr(value, "ndim", None) == 0:
+            rewards = args[estimator.arguments[0].name]
+            args = {**args, name: jnp.broadcast_to(value, jnp.shape(rewards))}
+    return args
+
+
 def _absent_outputs(estimator: Estimator, args: dict) -> tuple:
     """The NumPy functions' output arguments, which the JAX functions do not take."""
     return tuple(name for name in estimator.outputs.values() if name not in args)
@@ -153,7 +166,9 @@ _COMMON_DOC = """
     the float dtype. Shapes, dtypes and scalars are checked before lowering with
     the messages of the NumPy function; a step both terminated and truncated
     depends on the data and fails when the call runs. Scalars must be concrete
-    (static under ``jit``). ``jax.vmap`` adds leading batch axes to one call.
+    (static under ``jit``), but for ``gamma`` and the lambda, which may also be
+    arrays of the rewards' shape (per step) and, under ``jit``, traced (a traced
+    0-d one is broadcast to the rewards' shape). ``jax.vmap`` adds leading batch axes to one call.
     Under ``jit``, arrays sharded over the batch axis ``B`` (axis 0, or axis 1
     with ``time_axis=0``) stay sharded: no collective, outputs sharded alike.
     Differentiable (``jax.custom_vjp``): ``jax.grad``/``jax.vjp`` give the gradient of

@@ -201,6 +201,8 @@ argument_problem apply_time_axis(standard_arrays& a, std::int64_t time_axis) {
         {&a.behaviour_probs, "behaviour_probs"},
         {&a.greedy, "greedy"},
         {&a.decay, "decay"},
+        {&a.gamma, "gamma"},
+        {&a.lambda, "lambda"},
         {&a.advantages, "advantages"},
         {&a.fused.returns, "returns"}};
     for (auto [m, name] : optional)

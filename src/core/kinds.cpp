@@ -28,6 +28,7 @@ struct role_row {
     const char* key;
     const char* log_probs_name;  // with standard_params::log_probs
     const char* refusal;
+    const char* caller = nullptr;  // the caller's name where it is not the key (the per-step arrays')
 };
 constexpr role_row roles[role_count] = {
     {"rewards", nullptr, ""},
@@ -42,6 +43,8 @@ constexpr role_row roles[role_count] = {
     {"behaviour_probs", "behaviour_log_probs", " (only retrace takes probabilities)"},
     {"greedy", nullptr, " (only q_lambda takes greedy flags)"},
     {"decay", nullptr, " (only linear_recurrence takes decay)"},
+    {"gamma_steps", nullptr, "", "gamma"},
+    {"lambda_steps", nullptr, "", "lambda"},  // argument_name(params, ...) says the call's lambda_name
     {"advantages", nullptr, ""},
     {"returns", nullptr, ""},
     {"abs_sums", nullptr, ""},
@@ -70,7 +73,7 @@ constexpr kind_info complete(kind_info info) {
         }
         info.needs[i] = n;
         const char* name = find_text(info.names, std::size(info.names), role);
-        info.names_by_role[i] = name ? name : roles[i].key;
+        info.names_by_role[i] = name ? name : roles[i].caller ? roles[i].caller : roles[i].key;
     }
     return info;
 }
@@ -80,7 +83,7 @@ constexpr kind_info clipped_kind(estimator kind, unsigned reads) {
     return complete({kind,
             {{r::rewards, n::always}, {r::terminated, n::always}, {r::values, n::required},
              {r::truncated, n::optional}, {r::last_value, n::optional}, {r::bootstrap_values, n::optional},
-             {r::importance, n::optional}},
+             {r::importance, n::optional}, {r::gamma, n::optional}, {r::lambda, n::optional}},
             n::optional, needs_bootstrap, family_dtypes, family_checks, reads, launches_at_horizon_0, {}, {}, {}});
 }
 
@@ -93,13 +96,14 @@ constexpr kind_info table[] = {
     clipped_kind(estimator::vtrace, clipped | scalar_rho_pg_clip),
     complete({estimator::discounted_returns,  // the bootstrap is optional (absent: 0)
      {{r::rewards, n::always}, {r::terminated, n::always}, {r::truncated, n::optional},
-      {r::last_value, n::optional}, {r::bootstrap_values, n::optional}},
+      {r::last_value, n::optional}, {r::bootstrap_values, n::optional}, {r::gamma, n::optional}},
      n::optional, bootstrap_not_needed, family_dtypes, family_checks, scalar_gamma, launches_at_horizon_0, {},
-     {{r::values, " (returns-to-go read only rewards and the bootstrap)"}}, {}}),
+     {{r::values, " (returns-to-go read only rewards and the bootstrap)"},
+      {r::lambda, " (returns-to-go read no lambda)"}}, {}}),
     complete({estimator::retrace,
      {{r::rewards, n::always}, {r::terminated, n::always}, {r::values, n::required},
       {r::truncated, n::optional}, {r::next_values, n::required}, {r::target_probs, n::both},
-      {r::behaviour_probs, n::both}},
+      {r::behaviour_probs, n::both}, {r::gamma, n::optional}, {r::lambda, n::optional}},
      n::optional, bootstrap_not_needed, family_dtypes, family_checks,
      scalar_gamma | scalar_lambda | scalar_c_clip | scalar_log_probs, launches_at_horizon_0,
      {{r::values, "q_values"}},
@@ -110,7 +114,8 @@ constexpr kind_info table[] = {
                         "mu(a_t|s_t) of the taken actions, or their logs with log_probs)"}}}),
     complete({estimator::q_lambda,
      {{r::rewards, n::always}, {r::terminated, n::always}, {r::values, n::required},
-      {r::truncated, n::optional}, {r::next_values, n::required}, {r::greedy, n::optional}},
+      {r::truncated, n::optional}, {r::next_values, n::required}, {r::greedy, n::optional},
+      {r::gamma, n::optional}, {r::lambda, n::optional}},
      n::optional, bootstrap_not_needed, family_dtypes, family_checks, scalar_gamma | scalar_lambda,
      launches_at_horizon_0,
      {{r::values, "q_values"}},
@@ -118,11 +123,13 @@ constexpr kind_info table[] = {
      {{r::next_values, " needs next_values ([rows, horizon]: max_a Q(s_{t+1}, a), the bootstrap of every step)"}}}),
     complete({estimator::n_step_returns,
      {{r::rewards, n::always}, {r::terminated, n::always}, {r::values, n::required},
-      {r::truncated, n::optional}, {r::last_value, n::optional}, {r::bootstrap_values, n::optional}},
+      {r::truncated, n::optional}, {r::last_value, n::optional}, {r::bootstrap_values, n::optional},
+      {r::gamma, n::optional}, {r::lambda, n::optional}},
      n::optional, needs_bootstrap, family_dtypes, family_checks, scalar_gamma | scalar_lambda | scalar_n,
      launches_at_horizon_0, {}, {}, {}}),
     complete({estimator::episodic_sum,  // the forward scan: rewards are its inputs, terminated its dones
-     {{r::rewards, n::always}, {r::terminated, n::always}, {r::last_value, n::optional}},
+     {{r::rewards, n::always}, {r::terminated, n::always}, {r::last_value, n::optional},
+      {r::gamma, n::optional}, {r::lambda, n::optional}},
      n::optional, bootstrap_not_needed, family_dtypes, family_checks,
      scalar_gamma | scalar_lambda | scalar_reset_at_start, launches_at_horizon_0,
      {{r::rewards, "inputs"}, {r::terminated, "dones"}, {r::last_value, "seed"}, {r::advantages, "out"}},
@@ -138,7 +145,9 @@ constexpr kind_info table[] = {
      {{r::terminated, "dones"}},
      {{r::truncated, " (PufferLib's dones end an episode: fold truncations into dones)"},
       {r::last_value, " (the last step's advantage is 0, as in PufferLib)"},
-      {r::bootstrap_values, " (the last step's advantage is 0, as in PufferLib)"}},
+      {r::bootstrap_values, " (the last step's advantage is 0, as in PufferLib)"},
+      {r::gamma, " array (PufferLib's schema takes scalars: use gae for per-step discounts)"},
+      {r::lambda, " array (PufferLib's schema takes scalars: use gae for per-step lambdas)"}},
      {}}),
     // The engine's scan itself: y_t = inputs_t + decay_t y_{t-/+1}, y outside the row = seed.
     complete({estimator::linear_recurrence,

@@ -13,6 +13,9 @@
 //   delta_t = rho_t td_t,  k_t = gamma lambda c_t (1 - done_t)   A_t = delta_t + k_t A_{t+1}
 //   pg_t    = rho_pg_t td_t + gamma rho_pg_t (1 - done_t) A_{t+1}   (V-trace's advantages)
 //   returns = A_t + V_t
+// Per-step gamma_t / lambda_t (kSteps): read at step t in place of the scalars, and
+// the flags select rather than multiply (td_t's bootstrap term is +0 where terminated,
+// k_t and pg's factor +0 where done, whatever gamma_t holds, a NaN too).
 #pragma once
 
 #include <cstdint>
@@ -52,7 +55,7 @@ void prefetch_bootstraps(const arrays& a, std::int64_t row) {
 
 template <typename C>
 struct advantage_scalars {
-    C gamma, gamma_lambda, rho_clip, c_clip, rho_pg_clip;
+    C gamma, gamma_lambda, rho_clip, c_clip, rho_pg_clip, lambda;
 };
 
 /// The puff advantage. Its dones are used arithmetically: of the values' type
@@ -100,17 +103,19 @@ struct puff_producer {
 
 /// GAE and TD(lambda) (kPg false: the advantages are A), V-trace (kPg: the
 /// advantages are pg); kImp: importance ratios read (V-trace), F: the flags' type.
-template <typename C, typename F, bool kImp, bool kPg>
+/// kSteps: per-step gamma and/or lambda arrays.
+template <typename C, typename F, bool kImp, bool kPg, bool kSteps = false>
 struct standard_producer {
     using scalar = C;
     static constexpr bool kForward = false;
     const arrays& a;
-    V<C> one, gamma, gamma_lambda, rho_clip, c_clip, rho_pg_clip;
+    V<C> one, gamma, gamma_lambda, rho_clip, c_clip, rho_pg_clip, lambda;
 
     standard_producer(const arrays& arrays_, const advantage_scalars<C>& s)
         : a(arrays_), one(simd::splat<C>(C(1))), gamma(simd::splat<C>(s.gamma)),
           gamma_lambda(simd::splat<C>(s.gamma_lambda)), rho_clip(simd::splat<C>(s.rho_clip)),
-          c_clip(simd::splat<C>(s.c_clip)), rho_pg_clip(simd::splat<C>(s.rho_pg_clip)) {}
+          c_clip(simd::splat<C>(s.c_clip)), rho_pg_clip(simd::splat<C>(s.rho_pg_clip)),
+          lambda(simd::splat<C>(s.lambda)) {}
 
     struct step {
         V<C> delta, decay, q, p, values;
@@ -142,6 +147,19 @@ struct standard_producer {
             }
         }
         const V<C> ratio = kImp ? in.values(role::importance, 0, zero) : one;
+        if constexpr (kSteps) {
+            const V<C> g = per_step<C, kSteps>(in, role::gamma, gamma);
+            const V<C> gl = g * per_step<C, kSteps>(in, role::lambda, lambda);
+            const V<C> td = in.values(role::rewards, 0, zero) + simd::zero_where<C>(terminated, g * next) - s.values;
+            s.delta = kImp ? simd::clip<C>(ratio, rho_clip) * td : td;
+            s.decay = simd::zero_where<C>(done, kImp ? gl * simd::clip<C>(ratio, c_clip) : gl);
+            if constexpr (kPg) {
+                const V<C> rho_pg = kImp ? simd::clip<C>(ratio, rho_pg_clip) : one;
+                s.q = kImp ? rho_pg * td : td;
+                s.p = simd::zero_where<C>(done, g * rho_pg);
+            }
+            return s;
+        }
         const V<C> not_done = simd::zero_where<C>(done, one);
         const V<C> td = in.values(role::rewards, 0, zero) + gamma * simd::zero_where<C>(terminated, next) - s.values;
         s.delta = kImp ? simd::clip<C>(ratio, rho_clip) * td : td;

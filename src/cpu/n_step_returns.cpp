@@ -7,14 +7,22 @@
 //   Wj_t = W1_t + gamma lambda (W(j-1)_{t+1} - V'_t) (0 where done); all W1 at the row's last step
 //   G^(n)_t = Wn_t, A_t = G_t - V_t
 // V'_t = V_{t+1}; the end value after the last step; bootstrap_values where truncated.
-//   - windows (n <= kWindowSteps): a block of rows steps back through time, W
-//     rows per vector, keeping W1 .. Wn of the later step in a scratch line per level;
+//   - windows (n <= kWindowSteps) along time ([B, T] rows, whole): each level's
+//     line from the one before, W(j-1)_{t+1} one element on;
+//   - windows across rows ([T, B], and rows too long to take whole): a block of
+//     rows steps back through time, W rows per vector, keeping W1 .. Wn of the
+//     later step in a scratch line per level;
 //   - long windows (kWindowSteps < n < T): one O(T) pass per row (below);
 //   - n >= T: every window runs to its episode's or the row's end, where G^(n)
 //     is the TD(lambda) return (FAMILY.md 4): the engine's TD(lambda) scan.
+// Per-step gamma_s / lambda_s (issue 29) replace gamma and lambda at step s: the windows
+// read them through the lanes (kSteps); long windows take each window's own loop
+// (per_step_windows: O(min(n, T)) per step, no power of one gamma lambda to use).
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
+#include <type_traits>
 #include <vector>
 
 #include "core/backends.hpp"  // estimate_cpu: n >= T runs as TD(lambda)
@@ -49,12 +57,16 @@ struct window_scratch {
 
 // One group of W rows at step t: the windows of step t from those of t + 1 (in place,
 // from the longest down), and the outputs.
-template <typename C, typename F, bool kEdge>
+template <typename C, typename F, bool kEdge, bool kSteps>
 PUFF_SIMD_INLINE void window_group(const arrays& a, const n_step_scalars<C>& p, const lines& step_lines,
                                    std::int64_t first, int i, int count, std::int64_t t, int levels, C* windows,
                                    std::size_t pitch, double* sums, bool stream, bad_step& bad) {
     const row_lanes<C, kEdge> in{a, step_lines, first + i, t, a.horizon, i, count, stream, bad};
-    const V<C> gamma = simd::splat<C>(p.gamma), gamma_lambda = simd::splat<C>(p.gamma * p.lambda);
+    V<C> gamma = simd::splat<C>(p.gamma), gamma_lambda = simd::splat<C>(p.gamma * p.lambda);
+    if constexpr (kSteps) {
+        gamma = per_step<C, kSteps>(in, role::gamma, gamma);
+        gamma_lambda = gamma * per_step<C, kSteps>(in, role::lambda, simd::splat<C>(p.lambda));
+    }
     auto zero = [](std::int64_t) { return C(0); };
     auto end = [&](std::int64_t row) { return p.value_after_end(a, row); };
     const M<C> terminated = in.template flags<F>(role::terminated, 0);
@@ -85,7 +97,7 @@ PUFF_SIMD_INLINE void window_group(const arrays& a, const n_step_scalars<C>& p, 
 }
 
 // Rows [first, first + n) stepping back through time.
-template <typename C, typename F, typename Source>
+template <typename C, typename F, bool kSteps, typename Source>
 PUFF_SIMD_CLONES bad_step windows_across_rows(const arrays& a, const n_step_scalars<C>& p, Source& source,
                                               std::int64_t first, int n) {
     const bool want_sums = wants_sums(a);
@@ -105,11 +117,12 @@ PUFF_SIMD_CLONES bad_step windows_across_rows(const arrays& a, const n_step_scal
         const next_step_lines ahead = source.ahead(first, t - 1);
         for (int i = 0; i < full; i += W<C>) {
             if (i % kLineElements<C> == 0) ahead.prefetch(i);
-            window_group<C, F, false>(a, p, step_lines, first, i, W<C>, t, levels, windows, pitch, sums, stream, bad);
+            window_group<C, F, false, kSteps>(a, p, step_lines, first, i, W<C>, t, levels, windows, pitch, sums,
+                                              stream, bad);
         }
         if (full < n)
-            window_group<C, F, true>(a, p, step_lines, first, full, n - full, t, levels, windows, pitch, sums, stream,
-                                     bad);
+            window_group<C, F, true, kSteps>(a, p, step_lines, first, full, n - full, t, levels, windows, pitch,
+                                             sums, stream, bad);
         source.step_done(first, n, t);
     }
     if (sums)
@@ -118,6 +131,78 @@ PUFF_SIMD_CLONES bad_step windows_across_rows(const arrays& a, const n_step_scal
             write_sums(a, first + i, totals);
         }
     if (stream) simd::fence();
+    return bad;
+}
+
+// x where `done` (exactly +0 or 1) is clear, else +0, even for a NaN x. Integer masks:
+// a float select would need -fno-trapping-math to vectorise.
+template <typename C>
+inline C zero_where_set(C done, C x) {
+    using U = std::conditional_t<sizeof(C) == 4, std::uint32_t, std::uint64_t>;
+    U f, v;
+    std::memcpy(&f, &done, sizeof f);
+    std::memcpy(&v, &x, sizeof v);
+    v &= f == 0 ? ~U(0) : U(0);
+    std::memcpy(&x, &v, sizeof x);
+    return x;
+}
+
+template <typename C>
+struct row_scratch {
+    std::vector<C> lines;
+};
+
+// Rows [first, first + count), each whole: W1 (e), the bootstraps V' and the done flags of
+// a row, then the levels in place, ascending, so that w[j + 1] is still the level before.
+template <typename C, typename F, typename Source>
+PUFF_SIMD_CLONES bad_step windows_along_time(const arrays& a, const n_step_scalars<C>& p, Source& source,
+                                             std::int64_t first, int count) {
+    const std::int64_t T = a.horizon;
+    const int levels = static_cast<int>(std::max<std::int64_t>(1, p.n));  // n < T here
+    const std::size_t pitch = std::size_t(T) + 16;
+    static thread_local row_scratch<C> scratch;
+    if (scratch.lines.size() < 4 * pitch) scratch.lines.resize(4 * pitch);
+    C* const e = scratch.lines.data();
+    C* const boot = e + pitch;
+    C* const done = boot + pitch;
+    C* const w = done + pitch;
+    const C gamma = p.gamma, gl = p.gamma * p.lambda;
+    const bool want_sums = wants_sums(a);
+    bad_step bad;
+    for (std::int64_t row = first; row < first + count; ++row) {
+        const lines l = source.row(row);
+        const C* r = reinterpret_cast<const C*>(l.at[int(role::rewards)]);
+        const C* v = reinterpret_cast<const C*>(l.at[int(role::values)]);
+        const F* term = reinterpret_cast<const F*>(l.at[int(role::terminated)]);
+        const F* trunc = reinterpret_cast<const F*>(l.at[int(role::truncated)]);
+        for (std::int64_t j = 0; j + 1 < T; ++j) boot[j] = v[j + 1];
+        boot[T - 1] = p.value_after_end(a, row);
+        for (std::int64_t j = 0; j < T; ++j) done[j] = term[j] != F(0) ? C(1) : C(0);
+        if (trunc)
+            for (std::int64_t j = 0; j < T; ++j)
+                if (trunc[j] != F(0)) {  // rare: a branch, not a stream
+                    boot[j] = element<C>(a[role::bootstrap_values], row, j);
+                    if (done[j] != C(0)) bad.keep_first(row, j);
+                }
+        for (std::int64_t j = 0; j < T; ++j) w[j] = e[j] = r[j] + zero_where_set(done[j], gamma * boot[j]);
+        if (trunc)
+            for (std::int64_t j = 0; j < T; ++j) done[j] = trunc[j] != F(0) ? C(1) : done[j];
+        done[T - 1] = C(1);  // nothing follows the row's last step: all its windows are W1
+        for (int level = 2; level <= levels; ++level)
+            for (std::int64_t j = 0; j + 1 < T; ++j) w[j] = e[j] + zero_where_set(done[j], gl * (w[j + 1] - boot[j]));
+        C* adv = const_cast<C*>(reinterpret_cast<const C*>(l.at[int(role::advantages)]));
+        C* ret = const_cast<C*>(reinterpret_cast<const C*>(l.at[int(role::returns)]));
+        double sums[3] = {0, 0, 0};
+        if (adv || want_sums)
+            for (std::int64_t j = 0; j < T; ++j) {
+                const C x = w[j] - v[j];
+                if (adv) adv[j] = x;
+                if (want_sums) sums[0] += std::fabs(double(x)), sums[1] += double(x), sums[2] += double(x) * double(x);
+            }
+        if (ret) std::copy(w, w + T, ret);  // G^(n) itself, not (G - V) + V
+        source.row_done(row);
+        if (want_sums) write_sums(a, row, sums);
+    }
     return bad;
 }
 
@@ -220,6 +305,57 @@ bad_step long_windows(const arrays& a, const n_step_scalars<C>& p, std::int64_t 
     return bad;
 }
 
+// Per-step gamma / lambda with kWindowSteps < n < T: each window's own backward loop, from its
+// last step (or the first done step) down to t, O(min(n, T)) per step (the power of one gamma
+// lambda that long_windows uses has no per-step form short of a product per window).
+template <typename C>
+bad_step per_step_windows(const arrays& a, const n_step_scalars<C>& p, std::int64_t first, std::int64_t count) {
+    const std::int64_t T = a.horizon;
+    std::vector<double> w1(static_cast<std::size_t>(T)), next(w1), k(w1);
+    std::vector<std::uint8_t> done(static_cast<std::size_t>(T));
+    auto read = [](const view& v, std::int64_t row, std::int64_t t, bool flag) {
+        C x;
+        load<C>(v.type, v.at(row, t), 1, 1, &x, flag);
+        return double(x);
+    };
+    const bool sum = wants_sums(a);
+    bad_step bad;
+    for (std::int64_t row = first; row < first + count; ++row) {
+        for (std::int64_t s = 0; s < T; ++s) {
+            const bool terminated = read(a[role::terminated], row, s, true) != 0.0;
+            const bool truncated = a[role::truncated].present && read(a[role::truncated], row, s, true) != 0.0;
+            if (terminated && truncated) bad.keep_first(row, s);
+            double boot = s + 1 < T ? read(a[role::values], row, s + 1, false) : double(p.value_after_end(a, row));
+            if (truncated) boot = read(a[role::bootstrap_values], row, s, false);
+            const double g = a[role::gamma].present ? read(a[role::gamma], row, s, false) : double(p.gamma);
+            const double l = a[role::lambda].present ? read(a[role::lambda], row, s, false) : double(p.lambda);
+            const std::size_t i = static_cast<std::size_t>(s);
+            w1[i] = read(a[role::rewards], row, s, false) + (terminated ? 0.0 : g * boot);
+            next[i] = boot;
+            k[i] = g * l;
+            done[i] = terminated || truncated || s + 1 == T;
+        }
+        double sums[3] = {0, 0, 0};
+        for (std::int64_t t = 0; t < T; ++t) {
+            std::int64_t stop = t;  // the window's last step: t + n - 1, the row's end or a done step
+            const std::int64_t far = p.n - 1 >= T - t ? T - 1 : t + p.n - 1;
+            while (stop < far && !done[static_cast<std::size_t>(stop)]) ++stop;
+            double x = w1[static_cast<std::size_t>(stop)];
+            for (std::int64_t s = stop - 1; s >= t; --s) {
+                const std::size_t i = static_cast<std::size_t>(s);
+                x = w1[i] + k[i] * (x - next[i]);
+            }
+            const C g = C(x), adv = C(x - read(a[role::values], row, t, false));
+            if (a[role::returns].present) store<C>(a[role::returns].type, a[role::returns].at(row, t), 1, 1, &g);
+            if (a[role::advantages].present)
+                store<C>(a[role::advantages].type, a[role::advantages].at(row, t), 1, 1, &adv);
+            sums[0] += std::fabs(double(adv)), sums[1] += double(adv), sums[2] += double(adv) * double(adv);
+        }
+        if (sum) write_sums(a, row, sums);
+    }
+    return bad;
+}
+
 }  // namespace
 
 template <typename C>
@@ -227,10 +363,36 @@ void n_step_returns_in(const arrays& a, const standard_params& params, bool conv
     const n_step_scalars<C> p{C(params.gamma), C(params.lambda), params.n};
     shared_bad_step bad;
     const std::int64_t by_work = std::max<std::int64_t>(1, a.rows * a.horizon / kElementsPerThread);
-    if (p.n > kWindowSteps) {  // whole rows per thread, in O(T) each
+    const bool steps = a[role::gamma].present || a[role::lambda].present;
+    if (p.n > kWindowSteps) {  // whole rows per thread, in O(T) each (per step: O(T min(n, T)))
         const int threads = static_cast<int>(std::min<std::int64_t>({cpu_thread_count(), a.rows, by_work}));
         parallel_ranges(threads, a.rows, [&](std::int64_t begin, std::int64_t end) {
-            bad.keep(long_windows<C>(a, p, begin, end - begin));
+            bad.keep(steps ? per_step_windows<C>(a, p, begin, end - begin)
+                           : long_windows<C>(a, p, begin, end - begin));
+        });
+        if (bad.first.row >= 0) throw_both_set(bad.first);
+        return;
+    }
+    // Rows whose steps are adjacent in the call (or converted whole) go along time; per-step
+    // gamma / lambda take the windows across rows, which read them through the lanes.
+    const plan how = plan_of(a, converting);
+    if (how.along_time && !steps) {
+        const std::int64_t units = (a.rows + how.unit - 1) / how.unit;
+        const int threads = static_cast<int>(std::min<std::int64_t>({cpu_thread_count(), units, by_work}));
+        const bool byte_flags_in_place = !converting && byte_flags(a[role::terminated].type);
+        parallel_ranges(threads, units, [&](std::int64_t begin, std::int64_t end) {
+            for (std::int64_t u = begin; u < end; ++u) {
+                const std::int64_t first = u * how.unit;
+                const int count = static_cast<int>(std::min<std::int64_t>(how.unit, a.rows - first));
+                if (!converting) {
+                    call_lines source{a};
+                    bad.keep(byte_flags_in_place ? windows_along_time<C, std::uint8_t>(a, p, source, first, count)
+                                                 : windows_along_time<C, C>(a, p, source, first, count));
+                } else {
+                    converting_lines<C> source(a, false, a.horizon, false);
+                    bad.keep(windows_along_time<C, C>(a, p, source, first, count));
+                }
+            }
         });
         if (bad.first.row >= 0) throw_both_set(bad.first);
         return;
@@ -238,8 +400,7 @@ void n_step_returns_in(const arrays& a, const standard_params& params, bool conv
     // Where a step's rows are adjacent, long lines stream from memory (simd_block_rows); elsewhere
     // the block's cache lines stay in L1 through the steps that share them. Each block keeps
     // min(n, T) lines of W besides.
-    const bool adjacent = layout_of(a) == layout::row_adjacent || a.rows <= 1 ||
-                          (layout_of(a) == layout::time_contiguous && a.horizon <= 1);
+    const bool adjacent = layout_of(a) == layout::row_adjacent || a.rows <= 1;
     const std::int64_t rows = adjacent ? simd_block_rows(a.rows) : kStridedBlockRows;
     const std::int64_t fit = kWindowScratchBytes / (std::max<std::int64_t>(1, p.n) * std::int64_t(sizeof(C)));
     const std::int64_t unit = std::clamp<std::int64_t>(fit, 1, rows);
@@ -254,11 +415,16 @@ void n_step_returns_in(const arrays& a, const standard_params& params, bool conv
             const int count = static_cast<int>(std::min<std::int64_t>(unit, a.rows - first));
             if (in_place) {
                 call_lines source{a};
-                bad.keep(bytes ? windows_across_rows<C, std::uint8_t>(a, p, source, first, count)
-                               : windows_across_rows<C, C>(a, p, source, first, count));
+                if (steps)
+                    bad.keep(bytes ? windows_across_rows<C, std::uint8_t, true>(a, p, source, first, count)
+                                   : windows_across_rows<C, C, true>(a, p, source, first, count));
+                else
+                    bad.keep(bytes ? windows_across_rows<C, std::uint8_t, false>(a, p, source, first, count)
+                                   : windows_across_rows<C, C, false>(a, p, source, first, count));
             } else {
                 converting_lines<C> source(a, false, count, true);
-                bad.keep(windows_across_rows<C, C>(a, p, source, first, count));
+                bad.keep(steps ? windows_across_rows<C, C, true>(a, p, source, first, count)
+                               : windows_across_rows<C, C, false>(a, p, source, first, count));
             }
         }
     });

@@ -102,7 +102,9 @@ void view_roles(fake_arrays& fake, const nb::dict& arrays, standard_arrays& a) {
         {"target_probs", role::target_probs},
         {"behaviour_probs", role::behaviour_probs},
         {"greedy", role::greedy},
-        {"decay", role::decay}};
+        {"decay", role::decay},
+        {"gamma_steps", role::gamma},
+        {"lambda_steps", role::lambda}};
     const auto view = [&](const char* key) {
         nb::handle spec = arrays[key];
         return fake.view(spec, nb::cast<const char*>(spec[2]));

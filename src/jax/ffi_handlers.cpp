@@ -98,6 +98,8 @@ enum optional_input : std::int32_t {
     has_behaviour_probs = 64,
     has_greedy = 128,
     has_values = 256,
+    has_gamma_steps = 512,   // per-step gamma_t
+    has_lambda_steps = 1024, // per-step lambda_t
 };
 
 /// The estimator family (GAE, TD(lambda), V-trace, discounted returns, Retrace,
@@ -166,7 +168,9 @@ struct family_signature {
                      {has_next_values, "next_values", role::next_values, false},
                      {has_target_probs, "target_probs", role::target_probs, false},
                      {has_behaviour_probs, "behaviour_probs", role::behaviour_probs, false},
-                     {has_greedy, "greedy", role::greedy, false}};
+                     {has_greedy, "greedy", role::greedy, false},
+                     {has_gamma_steps, "gamma", role::gamma, false},
+                     {has_lambda_steps, "lambda", role::lambda, false}};
         std::size_t next = 0;
         for (const auto& slot : slots) {
             if (!(present & slot.bit)) continue;

@@ -132,7 +132,7 @@ void register_estimate(nb::module_& m) {
           "episodic_sum, puff_advantage, linear_recurrence: reverse=True runs it backwards) into the given "
           "outputs. `arrays` maps roles (rewards, values, "
           "terminated, truncated, last_value, bootstrap_values, importance, next_values, target_probs, "
-          "behaviour_probs, greedy, decay, advantages, returns, abs_sums, sums, square_sums) to arrays or None; "
+          "behaviour_probs, greedy, decay, gamma_steps, lambda_steps (per-step gamma and lambda), advantages, returns, abs_sums, sums, square_sums) to arrays or None; "
           "the puff advantage's dones are its `terminated`, and it is batch-major whatever time_axis says. "
           "All checks happen in the core.");
 }
