@@ -536,3 +536,25 @@ def test_cuda_command_buffer_replay(tmp_path):
     if not any("command_buffer" in text and "puffadv_puff_advantage" in text for text in optimised):
         pytest.skip("results right, but XLA formed no command buffer around the handler here: "
                     "the kCmdBufferCompatible trait went untested")
+
+
+@pytest.mark.parametrize("call", ["episodic_cumsum", "gae", "puff", "puff_fused"])
+def test_jax_arrays_are_refused_as_outputs(call):
+    # Found 2026-12-03 (issue 31): a jax.Array given as out=/advantages= was written in
+    # place, changing an earlier JAX result still being computed. JAX arrays are immutable.
+    jnp = pytest.importorskip("jax.numpy")
+    x = jnp.ones((4, 8), jnp.float32)
+    pending = x * 3 + 1
+    ones, no = jnp.ones((4, 8), jnp.float32), jnp.zeros((4, 8), bool)
+    name = {"episodic_cumsum": "out", "gae": "advantages", "puff": "advantages", "puff_fused": "returns"}[call]
+    with pytest.raises(TypeError, match=f"^{name} is a jax.Array, which is immutable and cannot be written in "
+                                        f"place; omit {name}= \\(a new array is returned\\), or use puffadv.jax"):
+        if call == "episodic_cumsum":
+            puffadv.episodic_cumsum(ones, no, out=x, time_axis=1)
+        elif call == "gae":
+            puffadv.gae(ones, ones, no, last_value=jnp.zeros(4, jnp.float32), advantages=x, time_axis=1)
+        elif call == "puff":
+            puffadv.compute_puff_advantage(ones, ones, ones * 0, ones, x)
+        else:
+            puffadv.compute_puff_advantage(ones, ones, ones * 0, ones, returns=x)
+    assert float(x.sum()) == 32.0 and float(pending.sum()) == 128.0
