@@ -71,6 +71,7 @@ def direct(estimator: Estimator):
     made_roles = tuple(role for role, _ in made)
     made_sums = tuple(role in SUM_ROLES for role in made_roles)
     ndarray, empty = np.ndarray, np.empty
+    one_entry = _engine._one_entry  # the core's one entry, called as _engine.kernel() would
 
     def call(args: dict):
         if args["stream"] is not None or _engine._ONE_ENTRY is None:
@@ -117,11 +118,10 @@ def direct(estimator: Estimator):
         for role, is_sum, spec in zip(made_roles, made_sums, specs):
             if spec is True or (spec is None and role in none_allocates):
                 if is_sum:
-                    spec = empty((_outputs.batch_size(rewards, time_axis),),
-                                 np.float64 if _outputs.dtype_name(like) == "float64" else np.float32)
+                    spec = empty((_outputs.batch_size(rewards, time_axis),), _outputs.sums_dtype("numpy", like))
                 else:
                     if series_dtype is None:
-                        series_dtype = _outputs.output_dtype("numpy", like)
+                        series_dtype = _outputs.numpy_output_dtype(like)
                     spec = empty(rewards.shape, series_dtype)
             elif spec is False:
                 spec = None
@@ -130,9 +130,6 @@ def direct(estimator: Estimator):
             arrays[role] = spec
         if never_made:
             arrays.update(never_made)
-        gamma, lam, rho_clip, c_clip, rho_pg_clip = pick_scalars(scalars + _ONE)
-        _engine._ONE_ENTRY(kind, arrays, gamma=gamma, lambda_=lam, rho_clip=rho_clip, c_clip=c_clip,
-                           rho_pg_clip=rho_pg_clip, n=n, log_probs=False, reset_at_start=reset,
-                           lambda_name=lambda_name, time_axis=time_axis, stream=0)
+        one_entry(kind, *pick_scalars(scalars + _ONE), n, False, reset, lambda_name, time_axis, arrays, 0)
         return make_result(arrays)
     return call

@@ -10,7 +10,7 @@ from ._arguments import Call, check_time_axis
 from ._estimators import PUFF_ADVANTAGE, Estimate, Estimator
 
 # The GPU backends produce these kinds' row sums only beside the advantages (the window and
-# the lookahead kernels sum what they store: src/gpu/conventions_family.cuh refuses the rest).
+# the lookahead kernels sum what they store: the GPU engine, src/gpu/engine.cuh, refuses the rest).
 GPU_SUMS_NEED_ADVANTAGES = frozenset({"n_step_returns", "retrace", "q_lambda"})
 
 
