@@ -291,3 +291,25 @@ def test_jax_arrays_are_refused_as_outputs(call):
         else:
             puffadv.compute_puff_advantage(ones, ones, ones * 0, ones, returns=x)
     assert float(x.sum()) == 32.0 and float(pending.sum()) == 128.0
+
+
+@pytest.mark.parametrize("flag", ["np.True_", "jnp.array(True)", "np.bool_(False)", "complex"])
+@pytest.mark.parametrize("function", ["compute_puff_advantage", "gae"])
+def test_jax_refuses_bool_and_complex_parameters_like_the_numpy_api(flag, function):
+    # Found 2026-12-03 (issue 31): puffadv.jax read gamma=np.True_ / jnp.array(True) as 1.0
+    # where the NumPy-style API refuses bool parameters.
+    import puffadv.jax as pj
+    value = {"np.True_": np.True_, "jnp.array(True)": jnp.array(True), "np.bool_(False)": np.bool_(False),
+             "complex": np.complex64(0.5)}[flag]
+    ones, zeros = jnp.ones((2, 8), jnp.float32), jnp.zeros((2, 8), jnp.float32)
+    host = np.ones((2, 8), np.float32)
+    messages = []
+    for module, x, z in ((pj, ones, zeros), (puffadv, host, host * 0)):
+        with pytest.raises(TypeError) as caught:
+            if function == "gae":
+                module.gae(x, x, z, last_value=x[:, 0], gamma=value, time_axis=1)
+            else:
+                module.compute_puff_advantage(x, x, z, x, gamma=value)
+        messages.append(str(caught.value))
+    assert messages[0] == messages[1]
+    assert messages[0].startswith("gamma must be a real number, got a 0-d ")
