@@ -41,6 +41,9 @@ struct call_case {
     bool reset_at_start = false;  ///< episodic_sum
     bool no_last_value = false;   ///< discounted_returns / episodic_sum: no bootstrap at all
     std::int64_t n = 3;        ///< n_step_returns
+    /// Zero rewards and values, ratios and clips of 1e5, gamma = lambda = 1: every
+    /// step's decay is 1e5, their products overflow, and the answer is 0 (issue 31).
+    bool huge_decays = false;
     /// Through the core's public call (checks, require_gpu_backend, dispatch)
     /// instead of detail::estimate_hip.
     bool public_route = false;
