@@ -211,25 +211,16 @@ const C* line_along(const view& v, std::int64_t row, std::int64_t t, int count, 
 }
 
 // ---- n_step_returns with 64 < n < T: O(T) per row ----
-//
-// The window code costs O(T min(n, T)) per row (n = 10^5 on rows of 131072 steps: minutes), so
-// long windows compose maps instead. Each step is an affine map f_s(x) = u_s + c x with
-// c = gamma lambda and u_s = W1_s - c V'_s, or the constant f_s(x) = W1_s at a cut step (done,
-// or the row's last), so that
-//     G^(n)_t = (f_t o f_{t+1} o ... o f_{t+n-2}) (W1_{t+n-1})   where t + n - 1 < T,
-//             = Lambda_t (the TD(lambda) return, f_t o ... o f_{T-1})   otherwise.
-// The composition of the L = n - 1 maps of a window comes from the row cut into blocks of L
-// steps (the sliding-window trick of van Herk / Gil-Werman): a window starting inside block k
-// is a suffix of block k then a prefix of block k + 1, and each block's suffix and prefix
-// compositions take one pass each. Every term of G then carries a product of decays in [0, 1]
-// and only the window's own steps enter it. (An earlier version took Lambda_t minus the part
-// past the window, which cancelled: a bootstrap of 1e15 past a window of n = 65 put G_0 at
-// 4.375 where it is 4.34537.) In double, converted at the store.
+// The windows cost O(T min(n, T)) a row, so long ones compose maps: f_s(x) = u_s + c x with
+// c = gamma lambda, u_s = W1_s - c V'_s, or f_s(x) = W1_s at a cut step (done, the row's last):
+//     G^(n)_t = (f_t o ... o f_{t+n-2})(W1_{t+n-1}) where t + n - 1 < T, else Lambda_t (TD(lambda)).
+// A window of L = n - 1 maps is a suffix of its block of L steps then a prefix of the next (van
+// Herk / Gil-Werman), each block's suffixes and prefixes one pass each: only the window's own steps
+// enter, with decays in [0, 1]. (Lambda_t minus the part past the window cancelled: a 1e15 bootstrap
+// past a window of n = 65 put G_0 at 4.375 for 4.34537.) In double, converted at the store.
 constexpr int kLongChunk = 512;  // steps loaded at a time
 
-struct affine_map {
-    double k, d;  // x -> d + k x
-};
+struct affine_map { double k, d; };  // x -> d + k x
 // outer o inner: `inner` (the later steps) first.
 inline affine_map then(affine_map outer, affine_map inner) { return {outer.k * inner.k, outer.d + outer.k * inner.d}; }
 
