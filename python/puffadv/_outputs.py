@@ -107,6 +107,19 @@ def given(specs: dict) -> dict:
     return {role: None if spec is True or spec is False else spec for role, spec in specs.items()}
 
 
+def refuse_immutable(framework: str, given: dict, names: dict) -> None:
+    """JAX arrays are immutable: one given as an output would be written in place under
+    every reader of it (an earlier, still pending JAX computation included). Refused,
+    naming the argument (the core writes every output in place)."""
+    if framework != "jax":
+        return
+    for role, out in given.items():
+        if out is not None:
+            name = names.get(role) or role
+            raise TypeError(f"{name} is a jax.Array, which is immutable and cannot be written in place; omit "
+                            f"{name}= (a new array is returned), or use puffadv.jax inside JAX programs")
+
+
 def allocate(framework, rewards, values, time_axis, specs: dict, outputs: dict) -> dict:
     """The output arrays by role: `outputs` (the given ones, from given()) with each True
     spec's array allocated in place ([rows, horizon] like rewards, or [B] sums).

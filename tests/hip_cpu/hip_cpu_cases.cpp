@@ -177,6 +177,12 @@ inputs make_inputs(const call_case& c) {
                 (*s)->each([&](std::int64_t r, std::int64_t t) { (*s)->set(r, t, std::log((*s)->get(r, t))); });
         }
     }
+    if (c.huge_decays) {  // every decay 1e5 (retrace: target / behaviour), every input 0
+        for (slot* s : {&in.rewards, &in.values, &in.next_values, &in.bootstrap, &in.last_value})
+            if (*s) fill(*s, 0, 0);
+        if (in.importance) fill(in.importance, 1e5, 1e5);
+        if (in.target) fill(in.target, 1, 1), fill(in.behaviour, 1e-5, 1e-5);
+    }
     if (c.greedy) {
         in.greedy = grid(flag_type);
         in.greedy->each([&](std::int64_t r, std::int64_t t) { in.greedy->set(r, t, unit(rng) < 0.7); });
@@ -237,6 +243,7 @@ puffadv::standard_params params_of(const call_case& c) {
     p.reset_at_start = c.reset_at_start;
     p.reverse = c.reverse;
     if (c.kind == estimator::puff_advantage) p.lambda_name = "gae_lambda";
+    if (c.huge_decays) p.gamma = p.lambda = 1.0, p.rho_clip = p.c_clip = p.rho_pg_clip = 1e5;
     return p;
 }
 
@@ -296,6 +303,7 @@ std::string call_case::label() const {
     if (no_last_value) s << " no-bootstrap";
     if (reverse) s << " reverse";
     if (kind == estimator::n_step_returns) s << " n=" << n;
+    if (huge_decays) s << " huge-decays";
     s << " seed " << seed;
     return s.str();
 }

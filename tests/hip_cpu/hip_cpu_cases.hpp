@@ -42,6 +42,9 @@ struct call_case {
     bool no_last_value = false;   ///< discounted_returns / episodic_sum / linear_recurrence: no bootstrap (seed)
     bool reverse = false;         ///< linear_recurrence: backwards over time
     std::int64_t n = 3;        ///< n_step_returns
+    /// Zero rewards and values, ratios and clips of 1e5, gamma = lambda = 1: every
+    /// step's decay is 1e5, their products overflow, and the answer is 0 (issue 31).
+    bool huge_decays = false;
     /// Through the core's public call (checks, require_gpu_backend, dispatch)
     /// instead of detail::estimate_hip.
     bool public_route = false;

@@ -237,6 +237,19 @@ TEST(estimators, puff_advantage) {
             with(scan_traversals, {"whole rows, long-8", "split rows, long-8", "row groups, vector-8"}));
 }
 
+// Decays whose products overflow over zero inputs (issue 31): the composed runs
+// met 0 as inf * 0 = NaN where the recurrence is 0. Every traversal, both backends 0.
+TEST(reliability, decays_whose_product_overflows_leave_zero_inputs_zero) {
+    for (estimator k : {estimator::gae, estimator::td_lambda, estimator::vtrace, estimator::retrace,
+                        estimator::puff_advantage}) {
+        for (call_case c : traversal_cases(k)) {
+            c.huge_decays = true;
+            c.importance = k != estimator::retrace;
+            EXPECT_EQ(run_case(c), "") << c.label();
+        }
+    }
+}
+
 // ---- the core's own routes onto the backend ---------------------------------
 
 // compute_standard_estimate and compute_puff_advantage on "rocm" arrays: the

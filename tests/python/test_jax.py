@@ -269,3 +269,47 @@ def test_cuda_command_buffer_replay(tmp_path):
     if not any("command_buffer" in text and "puffadv_puff_advantage" in text for text in optimised):
         pytest.skip("results right, but XLA formed no command buffer around the handler here: "
                     "the kCmdBufferCompatible trait went untested")
+
+
+@pytest.mark.parametrize("call", ["episodic_cumsum", "gae", "puff", "puff_fused"])
+def test_jax_arrays_are_refused_as_outputs(call):
+    # Found 2026-12-03 (issue 31): a jax.Array given as out=/advantages= was written in
+    # place, changing an earlier JAX result still being computed. JAX arrays are immutable.
+    jnp = pytest.importorskip("jax.numpy")
+    x = jnp.ones((4, 8), jnp.float32)
+    pending = x * 3 + 1
+    ones, no = jnp.ones((4, 8), jnp.float32), jnp.zeros((4, 8), bool)
+    name = {"episodic_cumsum": "out", "gae": "advantages", "puff": "advantages", "puff_fused": "returns"}[call]
+    with pytest.raises(TypeError, match=f"^{name} is a jax.Array, which is immutable and cannot be written in "
+                                        f"place; omit {name}= \\(a new array is returned\\), or use puffadv.jax"):
+        if call == "episodic_cumsum":
+            puffadv.episodic_cumsum(ones, no, out=x, time_axis=1)
+        elif call == "gae":
+            puffadv.gae(ones, ones, no, last_value=jnp.zeros(4, jnp.float32), advantages=x, time_axis=1)
+        elif call == "puff":
+            puffadv.compute_puff_advantage(ones, ones, ones * 0, ones, x)
+        else:
+            puffadv.compute_puff_advantage(ones, ones, ones * 0, ones, returns=x)
+    assert float(x.sum()) == 32.0 and float(pending.sum()) == 128.0
+
+
+@pytest.mark.parametrize("flag", ["np.True_", "jnp.array(True)", "np.bool_(False)", "complex"])
+@pytest.mark.parametrize("function", ["compute_puff_advantage", "gae"])
+def test_jax_refuses_bool_and_complex_parameters_like_the_numpy_api(flag, function):
+    # Found 2026-12-03 (issue 31): puffadv.jax read gamma=np.True_ / jnp.array(True) as 1.0
+    # where the NumPy-style API refuses bool parameters.
+    import puffadv.jax as pj
+    value = {"np.True_": np.True_, "jnp.array(True)": jnp.array(True), "np.bool_(False)": np.bool_(False),
+             "complex": np.complex64(0.5)}[flag]
+    ones, zeros = jnp.ones((2, 8), jnp.float32), jnp.zeros((2, 8), jnp.float32)
+    host = np.ones((2, 8), np.float32)
+    messages = []
+    for module, x, z in ((pj, ones, zeros), (puffadv, host, host * 0)):
+        with pytest.raises(TypeError) as caught:
+            if function == "gae":
+                module.gae(x, x, z, last_value=x[:, 0], gamma=value, time_axis=1)
+            else:
+                module.compute_puff_advantage(x, x, z, x, gamma=value)
+        messages.append(str(caught.value))
+    assert messages[0] == messages[1]
+    assert messages[0].startswith("gamma must be a real number, got a 0-d ")
