@@ -17,6 +17,7 @@
 #include "cpu/estimators_advantage.hpp"
 #include "cpu/estimators_family.hpp"
 #include "cpu/conventions_cpu.hpp"
+#include "cpu/standard_forms.hpp"
 
 namespace puffadv::detail {
 namespace {
@@ -36,6 +37,7 @@ engine::arrays engine_arrays(const standard_arrays& s) {
     a.target = view_of(s.target_probs);
     a.behaviour = view_of(s.behaviour_probs);
     a.greedy = view_of(s.greedy);
+    a.sample_mask = view_of(s.sample_mask);
     a.advantages = view_of(s.advantages);
     a.returns = view_of(s.fused.returns);
     a.abs_sums = view_of(s.fused.abs_sums);
@@ -148,6 +150,7 @@ void estimate_cpu(const standard_arrays& arrays, const standard_params& params) 
         if (puff.values.cols == 0) return;
     }
     engine::arrays a = engine_arrays(arrays);
+    if (is_standard_form(a, params)) return standard_form_cpu(a, params);
     if (const runner run = engine_runner(a, params)) {
         a.stream = engine::streams(a);
         return run(a, params);

@@ -56,7 +56,7 @@ def direct(estimator: Estimator):
     fetch_specs = _getter(tuple(name for _, name in made))
     taken = tuple(name for _, name in shape.scalars if name is not None)
     fetch_scalars = _getter(taken)
-    # The five scalars in SCALAR_ROLES order from the taken ones plus a trailing 1.0 (-1: not taken).
+    # The six scalars in SCALAR_ROLES order from the taken ones plus a trailing 1.0 (-1: not taken).
     pick_scalars = operator.itemgetter(*(taken.index(name) if name is not None else -1
                                          for _, name in shape.scalars))
     # An `out=None` of a single-array result allocates (as call_of decides); elsewhere None skips.
@@ -130,9 +130,9 @@ def direct(estimator: Estimator):
             arrays[role] = spec
         if never_made:
             arrays.update(never_made)
-        gamma, lam, rho_clip, c_clip, rho_pg_clip = pick_scalars(scalars + _ONE)
+        gamma, lam, rho_clip, c_clip, rho_pg_clip, alpha = pick_scalars(scalars + _ONE)
         _engine._ONE_ENTRY(kind, arrays, gamma=gamma, lambda_=lam, rho_clip=rho_clip, c_clip=c_clip,
                            rho_pg_clip=rho_pg_clip, n=n, log_probs=False, reset_at_start=reset,
-                           lambda_name=lambda_name, time_axis=time_axis, stream=0)
+                           lambda_name=lambda_name, time_axis=time_axis, stream=0, alpha=alpha)
         return make_result(arrays)
     return call

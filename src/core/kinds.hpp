@@ -18,11 +18,12 @@ namespace puffadv::detail {
 enum class argument_role : std::uint8_t {
     rewards, values, terminated, truncated, last_value, bootstrap_values, importance,
     next_values, target_probs, behaviour_probs, greedy,
+    sample_mask,  // vtrace: rlax's learnable steps
     advantages,  // the output A_t (episodic_sum's `out`)
     returns, abs_sums, sums, square_sums,  // the fused outputs, optional for every kind
 };
-inline constexpr int role_count = 16;
-inline constexpr int input_role_count = 11;  // rewards .. greedy
+inline constexpr int role_count = 17;
+inline constexpr int input_role_count = 12;  // rewards .. sample_mask
 constexpr bool is_output(argument_role r) noexcept { return r >= argument_role::advantages; }
 
 /// How a kind treats an array.
@@ -44,6 +45,7 @@ enum scalar : unsigned {
     scalar_n = 1u << 5,
     scalar_log_probs = 1u << 6,
     scalar_reset_at_start = 1u << 7,
+    scalar_alpha = 1u << 8,  ///< vtrace: leaky V-trace's mix, in [0, 1]
 };
 
 /// One kind's row of the table. Arrays not listed in `inputs` are refused.
@@ -70,7 +72,7 @@ struct kind_info {
     /// row sums); false: only when fused outputs are requested.
     bool empty_horizon_launches;
     text names[5];           ///< the caller's names where they differ from role_key
-    text refusals[4];        ///< "<kind> takes no <name>" + this, where not the role's own reason
+ text refusals[4];        ///< "<kind> takes no <name>" + this, where not the role's own reason
     text missing[3];         ///< "<kind>" + this, where not " needs <name> ([rows, horizon])"
     /// Derived from the above when the table is built (kinds.cpp), so that a
     /// call's lookups cost an index each: how it treats each role, and the name.

@@ -45,6 +45,7 @@ inline void set_view(standard_arrays& arrays, detail::argument_role role, const 
         case role_t::target_probs: arrays.target_probs = view; return;
         case role_t::behaviour_probs: arrays.behaviour_probs = view; return;
         case role_t::greedy: arrays.greedy = view; return;
+        case role_t::sample_mask: arrays.sample_mask = view; return;
         case role_t::advantages: arrays.advantages = view; return;
     }
 }

@@ -184,7 +184,7 @@ PUFF_SIMD_CLONES bad_step run_block(const family_args<C>& a, std::int64_t first,
 
         // The bootstrap of step t: next_values, or V'_t (V_{t+1}, patched at the end and at truncations).
         const C* boot;
-        if (action_values) {
+        if (action_values || a.next_values.present) {  // n_step_returns may take next_values too
             boot = step_line(a.next_values, first, t, n, s.boot, false);
         } else if (bootstraps) {
             const C* next = last ? s.values_end : later_v;

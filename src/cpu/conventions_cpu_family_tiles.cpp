@@ -222,14 +222,17 @@ PUFF_SIMD_CLONES void window_along_time(const family_args<C>& a, std::int64_t ro
                 bad.keep_first(row, lo + j);
                 break;
             }
-    // V'_s: V_{s+1}, the bootstrap after the last step and at truncations.
+    // V'_s: next_values; or V_{s+1}, the bootstrap after the last step and at truncations.
     const bool at_end = end == a.horizon;
-    copy_along(a.values, row, lo + 1, at_end ? m - 1 : m, boot, false);
+    if (a.next_values.present)
+        copy_along(a.next_values, row, lo, m, boot, false);
+    else
+        copy_along(a.values, row, lo + 1, at_end ? m - 1 : m, boot, false);
     if (at_end) {
-        boot[m - 1] = value_after_end(a, row);
+        if (!a.next_values.present) boot[m - 1] = value_after_end(a, row);
         cut[m - 1] = C(1);
     }
-    if (truncations)
+    if (truncations && !a.next_values.present)
         for (int j = 0; j < m; ++j)
             if (trunc[j] != C(0)) boot[j] = load_one<C>(a.bootstrap, row, lo + j);
     for (int j = 0; j < m; ++j) w[j] = e[j] = r[j] + zero_where_set(term[j], gamma * boot[j]);
@@ -371,9 +374,12 @@ bad_step run_long_windows(const family_args<C>& a, std::int64_t first, std::int6
                 const std::int64_t t = lo + j;
                 const bool terminated = term[j] != C(0), truncated = trunc[j] != C(0);
                 if (terminated && truncated) bad.keep_first(row, t);
-                // V'_t: V_{t+1} inside the row, the bootstrap at truncations and after the last step.
+                // V'_t: next_values; or V_{t+1} inside the row, the bootstrap at truncations and
+                // after the last step.
                 double boot;
-                if (truncated)
+                if (a.next_values.present)
+                    boot = double(load_one<C>(a.next_values, row, t));
+                else if (truncated)
                     boot = double(load_one<C>(a.bootstrap, row, t));
                 else if (t == T - 1)
                     boot = double(value_after_end(a, row));

@@ -42,7 +42,7 @@ constexpr int W = simd::lanes<C>::width;
 struct arrays {
     std::int64_t rows = 0, horizon = 0;
     view rewards, values, terminated, truncated, last_value, bootstrap, importance;
-    view next_values, target, behaviour, greedy;
+    view next_values, target, behaviour, greedy, sample_mask;
     view advantages, returns, abs_sums, sums, square_sums;
     bool stream = false;  // outputs stored past the caches (engine_serves.cpp: streams)
 };
@@ -59,13 +59,13 @@ struct outputs {
 /// The [rows, horizon] arrays the lanes load along, by slot (the order of kLineViews).
 enum class slot : int {
     rewards, values, terminated, truncated, importance, next_values, target, behaviour, greedy,
-    advantages, returns
+    advantages, returns, sample_mask
 };
-constexpr int kSlots = 11;
+constexpr int kSlots = 12;
 constexpr view arrays::*kLineViews[kSlots] = {
     &arrays::rewards, &arrays::values,     &arrays::terminated, &arrays::truncated,
     &arrays::importance, &arrays::next_values, &arrays::target, &arrays::behaviour,
-    &arrays::greedy, &arrays::advantages, &arrays::returns};
+    &arrays::greedy, &arrays::advantages, &arrays::returns, &arrays::sample_mask};
 
 /// Each slot's address at one (row, step) of the traversal, null where absent.
 /// A local of the traversal, copied per row (or step): the lanes read their

@@ -19,9 +19,9 @@ enum class layout { time_contiguous, row_adjacent, other };
 
 /// The [rows, horizon] arrays the traversals load vectors along (last_value
 /// and bootstrap_values are read element by element).
-inline std::array<const view*, 11> lane_views(const arrays& a) {
+inline std::array<const view*, 12> lane_views(const arrays& a) {
     return {&a.rewards, &a.values, &a.terminated, &a.truncated, &a.importance, &a.next_values,
-            &a.target, &a.behaviour, &a.greedy, &a.advantages, &a.returns};
+            &a.target, &a.behaviour, &a.greedy, &a.advantages, &a.returns, &a.sample_mask};
 }
 
 inline layout layout_of(const arrays& a) {
@@ -44,7 +44,7 @@ bool serves(const arrays& a) {
                           &a.target, &a.behaviour, &a.advantages, &a.returns})
         if (v->present && v->type != own) return false;
     const bool bytes = byte_flags(a.terminated.type);
-    for (const view* v : {&a.terminated, &a.truncated, &a.greedy})
+    for (const view* v : {&a.terminated, &a.truncated, &a.greedy, &a.sample_mask})
         if (v->present && (byte_flags(v->type) != bytes || (!bytes && v->type != own))) return false;
     return layout_of(a) != layout::other;
 }
@@ -65,7 +65,7 @@ inline bool streams(const arrays& a) {
     }
     if (outputs_share_page_lines({&a.advantages, &a.returns},
                                  {&a.rewards, &a.values, &a.terminated, &a.truncated, &a.importance, &a.bootstrap,
-                                  &a.next_values, &a.target, &a.behaviour, &a.greedy}))
+                                  &a.next_values, &a.target, &a.behaviour, &a.greedy, &a.sample_mask}))
         return false;
     return bytes >= kStreamingBytes;
 }

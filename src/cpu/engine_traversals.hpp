@@ -114,7 +114,7 @@ struct next_step_lines {
     next_step_lines(const arrays& a, std::int64_t first, std::int64_t t) {
         if (t < 0 || t >= a.horizon) return;
         for (const view* v : {&a.rewards, &a.values, &a.terminated, &a.importance, &a.next_values, &a.target,
-                              &a.behaviour, &a.greedy})
+                              &a.behaviour, &a.greedy, &a.sample_mask})
             if (v->present) lines[count] = static_cast<const char*>(v->at(first, t)), sizes[count++] = v->size;
         if (!a.stream)  // streamed outputs have no line to fetch
             for (const view* v : {&a.advantages, &a.returns})

@@ -78,7 +78,9 @@ PUFF_SIMD_CLONES bad_step windows_across_rows(const family_args<C>& a, std::int6
         const bool last = t == T - 1;
         const C* r = static_cast<const C*>(a.rewards.at(first, t));
         const C* v = static_cast<const C*>(a.values.at(first, t));
-        const C* v_next = last ? end_values : static_cast<const C*>(a.values.at(first, t + 1));
+        const C* v_next = a.next_values.present ? static_cast<const C*>(a.next_values.at(first, t))
+                          : last                  ? end_values
+                                                  : static_cast<const C*>(a.values.at(first, t + 1));
         const F* term = static_cast<const F*>(a.terminated.at(first, t));
         const F* trunc = a.truncated.present ? static_cast<const F*>(a.truncated.at(first, t)) : nullptr;
         C* adv = a.advantages.present ? static_cast<C*>(a.advantages.at(first, t)) : nullptr;
@@ -98,7 +100,7 @@ PUFF_SIMD_CLONES bad_step windows_across_rows(const family_args<C>& a, std::int6
                     simd::store<C>(x, boot);
                     for (int j = 0; j < W<C>; ++j) {
                         if (!truncated[j]) continue;
-                        x[j] = element_of<C>(a.bootstrap, first + i + j, t);
+                        if (!a.next_values.present) x[j] = element_of<C>(a.bootstrap, first + i + j, t);
                         if (terminated[j]) bad.keep_first(first + i + j, t);
                     }
                     boot = simd::load<C>(x);
@@ -138,14 +140,15 @@ bool family_simd_serves(const family_args<C>& a, bool time_contiguous) {
     constexpr dtype own = sizeof(C) == 8 ? dtype::float64 : dtype::float32;
     if (time_contiguous || a.kind != estimator::n_step_returns || a.n > kFamilySimdWindow) return false;
     if (a.rewards.type != own || a.rows < W<C> || !a.values.present) return false;
-    for (const view* v : {&a.values, &a.last_value, &a.bootstrap, &a.advantages, &a.returns})
+    for (const view* v : {&a.values, &a.last_value, &a.bootstrap, &a.next_values, &a.advantages, &a.returns})
         if (v->present && v->type != own) return false;
     const bool bytes = engine::byte_flags(a.terminated.type);
     if (!bytes && a.terminated.type != own) return false;
     if (a.truncated.present &&
         (engine::byte_flags(a.truncated.type) != bytes || (!bytes && a.truncated.type != own)))
         return false;
-    for (const view* v : {&a.rewards, &a.values, &a.terminated, &a.truncated, &a.advantages, &a.returns})
+    for (const view* v : {&a.rewards, &a.values, &a.terminated, &a.truncated, &a.next_values, &a.advantages,
+                          &a.returns})
         if (v->present && v->row_stride != 1 && a.rows > 1) return false;
     return true;
 }

@@ -17,7 +17,7 @@ namespace puffadv::torch_ops {
 /// errors come in); then the scalars.
 enum class arg : std::uint8_t {
     rewards, values, terminated, truncated, last_value, bootstrap_values, importance,
-    next_values, target_probs, behaviour_probs, greedy,
+    next_values, target_probs, behaviour_probs, greedy, sample_mask,
     advantages,  // an output the caller passes (the in-place op)
     gamma, lambda, rho_clip, c_clip, rho_pg_clip, n, log_probs, reset_at_start, time_axis,
 };
