@@ -22,21 +22,7 @@ argument_problem value_problem(std::string message) { return {argument_problem::
 struct by_role {
     const matrix* items[role_count] = {};
     explicit by_role(const standard_arrays& a) {
-        const std::pair<argument_role, const std::optional<matrix>*> optional[] = {
-            {argument_role::values, &a.values},
-            {argument_role::truncated, &a.truncated},
-            {argument_role::last_value, &a.last_value},
-            {argument_role::bootstrap_values, &a.bootstrap_values},
-            {argument_role::importance, &a.importance},
-            {argument_role::next_values, &a.next_values},
-            {argument_role::target_probs, &a.target_probs},
-            {argument_role::behaviour_probs, &a.behaviour_probs},
-            {argument_role::greedy, &a.greedy},
-            {argument_role::sample_mask, &a.sample_mask},
-            {argument_role::advantages, &a.advantages}};
-        items[static_cast<int>(argument_role::rewards)] = &a.rewards;
-        items[static_cast<int>(argument_role::terminated)] = &a.terminated;
-        for (auto [role, m] : optional) items[static_cast<int>(role)] = *m ? &**m : nullptr;
+        for (int r = 0; r < role_count; ++r) items[r] = array_of(a, static_cast<argument_role>(r));
     }
     const matrix* operator[](argument_role r) const { return items[static_cast<int>(r)]; }
 };

@@ -90,14 +90,7 @@ void estimate(const role_handles& arrays, const standard_params& params, nb::han
     const detail::kind_info& info = detail::kind_info_of(kind);
     array_holder keep[detail::role_count];
     standard_arrays a;
-    // Each role's place in `a`; rewards and terminated, which every kind takes
-    // always, are imported as optionals and moved in below.
-    std::optional<matrix> rewards, terminated;
-    std::optional<matrix>* const slots[detail::role_count] = {
-        &rewards, &a.values, &terminated, &a.truncated, &a.last_value, &a.bootstrap_values, &a.importance,
-        &a.next_values, &a.target_probs, &a.behaviour_probs, &a.greedy, &a.sample_mask, &a.advantages,
-        &a.fused.returns,
-        &a.fused.abs_sums, &a.fused.sums, &a.fused.square_sums};
+    std::optional<matrix> imported[detail::role_count];  // set in `a` below (kinds.hpp: visit_field)
     auto import_role = [&](argument_role r) {
         const int i = static_cast<int>(r);
         const bool always = detail::need_of(info, r) == detail::need::always;
@@ -105,7 +98,7 @@ void estimate(const role_handles& arrays, const standard_params& params, nb::han
         const nb::handle h = absent(arrays[i]) ? nb::handle(Py_None) : arrays[i];
         const char* name = detail::argument_name(kind, r, params.log_probs);
         const bool output = detail::is_output(r);
-        std::optional<matrix>& slot = *slots[i];
+        std::optional<matrix>& slot = imported[i];
         if (!always) {
             slot = import_array(h, name, keep[i], /*optional=*/true, output);
         } else if (wording == none_wording::dlpack) {
@@ -120,8 +113,7 @@ void estimate(const role_handles& arrays, const standard_params& params, nb::han
     import_role(first);
     for (int i = 0; i < detail::role_count; ++i)
         if (static_cast<argument_role>(i) != first) import_role(static_cast<argument_role>(i));
-    a.rewards = *rewards;
-    a.terminated = *terminated;
+    for (int i = 0; i < detail::role_count; ++i) detail::set_array(a, static_cast<argument_role>(i), imported[i]);
 
     const std::uintptr_t handle = stream_handle(stream);
     if (time_axis.is_valid() && kind != estimator::puff_advantage)  // the puff advantage: batch-major only

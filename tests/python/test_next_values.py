@@ -235,3 +235,40 @@ def test_jax_jit_and_vmap(rng):
     assert ref.relative_error(np.asarray(td)[1], want) <= 2e-5
     with pytest.raises(ValueError, match="^gae takes no last_value with next_values"):
         pjax.gae(*args[:3], next_values=e["next_values"], last_value=e["values"][:, 0])
+
+
+def test_torch_ops_take_the_appended_arguments(rng):
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("puffadv.torch")
+    if not hasattr(torch.ops.puffadv, "gae"):
+        pytest.skip("a build without the torch operators")
+    e = _episodes(rng, np.float32)
+    t = {k: torch.from_numpy(np.ascontiguousarray(x)) for k, x in e.items()}
+    args = (t["rewards"], t["values"], t["terminated"], t["truncated"])
+    nv = t["next_values"]
+    ops = torch.ops.puffadv
+    want = ref.with_next_values("gae", e["rewards"], e["values"], e["terminated"], e["truncated"], e["next_values"],
+                                gamma=GAMMA, lam=LAM)
+    adv, ret = ops.gae(*args, gamma=GAMMA, gae_lambda=LAM, next_values=nv)
+    assert ref.relative_error(adv.numpy(), want[0]) <= 2e-5 and ref.relative_error(ret.numpy(), want[1]) <= 2e-5
+    want = ref.with_next_values("td_lambda", e["rewards"], e["values"], e["terminated"], e["truncated"],
+                                e["next_values"], gamma=GAMMA, lam=LAM)
+    assert ref.relative_error(ops.td_lambda_returns(*args, gamma=GAMMA, lambda_=LAM, next_values=nv).numpy(),
+                              want[1]) <= 2e-5
+    want = ref.n_step_with_next_values(e["rewards"], e["terminated"], e["truncated"], e["next_values"], 3, GAMMA, LAM)
+    assert ref.relative_error(ops.n_step_returns(*args, n=3, gamma=GAMMA, lambda_=LAM, next_values=nv).numpy(),
+                              want) <= 2e-5
+    want_pg, want_vs = ref.with_next_values("vtrace", e["rewards"], e["values"], e["terminated"], e["truncated"],
+                                            e["next_values"], e["importance"], GAMMA, LAM,
+                                            sample_mask=e["sample_mask"], alpha=0.7)
+
+    def call(*arrays):
+        return ops.vtrace(*arrays[:4], importance=arrays[4], gamma=GAMMA, lambda_=LAM, next_values=arrays[5],
+                          sample_mask=arrays[6], alpha=0.7)
+
+    for fn in (call, torch.compile(call, fullgraph=True)):
+        vs, pg = fn(*args, t["importance"], nv, t["sample_mask"])
+        assert ref.relative_error(vs.numpy(), want_vs) <= 2e-5
+        assert ref.relative_error(pg.numpy(), want_pg) <= 2e-5
+    with pytest.raises(ValueError, match="^gae takes no last_value with next_values"):
+        ops.gae(*args[:3], last_value=t["values"][:, 0].contiguous(), next_values=nv)
