@@ -147,7 +147,7 @@ inputs make_inputs(const call_case& c) {
             in.truncated->set(r, t, in.terminated->get(r, t) == 0 && (edge || unit(rng) < 0.05));
         });
     }
-    if (takes_next_values(c.kind)) {
+    if (takes_next_values(c.kind) || c.next_values) {
         in.next_values = grid(c.type), fill(in.next_values, -1, 1);
     } else if (c.truncations || c.kind == estimator::n_step_returns) {
         in.bootstrap = grid(c.type), fill(in.bootstrap, -1, 1);
@@ -280,6 +280,7 @@ std::string call_case::label() const {
     if (reset_at_start) s << " starts_at";
     if (no_last_value) s << " no-bootstrap";
     if (kind == estimator::n_step_returns) s << " n=" << n;
+    if (next_values) s << " next_values";
     s << " seed " << seed;
     return s.str();
 }

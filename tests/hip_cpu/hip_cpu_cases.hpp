@@ -41,6 +41,7 @@ struct call_case {
     bool reset_at_start = false;  ///< episodic_sum
     bool no_last_value = false;   ///< discounted_returns / episodic_sum: no bootstrap at all
     std::int64_t n = 3;        ///< n_step_returns
+    bool next_values = false;  ///< issue 29: next_values for gae, td_lambda, vtrace, n_step_returns
     /// Through the core's public call (checks, require_gpu_backend, dispatch)
     /// instead of detail::estimate_hip.
     bool public_route = false;
