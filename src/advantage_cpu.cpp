@@ -18,6 +18,7 @@
 #include "cpu/estimators_family.hpp"
 #include "cpu/estimators_recurrence.hpp"
 #include "cpu/n_step_returns.hpp"
+#include "cpu/standard_forms.hpp"
 
 namespace puffadv::detail {
 namespace {
@@ -147,6 +148,7 @@ void estimate_cpu(const standard_arrays& arrays, const standard_params& params) 
         if (!converting) a.stream = engine::streams(a);
         return engine::n_step_returns_cpu(arrays, a, params, converting);
     }
+    if (is_standard_form(a, params)) return standard_form_cpu(a, params);  // issue 29's forms
     if (engine::computes_in_double(a))
         run_in<double>(a, params);
     else

@@ -19,8 +19,9 @@ _Output = Union[Array, bool, None]  # an output argument: True allocates, False 
 
 def gae(rewards: Array, values: Array, terminated: Array, truncated: Optional[Array] = None, *,
         last_value: Optional[Array] = None, bootstrap_values: Optional[Array] = None,
-        importance: Optional[Array] = None, gamma: PerStep = 0.99, gae_lambda: PerStep = 0.95,
-        rho_clip: Real = 1.0, c_clip: Real = 1.0, time_axis: int = -1, advantages: _Output = True,
+        importance: Optional[Array] = None, next_values: Optional[Array] = None, gamma: PerStep = 0.99,
+        gae_lambda: PerStep = 0.95, rho_clip: Real = 1.0, c_clip: Real = 1.0, time_axis: int = -1,
+        advantages: _Output = True,
         returns: _Output = True, abs_sums: _Output = False, sums: _Output = False,
         square_sums: _Output = False, stream: Optional[Stream] = None) -> Estimate:
     """Generalised advantage estimation as TorchRL, SB3, CleanRL and rlax define it.
@@ -48,6 +49,12 @@ def gae(rewards: Array, values: Array, terminated: Array, truncated: Optional[Ar
     steps and the last step. Pass exactly one of them; ``truncated`` needs
     ``bootstrap_values``. A step both terminated and truncated is a ValueError.
 
+    ``next_values`` (rewards' shape; TorchRL's ``next_state_value``, rlax's ``v_t``):
+    V of each step's next observation, read at every step in place of ``V'_t``
+    (never where terminated). With it ``last_value`` and ``bootstrap_values`` are
+    refused and ``truncated`` only cuts the recursion (its bootstrap is
+    ``next_values[t]``).
+
     Outputs (each True to allocate, False to skip, or an array to write into):
     ``advantages``, ``returns`` (advantages + values), and ``[B]`` row sums of the
     advantages ``abs_sums``, ``sums``, ``square_sums``. Allocated outputs have the
@@ -58,7 +65,7 @@ def gae(rewards: Array, values: Array, terminated: Array, truncated: Optional[Ar
     return _route.estimate(GAE, {
         "rewards": rewards, "values": values, "terminated": terminated, "truncated": truncated,
         "last_value": last_value, "bootstrap_values": bootstrap_values, "importance": importance,
-        "gamma": gamma, "gae_lambda": gae_lambda, "rho_clip": rho_clip, "c_clip": c_clip,
+        "next_values": next_values, "gamma": gamma, "gae_lambda": gae_lambda, "rho_clip": rho_clip, "c_clip": c_clip,
         "time_axis": time_axis, "advantages": advantages, "returns": returns, "abs_sums": abs_sums,
         "sums": sums, "square_sums": square_sums, "stream": stream,
     })
@@ -66,8 +73,9 @@ def gae(rewards: Array, values: Array, terminated: Array, truncated: Optional[Ar
 
 def td_lambda_returns(rewards: Array, values: Array, terminated: Array, truncated: Optional[Array] = None,
                       *, last_value: Optional[Array] = None, bootstrap_values: Optional[Array] = None,
-                      importance: Optional[Array] = None, gamma: PerStep = 0.99, lambda_: PerStep = 0.95,
-                      rho_clip: Real = 1.0, c_clip: Real = 1.0, time_axis: int = -1,
+                      importance: Optional[Array] = None, next_values: Optional[Array] = None,
+                      gamma: PerStep = 0.99, lambda_: PerStep = 0.95, rho_clip: Real = 1.0, c_clip: Real = 1.0,
+                      time_axis: int = -1,
                       returns: _Output = True, advantages: _Output = False, abs_sums: _Output = False,
                       sums: _Output = False, square_sums: _Output = False,
                       stream: Optional[Stream] = None) -> Estimate:
@@ -75,21 +83,25 @@ def td_lambda_returns(rewards: Array, values: Array, terminated: Array, truncate
     with ``G_{t+1}`` replaced by ``V'_t`` where an episode ends (TorchRL's
     ``td_lambda_return_estimate``, rlax's ``lambda_returns``). Equal to
     ``gae(...).returns``; with importance ratios, the lambda-V-trace targets.
-    Arguments as :func:`gae`; ``advantages`` here are ``G - values``."""
+    Arguments as :func:`gae`; ``advantages`` here are ``G - values``. With ``next_values``
+    the recursion above is scanned itself, ``V'_t = next_values[t]`` (not ``gae(...).returns``,
+    which equals it only where ``next_values[t] == values[t+1]``), and takes no ``importance``."""
     # The arguments by name, spelled out: torch.compile (2.11) cannot trace locals().
     return _route.estimate(TD_LAMBDA, {
         "rewards": rewards, "values": values, "terminated": terminated, "truncated": truncated,
         "last_value": last_value, "bootstrap_values": bootstrap_values, "importance": importance,
-        "gamma": gamma, "lambda_": lambda_, "rho_clip": rho_clip, "c_clip": c_clip, "time_axis": time_axis,
-        "returns": returns, "advantages": advantages, "abs_sums": abs_sums, "sums": sums,
+        "next_values": next_values, "gamma": gamma, "lambda_": lambda_, "rho_clip": rho_clip, "c_clip": c_clip,
+        "time_axis": time_axis, "returns": returns, "advantages": advantages, "abs_sums": abs_sums, "sums": sums,
         "square_sums": square_sums, "stream": stream,
     })
 
 
 def vtrace(rewards: Array, values: Array, terminated: Array, truncated: Optional[Array] = None, *,
            last_value: Optional[Array] = None, bootstrap_values: Optional[Array] = None,
-           importance: Optional[Array] = None, gamma: PerStep = 0.99, lambda_: PerStep = 1.0,
-           rho_clip: Real = 1.0, c_clip: Real = 1.0, rho_pg_clip: Real = 1.0, time_axis: int = -1,
+           importance: Optional[Array] = None, next_values: Optional[Array] = None,
+           sample_mask: Optional[Array] = None, gamma: PerStep = 0.99, lambda_: PerStep = 1.0,
+           rho_clip: Real = 1.0, c_clip: Real = 1.0, rho_pg_clip: Real = 1.0, alpha: Real = 1.0,
+           time_axis: int = -1,
            vs: _Output = True, pg_advantages: _Output = True, abs_sums: _Output = False,
            sums: _Output = False, square_sums: _Output = False,
            stream: Optional[Stream] = None) -> VTraceEstimate:
@@ -102,12 +114,19 @@ def vtrace(rewards: Array, values: Array, terminated: Array, truncated: Optional
     where ``vs'_t`` is ``vs_{t+1}`` inside an episode and the bootstrap ``V'_t``
     where it ends (truncation, last step). ``importance`` is the ratio pi/mu
     (``exp(log_pi - log_mu)``), 1 when omitted. The sums are over ``pg_t``.
-    Returns a :class:`VTraceEstimate`; arguments otherwise as :func:`gae`."""
+    Returns a :class:`VTraceEstimate`; arguments otherwise as :func:`gae`.
+
+    With ``next_values`` (as :func:`gae`), ``vs'_t`` is ``values[t+1] + A_{t+1}``
+    inside an episode (rlax, TorchRL) and ``next_values[t]`` where it ends.
+    ``sample_mask`` (flags, rlax's): a step not set is not learnable, ``A_t = A_{t+1}``
+    (its error passes the later one through unchanged). ``alpha`` in [0, 1] gives
+    leaky V-trace (rlax's ``leaky_vtrace``): every clipped ratio ``min(ratio, clip)``
+    becomes ``alpha min(ratio, clip) + (1 - alpha) ratio``; 1 is V-trace."""
     # The arguments by name, spelled out: torch.compile (2.11) cannot trace locals().
     return _route.estimate(VTRACE, {
         "rewards": rewards, "values": values, "terminated": terminated, "truncated": truncated,
         "last_value": last_value, "bootstrap_values": bootstrap_values, "importance": importance,
-        "gamma": gamma, "lambda_": lambda_, "rho_clip": rho_clip, "c_clip": c_clip,
-        "rho_pg_clip": rho_pg_clip, "time_axis": time_axis, "vs": vs, "pg_advantages": pg_advantages,
+        "next_values": next_values, "sample_mask": sample_mask, "gamma": gamma, "lambda_": lambda_,
+        "rho_clip": rho_clip, "c_clip": c_clip, "rho_pg_clip": rho_pg_clip, "alpha": alpha, "time_axis": time_axis, "vs": vs, "pg_advantages": pg_advantages,
         "abs_sums": abs_sums, "sums": sums, "square_sums": square_sums, "stream": stream,
     })

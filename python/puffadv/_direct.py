@@ -56,7 +56,7 @@ def direct(estimator: Estimator):
     fetch_specs = _getter(tuple(name for _, name in made))
     taken = tuple(name for _, name in shape.scalars if name is not None)
     fetch_scalars = _getter(taken)
-    # The five scalars in SCALAR_ROLES order from the taken ones plus a trailing 1.0 (-1: not taken).
+    # The six scalars in SCALAR_ROLES order from the taken ones plus a trailing 1.0 (-1: not taken).
     pick_scalars = operator.itemgetter(*(taken.index(name) if name is not None else -1
                                          for _, name in shape.scalars))
     # An `out=None` of a single-array result allocates (as call_of decides); elsewhere None skips.
@@ -130,6 +130,8 @@ def direct(estimator: Estimator):
             arrays[role] = spec
         if never_made:
             arrays.update(never_made)
-        one_entry(kind, *pick_scalars(scalars + _ONE), n, False, reset, lambda_name, time_axis, arrays, 0)
+        gamma, lam, rho_clip, c_clip, rho_pg_clip, alpha = pick_scalars(scalars + _ONE)
+        one_entry(kind, gamma, lam, rho_clip, c_clip, rho_pg_clip, n, False, reset, lambda_name, time_axis, alpha,
+                  arrays, 0)
         return make_result(arrays)
     return call

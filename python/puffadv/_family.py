@@ -49,7 +49,8 @@ def discounted_returns(rewards: Array, terminated: Array, truncated: Optional[Ar
 
 def n_step_returns(rewards: Array, values: Array, terminated: Array, truncated: Optional[Array] = None, *,
                    n: int, last_value: Optional[Array] = None, bootstrap_values: Optional[Array] = None,
-                   gamma: PerStep = 0.99, lambda_: PerStep = 1.0, time_axis: int = -1, returns: _Output = True,
+                   next_values: Optional[Array] = None, gamma: PerStep = 0.99, lambda_: PerStep = 1.0,
+                   time_axis: int = -1, returns: _Output = True,
                    advantages: _Output = False, abs_sums: _Output = False, sums: _Output = False,
                    square_sums: _Output = False, stream: Optional[Stream] = None) -> Estimate:
     """n-step bootstrapped returns as rlax's ``n_step_bootstrapped_returns``
@@ -65,7 +66,8 @@ def n_step_returns(rewards: Array, values: Array, terminated: Array, truncated: 
     ``n = 1``: one-step TD targets; ``n >= T``: TD(lambda) returns
     (:func:`td_lambda_returns`); ``lambda_ = 1``: plain n-step returns
     ``r_t + gamma r_{t+1} + ... + gamma^(n-1) r_{t+n-1} + gamma^n V_{t+n}``.
-    ``n`` is an int >= 1 (TypeError / ValueError otherwise).
+    ``n`` is an int >= 1 (TypeError / ValueError otherwise). ``next_values`` (rlax's
+    ``v_t``) gives ``V'_s`` at every step, as in :func:`gae`.
 
     Outputs: ``returns`` G (default) and ``advantages`` G - values; arguments
     otherwise as :func:`gae`. Returns an :class:`Estimate`.
@@ -73,8 +75,8 @@ def n_step_returns(rewards: Array, values: Array, terminated: Array, truncated: 
     # The arguments by name, spelled out: torch.compile (2.11) cannot trace locals().
     return _route.estimate(N_STEP_RETURNS, {
         "rewards": rewards, "values": values, "terminated": terminated, "truncated": truncated, "n": n,
-        "last_value": last_value, "bootstrap_values": bootstrap_values, "gamma": gamma, "lambda_": lambda_,
-        "time_axis": time_axis, "returns": returns, "advantages": advantages, "abs_sums": abs_sums,
+        "last_value": last_value, "bootstrap_values": bootstrap_values, "next_values": next_values,
+        "gamma": gamma, "lambda_": lambda_, "time_axis": time_axis, "returns": returns, "advantages": advantages, "abs_sums": abs_sums,
         "sums": sums, "square_sums": square_sums, "stream": stream,
     })
 

@@ -26,13 +26,13 @@ from ._jax_sharding import RowwiseCall, result_type
 # Optional inputs by role, in the handler's order, with their bit in its `present` mask.
 _OPTIONAL = (("values", 256), ("truncated", 1), ("last_value", 2), ("bootstrap_values", 4),
              ("importance", 8), ("next_values", 16), ("target_probs", 32), ("behaviour_probs", 64),
-             ("greedy", 128), ("gamma_steps", 512), ("lambda_steps", 1024))
+             ("greedy", 128), ("gamma_steps", 512), ("lambda_steps", 1024), ("sample_mask", 2048))
 _OPERANDS = ("rewards", "terminated")  # the handler's two fixed operands, every kind's
 
 
 def _per_shard(static, rewards, terminated, *optional):
     """The custom call on whatever block of rows XLA hands it: (returns[, advantages])."""
-    kind, present, gamma, lam, rho_clip, c_clip, rho_pg_clip, n, log_probs, reset_at_start, outputs = static
+    kind, present, gamma, lam, rho_clip, c_clip, rho_pg_clip, alpha, n, log_probs, reset_at_start, outputs = static
     dtype = np.dtype(rewards.dtype)
     scalar = dtype.type  # float64 attributes under x64, so no digit of gamma is lost
     out = result_type(rewards, dtype)
@@ -41,7 +41,8 @@ def _per_shard(static, rewards, terminated, *optional):
     return tuple(call(rewards, terminated, *optional, kind=np.int32(kind), present=np.int32(present),
                       gamma=scalar(gamma), lambda_=scalar(lam), rho_clip=scalar(rho_clip),
                       c_clip=scalar(c_clip), rho_pg_clip=scalar(rho_pg_clip), n=np.int64(n),
-                      log_probs=np.bool_(log_probs), reset_at_start=np.bool_(reset_at_start)))
+                      log_probs=np.bool_(log_probs), reset_at_start=np.bool_(reset_at_start),
+                      alpha=scalar(alpha)))
 
 
 _CALLS = {function: RowwiseCall(_per_shard, f"puffadv.jax.{function}") for function in ESTIMATORS}
@@ -111,8 +112,8 @@ def _call(estimator: Estimator, args: dict):
     log_probs, reset_at_start = request.log_probs, request.reset_at_start
     advantages = "advantages" in estimator.outputs and estimator.result != "array"
     specs = {role: (*_jax_common._spec(x), name) for role, (name, x) in named.items()}
-    _core.jax_check_standard(estimator.kind, specs, *params, n, log_probs, reset_at_start, time_axis,
-                             estimator.lambda_name, advantages)
+    _core.jax_check_standard(estimator.kind, specs, *params[:5], n, log_probs, reset_at_start, time_axis,
+                             estimator.lambda_name, advantages, alpha=params[5])
     _jax_common._register()
 
     typed = named.get("values", named["rewards"])[1]  # the outputs' dtype (float32 for 16-bit floats)
@@ -183,19 +184,20 @@ _COMMON_DOC = """
 
 
 def gae(rewards, values, terminated, truncated=None, *, last_value=None, bootstrap_values=None,
-        importance=None, gamma=0.99, gae_lambda=0.95, rho_clip=1.0, c_clip=1.0,
+        importance=None, next_values=None, gamma=0.99, gae_lambda=0.95, rho_clip=1.0, c_clip=1.0,
         time_axis=-1) -> Estimate:
     """Generalised advantage estimation as TorchRL, SB3, CleanRL and rlax define it
     (same numbers as :func:`puffadv.gae`), as an XLA custom call. Pass exactly one of
     ``last_value`` (``[B]``) and ``bootstrap_values`` (rewards' shape); ``truncated``
-    needs ``bootstrap_values``. Returns an :class:`Estimate` with ``advantages`` and
+    needs ``bootstrap_values``; or ``next_values`` (rewards' shape) alone, read at
+    every step. Returns an :class:`Estimate` with ``advantages`` and
     ``returns`` (advantages + values)."""
     return _call(GAE, locals())
 
 
 def td_lambda_returns(rewards, values, terminated, truncated=None, *, last_value=None,
-                      bootstrap_values=None, importance=None, gamma=0.99, lambda_=0.95, rho_clip=1.0,
-                      c_clip=1.0, time_axis=-1) -> Estimate:
+                      bootstrap_values=None, importance=None, next_values=None, gamma=0.99, lambda_=0.95,
+                      rho_clip=1.0, c_clip=1.0, time_axis=-1) -> Estimate:
     """TD(lambda) returns as rlax's ``lambda_returns`` and TorchRL define them (same
     numbers as :func:`puffadv.td_lambda_returns`), as an XLA custom call. Returns an
     :class:`Estimate`: ``returns`` G and ``advantages`` G - values."""
@@ -203,9 +205,10 @@ def td_lambda_returns(rewards, values, terminated, truncated=None, *, last_value
 
 
 def vtrace(rewards, values, terminated, truncated=None, *, last_value=None, bootstrap_values=None,
-           importance=None, gamma=0.99, lambda_=1.0, rho_clip=1.0, c_clip=1.0, rho_pg_clip=1.0,
-           time_axis=-1) -> VTraceEstimate:
-    """V-trace (IMPALA), same numbers as :func:`puffadv.vtrace`, as an XLA custom
+           importance=None, next_values=None, sample_mask=None, gamma=0.99, lambda_=1.0, rho_clip=1.0,
+           c_clip=1.0, rho_pg_clip=1.0, alpha=1.0, time_axis=-1) -> VTraceEstimate:
+    """V-trace (IMPALA), same numbers as :func:`puffadv.vtrace` (``next_values``,
+    ``sample_mask`` and leaky ``alpha`` included), as an XLA custom
     call. Returns a :class:`VTraceEstimate`: targets ``vs`` and the policy-gradient
     advantages ``pg_advantages``."""
     return _call(VTRACE, locals())
@@ -222,7 +225,7 @@ def discounted_returns(rewards, terminated, truncated=None, *, last_value=None, 
 
 
 def n_step_returns(rewards, values, terminated, truncated=None, *, n, last_value=None,
-                   bootstrap_values=None, gamma=0.99, lambda_=1.0, time_axis=-1) -> Estimate:
+                   bootstrap_values=None, next_values=None, gamma=0.99, lambda_=1.0, time_axis=-1) -> Estimate:
     """rlax's n-step bootstrapped returns ``G^(n)`` (same numbers as
     :func:`puffadv.n_step_returns`): windows of ``n >= 1`` steps, cut where an
     episode ends, bootstrapped as :func:`gae` (``last_value`` or

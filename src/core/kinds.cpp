@@ -38,13 +38,15 @@ constexpr role_row roles[role_count] = {
     {"last_value", nullptr, ""},
     {"bootstrap_values", nullptr, ""},
     {"importance", nullptr, " (only gae, td_lambda and vtrace take importance ratios)"},
-    {"next_values", nullptr, " (only retrace and q_lambda take next_values)"},
+    {"next_values", nullptr,
+     " (only gae, td_lambda, vtrace, n_step_returns, retrace and q_lambda take next_values)"},
     {"target_probs", "target_log_probs", " (only retrace takes probabilities)"},
     {"behaviour_probs", "behaviour_log_probs", " (only retrace takes probabilities)"},
     {"greedy", nullptr, " (only q_lambda takes greedy flags)"},
     {"decay", nullptr, " (only linear_recurrence takes decay)"},
     {"gamma_steps", nullptr, "", "gamma"},
     {"lambda_steps", nullptr, "", "lambda"},  // argument_name(params, ...) says the call's lambda_name
+    {"sample_mask", nullptr, " (only vtrace takes a sample_mask)"},
     {"advantages", nullptr, ""},
     {"returns", nullptr, ""},
     {"abs_sums", nullptr, ""},
@@ -78,13 +80,19 @@ constexpr kind_info complete(kind_info info) {
     return info;
 }
 
-// The GAE-shaped kinds differ only in their outputs' meaning (conventions.hpp).
+// The GAE-shaped kinds differ only in their outputs' meaning (conventions.hpp);
+// next_values (the bootstrap at every step) stands in for the bootstrap pair,
+// and V-trace alone takes rlax's sample_mask.
 constexpr kind_info clipped_kind(estimator kind, unsigned reads) {
+    const bool masked = kind == estimator::vtrace;
     return complete({kind,
             {{r::rewards, n::always}, {r::terminated, n::always}, {r::values, n::required},
              {r::truncated, n::optional}, {r::last_value, n::optional}, {r::bootstrap_values, n::optional},
-             {r::importance, n::optional}, {r::gamma, n::optional}, {r::lambda, n::optional}},
-            n::optional, needs_bootstrap, family_dtypes, family_checks, reads, launches_at_horizon_0, {}, {}, {}});
+             {r::importance, n::optional}, {r::gamma, n::optional}, {r::lambda, n::optional},
+             {r::next_values, n::optional},
+             {masked ? r::sample_mask : r::rewards, masked ? n::optional : n::refused}},
+            n::optional, needs_bootstrap, family_dtypes, family_checks | (masked ? scalar_alpha : 0u), reads,
+            launches_at_horizon_0, {}, {}, {}});
 }
 
 // Each row: {kind, inputs in check order (the first the reference), the advantages
@@ -93,7 +101,7 @@ constexpr kind_info clipped_kind(estimator kind, unsigned reads) {
 constexpr kind_info table[] = {
     clipped_kind(estimator::gae, clipped),
     clipped_kind(estimator::td_lambda, clipped),
-    clipped_kind(estimator::vtrace, clipped | scalar_rho_pg_clip),
+    clipped_kind(estimator::vtrace, clipped | scalar_rho_pg_clip | scalar_alpha),
     complete({estimator::discounted_returns,  // the bootstrap is optional (absent: 0)
      {{r::rewards, n::always}, {r::terminated, n::always}, {r::truncated, n::optional},
       {r::last_value, n::optional}, {r::bootstrap_values, n::optional}, {r::gamma, n::optional}},
@@ -124,7 +132,7 @@ constexpr kind_info table[] = {
     complete({estimator::n_step_returns,
      {{r::rewards, n::always}, {r::terminated, n::always}, {r::values, n::required},
       {r::truncated, n::optional}, {r::last_value, n::optional}, {r::bootstrap_values, n::optional},
-      {r::gamma, n::optional}, {r::lambda, n::optional}},
+      {r::gamma, n::optional}, {r::lambda, n::optional}, {r::next_values, n::optional}},
      n::optional, needs_bootstrap, family_dtypes, family_checks, scalar_gamma | scalar_lambda | scalar_n,
      launches_at_horizon_0, {}, {}, {}}),
     complete({estimator::episodic_sum,  // the forward scan: rewards are its inputs, terminated its dones

@@ -22,6 +22,7 @@ enum class argument_role : std::uint8_t {
     next_values, target_probs, behaviour_probs, greedy,
     decay,       // linear_recurrence's a_t
     gamma, lambda,  // per-step gamma_t and lambda_t (standard_arrays::gamma, ::lambda)
+    sample_mask,  // vtrace: rlax's learnable steps
     advantages,  // the output A_t (episodic_sum's `out`)
     returns, abs_sums, sums, square_sums,  // the fused outputs, optional for every kind
 };
@@ -59,6 +60,7 @@ constexpr void visit_field(Arrays& arrays, argument_role role, Visit&& visit) {
         case r::decay: return visit(arrays.decay);
         case r::gamma: return visit(arrays.gamma);
         case r::lambda: return visit(arrays.lambda);
+        case r::sample_mask: return visit(arrays.sample_mask);
         case r::advantages: return visit(arrays.advantages);
         case r::returns: return visit(arrays.fused.returns);
         case r::abs_sums: return visit(arrays.fused.abs_sums);
@@ -108,6 +110,7 @@ enum scalar : unsigned {
     scalar_n = 1u << 5,
     scalar_log_probs = 1u << 6,
     scalar_reset_at_start = 1u << 7,
+    scalar_alpha = 1u << 8,  ///< vtrace: leaky V-trace's mix, in [0, 1]
 };
 
 /// One kind's row of the table. Arrays not listed in `inputs` are refused.

@@ -41,7 +41,7 @@ bool reads_in_place(const arrays& a, bool arithmetic_dones) {
         const view& v = a.by_role[k];
         const role r = role(k);
         if (!v.present || (is_per_row(r) && is_output(r))) continue;  // sums: float32 or float64 either way
-        const bool flag = r == role::terminated || r == role::truncated || r == role::greedy;
+        const bool flag = r == role::terminated || r == role::truncated || r == role::greedy || r == role::sample_mask;
         if (!flag && v.type != dtype_of<C>) return false;
         if (flag && (byte_flags(v.type) != bytes || (!bytes && v.type != dtype_of<C>))) return false;
     }

@@ -32,10 +32,11 @@ struct call_lines {
     Ahead ahead(std::int64_t first, std::int64_t t) const { return Ahead(a, first, t); }
 };
 
-/// The roles a converting source loads as flags (0 or 1): terminated, truncated
-/// and greedy, but for the puff advantage, whose dones are used arithmetically.
+/// The roles a converting source loads as flags (0 or 1): terminated, truncated,
+/// greedy and sample_mask, but for the puff advantage, whose dones are used arithmetically.
 inline bool loads_as_flag(role r, bool arithmetic_dones) {
-    return (r == role::terminated && !arithmetic_dones) || r == role::truncated || r == role::greedy;
+    return (r == role::terminated && !arithmetic_dones) || r == role::truncated || r == role::greedy ||
+           r == role::sample_mask;
 }
 
 /// Converted copies of the lines, in scratch of this thread (grown to the

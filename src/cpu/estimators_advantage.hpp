@@ -56,6 +56,7 @@ void prefetch_bootstraps(const arrays& a, std::int64_t row) {
 template <typename C>
 struct advantage_scalars {
     C gamma, gamma_lambda, rho_clip, c_clip, rho_pg_clip, lambda;
+    C alpha = C(1);  // leaky V-trace (standard_producer's kExtra)
 };
 
 /// The puff advantage. Its dones are used arithmetically: of the values' type
@@ -104,31 +105,52 @@ struct puff_producer {
 /// GAE and TD(lambda) (kPg false: the advantages are A), V-trace (kPg: the
 /// advantages are pg); kImp: importance ratios read (V-trace), F: the flags' type.
 /// kSteps: per-step gamma and/or lambda arrays.
-template <typename C, typename F, bool kImp, bool kPg, bool kSteps = false>
+/// kNext: next_values is V'_t at every step (truncated only cuts the scan; the
+/// pg's vs'_t is V_{t+1} + A_{t+1} inside an episode, as rlax and TorchRL, and
+/// next_values_t where it ends). kExtra (V-trace): rlax's sample_mask (a step
+/// not set passes A_{t+1} through: delta 0, k 1) and leaky V-trace's alpha
+/// (each clipped ratio mixed with the raw one). Without them the code is
+/// today's: the forms are compile-time choices (standard_forms.cpp runs kNext
+/// and kExtra, with scalar gamma and lambda only).
+template <typename C, typename F, bool kImp, bool kPg, bool kSteps = false, bool kNext = false, bool kExtra = false>
 struct standard_producer {
     using scalar = C;
     static constexpr bool kForward = false;
     const arrays& a;
-    V<C> one, gamma, gamma_lambda, rho_clip, c_clip, rho_pg_clip, lambda;
+    V<C> one, gamma, gamma_lambda, rho_clip, c_clip, rho_pg_clip, lambda, alpha, one_minus_alpha;
+    bool leaky = false;  // kExtra: alpha < 1
 
     standard_producer(const arrays& arrays_, const advantage_scalars<C>& s)
         : a(arrays_), one(simd::splat<C>(C(1))), gamma(simd::splat<C>(s.gamma)),
           gamma_lambda(simd::splat<C>(s.gamma_lambda)), rho_clip(simd::splat<C>(s.rho_clip)),
           c_clip(simd::splat<C>(s.c_clip)), rho_pg_clip(simd::splat<C>(s.rho_pg_clip)),
-          lambda(simd::splat<C>(s.lambda)) {}
+          lambda(simd::splat<C>(s.lambda)), alpha(simd::splat<C>(s.alpha)),
+          one_minus_alpha(simd::splat<C>(C(1) - s.alpha)), leaky(kExtra && s.alpha != C(1)) {}
 
     struct step {
         V<C> delta, decay, q, p, values;
     };
     C seed(std::int64_t) const { return C(0); }
 
-    // V'_{T-1}: last_value, or bootstrap_values at the last step.
+    // V'_{T-1}: last_value, bootstrap_values at the last step, or next_values there.
     C value_after_end(std::int64_t row) const {
+        if constexpr (kNext) return element<C>(a[role::next_values], row, a.horizon - 1);
         return a[role::last_value].present ? element<C>(a[role::last_value], row, 0)
                                     : element<C>(a[role::bootstrap_values], row, a.horizon - 1);
     }
 
-    void prefetch_row(std::int64_t row) const { prefetch_bootstraps<C, F>(a, row); }
+    void prefetch_row(std::int64_t row) const {
+        if constexpr (!kNext) prefetch_bootstraps<C, F>(a, row);
+    }
+
+    // A clipped ratio; leaky V-trace mixes in the raw one (a NaN ratio then gives NaN).
+    PUFF_SIMD_INLINE V<C> clipped(V<C> ratio, V<C> clip) const {
+        const V<C> c = simd::clip<C>(ratio, clip);
+        if constexpr (kExtra) {
+            if (leaky) return alpha * c + one_minus_alpha * ratio;
+        }
+        return c;
+    }
 
     template <typename Lanes>
     PUFF_SIMD_INLINE step produce(const Lanes& in) const {
@@ -136,13 +158,17 @@ struct standard_producer {
         auto end = [this](std::int64_t row) { return value_after_end(row); };
         step s;
         s.values = in.values(role::values, 0, zero);
-        V<C> next = in.values(role::values, 1, end);
+        V<C> next = kNext ? in.values(role::next_values, 0, zero) : in.values(role::values, 1, end);
         const M<C> terminated = in.template flags<F>(role::terminated, 0);
         M<C> done = terminated;
         if (in.present(role::truncated)) {
             const M<C> truncated = in.template flags<F>(role::truncated, 0);
             if (simd::any_lane<C>(truncated)) {  // rare: a branch per vector, not a stream
-                next = bootstrap_truncated<C>(in, next, truncated, terminated);
+                if constexpr (kNext) {
+                    if (simd::any_lane<C>(truncated & terminated)) keep_both_set<C>(in, truncated & terminated);
+                } else {
+                    next = bootstrap_truncated<C>(in, next, truncated, terminated);
+                }
                 done |= truncated;
             }
         }
@@ -162,12 +188,25 @@ struct standard_producer {
         }
         const V<C> not_done = simd::zero_where<C>(done, one);
         const V<C> td = in.values(role::rewards, 0, zero) + gamma * simd::zero_where<C>(terminated, next) - s.values;
-        s.delta = kImp ? simd::clip<C>(ratio, rho_clip) * td : td;
-        s.decay = (kImp ? gamma_lambda * simd::clip<C>(ratio, c_clip) : gamma_lambda) * not_done;
+        s.delta = kImp ? clipped(ratio, rho_clip) * td : td;
+        s.decay = (kImp ? gamma_lambda * clipped(ratio, c_clip) : gamma_lambda) * not_done;
         if constexpr (kPg) {
-            const V<C> rho_pg = kImp ? simd::clip<C>(ratio, rho_pg_clip) : one;
-            s.q = kImp ? rho_pg * td : td;
+            const V<C> rho_pg = kImp ? clipped(ratio, rho_pg_clip) : one;
+            V<C> td_pg = td;
+            if constexpr (kNext) {  // vs'_t: V_{t+1} (+ A_{t+1} below) inside an episode, next_values_t where it ends
+                const V<C> later = in.values(role::values, 1, end);
+                const V<C> boot = simd::zero_where<C>(done, later) + simd::zero_where<C>(~done, next);
+                td_pg = in.values(role::rewards, 0, zero) + gamma * simd::zero_where<C>(terminated, boot) - s.values;
+            }
+            s.q = kImp ? rho_pg * td_pg : td_pg;
             s.p = gamma * rho_pg * not_done;
+        }
+        if constexpr (kExtra) {
+            if (in.present(role::sample_mask)) {  // rlax: acc_t = m (delta + k acc_{t+1}) + (1 - m) acc_{t+1}
+                const M<C> learnable = in.template flags<F>(role::sample_mask, 0);
+                s.delta = simd::zero_where<C>(~learnable, s.delta);
+                s.decay = simd::zero_where<C>(~learnable, s.decay) + simd::zero_where<C>(learnable, one);
+            }
         }
         return s;
     }

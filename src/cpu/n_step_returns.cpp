@@ -6,7 +6,8 @@
 //   W1_t = r_t + gamma V'_t (0 where terminated)
 //   Wj_t = W1_t + gamma lambda (W(j-1)_{t+1} - V'_t) (0 where done); all W1 at the row's last step
 //   G^(n)_t = Wn_t, A_t = G_t - V_t
-// V'_t = V_{t+1}; the end value after the last step; bootstrap_values where truncated.
+// V'_t = V_{t+1}; the end value after the last step; bootstrap_values where truncated;
+// or next_values_t at every step, where given (issue 29: truncated then only cuts the window).
 //   - windows (n <= kWindowSteps) along time ([B, T] rows, whole): each level's
 //     line from the one before, W(j-1)_{t+1} one element on;
 //   - windows across rows ([T, B], and rows too long to take whole): a block of
@@ -71,11 +72,15 @@ PUFF_SIMD_INLINE void window_group(const arrays& a, const n_step_scalars<C>& p, 
     auto end = [&](std::int64_t row) { return p.value_after_end(a, row); };
     const M<C> terminated = in.template flags<F>(role::terminated, 0);
     M<C> done = terminated;
-    V<C> boot = in.values(role::values, 1, end);
+    const bool next_values = in.present(role::next_values);
+    V<C> boot = next_values ? in.values(role::next_values, 0, zero) : in.values(role::values, 1, end);
     if (in.present(role::truncated)) {
         const M<C> truncated = in.template flags<F>(role::truncated, 0);
         if (simd::any_lane<C>(truncated)) {  // rare: a branch per vector
-            boot = bootstrap_truncated<C>(in, boot, truncated, terminated);
+            if (!next_values)
+                boot = bootstrap_truncated<C>(in, boot, truncated, terminated);
+            else if (simd::any_lane<C>(truncated & terminated))
+                keep_both_set<C>(in, truncated & terminated);
             done |= truncated;
         }
     }
@@ -175,13 +180,18 @@ PUFF_SIMD_CLONES bad_step windows_along_time(const arrays& a, const n_step_scala
         const C* v = reinterpret_cast<const C*>(l.at[int(role::values)]);
         const F* term = reinterpret_cast<const F*>(l.at[int(role::terminated)]);
         const F* trunc = reinterpret_cast<const F*>(l.at[int(role::truncated)]);
-        for (std::int64_t j = 0; j + 1 < T; ++j) boot[j] = v[j + 1];
-        boot[T - 1] = p.value_after_end(a, row);
+        const C* next = reinterpret_cast<const C*>(l.at[int(role::next_values)]);
+        if (next) {
+            std::copy(next, next + T, boot);
+        } else {
+            for (std::int64_t j = 0; j + 1 < T; ++j) boot[j] = v[j + 1];
+            boot[T - 1] = p.value_after_end(a, row);
+        }
         for (std::int64_t j = 0; j < T; ++j) done[j] = term[j] != F(0) ? C(1) : C(0);
         if (trunc)
             for (std::int64_t j = 0; j < T; ++j)
                 if (trunc[j] != F(0)) {  // rare: a branch, not a stream
-                    boot[j] = element<C>(a[role::bootstrap_values], row, j);
+                    if (!next) boot[j] = element<C>(a[role::bootstrap_values], row, j);
                     if (done[j] != C(0)) bad.keep_first(row, j);
                 }
         for (std::int64_t j = 0; j < T; ++j) w[j] = e[j] = r[j] + zero_where_set(done[j], gamma * boot[j]);
@@ -268,9 +278,12 @@ bad_step long_windows(const arrays& a, const n_step_scalars<C>& p, std::int64_t 
                 const auto i = static_cast<std::size_t>(t);
                 const bool terminated = term[j] != C(0), truncated = trunc[j] != C(0);
                 if (terminated && truncated) bad.keep_first(row, t);
-                // V'_t: V_{t+1} inside the row, the bootstrap at truncations and after the last step.
+                // V'_t: next_values; or V_{t+1} inside the row, the bootstrap at truncations and
+                // after the last step.
                 double boot;
-                if (truncated)
+                if (a[role::next_values].present)
+                    boot = double(load_one<C>(a[role::next_values], row, t));
+                else if (truncated)
                     boot = double(load_one<C>(a[role::bootstrap_values], row, t));
                 else if (t == T - 1)
                     boot = double(p.value_after_end(a, row));

@@ -19,9 +19,11 @@ enum class arg : std::uint8_t {
     rewards, values, terminated, truncated, last_value, bootstrap_values, importance,
     next_values, target_probs, behaviour_probs, greedy, decay,
     gamma_steps, lambda_steps,  // per-step gamma_t and lambda_t (optional tensors, last in each schema)
+    sample_mask,
     advantages,  // an output the caller passes (the in-place op)
     gamma, lambda, rho_clip, c_clip, rho_pg_clip, n, log_probs, reset_at_start, time_axis,
     reverse,  // linear_recurrence's direction
+    alpha,  // vtrace: leaky V-trace's mix (issue 29)
 };
 inline constexpr std::size_t tensor_roles = static_cast<std::size_t>(arg::advantages) + 1;
 constexpr bool is_tensor(arg a) { return static_cast<std::size_t>(a) < tensor_roles; }
@@ -54,7 +56,7 @@ struct fixed_list {
     constexpr const T* end() const { return items + size; }
 };
 
-using op_arguments = fixed_list<op_argument, 16>;
+using op_arguments = fixed_list<op_argument, 20>;
 
 struct op_spec {
     const char* name;
@@ -77,6 +79,8 @@ constexpr op_argument truncated_ = optional(arg::truncated), last_value_ = optio
 constexpr op_arguments value_inputs = {arg::rewards,   arg::values,  arg::terminated,
                                        truncated_,     last_value_,  bootstrap_};
 constexpr op_arguments off_policy_value_inputs = {value_inputs, {optional(arg::importance)}};
+/// Issue 29's arrays, appended after time_axis so that every earlier argument keeps its place.
+constexpr op_argument next_values_ = optional(arg::next_values), sample_mask_ = optional(arg::sample_mask);
 /// The puff advantage's inputs (PufferLib's order).
 constexpr op_arguments puff_inputs = {arg::values, arg::rewards, arg::terminated, arg::importance};
 }  // namespace table
@@ -104,31 +108,31 @@ inline constexpr op_spec op_table[] = {
      "gae(Tensor rewards, Tensor values, Tensor terminated, Tensor? truncated=None, "
      "Tensor? last_value=None, Tensor? bootstrap_values=None, Tensor? importance=None, "
      "float gamma=0.99, float gae_lambda=0.95, float rho_clip=1.0, float c_clip=1.0, "
-     "int time_axis=-1, Tensor? gamma_steps=None, Tensor? lambda_steps=None) "
+     "int time_axis=-1, Tensor? gamma_steps=None, Tensor? lambda_steps=None, Tensor? next_values=None) "
      "-> (Tensor advantages, Tensor returns)",
      estimator::gae, arg::rewards, false,
      {table::off_policy_value_inputs, {arg::gamma, arg::lambda, arg::rho_clip, arg::c_clip, arg::time_axis,
-      optional(arg::gamma_steps), optional(arg::lambda_steps)}},
+      optional(arg::gamma_steps), optional(arg::lambda_steps), table::next_values_}},
      {result::advantages, result::returns}},
     {"td_lambda_returns",
      "td_lambda_returns(Tensor rewards, Tensor values, Tensor terminated, Tensor? truncated=None, "
      "Tensor? last_value=None, Tensor? bootstrap_values=None, Tensor? importance=None, "
      "float gamma=0.99, float lambda_=0.95, float rho_clip=1.0, float c_clip=1.0, "
-     "int time_axis=-1, Tensor? gamma_steps=None, Tensor? lambda_steps=None) -> Tensor",
+     "int time_axis=-1, Tensor? gamma_steps=None, Tensor? lambda_steps=None, Tensor? next_values=None) -> Tensor",
      estimator::td_lambda, arg::rewards, false,
      {table::off_policy_value_inputs, {arg::gamma, arg::lambda, arg::rho_clip, arg::c_clip, arg::time_axis,
-      optional(arg::gamma_steps), optional(arg::lambda_steps)}},
+      optional(arg::gamma_steps), optional(arg::lambda_steps), table::next_values_}},
      {result::returns}},
     {"vtrace",
      "vtrace(Tensor rewards, Tensor values, Tensor terminated, Tensor? truncated=None, "
      "Tensor? last_value=None, Tensor? bootstrap_values=None, Tensor? importance=None, "
      "float gamma=0.99, float lambda_=1.0, float rho_clip=1.0, float c_clip=1.0, "
-     "float rho_pg_clip=1.0, int time_axis=-1, Tensor? gamma_steps=None, Tensor? lambda_steps=None) "
-     "-> (Tensor vs, Tensor pg_advantages)",
+     "float rho_pg_clip=1.0, int time_axis=-1, Tensor? gamma_steps=None, Tensor? lambda_steps=None, "
+     "Tensor? next_values=None, Tensor? sample_mask=None, float alpha=1.0) -> (Tensor vs, Tensor pg_advantages)",
      estimator::vtrace, arg::rewards, false,
      {table::off_policy_value_inputs,
       {arg::gamma, arg::lambda, arg::rho_clip, arg::c_clip, arg::rho_pg_clip, arg::time_axis,
-      optional(arg::gamma_steps), optional(arg::lambda_steps)}},
+       optional(arg::gamma_steps), optional(arg::lambda_steps), table::next_values_, table::sample_mask_, arg::alpha}},
      {result::returns, result::advantages}},
     // lambda is not read: the returns-to-go are TD(1) on zero values.
     {"discounted_returns",
@@ -142,10 +146,11 @@ inline constexpr op_spec op_table[] = {
     {"n_step_returns",
      "n_step_returns(Tensor rewards, Tensor values, Tensor terminated, Tensor? truncated=None, "
      "Tensor? last_value=None, Tensor? bootstrap_values=None, int n=1, float gamma=0.99, "
-     "float lambda_=1.0, int time_axis=-1, Tensor? gamma_steps=None, Tensor? lambda_steps=None) -> Tensor",
+     "float lambda_=1.0, int time_axis=-1, Tensor? gamma_steps=None, Tensor? lambda_steps=None, "
+     "Tensor? next_values=None) -> Tensor",
      estimator::n_step_returns, arg::rewards, false,
      {table::value_inputs, {arg::n, arg::gamma, arg::lambda, arg::time_axis,
-      optional(arg::gamma_steps), optional(arg::lambda_steps)}},
+      optional(arg::gamma_steps), optional(arg::lambda_steps), table::next_values_}},
      {result::returns}},
     {"retrace",
      "retrace(Tensor rewards, Tensor q_values, Tensor next_values, Tensor terminated, "

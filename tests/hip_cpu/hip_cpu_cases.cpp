@@ -160,7 +160,7 @@ inputs make_inputs(const call_case& c) {
             in.truncated->set(r, t, in.terminated->get(r, t) == 0 && (edge || unit(rng) < 0.05));
         });
     }
-    if (takes_next_values(c.kind)) {
+    if (takes_next_values(c.kind) || c.next_values) {
         in.next_values = grid(c.type), fill(in.next_values, -1, 1);
     } else if (c.truncations || c.kind == estimator::n_step_returns) {
         in.bootstrap = grid(c.type), fill(in.bootstrap, -1, 1);
@@ -304,6 +304,7 @@ std::string call_case::label() const {
     if (reverse) s << " reverse";
     if (kind == estimator::n_step_returns) s << " n=" << n;
     if (huge_decays) s << " huge-decays";
+    if (next_values) s << " next_values";
     s << " seed " << seed;
     return s.str();
 }

@@ -45,6 +45,7 @@ struct call_case {
     /// Zero rewards and values, ratios and clips of 1e5, gamma = lambda = 1: every
     /// step's decay is 1e5, their products overflow, and the answer is 0 (issue 31).
     bool huge_decays = false;
+    bool next_values = false;  ///< issue 29: next_values for gae, td_lambda, vtrace, n_step_returns
     /// Through the core's public call (checks, require_gpu_backend, dispatch)
     /// instead of detail::estimate_hip.
     bool public_route = false;

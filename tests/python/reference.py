@@ -310,3 +310,62 @@ def random_off_policy(rng, rows, horizon, dtype=np.float32, end_rate=0.15):
     e["behaviour_log_probs"] = np.log(e["behaviour_probs"]).astype(dtype)
     e["greedy"] = rng.random((rows, horizon)) < 0.7
     return e
+
+
+# ---- issue 29: next_values, V-trace's sample_mask and leaky alpha ----
+
+def with_next_values(kind, rewards, values, terminated, truncated, next_values, importance=None, gamma=0.99,
+                     lam=0.95, rho_clip=1.0, c_clip=1.0, rho_pg_clip=1.0, sample_mask=None, alpha=1.0):
+    """GAE / TD(lambda) / V-trace with next_values_t = V'_t at every step, in float64,
+    one step at a time, from docs/conventions.md. Returns (advantages, returns):
+    gae: A, A + V; td_lambda: G - V, G (G the lambda-return scanned itself);
+    vtrace: pg, vs = V + A with vs'_t = V_{t+1} + A_{t+1} inside an episode and
+    next_values_t where it ends; a step with sample_mask 0 has A_t = A_{t+1} (rlax);
+    alpha mixes every clipped ratio with the raw one (leaky V-trace)."""
+    r, v, nv = (np.asarray(a, dtype=np.float64) for a in (rewards, values, next_values))
+    term, trunc = _flags(terminated, r), _flags(truncated, r)
+    mask = np.ones(r.shape, bool) if sample_mask is None else np.asarray(sample_mask).astype(bool)
+    ratio = np.ones(r.shape) if importance is None else np.asarray(importance, dtype=np.float64)
+    mix = lambda x, clip: alpha * np.fmin(x, clip) + (1 - alpha) * x if alpha != 1.0 else np.fmin(x, clip)
+    rows, horizon = r.shape
+    adv, ret = np.zeros(r.shape), np.zeros(r.shape)
+    for b in range(rows):
+        a = 0.0  # A_{t+1} (td_lambda: G_{t+1})
+        for t in range(horizon - 1, -1, -1):
+            assert not (term[b, t] and trunc[b, t])
+            done = term[b, t] or trunc[b, t]
+            boot = 0.0 if term[b, t] else gamma * nv[b, t]
+            if kind == "td_lambda":
+                cut = done or t == horizon - 1
+                a = r[b, t] + (boot if cut else gamma * (1 - lam) * nv[b, t] + gamma * lam * a)
+                adv[b, t], ret[b, t] = a - v[b, t], a
+                continue
+            td = r[b, t] + boot - v[b, t]
+            later = a
+            if mask[b, t]:
+                a = mix(ratio[b, t], rho_clip) * td + (0.0 if done else gamma * lam * mix(ratio[b, t], c_clip) * a)
+            ret[b, t] = a + v[b, t]
+            if kind == "gae":
+                adv[b, t] = a
+                continue
+            inside = not done and t < horizon - 1
+            vs_next = v[b, t + 1] + later if inside else nv[b, t]
+            adv[b, t] = mix(ratio[b, t], rho_pg_clip) * (r[b, t] + (0.0 if term[b, t] else gamma * vs_next) - v[b, t])
+    return adv, ret
+
+
+def n_step_with_next_values(rewards, terminated, truncated, next_values, n=1, gamma=0.99, lam=1.0):
+    """n_step_returns with V'_s = next_values_s at every step (rlax's v_t)."""
+    r, nv = np.asarray(rewards, np.float64), np.asarray(next_values, np.float64)
+    term, trunc = _flags(terminated, r), _flags(truncated, r)
+    rows, horizon = r.shape
+    out = np.zeros(r.shape)
+    for b in range(rows):
+        one = r[b] + np.where(term[b], 0.0, gamma * nv[b])
+        cut = term[b] | trunc[b] | (np.arange(horizon) == horizon - 1)
+        w = one
+        for _ in range(min(n, horizon) - 1):
+            later = np.append(w[1:], 0.0)
+            w = np.where(cut, one, r[b] + gamma * ((1 - lam) * nv[b] + lam * later))
+        out[b] = w
+    return out
