@@ -7,8 +7,10 @@
 //     strides of neither layout): each input line is loaded converted to C into
 //     a scratch line (flags as 0/1, the puff advantage's dones as values), the
 //     producer reads the scratch lines through the same lanes, and the outputs
-//     are converted back from theirs. One producer and epilogue per estimator
-//     then serves every dtype and layout; only the lines differ.
+//     are converted back from theirs. Lines that need no conversion (of type C,
+//     or byte flags read as bytes, adjacent along the traversal) are read in
+//     place. One producer and epilogue per estimator then serves every dtype
+//     and layout; only the lines differ.
 #pragma once
 
 #include <cstdint>
@@ -44,22 +46,32 @@ inline bool loads_as_flag(role r, bool arithmetic_dones) {
 template <typename C>
 struct converting_lines {
     const arrays& a;
-    bool arithmetic_dones;
-    C* line[role_count] = {};  // null: the role is not a present line
-    std::int64_t pitch = 0;    // elements from one line to the next of a role (across rows)
+    bool arithmetic_dones, across;
+    C* line[role_count] = {};          // the scratch line of a converted role
+    bool in_place[role_count] = {};    // a role read in the call's memory
+    std::int64_t pitch = 0;            // elements from one line to the next of a role (across rows)
 
-    /// `elements`: the longest line (the horizon along time, the block's rows across).
-    converting_lines(const arrays& arrays_, bool arithmetic_dones_, std::int64_t elements, bool across)
-        : a(arrays_), arithmetic_dones(arithmetic_dones_) {
+    /// `elements`: the longest line (the horizon along time, the block's rows across);
+    /// `flag_bytes`: the producer reads flags of one byte (all of them are, adjacent).
+    converting_lines(const arrays& arrays_, bool arithmetic_dones_, bool flag_bytes, std::int64_t elements,
+                     bool across_)
+        : a(arrays_), arithmetic_dones(arithmetic_dones_), across(across_) {
         static thread_local std::vector<C> scratch;
         pitch = (elements + W<C> + 15) / 16 * 16 + 16;  // padded: lines a power of two apart alias in L1
         const std::int64_t per_role = across ? 2 * pitch : pitch;
         int count = 0;
-        for (int k = 0; k < role_count; ++k) count += a.by_role[k].present && is_line(role(k));
+        for (int k = 0; k < role_count; ++k) {
+            const view& v = a.by_role[k];
+            if (!v.present || !is_line(role(k))) continue;
+            const bool adjacent = across ? v.row_stride == 1 || a.rows <= 1 : v.col_stride == 1 || a.horizon <= 1;
+            const bool flag = loads_as_flag(role(k), arithmetic_dones);
+            in_place[k] = adjacent && (flag && flag_bytes ? byte_flags(v.type) : v.type == dtype_of<C>);
+            count += !in_place[k];
+        }
         if (scratch.size() < std::size_t(count * per_role)) scratch.resize(std::size_t(count * per_role));
         C* next = scratch.data();
         for (int k = 0; k < role_count; ++k)
-            if (a.by_role[k].present && is_line(role(k))) line[k] = next, next += per_role;
+            if (a.by_role[k].present && is_line(role(k)) && !in_place[k]) line[k] = next, next += per_role;
     }
     bool streams() const { return false; }
 
@@ -67,9 +79,9 @@ struct converting_lines {
         lines l;
         const int T = static_cast<int>(a.horizon);
         for (int k = 0; k < role_count; ++k) {
-            l.at[k] = reinterpret_cast<const char*>(line[k]);
-            l.step_bytes[k] = sizeof(C);
             const view& v = a.by_role[k];
+            l.at[k] = in_place[k] ? static_cast<const char*>(v.at(r, 0)) : reinterpret_cast<const char*>(line[k]);
+            l.step_bytes[k] = v.col_stride * v.size;  // unused along time
             if (line[k] && !is_output(role(k)))
                 load<C>(v.type, v.at(r, 0), v.col_stride, T, line[k], loads_as_flag(role(k), arithmetic_dones));
         }
@@ -90,9 +102,14 @@ struct converting_lines {
         const std::int64_t here = (t & 1) * pitch;
         const std::int64_t beside = (forward ? -1 : 1) * ((t & 1) ? -pitch : pitch);
         for (int k = 0; k < role_count; ++k) {
+            const view& v = a.by_role[k];
+            if (in_place[k]) {
+                l.at[k] = static_cast<const char*>(v.at(first, t));
+                l.step_bytes[k] = v.col_stride * v.size;
+                continue;
+            }
             l.at[k] = line[k] ? reinterpret_cast<const char*>(line[k] + here) : nullptr;
             l.step_bytes[k] = beside * std::int64_t(sizeof(C));
-            const view& v = a.by_role[k];
             if (line[k] && !is_output(role(k)))
                 load<C>(v.type, v.at(first, t), v.row_stride, n, line[k] + here,
                         loads_as_flag(role(k), arithmetic_dones));
