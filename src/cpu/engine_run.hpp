@@ -164,7 +164,7 @@ void run_engine(const P& p, const arrays& a, bool converting, bool arithmetic_do
                                            !how.along_time);
                 walk(source, first, count);
             } else {
-                call_lines source{a};
+                call_lines source(a);
                 walk(source, first, count);
             }
         }

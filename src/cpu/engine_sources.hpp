@@ -22,13 +22,30 @@ namespace puffadv::detail::engine {
 
 struct next_step_lines;  // engine_traversals.hpp
 
-/// The call's own memory.
+/// The call's own memory. The lines of (row, t) from those of (0, 0), worked out
+/// once per unit: a unit of short rows asks for one per row.
 struct call_lines {
     const arrays& a;
+    lines origin;                    // (0, 0)
+    int present[role_count], count = 0;
+    std::int64_t row_bytes[role_count];
+
+    explicit call_lines(const arrays& arrays_) : a(arrays_), origin(arrays_, 0, 0) {
+        for (int k = 0; k < role_count; ++k)
+            if (origin.at[k]) present[count] = k, row_bytes[count++] = a.by_role[k].row_stride * a.by_role[k].size;
+    }
     bool streams() const { return a.stream; }
-    lines row(std::int64_t r) const { return lines(a, r, 0); }
+    PUFF_SIMD_INLINE lines at(std::int64_t r, std::int64_t t) const {
+        lines l = origin;
+        for (int j = 0; j < count; ++j) {
+            const int k = present[j];
+            l.at[k] = origin.at[k] + r * row_bytes[j] + t * origin.step_bytes[k];
+        }
+        return l;
+    }
+    PUFF_SIMD_INLINE lines row(std::int64_t r) const { return at(r, 0); }
     void row_done(std::int64_t) const {}
-    lines step(std::int64_t first, int, std::int64_t t, bool) const { return lines(a, first, t); }
+    PUFF_SIMD_INLINE lines step(std::int64_t first, int, std::int64_t t, bool) const { return at(first, t); }
     void step_done(std::int64_t, int, std::int64_t) const {}
     template <typename Ahead = next_step_lines>
     Ahead ahead(std::int64_t first, std::int64_t t) const { return Ahead(a, first, t); }
@@ -75,7 +92,7 @@ struct converting_lines {
     }
     bool streams() const { return false; }
 
-    lines row(std::int64_t r) const {
+    PUFF_SIMD_INLINE lines row(std::int64_t r) const {
         lines l;
         const int T = static_cast<int>(a.horizon);
         for (int k = 0; k < role_count; ++k) {
@@ -87,7 +104,7 @@ struct converting_lines {
         }
         return l;
     }
-    void row_done(std::int64_t r) const {
+    PUFF_SIMD_INLINE void row_done(std::int64_t r) const {
         for (role k : {role::advantages, role::returns}) {
             const view& v = a[k];
             if (line[int(k)]) store<C>(v.type, v.at(r, 0), v.col_stride, static_cast<int>(a.horizon), line[int(k)]);
@@ -97,7 +114,7 @@ struct converting_lines {
     // Step t's lines sit at line[k] + (t & 1) * pitch: the step read beside it (t + 1
     // backwards, t - 1 forwards), loaded the step before, is the other one, which the
     // lanes reach as at + dt * step_bytes.
-    lines step(std::int64_t first, int n, std::int64_t t, bool forward) const {
+    PUFF_SIMD_INLINE lines step(std::int64_t first, int n, std::int64_t t, bool forward) const {
         lines l;
         const std::int64_t here = (t & 1) * pitch;
         const std::int64_t beside = (forward ? -1 : 1) * ((t & 1) ? -pitch : pitch);
@@ -116,7 +133,7 @@ struct converting_lines {
         }
         return l;
     }
-    void step_done(std::int64_t first, int n, std::int64_t t) const {
+    PUFF_SIMD_INLINE void step_done(std::int64_t first, int n, std::int64_t t) const {
         const std::int64_t here = (t & 1) * pitch;
         for (role k : {role::advantages, role::returns}) {
             const view& v = a[k];

@@ -328,7 +328,7 @@ void n_step_returns_in(const arrays& a, const standard_params& params, bool conv
                 const std::int64_t first = u * how.unit;
                 const int count = static_cast<int>(std::min<std::int64_t>(how.unit, a.rows - first));
                 if (!converting) {
-                    call_lines source{a};
+                    call_lines source(a);
                     bad.keep(byte_flags_in_place ? windows_along_time<C, std::uint8_t>(a, p, source, first, count)
                                                  : windows_along_time<C, C>(a, p, source, first, count));
                 } else {
@@ -357,7 +357,7 @@ void n_step_returns_in(const arrays& a, const standard_params& params, bool conv
             const std::int64_t first = u * unit;
             const int count = static_cast<int>(std::min<std::int64_t>(unit, a.rows - first));
             if (in_place) {
-                call_lines source{a};
+                call_lines source(a);
                 bad.keep(bytes ? windows_across_rows<C, std::uint8_t>(a, p, source, first, count)
                                : windows_across_rows<C, C>(a, p, source, first, count));
             } else {
