@@ -53,11 +53,14 @@ void run_puff(const engine::arrays& a, const standard_params& p, bool converting
     engine::run_engine(engine::puff_producer<C>(a, advantage_scalars_of<C>(p)), a, converting, true);
 }
 
+template <typename F>
+constexpr bool kByteFlags = sizeof(F) == 1;
+
 // kSteps: per-step gamma / lambda arrays (an instantiation of its own: the scalar form tests nothing).
 template <typename C, typename F, bool kImp, bool kPg, bool kSteps>
 void run_standard(const engine::arrays& a, const standard_params& p, bool converting) {
     engine::run_engine(engine::standard_producer<C, F, kImp, kPg, kSteps>(a, advantage_scalars_of<C>(p)), a,
-                       converting);
+                       converting, false, kByteFlags<F>);
 }
 
 template <typename C>
@@ -67,7 +70,8 @@ engine::family_scalars<C> family_scalars_of(const standard_params& p) {
 
 template <typename C, typename F, bool kSteps>
 void run_discounted(const engine::arrays& a, const standard_params& p, bool converting) {
-    engine::run_engine(engine::discounted_producer<C, F, kSteps>(a, family_scalars_of<C>(p)), a, converting);
+    engine::run_engine(engine::discounted_producer<C, F, kSteps>(a, family_scalars_of<C>(p)), a, converting, false,
+                       kByteFlags<F>);
 }
 
 template <typename C, typename F, bool kQ, bool kSteps>
@@ -76,14 +80,14 @@ void run_action_values(const engine::arrays& a, const standard_params& p, bool c
     // Q(lambda) scans its returns G; q only enters A = G - q (stored, or summed).
     if (kQ) producer.q_read = a[role::values].present && (a[role::advantages].present || engine::wants_sums(a));
     producer.log_probs = !kQ && p.log_probs;
-    engine::run_engine(producer, a, converting);
+    engine::run_engine(producer, a, converting, false, kByteFlags<F>);
 }
 
 template <typename C, typename F, bool kSteps>
 void run_episodic(const engine::arrays& a, const standard_params& p, bool converting) {
     engine::episodic_producer<C, F, kSteps> producer(a, family_scalars_of<C>(p));
     producer.reset_at_start = p.reset_at_start;
-    engine::run_engine(producer, a, converting);
+    engine::run_engine(producer, a, converting, false, kByteFlags<F>);
 }
 
 // linear_recurrence: the scan itself, forwards or (reverse) backwards over time.
@@ -128,12 +132,15 @@ runner runner_for(const engine::arrays& a, estimator kind) {
     return steps ? runner_for<C, F, true>(a, kind) : runner_for<C, F, false>(a, kind);
 }
 
-// Converted lines hold flags of type C; the call's memory, flags of C or of one byte.
+// The call's memory holds flags of C or of one byte; converted lines, flags of type C, but
+// where every flag is a byte adjacent along the traversal (read in place).
 template <typename C>
 void run_in(engine::arrays& a, const standard_params& p) {
-    const bool converting = !engine::reads_in_place<C>(a, p.kind == estimator::puff_advantage);
+    const bool puff = p.kind == estimator::puff_advantage;
+    const bool converting = !engine::reads_in_place<C>(a, puff);
     if (!converting) a.stream = engine::streams(a);
-    const bool bytes = !converting && engine::byte_flags(a[role::terminated].type);
+    const bool bytes = converting ? !puff && engine::flags_stay_bytes(a, true)
+                                  : engine::byte_flags(a[role::terminated].type);
     const runner run = bytes ? runner_for<C, std::uint8_t>(a, p.kind) : runner_for<C, C>(a, p.kind);
     run(a, p, converting);
 }

@@ -58,15 +58,19 @@ struct window_scratch {
 
 // One group of W rows at step t: the windows of step t from those of t + 1 (in place,
 // from the longest down), and the outputs.
+// gamma and gamma_lambda come splat, `last` (t is the row's last step) decided per step: from
+// references they would be loaded again after every vector store (may_alias). kSteps: the
+// per-step gamma_t and lambda_t replace them, read through the lanes.
 template <typename C, typename F, bool kEdge, bool kSteps>
 PUFF_SIMD_INLINE void window_group(const arrays& a, const n_step_scalars<C>& p, const lines& step_lines,
-                                   std::int64_t first, int i, int count, std::int64_t t, int levels, C* windows,
+                                   std::int64_t first, int i, int count, std::int64_t t, std::int64_t horizon,
+                                   bool last, V<C> gamma, V<C> gamma_lambda, int levels, C* windows,
                                    std::size_t pitch, double* sums, bool stream, bad_step& bad) {
-    const row_lanes<C, kEdge> in{a, step_lines, first + i, t, a.horizon, i, count, stream, bad};
-    V<C> gamma = simd::splat<C>(p.gamma), gamma_lambda = simd::splat<C>(p.gamma * p.lambda);
+    const row_lanes<C, kEdge> in{a, step_lines, first + i, t, horizon, i, count, stream, bad};
     if constexpr (kSteps) {
+        const V<C> scalar_lambda = simd::splat<C>(p.lambda);
         gamma = per_step<C, kSteps>(in, role::gamma, gamma);
-        gamma_lambda = gamma * per_step<C, kSteps>(in, role::lambda, simd::splat<C>(p.lambda));
+        gamma_lambda = gamma * per_step<C, kSteps>(in, role::lambda, scalar_lambda);
     }
     auto zero = [](std::int64_t) { return C(0); };
     auto end = [&](std::int64_t row) { return p.value_after_end(a, row); };
@@ -84,7 +88,6 @@ PUFF_SIMD_INLINE void window_group(const arrays& a, const n_step_scalars<C>& p, 
             done |= truncated;
         }
     }
-    const bool last = t == a.horizon - 1;
     const V<C> w1 = in.values(role::rewards, 0, zero) + simd::zero_where<C>(terminated, gamma * boot);
     V<C> w = w1;
     for (int j = levels - 1; j >= 1; --j) {
@@ -116,18 +119,21 @@ PUFF_SIMD_CLONES bad_step windows_across_rows(const arrays& a, const n_step_scal
     if (sums) std::fill(sums, sums + 3 * pitch, 0.0);
     const bool stream = source.streams();
     const int full = n - n % W<C>;
+    const std::int64_t T = a.horizon;
+    const V<C> gamma = simd::splat<C>(p.gamma), gamma_lambda = simd::splat<C>(p.gamma * p.lambda);
     bad_step bad;
-    for (std::int64_t t = a.horizon - 1; t >= 0; --t) {
+    for (std::int64_t t = T - 1; t >= 0; --t) {
         const lines step_lines = source.step(first, n, t, false);
         const next_step_lines ahead = source.ahead(first, t - 1);
+        const bool last = t == T - 1;
         for (int i = 0; i < full; i += W<C>) {
             if (i % kLineElements<C> == 0) ahead.prefetch(i);
-            window_group<C, F, false, kSteps>(a, p, step_lines, first, i, W<C>, t, levels, windows, pitch, sums,
-                                              stream, bad);
+            window_group<C, F, false, kSteps>(a, p, step_lines, first, i, W<C>, t, T, last, gamma, gamma_lambda,
+                                              levels, windows, pitch, sums, stream, bad);
         }
         if (full < n)
-            window_group<C, F, true, kSteps>(a, p, step_lines, first, full, n - full, t, levels, windows, pitch,
-                                             sums, stream, bad);
+            window_group<C, F, true, kSteps>(a, p, step_lines, first, full, n - full, t, T, last, gamma,
+                                             gamma_lambda, levels, windows, pitch, sums, stream, bad);
         source.step_done(first, n, t);
     }
     if (sums)
@@ -419,11 +425,11 @@ void n_step_returns_in(const arrays& a, const standard_params& params, bool conv
                 const std::int64_t first = u * how.unit;
                 const int count = static_cast<int>(std::min<std::int64_t>(how.unit, a.rows - first));
                 if (!converting) {
-                    call_lines source{a};
+                    call_lines source(a);
                     bad.keep(byte_flags_in_place ? windows_along_time<C, std::uint8_t>(a, p, source, first, count)
                                                  : windows_along_time<C, C>(a, p, source, first, count));
                 } else {
-                    converting_lines<C> source(a, false, a.horizon, false);
+                    converting_lines<C> source(a, false, false, a.horizon, false);
                     bad.keep(windows_along_time<C, C>(a, p, source, first, count));
                 }
             }
@@ -448,7 +454,7 @@ void n_step_returns_in(const arrays& a, const standard_params& params, bool conv
             const std::int64_t first = u * unit;
             const int count = static_cast<int>(std::min<std::int64_t>(unit, a.rows - first));
             if (in_place) {
-                call_lines source{a};
+                call_lines source(a);
                 if (steps)
                     bad.keep(bytes ? windows_across_rows<C, std::uint8_t, true>(a, p, source, first, count)
                                    : windows_across_rows<C, C, true>(a, p, source, first, count));
@@ -456,7 +462,7 @@ void n_step_returns_in(const arrays& a, const standard_params& params, bool conv
                     bad.keep(bytes ? windows_across_rows<C, std::uint8_t, false>(a, p, source, first, count)
                                    : windows_across_rows<C, C, false>(a, p, source, first, count));
             } else {
-                converting_lines<C> source(a, false, count, true);
+                converting_lines<C> source(a, false, false, count, true);
                 bad.keep(steps ? windows_across_rows<C, C, true>(a, p, source, first, count)
                                : windows_across_rows<C, C, false>(a, p, source, first, count));
             }
