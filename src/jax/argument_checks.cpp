@@ -104,7 +104,7 @@ void view_roles(fake_arrays& fake, const nb::dict& arrays, standard_arrays& a) {
         {"greedy", role::greedy},
         {"decay", role::decay},
         {"gamma_steps", role::gamma},
-        {"lambda_steps", role::lambda}};
+        {"lambda_steps", role::lambda},
         {"sample_mask", role::sample_mask}};
     const auto view = [&](const char* key) {
         nb::handle spec = arrays[key];

@@ -174,7 +174,7 @@ struct family_signature {
                      {has_behaviour_probs, "behaviour_probs", role::behaviour_probs, false},
                      {has_greedy, "greedy", role::greedy, false},
                      {has_gamma_steps, "gamma", role::gamma, false},
-                     {has_lambda_steps, "lambda", role::lambda, false}};
+                     {has_lambda_steps, "lambda", role::lambda, false},
                      {has_sample_mask, "sample_mask", role::sample_mask, false}};
         std::size_t next = 0;
         for (const auto& slot : slots) {
