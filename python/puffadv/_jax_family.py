@@ -56,6 +56,8 @@ def _estimate(static, layout, rewards, terminated, optional):
 
 
 def _estimate_fwd(static, layout, rewards, terminated, optional):
+    present, alpha = static[1], static[7]
+    _vjp.check_differentiable(ESTIMATORS[layout[0]].kind, {role for role, bit in _OPTIONAL if present & bit}, alpha)
     outputs = _estimate(static, layout, rewards, terminated, optional)
     return outputs, (rewards, terminated, optional, outputs)
 
@@ -64,7 +66,7 @@ def _estimate_bwd(static, layout, residuals, cotangents):
     """The VJP (_vjp, in jax.numpy) on the batch-major arrays the handler read: every
     float array's gradient; flags get zeros (read as booleans). The scalars are static."""
     rewards, terminated, optional, outputs = residuals
-    _, present, gamma, lam, rho_clip, c_clip, rho_pg_clip, n, log_probs, reset_at_start, _ = static
+    _, present, gamma, lam, rho_clip, c_clip, rho_pg_clip, alpha, n, log_probs, reset_at_start, _ = static
     estimator = ESTIMATORS[layout[0]]
     roles = ("rewards", "terminated", *(role for role, bit in _OPTIONAL if present & bit))
     arrays = dict(zip(roles, (rewards, terminated, *optional)))

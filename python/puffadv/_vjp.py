@@ -364,6 +364,27 @@ def _puff(xp, x, f, s, out, cot):
     return grads
 
 
+# Forms of issue 29 built beside the VJPs and not yet in them: a call with one is refused
+# when a gradient is asked for, never given a gradient that ignores it.
+_NO_GRADIENT_YET = ("gamma_steps", "lambda_steps", "sample_mask")
+_NEW_NEXT_VALUES = ("gae", "td_lambda", "vtrace", "n_step_returns")
+
+
+def check_differentiable(kind: str, roles, alpha=1.0) -> None:
+    """ValueError when the call of the core's `kind` with arrays of `roles` (and leaky
+    V-trace's `alpha`) has no VJP here yet."""
+    missing = [role for role in _NO_GRADIENT_YET if role in roles]
+    if "next_values" in roles and kind in _NEW_NEXT_VALUES:
+        missing.append("next_values")
+    if alpha != 1.0:
+        missing.append("alpha")
+    if missing:
+        raise ValueError(f"puffadv has no gradient yet for {kind} with {', '.join(missing)} (per-step gamma or "
+                         "lambda arrays, next_values, sample_mask and leaky alpha are not differentiable yet): "
+                         "call it on inputs that do not require grad (torch.no_grad(), detach(), or "
+                         "jax.lax.stop_gradient), or pass gamma and lambda as numbers")
+
+
 def vjp(xp, kind: str, inputs: dict, flags: dict, scalars: dict, outputs: dict, cotangents: dict, *, n: int = 1,
         log_probs: bool = False, reset_at_start: bool = False) -> dict:
     """The gradients by role (the core's roles, plus "gamma" and "lambda" per step) of
