@@ -91,10 +91,6 @@ void estimate(const standard_arrays& arrays, const standard_params& checked, gpu
     if (ref.cols == 0 && !kind_info_of(params.kind).empty_horizon_launches && !arrays.fused.any()) return;
     const device& d = ref.device;
     if (d.type == device_type::cpu) return estimate_cpu(arrays, params);
-    if (arrays.gamma || arrays.lambda)  // issue 29: the GPU producers read scalars only so far
-        throw backend_unavailable("values is on " + describe_device(d) +
-                                  " but per-step gamma / lambda arrays have no GPU kernel in this build of "
-                                  "puffadv yet (the CPU engine computes them)");
     require_gpu_backend(d);  // backend_unavailable: the caller may fall back to the CPU
 #if PUFFADV_HAS_CUDA
     if (d.type == device_type::cuda) return estimate_cuda(arrays, params, stream);

@@ -15,10 +15,13 @@ inline namespace PUFF_GPU_ABI {  // CUDA and HIP builds may share one library
 /// nv_t = E_pi Q(s_{t+1}, .), read at every step (the bootstrap everywhere).
 /// A step keeps its one-step error, q_t (the returns Q_ret = Delta + q) and
 /// c_t; the map of t needs c_{t+1} (the lookahead: one shuffle).
-template <typename T, typename Values = typed_view, typename Flags = Values>
+/// Steps (per-step gamma_t / lambda_t): k_t = gamma_t lambda_t min(c_clip,
+/// ratio_{t+1}), lambda read at step t as on the CPU: the trace then holds the
+/// clipped ratio alone and the step its gamma_t lambda_t.
+template <typename T, typename Values = typed_view, typename Flags = Values, bool Steps = false>
 struct retrace_producer {
     using value_type = T;
-    struct step {
+    struct step : step_discounts<T, Steps> {
         T value;  ///< q_t, named as the epilogue (store_estimate) reads it
         T error, trace;
         std::uint32_t flags;
@@ -32,19 +35,34 @@ struct retrace_producer {
     Values target, behaviour;
     T gamma, lambda, c_clip;
     bool log_probs;
+    Values gamma_steps{}, lambda_steps{};  ///< Steps: per-step arrays (absent: the scalars)
 
     __device__ __forceinline__ T trace(T pi, T mu) const {
-        return lambda * clip_to(log_probs ? exp_of(pi - mu) : pi / mu, c_clip);
+        const T c = clip_to(log_probs ? exp_of(pi - mu) : pi / mu, c_clip);
+        if constexpr (Steps) return c;  // lambda_t is the step's (gamma_lambda)
+        else return lambda * c;
     }
-    __device__ __forceinline__ step make_step(T q, T r, T nv, T term, T trunc, T pi, T mu) const {
+    __device__ __forceinline__ step make_step(T q, T r, T nv, T term, T trunc, T pi, T mu,
+                                              step_discounts<T, Steps> d = {}) const {
         const std::uint32_t f = episode_flags(term, trunc);
-        return {q, one_step_error(r, nv, q, f, gamma), trace(pi, mu), f};
+        step s;
+        if constexpr (Steps) static_cast<step_discounts<T, true>&>(s) = d;
+        s.value = q, s.error = one_step_error(r, nv, q, f, gamma_of(s)), s.trace = trace(pi, mu), s.flags = f;
+        return s;
+    }
+    __device__ __forceinline__ T gamma_of(const step& s) const {
+        if constexpr (Steps) return s.gamma;
+        else return gamma;
+    }
+    __device__ __forceinline__ step_discounts<T, Steps> discounts(std::int64_t row, std::int64_t t) const {
+        if constexpr (Steps) return discounts_at(gamma_steps, lambda_steps, gamma, lambda, row, t);
+        else return (void)row, (void)t, step_discounts<T, false>{};
     }
 
     __device__ __forceinline__ step load(std::int64_t row, std::int64_t t) const {
         return make_step(read<T>(q_values, row, t), read<T>(rewards, row, t), read<T>(next_values, row, t),
                          read<T>(terminated, row, t), present(truncated) ? read<T>(truncated, row, t) : T(0),
-                         read<T>(target, row, t), read<T>(behaviour, row, t));
+                         read<T>(target, row, t), read<T>(behaviour, row, t), discounts(row, t));
     }
     template <int N, bool Flat>
     __device__ __forceinline__ void load_items(const item_places<N, Flat>& at, step (&s)[N]) const {
@@ -61,7 +79,8 @@ struct retrace_producer {
         read_items(target, row, t, pi);
         read_items(behaviour, row, t, mu);
 #pragma unroll
-        for (int j = 0; j < N; ++j) s[j] = make_step(q[j], r[j], nv[j], d[j], u[j], pi[j], mu[j]);
+        for (int j = 0; j < N; ++j)
+            s[j] = make_step(q[j], r[j], nv[j], d[j], u[j], pi[j], mu[j], discounts(at.row_of(j), at.t_of(j)));
     }
 
     static __device__ __forceinline__ lookahead ahead(const step& s) { return {s.trace}; }
@@ -70,7 +89,8 @@ struct retrace_producer {
     }
 
     __device__ __forceinline__ affine<T> map(const step& cur, const lookahead& next, bool last) const {
-        return {cur.flags & 3u ? T(0) : gamma * next.trace, cur.error, last};
+        if constexpr (Steps) return {cur.flags & 3u ? T(0) : cur.gamma_lambda * next.trace, cur.error, last};
+        else return {cur.flags & 3u ? T(0) : gamma * next.trace, cur.error, last};
     }
 };
 
@@ -83,10 +103,11 @@ struct retrace_producer {
 /// epilogue (store_target) writes G and the advantages G - q_t, so q is read
 /// only when the advantages are asked for (returns alone move rl-triton's
 /// bytes: r, nv, terminated, G).
-template <typename T, typename Values = typed_view, typename Flags = Values>
+/// Steps: gamma_t and lambda_t read at step t (lambda_t greedy_{t+1} then).
+template <typename T, typename Values = typed_view, typename Flags = Values, bool Steps = false>
 struct q_lambda_producer {
     using value_type = T;
-    struct step {
+    struct step : step_discounts<T, Steps> {
         T value;  ///< q_t (0 when the advantages are not stored)
         T reward, next_value;
         std::uint32_t flags;  ///< bit 0 terminated, bit 1 truncated, bit 2 greedy
@@ -98,6 +119,20 @@ struct q_lambda_producer {
     Values q_values, rewards, next_values;  ///< q_values absent unless the advantages are stored
     Flags terminated, truncated, greedy;    ///< greedy absent: Peng
     T gamma, lambda;
+    Values gamma_steps{}, lambda_steps{};  ///< Steps: per-step arrays (absent: the scalars)
+
+    /// A step's fields; Steps: its gamma_t and lambda_t (in gamma_lambda's place: lambda_t alone).
+    __device__ __forceinline__ step make_step(std::int64_t row, std::int64_t t, T q, T r, T nv,
+                                              std::uint32_t flags) const {
+        step s;
+        s.value = q, s.reward = r, s.next_value = nv, s.flags = flags;
+        if constexpr (Steps) {
+            s.gamma = present(gamma_steps) ? read<T>(gamma_steps, row, t) : gamma;
+            s.gamma_lambda = present(lambda_steps) ? read<T>(lambda_steps, row, t) : lambda;
+        }
+        (void)row, (void)t;
+        return s;
+    }
 
     static __device__ __forceinline__ std::uint32_t flags_of(T term, T trunc, T greedy_flag) {
         return episode_flags(term, trunc) | (std::uint32_t(greedy_flag != T(0)) << 2);
@@ -107,10 +142,10 @@ struct q_lambda_producer {
     }
 
     __device__ __forceinline__ step load(std::int64_t row, std::int64_t t) const {
-        return {present(q_values) ? read<T>(q_values, row, t) : T(0), read<T>(rewards, row, t),
-                read<T>(next_values, row, t),
-                flags_of(read<T>(terminated, row, t), present(truncated) ? read<T>(truncated, row, t) : T(0),
-                         greedy_at(row, t))};
+        return make_step(row, t, present(q_values) ? read<T>(q_values, row, t) : T(0), read<T>(rewards, row, t),
+                         read<T>(next_values, row, t),
+                         flags_of(read<T>(terminated, row, t),
+                                  present(truncated) ? read<T>(truncated, row, t) : T(0), greedy_at(row, t)));
     }
     template <int N, bool Flat>
     __device__ __forceinline__ void load_items(const item_places<N, Flat>& at, step (&s)[N]) const {
@@ -132,7 +167,8 @@ struct q_lambda_producer {
         else
             for (int j = 0; j < N; ++j) g[j] = T(1);
 #pragma unroll
-        for (int j = 0; j < N; ++j) s[j] = step{q[j], r[j], nv[j], flags_of(d[j], u[j], g[j])};
+        for (int j = 0; j < N; ++j)
+            s[j] = make_step(at.row_of(j), at.t_of(j), q[j], r[j], nv[j], flags_of(d[j], u[j], g[j]));
     }
 
     static __device__ __forceinline__ lookahead ahead(const step& s) { return {s.flags}; }
@@ -141,10 +177,18 @@ struct q_lambda_producer {
     }
 
     __device__ __forceinline__ affine<T> map(const step& cur, const lookahead& next, bool last) const {
-        const T one_step = one_step_error(cur.reward, cur.next_value, T(0), cur.flags, gamma);
-        if (last || (cur.flags & 3u)) return {T(0), one_step, last};
-        const T trace = next.flags & 4u ? lambda : T(0);
-        return {gamma * trace, cur.reward + gamma * (T(1) - trace) * cur.next_value, false};
+        if constexpr (Steps) {  // as the CPU: lambda_t times greedy_{t+1} (a NaN lambda_t stays NaN)
+            const T g = cur.gamma;
+            const T one_step = one_step_error(cur.reward, cur.next_value, T(0), cur.flags, g);
+            if (last || (cur.flags & 3u)) return {T(0), one_step, last};
+            const T trace = cur.gamma_lambda * (next.flags & 4u ? T(1) : T(0));
+            return {g * trace, cur.reward + g * ((T(1) - trace) * cur.next_value), false};
+        } else {
+            const T one_step = one_step_error(cur.reward, cur.next_value, T(0), cur.flags, gamma);
+            if (last || (cur.flags & 3u)) return {T(0), one_step, last};
+            const T trace = next.flags & 4u ? lambda : T(0);
+            return {gamma * trace, cur.reward + gamma * (T(1) - trace) * cur.next_value, false};
+        }
     }
 };
 

@@ -23,10 +23,18 @@ inline namespace PUFF_GPU_ABI {
 /// The scan of `Kind` on a planned call: the fast kernels (fixed_columns of
 /// the call's storage types, the kind's input variant and tuning) where the
 /// layout allows them and the kind takes them, else the generic kernels.
+/// Per-step gamma / lambda arrays (issue 29) take the generic kernels with the
+/// producer's per-step variant (inputs_per_step): one more instantiation per
+/// kind and arithmetic type, where fast ones would multiply every storage
+/// type and policy; the scalar forms' kernels are unchanged.
 template <typename T, typename Kind>
 void run_scan(const standard_arrays& a, const standard_params& p, const scan_call& c) {
     if (c.horizon <= 0) return;
-    if (c.layout.fast() && Kind::fast_ok(c.layout)) {
+    if (a.gamma || a.lambda) {
+        const typename Kind::template generic_columns<T> columns;
+        launch_generic(c, Kind::template producer<T, inputs_per_step>(a, p, columns),
+                       Kind::template epilogue<T>(a, p, columns));
+    } else if (c.layout.fast() && Kind::fast_ok(c.layout)) {
         with_storage_types<T>(c.layout, [&](auto in_tag, auto flag_tag, auto out_tag) {
             using In = typename decltype(in_tag)::type;
             using Flag = typename decltype(flag_tag)::type;
@@ -53,6 +61,8 @@ template <typename T, typename Kind>
 void scan(const standard_arrays& a, const standard_params& p, int device, cudaStream_t stream) {
     call_layout layout(a.rewards.type);
     Kind::read(layout, a);
+    layout.input(a.gamma);  // per-step arrays: read like the rewards
+    layout.input(a.lambda);
     layout.plan(a.rewards.rows, a.rewards.cols, device);
     const scan_call call{layout, scratch_output({&a.advantages, &a.fused.returns}), a.rewards.rows, a.rewards.cols,
                          device, stream, Kind::reversed};
@@ -70,7 +80,10 @@ void n_step_returns(const standard_arrays& a, const standard_params& p, int devi
     }
     call_layout layout(a.rewards.type);
     read_n_step(layout, a);
-    if (dtype_size(layout.float_type) != 2 && !layout.flags_mixed && !layout.outputs_mixed) {
+    if (a.gamma || a.lambda) {  // per-step gamma / lambda: one thread per output, any layout
+        launch_windows<false>(layout, n_step_window_of<T, any_columns, true>(a, p, any_columns{}), p.n,
+                              a.truncated.has_value(), device, stream);
+    } else if (dtype_size(layout.float_type) != 2 && !layout.flags_mixed && !layout.outputs_mixed) {
         const auto run = [&](auto flag_tag) {
             using Flag = typename decltype(flag_tag)::type;
             const auto window = n_step_window_of<T>(a, p, fixed_columns<T, Flag, T>{});

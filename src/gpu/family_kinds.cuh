@@ -46,9 +46,9 @@ struct returns_kind : family_kind_defaults {
     using tuning = widest_tuning<In, standard_scan_policy>;
     template <typename T, typename Inputs, typename Cols>
     static auto producer(const standard_arrays& a, const standard_params& p, Cols c) {
-        return returns_producer<T, typename Cols::input, typename Cols::flag>{
+        return returns_producer<T, typename Cols::input, typename Cols::flag, per_step_inputs<Inputs>>{
             c.in(a.rewards),      c.flags(a.terminated), c.flags(a.truncated), c.in(a.bootstrap_values),
-            c.in(a.last_value),   a.rewards.cols,        T(p.gamma)};
+            c.in(a.last_value),   a.rewards.cols,        T(p.gamma),           c.in(a.gamma)};
     }
     template <typename T, typename Cols>
     static auto epilogue(const standard_arrays& a, const standard_params&, Cols c) {
@@ -62,11 +62,12 @@ struct retrace_kind : family_kind_defaults {
     using tuning = scan_tuning<vtrace_scan_policy>;
     template <typename T, typename Inputs, typename Cols>
     static auto producer(const standard_arrays& a, const standard_params& p, Cols c) {
-        return retrace_producer<T, typename Cols::input, typename Cols::flag>{
+        return retrace_producer<T, typename Cols::input, typename Cols::flag, per_step_inputs<Inputs>>{
             c.in(a.values),          c.in(a.rewards),           c.in(a.next_values),
             c.flags(a.terminated),   c.flags(a.truncated),      c.in(a.target_probs),
             c.in(a.behaviour_probs), T(p.gamma),                T(p.lambda),
-            T(p.c_clip),             p.log_probs};
+            T(p.c_clip),             p.log_probs,               c.in(a.gamma),
+            c.in(a.lambda)};
     }
     template <typename T, typename Cols>
     static auto epilogue(const standard_arrays& a, const standard_params&, Cols c) {
@@ -81,9 +82,10 @@ struct q_lambda_kind : family_kind_defaults {
     template <typename T, typename Inputs, typename Cols>
     static auto producer(const standard_arrays& a, const standard_params& p, Cols c) {
         const std::optional<matrix> q = a.advantages ? a.values : std::nullopt;
-        return q_lambda_producer<T, typename Cols::input, typename Cols::flag>{
-            c.in(q),              c.in(a.rewards), c.in(a.next_values), c.flags(a.terminated),
-            c.flags(a.truncated), c.flags(a.greedy), T(p.gamma),        T(p.lambda)};
+        return q_lambda_producer<T, typename Cols::input, typename Cols::flag, per_step_inputs<Inputs>>{
+            c.in(q),              c.in(a.rewards),  c.in(a.next_values), c.flags(a.terminated),
+            c.flags(a.truncated), c.flags(a.greedy), T(p.gamma),         T(p.lambda),
+            c.in(a.gamma),        c.in(a.lambda)};
     }
     template <typename T, typename Cols>
     static auto epilogue(const standard_arrays& a, const standard_params&, Cols c) {
@@ -98,9 +100,9 @@ struct episodic_kind : family_kind_defaults {
     using tuning = widest_tuning<In, standard_scan_policy>;
     template <typename T, typename Inputs, typename Cols>
     static auto producer(const standard_arrays& a, const standard_params& p, Cols c) {
-        return episodic_producer<T, typename Cols::input, typename Cols::flag>{
+        return episodic_producer<T, typename Cols::input, typename Cols::flag, false, per_step_inputs<Inputs>>{
             c.in(a.rewards), c.flags(a.terminated), c.in(a.last_value), a.rewards.cols, T(p.gamma) * T(p.lambda),
-            p.reset_at_start};
+            p.reset_at_start, 0, c.in(a.gamma), c.in(a.lambda), T(p.gamma), T(p.lambda)};
     }
     template <typename T, typename Cols>
     static auto epilogue(const standard_arrays& a, const standard_params&, Cols c) {
@@ -120,15 +122,16 @@ inline void read_n_step(call_layout& layout, const standard_arrays& a) {
     layout.output(a.advantages);
     layout.output(a.fused.returns);
 }
-template <typename T, typename Cols>
+/// Steps: the window with per-step gamma / lambda arrays (issue 29).
+template <typename T, typename Cols, bool Steps = false>
 auto n_step_window_of(const standard_arrays& a, const standard_params& p, Cols c) {
     // Threads follow the rewards' adjacent elements: along time for [B, T], along rows for time-major data.
     const bool time_major = a.rewards.col_stride != 1 && a.rewards.row_stride == 1;
-    return n_step_window<T, typename Cols::input, typename Cols::flag, typename Cols::output>{
+    return n_step_window<T, typename Cols::input, typename Cols::flag, typename Cols::output, Steps>{
         c.in(a.values),       c.in(a.rewards),      c.flags(a.terminated),    c.flags(a.truncated),
         c.in(a.bootstrap_values), c.in(a.last_value), c.out(a.advantages),    c.out(a.fused.returns),
         a.rewards.rows,       a.rewards.cols,       p.n,                      T(p.gamma),
-        T(p.lambda),          time_major};
+        T(p.lambda),          time_major,           c.in(a.gamma),            c.in(a.lambda)};
 }
 
 }  // namespace PUFF_GPU_ABI

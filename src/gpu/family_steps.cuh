@@ -52,10 +52,11 @@ __device__ __forceinline__ T one_step_error(T reward, T next, T q, std::uint32_t
 /// step is two words and its map needs nothing of the next step: no lookahead.
 /// (The standard producer with values read as 0 computes the same, with the
 /// checks and registers of four more optional arrays: slower, docs/benchmarks.md.)
-template <typename T, typename Values = typed_view, typename Flags = Values>
+/// Steps: gamma_t read at each step (a step keeps it for its map).
+template <typename T, typename Values = typed_view, typename Flags = Values, bool Steps = false>
 struct returns_producer {
     using value_type = T;
-    struct step {
+    struct step : step_discounts<T, Steps> {
         T reward;             ///< r_t, plus gamma B_t where the bootstrap is read and t is not terminated
         std::uint32_t flags;  ///< bit 0 terminated, bit 1 truncated
     };
@@ -66,18 +67,32 @@ struct returns_producer {
     Values bootstrap_values, last_value;
     std::int64_t horizon;
     T gamma;
+    Values gamma_steps{};  ///< Steps: per-step gamma (absent: the scalar)
+
+    __device__ __forceinline__ T gamma_of(const step& s) const {
+        if constexpr (Steps) return s.gamma;
+        else return gamma;
+    }
+    __device__ __forceinline__ step make_step(std::int64_t row, std::int64_t t, T reward, std::uint32_t flags) const {
+        step s;
+        s.reward = reward, s.flags = flags;
+        if constexpr (Steps) s.gamma = present(gamma_steps) ? read<T>(gamma_steps, row, t) : gamma;
+        (void)row, (void)t;
+        return s;
+    }
 
     __device__ __forceinline__ T end_bootstrap(std::int64_t row) const {
         if (present(bootstrap_values)) return read<T>(bootstrap_values, row, horizon - 1);
         return present(last_value) ? read<T>(last_value, row, 0) : T(0);
     }
     __device__ __forceinline__ void bootstrap(step& s, T b) const {
-        if (!(s.flags & 1u)) s.reward = s.reward + gamma * b;
+        if (!(s.flags & 1u)) s.reward = s.reward + gamma_of(s) * b;
     }
 
     __device__ __forceinline__ step load(std::int64_t row, std::int64_t t) const {
-        step s{read<T>(rewards, row, t),
-               episode_flags(read<T>(terminated, row, t), present(truncated) ? read<T>(truncated, row, t) : T(0))};
+        step s = make_step(row, t, read<T>(rewards, row, t),
+                           episode_flags(read<T>(terminated, row, t),
+                                         present(truncated) ? read<T>(truncated, row, t) : T(0)));
         if (t == horizon - 1)
             bootstrap(s, end_bootstrap(row));
         else if (s.flags == 2u)
@@ -98,13 +113,13 @@ struct returns_producer {
             read_items(bootstrap_values, at.row, at.t, b);
 #pragma unroll
             for (int j = 0; j < N; ++j) {
-                s[j] = step{r[j], episode_flags(d[j], u[j])};
+                s[j] = make_step(at.row_of(j), at.t_of(j), r[j], episode_flags(d[j], u[j]));
                 if ((s[j].flags & 2u) || at.row_end(j, horizon)) bootstrap(s[j], b[j]);
             }
         } else {
 #pragma unroll
             for (int j = 0; j < N; ++j) {
-                s[j] = step{r[j], episode_flags(d[j], T(0))};
+                s[j] = make_step(at.row_of(j), at.t_of(j), r[j], episode_flags(d[j], T(0)));
                 if (at.row_end(j, horizon)) bootstrap(s[j], end_value);
             }
         }
@@ -115,7 +130,7 @@ struct returns_producer {
 
     __device__ __forceinline__ affine<T> map(const step& cur, const lookahead&, bool last) const {
         const T g = (cur.flags & 3u) == 3u ? quiet_nan<T>() : cur.reward;
-        return {cur.flags & 3u ? T(0) : gamma, g, last};
+        return {cur.flags & 3u ? T(0) : gamma_of(cur), g, last};
     }
 };
 
@@ -133,10 +148,11 @@ struct returns_producer {
 /// rows - 1 - r, so that a group of N scan steps is one run of N elements even
 /// across a row's start (aligned by the kernel's phase). Flipped is a type
 /// (a runtime select of the row cost the generic kernels 900 bytes of spills).
-template <typename T, typename Values = typed_view, typename Flags = Values, bool Flipped = false>
+/// Steps: kappa_t = gamma_t lambda_t, read at the step whose decay it is (time t: C_t's).
+template <typename T, typename Values = typed_view, typename Flags = Values, bool Flipped = false, bool Steps = false>
 struct episodic_producer {
     using value_type = T;
-    struct step {
+    struct step : step_discounts<T, Steps> {
         T input, done;
     };
     struct lookahead {
@@ -150,9 +166,24 @@ struct episodic_producer {
     T kappa;
     bool starts_at;
     std::int64_t rows = 0;  ///< Flipped: scan row r is memory row rows - 1 - r
+    Values gamma_steps{}, lambda_steps{};  ///< Steps: per-step arrays (absent: the scalars)
+    T gamma = T(0), lambda = T(0);         ///< Steps: the scalars where an array is absent
 
-    episodic_producer<T, Values, Flags, true> with_flipped_rows(std::int64_t all_rows) const {
-        return {inputs, dones, seed, horizon, kappa, starts_at, all_rows};
+    episodic_producer<T, Values, Flags, true, Steps> with_flipped_rows(std::int64_t all_rows) const {
+        return {inputs, dones, seed, horizon, kappa, starts_at, all_rows, gamma_steps, lambda_steps, gamma, lambda};
+    }
+    /// kappa (1 - reset); per-step kappa_t is selected away where reset (a NaN too), as on the CPU.
+    __device__ __forceinline__ T decay(const step& s, T reset) const {
+        if constexpr (Steps) return reset != T(0) ? T(0) : s.gamma_lambda;
+        else return kappa * (T(1) - reset);
+    }
+    __device__ __forceinline__ step make_step(std::int64_t row, std::int64_t t, T input, T done) const {
+        step s;
+        s.input = input, s.done = done;
+        if constexpr (Steps)
+            static_cast<step_discounts<T, true>&>(s) = discounts_at(gamma_steps, lambda_steps, gamma, lambda, row, t);
+        (void)row, (void)t;
+        return s;
     }
     __device__ __forceinline__ std::int64_t time_of(std::int64_t u) const { return horizon - 1 - u; }
     __device__ __forceinline__ std::int64_t memory_row(std::int64_t r) const {
@@ -166,12 +197,12 @@ struct episodic_producer {
     }
     /// C_0 = x_0 + kappa (1 - reset_0) seed: reset_0 is dones_0 ("starts_at") or 0.
     __device__ __forceinline__ void fold_seed(step& s, T seed_value) const {
-        s.input = s.input + kappa * (T(1) - (starts_at ? s.done : T(0))) * seed_value;
+        s.input = s.input + decay(s, starts_at ? s.done : T(0)) * seed_value;
     }
 
     __device__ __forceinline__ step load(std::int64_t scan_row, std::int64_t u) const {
         const std::int64_t row = memory_row(scan_row), t = time_of(u);
-        step s{read<T>(inputs, row, t), done_at(row, t)};
+        step s = make_step(row, t, read<T>(inputs, row, t), done_at(row, t));
         if (t == 0 && present(seed)) fold_seed(s, read<T>(seed, row, 0));
         return s;
     }
@@ -188,7 +219,7 @@ struct episodic_producer {
         read_items(dones, row, t, d);
 #pragma unroll
         for (int j = 0; j < N; ++j) {
-            s[j] = step{x[N - 1 - j], d[N - 1 - j] != T(0) ? T(1) : T(0)};
+            s[j] = make_step(row, t + N - 1 - j, x[N - 1 - j], d[N - 1 - j] != T(0) ? T(1) : T(0));
             if (at.row_end(j, horizon) && present(seed)) fold_seed(s[j], seed_value);
         }
     }
@@ -200,7 +231,7 @@ struct episodic_producer {
 
     __device__ __forceinline__ affine<T> map(const step& cur, const lookahead& before, bool last) const {
         if (last) return {T(0), cur.input, true};
-        return {kappa * (T(1) - (starts_at ? cur.done : before.done)), cur.input, false};
+        return {decay(cur, starts_at ? cur.done : before.done), cur.input, false};
     }
 };
 

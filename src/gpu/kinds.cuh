@@ -7,6 +7,8 @@
 //   static bool fast_ok(const call_layout&)          whether a fast call takes the fast kernels
 //   template <In, Flag, Out> static constexpr bool stores()   the storage types it is compiled for
 //   template <In> static void with_inputs(arrays, f)  f(inputs): its compile-time input variants
+//                                          (inputs_per_step: issue 29's per-step gamma / lambda arrays,
+//                                          the generic kernels only: engine.cuh)
 //   template <In, Inputs> using tuning               its policies (see planner.cuh)
 //   template <T, Inputs, Cols> static producer(arrays, params, Cols)
 //   template <T, Cols> static epilogue(arrays, params, Cols)
@@ -155,10 +157,13 @@ struct standard_kind : scan_kind_defaults {
 
     template <typename T, typename Inputs, typename Cols>
     static auto producer(const standard_arrays& a, const standard_params& p, Cols c) {
-        return standard_producer<T, typename Cols::input, typename Cols::flag, Inputs>{
+        standard_producer<T, typename Cols::input, typename Cols::flag, Inputs> made{
             c.in(a.values),     c.in(a.rewards),          c.flags(a.terminated), c.flags(a.truncated),
             c.in(a.importance), c.in(a.bootstrap_values), c.in(a.last_value),    a.rewards.cols,
             T(p.gamma),         T(p.gamma) * T(p.lambda), T(p.rho_clip),         T(p.c_clip)};
+        if constexpr (per_step_inputs<Inputs>)
+            made.gamma_steps = c.in(a.gamma), made.lambda_steps = c.in(a.lambda), made.lambda = T(p.lambda);
+        return made;
     }
     /// V-trace's writes the pg advantages (in the scan, from A_{t+1}) and vs;
     /// the others A and the returns.

@@ -108,7 +108,10 @@ __device__ __forceinline__ void write_run(const strided_view<S>& v, std::int64_t
 /// output: one thread walks its window forward (at most n steps, cut by the
 /// episode's end or the row's), summing (gamma lambda)^i times each step's
 /// term; the window's loads of a warp overlap and come from the L1.
-template <typename T, typename Values = typed_view, typename Flags = Values, typename Out = typed_view>
+/// Steps (issue 29): gamma_s and lambda_s read at each step s of the window in
+/// place of the scalars (an absent array: its scalar); the generic kernel only.
+template <typename T, typename Values = typed_view, typename Flags = Values, typename Out = typed_view,
+          bool Steps = false>
 struct n_step_window {
     Values values, rewards;
     Flags terminated, truncated;
@@ -117,6 +120,7 @@ struct n_step_window {
     std::int64_t rows, horizon, n;
     T gamma, lambda;
     bool time_major;  ///< consecutive threads take consecutive rows (their elements are adjacent)
+    Values gamma_steps{}, lambda_steps{};  ///< Steps: per-step arrays (absent: the scalars)
 
     __device__ __forceinline__ T flag(const Flags& f, std::int64_t row, std::int64_t s) const {
         return present(f) ? read<T>(f, row, s) : T(0);
@@ -134,11 +138,16 @@ struct n_step_window {
     }
 
     __device__ __forceinline__ void compute(std::int64_t row, std::int64_t t) const {
-        const T gamma_rest = gamma * (T(1) - lambda), gamma_lambda = gamma * lambda;
+        T gamma_s = gamma, gamma_rest = gamma * (T(1) - lambda), gamma_lambda = gamma * lambda;
         T g = T(0), weight = T(1);
         for (std::int64_t s = t;; ++s) {
             const T r = read<T>(rewards, row, s);
             const std::uint32_t f = episode_flags(read<T>(terminated, row, s), flag(truncated, row, s));
+            if constexpr (Steps) {
+                gamma_s = present(gamma_steps) ? read<T>(gamma_steps, row, s) : gamma;
+                const T lambda_s = present(lambda_steps) ? read<T>(lambda_steps, row, s) : lambda;
+                gamma_rest = gamma_s * (T(1) - lambda_s), gamma_lambda = gamma_s * lambda_s;
+            }
             if (f == 0u && s + 1 < horizon && s - t + 1 < n) {  // the window goes on
                 g += weight * (r + gamma_rest * read<T>(values, row, s + 1));
                 weight *= gamma_lambda;
@@ -146,7 +155,7 @@ struct n_step_window {
             }
             const T last_term = (f & 3u) == 3u ? quiet_nan<T>()
                                 : f & 1u       ? r
-                                               : r + gamma * bootstrap(row, s, f & 2u);
+                                               : r + gamma_s * bootstrap(row, s, f & 2u);
             g += weight * last_term;
             break;
         }

@@ -36,13 +36,63 @@ template <bool Truncations, bool Ratio>
 struct inputs_known {
     static constexpr bool truncations = Truncations, ratio = Ratio;
 };
+/// Issue 29's per-step gamma_t / lambda_t arrays (either may be absent: its
+/// scalar then), with the optional inputs read at run time: a variant of its
+/// own, so that the scalar forms' kernels stay as they were. The generic
+/// kernels run it (engine.cuh), one instantiation per arithmetic type.
+struct inputs_per_step {};
+template <typename Inputs>
+inline constexpr bool per_step_inputs = std::is_same_v<Inputs, inputs_per_step>;
+/// Issue 29's forms of GAE and V-trace, each read at run time: next_values (V'_t
+/// at every step; truncated then only cuts the scan), V-trace's sample_mask and
+/// leaky alpha. A variant of its own as inputs_per_step (the generic kernels).
+struct inputs_forms {};
+template <typename Inputs>
+inline constexpr bool form_inputs = std::is_same_v<Inputs, inputs_forms>;
+
+/// A step's V'_t from next_values (Forms): kept beside the reward, as V-trace's
+/// pg reads r_t without it inside an episode.
+template <typename T, bool Forms>
+struct step_next {
+    static constexpr bool forms = true;
+    T next_value;
+};
+template <typename T>
+struct step_next<T, false> {
+    static constexpr bool forms = false;
+};
+
+/// A step's own discount and gamma lambda where they are per-step arrays
+/// (Steps): read at the step's row and time as its reward; else nothing.
+template <typename T, bool Steps>
+struct step_discounts {
+    static constexpr bool per_step = true;
+    T gamma, gamma_lambda;
+};
+template <typename T>
+struct step_discounts<T, false> {
+    static constexpr bool per_step = false;
+};
+
+/// gamma_t (the array where present, else the scalar) and gamma_t lambda_t.
+template <typename T, typename Values>
+__device__ __forceinline__ step_discounts<T, true> discounts_at(const Values& gamma_steps,
+                                                                const Values& lambda_steps, T gamma, T lambda,
+                                                                std::int64_t row, std::int64_t t) {
+    const T g = present(gamma_steps) ? read<T>(gamma_steps, row, t) : gamma;
+    return {g, g * (present(lambda_steps) ? read<T>(lambda_steps, row, t) : lambda)};
+}
 
 template <typename T, typename Values = typed_view, typename Flags = Values, typename Inputs = inputs_at_run_time>
 struct standard_producer {
     using value_type = T;
-    struct step {
+    static constexpr bool steps = per_step_inputs<Inputs>;  ///< gamma_t / lambda_t read per step
+    static constexpr bool forms = form_inputs<Inputs>;      ///< next_values, sample_mask, alpha
+    struct step : step_discounts<T, steps>, step_next<T, forms> {
         T value, reward, ratio;
-        std::uint32_t flags;  ///< bit 0 terminated, bit 1 truncated, bit 2 bootstrapped (V'_t is in reward)
+        /// bit 0 terminated, bit 1 truncated, bit 2 bootstrapped (V'_t is in reward),
+        /// bit 3 V'_t in next_value (forms: next_values), bit 4 masked out (forms: sample_mask)
+        std::uint32_t flags;
     };
     struct lookahead {
         T value;  ///< V_{t+1}
@@ -54,8 +104,13 @@ struct standard_producer {
     Values last_value;  ///< [rows]: row_stride only
     std::int64_t horizon;
     T gamma, gamma_lambda, rho_clip, c_clip;
+    Values gamma_steps{}, lambda_steps{};  ///< steps: per-step arrays (absent: the scalar)
+    T lambda = T(0);                       ///< steps: lambda where lambda_steps is absent
+    Values next_values{};                  ///< forms: V'_t at every step (absent: as without)
+    Flags sample_mask{};                   ///< forms: a step not set passes A_{t+1} through
+    T alpha = T(1);                        ///< forms: leaky V-trace's mix of clipped and raw ratios
 
-    static constexpr bool inputs_fixed = !std::is_same_v<Inputs, inputs_at_run_time>;
+    static constexpr bool inputs_fixed = !std::is_same_v<Inputs, inputs_at_run_time> && !steps && !forms;
     __device__ __forceinline__ bool has_truncations() const {
         if constexpr (inputs_fixed) return Inputs::truncations;
         else return present(truncated);  // then bootstrap_values is present (checked)
@@ -66,21 +121,65 @@ struct standard_producer {
     }
 
     static __device__ __forceinline__ step make_step(T value, T reward, T term, T trunc, T ratio) {
-        return {value, reward, ratio, std::uint32_t(term != T(0)) | (std::uint32_t(trunc != T(0)) << 1)};
+        step s;
+        s.value = value, s.reward = reward, s.ratio = ratio;
+        s.flags = std::uint32_t(term != T(0)) | (std::uint32_t(trunc != T(0)) << 1);
+        return s;
+    }
+    /// The step's gamma and gamma lambda: its own (steps), else the scalars.
+    static __device__ __forceinline__ T gamma_of(const step& s, T scalar) {
+        if constexpr (steps) return s.gamma;
+        else return scalar;
+    }
+    static __device__ __forceinline__ T gamma_lambda_of(const step& s, T scalar) {
+        if constexpr (steps) return s.gamma_lambda;
+        else return scalar;
+    }
+    __device__ __forceinline__ void read_discounts(step& s, std::int64_t row, std::int64_t t) const {
+        if constexpr (steps)
+            static_cast<step_discounts<T, true>&>(s) = discounts_at(gamma_steps, lambda_steps, gamma, lambda, row, t);
+    }
+    /// forms: next_values and sample_mask of the step; true where V'_t is next_values_t.
+    __device__ __forceinline__ bool read_forms(step& s, std::int64_t row, std::int64_t t) const {
+        if constexpr (forms) {
+            if (present(sample_mask) && read<T>(sample_mask, row, t) == T(0)) s.flags |= 16u;
+            if (present(next_values)) {
+                s.next_value = read<T>(next_values, row, t), s.flags |= 8u;
+                return true;
+            }
+        }
+        (void)s, (void)row, (void)t;
+        return false;
+    }
+    /// A clipped ratio; leaky V-trace (forms, alpha < 1) mixes in the raw one.
+    __device__ __forceinline__ T clipped(T ratio, T clip) const {
+        const T c = clip_to(ratio, clip);
+        if constexpr (forms) {
+            if (alpha != T(1)) return alpha * c + (T(1) - alpha) * ratio;
+        }
+        return c;
     }
     /// V'_t at a row's last step: bootstrap_values there, else last_value.
     __device__ __forceinline__ T end_bootstrap(std::int64_t row) const {
+        if constexpr (forms) {
+            if (present(next_values)) return T(0);  // never used: V'_t is next_values_t (last_value refused)
+        }
         return present(bootstrap_values) ? read<T>(bootstrap_values, row, horizon - 1) : read<T>(last_value, row, 0);
     }
     /// Folds gamma V'_t into the reward of a step that is not terminated.
     __device__ __forceinline__ void bootstrap(step& s, T v_next) const {
-        if (!(s.flags & 1u)) s.reward = s.reward + gamma * v_next, s.flags |= 4u;
+        if constexpr (forms) {
+            if (s.flags & 8u) return;  // V'_t is next_values_t, kept apart (td_error)
+        }
+        if (!(s.flags & 1u)) s.reward = s.reward + gamma_of(s, gamma) * v_next, s.flags |= 4u;
     }
 
     __device__ __forceinline__ step load(std::int64_t row, std::int64_t t) const {
         step s = make_step(read<T>(values, row, t), read<T>(rewards, row, t), read<T>(terminated, row, t),
                            has_truncations() ? read<T>(truncated, row, t) : T(0),
                            has_ratio() ? read<T>(importance, row, t) : T(1));
+        read_discounts(s, row, t);
+        if (read_forms(s, row, t)) return s;  // V'_t read: no bootstrap to fold
         if (t == horizon - 1)
             bootstrap(s, end_bootstrap(row));
         else if (has_truncations() && (s.flags & 3u) == 2u)  // truncated inside the buffer: rare, a branch
@@ -113,6 +212,12 @@ struct standard_producer {
             for (int j = 0; j < N; ++j) w[j] = T(1);
 #pragma unroll
         for (int j = 0; j < N; ++j) s[j] = make_step(v[j], r[j], d[j], u[j], w[j]);
+        if constexpr (steps || forms) {  // generic kernels only (engine.cuh): one place at a time
+#pragma unroll
+            for (int j = 0; j < N; ++j) read_discounts(s[j], at.row_of(j), at.t_of(j));
+#pragma unroll
+            for (int j = 0; j < N; ++j) read_forms(s[j], at.row_of(j), at.t_of(j));
+        }
         if (truncations) {
             T b[N];
             read_items(bootstrap_values, at.row, at.t, b);
@@ -131,20 +236,27 @@ struct standard_producer {
         return {read<T>(values, row, t)};
     }
 
-    /// r_t + gamma (1 - terminated_t) V'_t - V_t, with V'_t = `next_value` inside an episode.
+    /// r_t + gamma (1 - terminated_t) V'_t - V_t, with V'_t = `next_value` inside an episode
+    /// (forms: next_values_t where read).
     static __device__ __forceinline__ T td_error(const step& cur, T gamma, T next_value) {
+        if constexpr (forms) {
+            if (cur.flags & 8u) next_value = cur.next_value;
+        }
         return cur.reward + (cur.flags & 5u ? T(0) : gamma * next_value) - cur.value;
     }
 
     __device__ __forceinline__ affine<T> map(const step& cur, const lookahead& next, bool last) const {
         const bool ratio = has_ratio();
-        const T rho = ratio ? clip_to(cur.ratio, rho_clip) : T(1);
-        const T c = ratio ? clip_to(cur.ratio, c_clip) : T(1);
+        const T rho = ratio ? clipped(cur.ratio, rho_clip) : T(1);
+        const T c = ratio ? clipped(cur.ratio, c_clip) : T(1);
         // Both flags on one step is an error the host cannot see without a sync:
         // a NaN marks the row (the CPU backend raises ValueError instead).
-        T delta = rho * td_error(cur, gamma, next.value);
+        T delta = rho * td_error(cur, gamma_of(cur, gamma), next.value);
         if (has_truncations() && (cur.flags & 3u) == 3u) delta = quiet_nan<T>();
-        return {cur.flags & 3u ? T(0) : gamma_lambda * c, delta, last};
+        if constexpr (forms) {  // rlax: acc_t = m (delta + k acc_{t+1}) + (1 - m) acc_{t+1}
+            if (cur.flags & 16u) return {T(1), T(0), last};
+        }
+        return {cur.flags & 3u ? T(0) : gamma_lambda_of(cur, gamma_lambda) * c, delta, last};
     }
 };
 
@@ -160,6 +272,31 @@ struct store_estimate {
     T gamma = T(0), rho_pg_clip = T(1);
     bool has_ratio = false;
     std::int64_t horizon = 0;
+    T alpha = T(1);  ///< leaky V-trace (steps of the forms variant only)
+
+    /// The forms variant's pg_t (standard_forms.cpp's kNext / kExtra, term by term):
+    /// vs'_t is V_{t+1} + A_{t+1} inside an episode, next_values_t where it ends
+    /// and at the row's last step; the ratio leaky where alpha < 1.
+    template <typename Step>
+    __device__ __forceinline__ T pg_of_forms(const Step& s, bool row_end, T a_next, T value_next) const {
+        T rho = T(1);
+        if (has_ratio) {
+            rho = clip_to(s.ratio, rho_pg_clip);
+            if (alpha != T(1)) rho = alpha * rho + (T(1) - alpha) * s.ratio;
+        }
+        if (!(s.flags & 8u)) {  // no next_values: the bootstrap is in the reward (flag 4), as below
+            const T vs_next = row_end ? T(0) : a_next + value_next;
+            const T not_terminated = s.flags & 1u ? T(0) : T(1);
+            const T next_term = gamma * (s.flags & 4u ? T(0) * vs_next : vs_next * not_terminated);
+            return rho * ((s.flags & 3u) == 3u ? quiet_nan<T>() : s.reward + next_term - s.value);
+        }
+        const bool done = s.flags & 3u;
+        const T v_after = done || row_end ? s.next_value : value_next;
+        const T td = (s.flags & 3u) == 3u ? quiet_nan<T>()
+                                           : s.reward + (s.flags & 1u ? T(0) : gamma * v_after) - s.value;
+        const T a_after = row_end ? T(0) : a_next;
+        return rho * td + (done ? T(0) : gamma * rho) * a_after;
+    }
 
     /// pg_t from step t, A_{t+1} and V_{t+1}; `row_end`: t is its row's last step.
     template <typename Step>
@@ -169,11 +306,17 @@ struct store_estimate {
         // times (1 - term_t) inside an episode, times 0 where the bootstrap was read
         // (it is in s.reward then; step t+1 belongs to the next episode). Past the
         // row's last step there is nothing (a_next and next belong to another row).
+        if constexpr (Step::forms) return pg_of_forms(s, row_end, a_next, value_next);
         const T vs_next = row_end ? T(0) : a_next + value_next;
-        const T not_terminated = s.flags & 1u ? T(0) : T(1);
-        const T v_next = s.flags & 4u ? T(0) * vs_next : vs_next * not_terminated;
         const T rho = has_ratio ? clip_to(s.ratio, rho_pg_clip) : T(1);
-        const T td = (s.flags & 3u) == 3u ? quiet_nan<T>() : s.reward + gamma * v_next - s.value;
+        T next_term;
+        if constexpr (Step::per_step) {  // gamma_t selected away where done (a NaN there too), as on the CPU
+            next_term = s.flags & 5u ? T(0) * vs_next : s.gamma * vs_next;
+        } else {
+            const T not_terminated = s.flags & 1u ? T(0) : T(1);
+            next_term = gamma * (s.flags & 4u ? T(0) * vs_next : vs_next * not_terminated);
+        }
+        const T td = (s.flags & 3u) == 3u ? quiet_nan<T>() : s.reward + next_term - s.value;
         return rho * td;
     }
 

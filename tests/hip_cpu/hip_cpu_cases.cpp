@@ -112,7 +112,7 @@ using slot = std::unique_ptr<array>;
 /// The inputs of a case, shared by both calls (HIP CPU device memory is host memory).
 struct inputs {
     slot rewards, values, terminated, truncated, bootstrap, last_value, importance, next_values, target, behaviour,
-        greedy, decay;
+        greedy, decay, gamma, lambda;
 };
 /// One backend's outputs, poisoned with NaN.
 struct outputs {
@@ -183,6 +183,13 @@ inputs make_inputs(const call_case& c) {
         if (in.importance) fill(in.importance, 1e5, 1e5);
         if (in.target) fill(in.target, 1, 1), fill(in.behaviour, 1e-5, 1e-5);
     }
+    if (c.per_step & 1) {  // rlax's discount_t: in [0, 1], 0 at some terminations
+        in.gamma = grid(c.type), fill(in.gamma, 0, 1);
+        in.gamma->each([&](std::int64_t r, std::int64_t t) {
+            if (in.terminated->get(r, t) != 0 && unit(rng) < 0.5) in.gamma->set(r, t, 0.0);
+        });
+    }
+    if (c.per_step & 2) in.lambda = grid(c.type), fill(in.lambda, 0, 1);
     if (c.greedy) {
         in.greedy = grid(flag_type);
         in.greedy->each([&](std::int64_t r, std::int64_t t) { in.greedy->set(r, t, unit(rng) < 0.7); });
@@ -224,6 +231,8 @@ puffadv::standard_arrays call_of(const inputs& in, const outputs& out, puffadv::
     a.behaviour_probs = opt(in.behaviour);
     a.greedy = opt(in.greedy);
     a.decay = opt(in.decay);
+    a.gamma = opt(in.gamma);
+    a.lambda = opt(in.lambda);
     a.advantages = opt(out.advantages, true);
     a.fused.returns = opt(out.returns, true);
     a.fused.abs_sums = opt(out.abs_sums, true);
@@ -305,6 +314,8 @@ std::string call_case::label() const {
     if (kind == estimator::n_step_returns) s << " n=" << n;
     if (huge_decays) s << " huge-decays";
     if (next_values) s << " next_values";
+    if (per_step & 1) s << " gamma_t";
+    if (per_step & 2) s << " lambda_t";
     s << " seed " << seed;
     return s.str();
 }

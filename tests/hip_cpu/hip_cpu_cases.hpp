@@ -46,6 +46,8 @@ struct call_case {
     /// step's decay is 1e5, their products overflow, and the answer is 0 (issue 31).
     bool huge_decays = false;
     bool next_values = false;  ///< issue 29: next_values for gae, td_lambda, vtrace, n_step_returns
+    /// Issue 29: per-step arrays, bit 0 gamma_t (in [0, 1], 0 at some terminations), bit 1 lambda_t.
+    int per_step = 0;
     /// Through the core's public call (checks, require_gpu_backend, dispatch)
     /// instead of detail::estimate_hip.
     bool public_route = false;
