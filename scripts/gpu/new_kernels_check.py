@@ -3,16 +3,20 @@ sanitize stage, under memcheck and racecheck, and alone): linear_recurrence (bot
 directions, both layouts, float32/float64/bfloat16, strided views, seeds), td_lambda
 with next_values (the Q(lambda) route), decays whose products overflow (issue 31:
 zero inputs stay zero), steps both terminated and truncated (terminated), and the
-torch backward of gae / vtrace / linear_recurrence on CUDA equal to the CPU's.
+torch backward of gae / vtrace / linear_recurrence on CUDA equal to the CPU's, and issue 29's
+forms (forms_check.py: per-step gamma / lambda, next_values, sample_mask, leaky alpha).
 Exits non-zero on a mismatch; prints one line per group."""
 from __future__ import annotations
 
+import os
 import sys
-import warnings
 
 import torch
 
 import puffadv
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import forms_check  # noqa: E402  (beside this script)
 
 DEV = "cuda"
 failures = []
@@ -119,21 +123,12 @@ def backward():
     print("backward on CUDA: checked", flush=True)
 
 
-def per_step_falls_back_loudly():
-    g = torch.Generator().manual_seed(4)
-    r, v, term, _, _ = episodes(8, 16, g)
-    gamma = torch.rand(8, 16, generator=g)
-    want = puffadv.gae(r, v, term, last_value=torch.zeros(8), gamma=gamma, time_axis=-1).advantages
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        got = puffadv.gae(r.to(DEV), v.to(DEV), term.to(DEV), last_value=torch.zeros(8, device=DEV),
-                          gamma=gamma.to(DEV), time_axis=-1).advantages
-    same("per-step gamma on CUDA tensors (host fallback)", got, want, 1e-6)
-    print(f"per-step gamma on CUDA tensors: {len(caught)} warning(s): "
-          f"{caught[0].message if caught else 'none'}", flush=True)
+def issue_29_forms():
+    forms_check.forms(same, failures)
+    forms_check.torch_ops(same, failures)
 
 
-for group in (recurrence, next_values_and_flags, overflowing_decays, backward, per_step_falls_back_loudly):
+for group in (recurrence, next_values_and_flags, overflowing_decays, backward, issue_29_forms):
     try:
         group()
     except Exception as exc:  # a crash is a failure of its group, the others still run

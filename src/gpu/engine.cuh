@@ -30,6 +30,13 @@ inline namespace PUFF_GPU_ABI {
 template <typename T, typename Kind>
 void run_scan(const standard_arrays& a, const standard_params& p, const scan_call& c) {
     if (c.horizon <= 0) return;
+    if constexpr (Kind::has_forms) {
+        if (Kind::forms(a, p)) {  // with per-step arrays: refused by the core (checked)
+            const typename Kind::template generic_columns<T> columns;
+            return launch_generic(c, Kind::template producer<T, inputs_forms>(a, p, columns),
+                                  Kind::template epilogue<T>(a, p, columns));
+        }
+    }
     if (a.gamma || a.lambda) {
         const typename Kind::template generic_columns<T> columns;
         launch_generic(c, Kind::template producer<T, inputs_per_step>(a, p, columns),
@@ -70,17 +77,18 @@ void scan(const standard_arrays& a, const standard_params& p, int device, cudaSt
 }
 
 /// n-step returns: windows; n >= horizon is TD(lambda) (every window reaches
-/// the row's end), the scan.
+/// the row's end), the scan (with next_values: Q(lambda)'s, as the core routes it).
 template <typename T>
 void n_step_returns(const standard_arrays& a, const standard_params& p, int device, cudaStream_t stream) {
     if (p.n >= a.rewards.cols) {
         standard_params td = p;
-        td.kind = estimator::td_lambda;
+        td.kind = a.next_values ? estimator::q_lambda : estimator::td_lambda;
+        if (a.next_values) return scan<T, q_lambda_kind>(a, td, device, stream);
         return scan<T, standard_kind<false>>(a, td, device, stream);
     }
     call_layout layout(a.rewards.type);
     read_n_step(layout, a);
-    if (a.gamma || a.lambda) {  // per-step gamma / lambda: one thread per output, any layout
+    if (a.gamma || a.lambda || a.next_values) {  // issue 29's forms: one thread per output, any layout
         launch_windows<false>(layout, n_step_window_of<T, any_columns, true>(a, p, any_columns{}), p.n,
                               a.truncated.has_value(), device, stream);
     } else if (dtype_size(layout.float_type) != 2 && !layout.flags_mixed && !layout.outputs_mixed) {
@@ -110,13 +118,6 @@ void estimate_as(const standard_arrays& a, const standard_params& p, cudaStream_
     const bool sums = a.fused.abs_sums || a.fused.sums || a.fused.square_sums;
     const matrix* summed = summed_output(a);
     if (sums && !summed) unsupported("row sums without the advantages output");
-    // Issue 29's forms not yet in the GPU kernels (the core runs td_lambda with next_values,
-    // and n-step with n >= horizon, as q_lambda: a td_lambda call here bypassed it).
-    if (a.next_values && (p.kind == estimator::gae || p.kind == estimator::vtrace ||
-                          p.kind == estimator::n_step_returns || p.kind == estimator::td_lambda))
-        unsupported("next_values for gae, vtrace and n_step_returns");
-    if (p.kind == estimator::vtrace && (a.sample_mask || (a.importance && p.alpha != 1.0)))
-        unsupported("vtrace's sample_mask and leaky alpha");
     switch (p.kind) {
         case estimator::puff_advantage:
             if (plain_puff_call(a))
@@ -124,8 +125,13 @@ void estimate_as(const standard_arrays& a, const standard_params& p, cudaStream_
             else
                 scan<T, puff_kind<false>>(a, p, device, stream);
             break;
-        case estimator::gae:
-        case estimator::td_lambda: scan<T, standard_kind<false>>(a, p, device, stream); break;
+        case estimator::gae: scan<T, standard_kind<false>>(a, p, device, stream); break;
+        case estimator::td_lambda:  // with next_values: Q(lambda)'s recursion on V (the core's computed_as)
+            if (a.next_values)
+                scan<T, q_lambda_kind>(a, p, device, stream);
+            else
+                scan<T, standard_kind<false>>(a, p, device, stream);
+            break;
         case estimator::vtrace: scan<T, standard_kind<true>>(a, p, device, stream); break;
         case estimator::discounted_returns: scan<T, returns_kind>(a, p, device, stream); break;
         case estimator::retrace: scan<T, retrace_kind>(a, p, device, stream); break;

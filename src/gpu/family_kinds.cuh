@@ -116,6 +116,7 @@ struct episodic_kind : family_kind_defaults {
 inline void read_n_step(call_layout& layout, const standard_arrays& a) {
     layout.input(a.rewards);
     layout.input(a.values);
+    layout.input(a.next_values);
     layout.input(a.bootstrap_values);
     layout.flag(a.terminated);
     layout.flag(a.truncated);
@@ -131,7 +132,8 @@ auto n_step_window_of(const standard_arrays& a, const standard_params& p, Cols c
         c.in(a.values),       c.in(a.rewards),      c.flags(a.terminated),    c.flags(a.truncated),
         c.in(a.bootstrap_values), c.in(a.last_value), c.out(a.advantages),    c.out(a.fused.returns),
         a.rewards.rows,       a.rewards.cols,       p.n,                      T(p.gamma),
-        T(p.lambda),          time_major,           c.in(a.gamma),            c.in(a.lambda)};
+        T(p.lambda),          time_major,           c.in(a.gamma),            c.in(a.lambda),
+        c.in(a.next_values)};
 }
 
 }  // namespace PUFF_GPU_ABI

@@ -44,6 +44,7 @@ struct scan_tuning {
 /// What most kinds share: forward time, every storage type, no input variants.
 struct scan_kind_defaults {
     static constexpr bool reversed = false;
+    static constexpr bool has_forms = false;  ///< takes inputs_forms (issue 29: next_values, sample_mask, alpha)
     static bool fast_ok(const call_layout&) { return true; }
     template <typename In, typename Flag, typename Out>
     static constexpr bool stores() { return true; }
@@ -100,9 +101,16 @@ inline bool plain_puff_call(const standard_arrays& a) {
 /// GAE and TD(lambda) (PolicyGradient false), V-trace (true): SPEC section 6.
 template <bool PolicyGradient>
 struct standard_kind : scan_kind_defaults {
+    static constexpr bool has_forms = true;
+    /// Whether a call takes inputs_forms: next_values, or V-trace's sample_mask or leaky alpha.
+    static bool forms(const standard_arrays& a, const standard_params& p) {
+        return a.next_values || a.sample_mask || (a.importance && p.alpha != 1.0);
+    }
     static void read(call_layout& layout, const standard_arrays& a) {
         layout.input(a.rewards);
         layout.input(a.values);
+        layout.input(a.next_values);
+        layout.flag(a.sample_mask);
         layout.input(a.importance);
         layout.flag(a.terminated);
         layout.flag(a.truncated);
@@ -163,6 +171,8 @@ struct standard_kind : scan_kind_defaults {
             T(p.gamma),         T(p.gamma) * T(p.lambda), T(p.rho_clip),         T(p.c_clip)};
         if constexpr (per_step_inputs<Inputs>)
             made.gamma_steps = c.in(a.gamma), made.lambda_steps = c.in(a.lambda), made.lambda = T(p.lambda);
+        if constexpr (form_inputs<Inputs>)
+            made.next_values = c.in(a.next_values), made.sample_mask = c.flags(a.sample_mask), made.alpha = T(p.alpha);
         return made;
     }
     /// V-trace's writes the pg advantages (in the scan, from A_{t+1}) and vs;
@@ -171,7 +181,7 @@ struct standard_kind : scan_kind_defaults {
     static auto epilogue(const standard_arrays& a, const standard_params& p, Cols c) {
         return store_estimate<T, typename Cols::output, PolicyGradient>{
             c.out(a.advantages), c.out(a.fused.returns), T(p.gamma), T(p.rho_pg_clip), a.importance.has_value(),
-            a.rewards.cols};
+            a.rewards.cols,      T(p.alpha)};
     }
 };
 

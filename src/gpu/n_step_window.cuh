@@ -108,8 +108,10 @@ __device__ __forceinline__ void write_run(const strided_view<S>& v, std::int64_t
 /// output: one thread walks its window forward (at most n steps, cut by the
 /// episode's end or the row's), summing (gamma lambda)^i times each step's
 /// term; the window's loads of a warp overlap and come from the L1.
-/// Steps (issue 29): gamma_s and lambda_s read at each step s of the window in
-/// place of the scalars (an absent array: its scalar); the generic kernel only.
+/// Steps (issue 29's forms, the generic kernel only): gamma_s and lambda_s read at
+/// each step s of the window in place of the scalars (an absent array: its
+/// scalar), and next_values_s as V'_s at every step where given (truncated
+/// then only cuts the window; bootstrap_values and last_value are refused).
 template <typename T, typename Values = typed_view, typename Flags = Values, typename Out = typed_view,
           bool Steps = false>
 struct n_step_window {
@@ -121,6 +123,7 @@ struct n_step_window {
     T gamma, lambda;
     bool time_major;  ///< consecutive threads take consecutive rows (their elements are adjacent)
     Values gamma_steps{}, lambda_steps{};  ///< Steps: per-step arrays (absent: the scalars)
+    Values next_values{};                  ///< Steps: V'_s at every step (absent: as without)
 
     __device__ __forceinline__ T flag(const Flags& f, std::int64_t row, std::int64_t s) const {
         return present(f) ? read<T>(f, row, s) : T(0);
@@ -148,14 +151,18 @@ struct n_step_window {
                 const T lambda_s = present(lambda_steps) ? read<T>(lambda_steps, row, s) : lambda;
                 gamma_rest = gamma_s * (T(1) - lambda_s), gamma_lambda = gamma_s * lambda_s;
             }
+            T v_next = T(0);  // V'_s where given at every step
+            bool own_next = false;
+            if constexpr (Steps) own_next = present(next_values);
+            if (own_next) v_next = read<T>(next_values, row, s);
             if (f == 0u && s + 1 < horizon && s - t + 1 < n) {  // the window goes on
-                g += weight * (r + gamma_rest * read<T>(values, row, s + 1));
+                g += weight * (r + gamma_rest * (own_next ? v_next : read<T>(values, row, s + 1)));
                 weight *= gamma_lambda;
                 continue;
             }
             const T last_term = (f & 3u) == 3u ? quiet_nan<T>()
                                 : f & 1u       ? r
-                                               : r + gamma_s * bootstrap(row, s, f & 2u);
+                                               : r + gamma_s * (own_next ? v_next : bootstrap(row, s, f & 2u));
             g += weight * last_term;
             break;
         }

@@ -254,7 +254,7 @@ struct standard_producer {
         T delta = rho * td_error(cur, gamma_of(cur, gamma), next.value);
         if (has_truncations() && (cur.flags & 3u) == 3u) delta = quiet_nan<T>();
         if constexpr (forms) {  // rlax: acc_t = m (delta + k acc_{t+1}) + (1 - m) acc_{t+1}
-            if (cur.flags & 16u) return {T(1), T(0), last};
+            if (cur.flags & 16u) return {T(1), (cur.flags & 3u) == 3u ? quiet_nan<T>() : T(0), last};  // both: marked
         }
         return {cur.flags & 3u ? T(0) : gamma_lambda_of(cur, gamma_lambda) * c, delta, last};
     }

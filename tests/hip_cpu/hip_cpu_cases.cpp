@@ -112,7 +112,7 @@ using slot = std::unique_ptr<array>;
 /// The inputs of a case, shared by both calls (HIP CPU device memory is host memory).
 struct inputs {
     slot rewards, values, terminated, truncated, bootstrap, last_value, importance, next_values, target, behaviour,
-        greedy, decay, gamma, lambda;
+        greedy, decay, gamma, lambda, sample_mask;
 };
 /// One backend's outputs, poisoned with NaN.
 struct outputs {
@@ -190,6 +190,13 @@ inputs make_inputs(const call_case& c) {
         });
     }
     if (c.per_step & 2) in.lambda = grid(c.type), fill(in.lambda, 0, 1);
+    if (c.sample_mask) {  // unset at some first and last steps too
+        in.sample_mask = grid(flag_type);
+        in.sample_mask->each([&](std::int64_t r, std::int64_t t) {
+            const bool edge = (t == 0 || t == c.horizon - 1) && r % 4 == 1;
+            in.sample_mask->set(r, t, !edge && unit(rng) < 0.8);
+        });
+    }
     if (c.greedy) {
         in.greedy = grid(flag_type);
         in.greedy->each([&](std::int64_t r, std::int64_t t) { in.greedy->set(r, t, unit(rng) < 0.7); });
@@ -233,6 +240,7 @@ puffadv::standard_arrays call_of(const inputs& in, const outputs& out, puffadv::
     a.decay = opt(in.decay);
     a.gamma = opt(in.gamma);
     a.lambda = opt(in.lambda);
+    a.sample_mask = opt(in.sample_mask);
     a.advantages = opt(out.advantages, true);
     a.fused.returns = opt(out.returns, true);
     a.fused.abs_sums = opt(out.abs_sums, true);
@@ -251,6 +259,7 @@ puffadv::standard_params params_of(const call_case& c) {
     p.log_probs = c.log_probs;
     p.reset_at_start = c.reset_at_start;
     p.reverse = c.reverse;
+    p.alpha = c.alpha;
     if (c.kind == estimator::puff_advantage) p.lambda_name = "gae_lambda";
     if (c.huge_decays) p.gamma = p.lambda = 1.0, p.rho_clip = p.c_clip = p.rho_pg_clip = 1e5;
     return p;
@@ -316,6 +325,8 @@ std::string call_case::label() const {
     if (next_values) s << " next_values";
     if (per_step & 1) s << " gamma_t";
     if (per_step & 2) s << " lambda_t";
+    if (sample_mask) s << " sample_mask";
+    if (alpha != 1.0) s << " alpha=" << alpha;
     s << " seed " << seed;
     return s.str();
 }

@@ -48,6 +48,8 @@ struct call_case {
     bool next_values = false;  ///< issue 29: next_values for gae, td_lambda, vtrace, n_step_returns
     /// Issue 29: per-step arrays, bit 0 gamma_t (in [0, 1], 0 at some terminations), bit 1 lambda_t.
     int per_step = 0;
+    bool sample_mask = false;  ///< issue 29: vtrace's sample_mask (about 80 % of steps set)
+    double alpha = 1.0;        ///< issue 29: leaky V-trace
     /// Through the core's public call (checks, require_gpu_backend, dispatch)
     /// instead of detail::estimate_hip.
     bool public_route = false;

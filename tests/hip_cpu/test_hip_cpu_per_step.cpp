@@ -105,3 +105,41 @@ TEST(per_step, n_step_returns) {
 }
 
 }  // namespace
+
+namespace {
+
+// ---- next_values, sample_mask and leaky alpha --------------------------------
+
+/// gae, vtrace and n-step returns with next_values (V'_t at every step), and
+/// V-trace's sample_mask and alpha with and without it: the forms variant of
+/// the standard producer (inputs_forms) and n-step's windows.
+std::vector<call_case> form_cases(estimator k, std::int64_t n = 3) {
+    std::vector<call_case> v;
+    for (call_case c : per_step_cases(k, n)) {
+        c.per_step = 0;
+        c.no_last_value = false;
+        const std::uint64_t i = c.seed;
+        c.next_values = k != estimator::vtrace || i % 3 != 2;
+        if (k == estimator::vtrace) {
+            c.sample_mask = i % 2 == 0 || !c.next_values;
+            c.alpha = i % 3 == 1 ? 0.6 : 1.0;
+            c.importance = c.importance || c.alpha != 1.0;
+        }
+        v.push_back(c);
+    }
+    return v;
+}
+
+TEST(forms, gae_with_next_values) {
+    run_per_step("gae", estimator::gae, form_cases(estimator::gae), generic_traversals);
+}
+TEST(forms, vtrace_with_next_values_sample_mask_and_alpha) {
+    run_per_step("vtrace", estimator::vtrace, form_cases(estimator::vtrace), generic_traversals);
+}
+TEST(forms, n_step_returns_with_next_values) {
+    std::vector<call_case> v = form_cases(estimator::n_step_returns, 3);
+    for (const call_case& c : form_cases(estimator::n_step_returns, 20)) v.push_back(c);
+    run_per_step("n_step_returns", estimator::n_step_returns, v, {"n-step, one thread per output"});
+}
+
+}  // namespace
