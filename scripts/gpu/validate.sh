@@ -158,7 +158,7 @@ sanitize() {  # tool: each command within a fifth of the stage's time
   under "${pytest[@]}" tests/python/test_gpu_flat_rows.py -k "(match_the_cpu and float32 and (shape4 or shape8)) \
 or (nan_stays and shape1) or (aligned and (shape6 or shape7)) or long_rows"
   under benchmarks/bench_conventions.py --quick --check-only
-  under scripts/gpu/new_kernels_check.py  # linear_recurrence, next_values, overflow caps, backward
+  under scripts/gpu/new_kernels_check.py  # linear_recurrence, next_values, overflow caps, backward, issue 29 forms (forms_check.py)
   return $rc
 }
 pids=()
