@@ -365,8 +365,12 @@ bad_step per_step_windows(const arrays& a, const n_step_scalars<C>& p, std::int6
             const bool terminated = read(a[role::terminated], row, s, true) != 0.0;
             const bool truncated = a[role::truncated].present && read(a[role::truncated], row, s, true) != 0.0;
             if (terminated && truncated) bad.keep_first(row, s);
+            // V'_s: next_values_s where given (no bootstrap_values then), else as the other windows.
             double boot = s + 1 < T ? read(a[role::values], row, s + 1, false) : double(p.value_after_end(a, row));
-            if (truncated) boot = read(a[role::bootstrap_values], row, s, false);
+            if (a[role::next_values].present)
+                boot = read(a[role::next_values], row, s, false);
+            else if (truncated)
+                boot = read(a[role::bootstrap_values], row, s, false);
             const double g = a[role::gamma].present ? read(a[role::gamma], row, s, false) : double(p.gamma);
             const double l = a[role::lambda].present ? read(a[role::lambda], row, s, false) : double(p.lambda);
             const std::size_t i = static_cast<std::size_t>(s);

@@ -142,4 +142,35 @@ TEST(forms, n_step_returns_with_next_values) {
     run_per_step("n_step_returns", estimator::n_step_returns, v, {"n-step, one thread per output"});
 }
 
+
+// Per-step gamma / lambda with next_values: n-step returns take both (windows of
+// n < 64, long windows on the CPU, n >= horizon: Q(lambda)'s scan); GAE and
+// V-trace refuse the combination by name, in the core, for every backend.
+TEST(forms, per_step_arrays_with_next_values) {
+    std::vector<call_case> v;
+    for (std::int64_t n : {3, 100, 10000}) {
+        for (call_case c : per_step_cases(estimator::n_step_returns, n)) {
+            if (n == 10000 && c.horizon != 64) continue;
+            c.next_values = true, c.no_last_value = false;
+            v.push_back(c);
+        }
+    }
+    run_per_step("n_step_returns", estimator::n_step_returns, v, {"n-step, one thread per output"});
+    for (estimator k : {estimator::gae, estimator::vtrace}) {
+        for (call_case c : per_step_cases(k)) {
+            c.next_values = c.public_route = true;
+            try {
+                run_case(c);
+                ADD_FAILURE() << c.label() << " was not refused";
+            } catch (const std::exception& e) {
+                EXPECT_EQ(std::string(e.what()), std::string(puffadv::estimator_name(k)) +
+                                                     ": per-step gamma or lambda arrays together with next_values, "
+                                                     "sample_mask or alpha are not supported yet; pass scalar gamma "
+                                                     "and lambda with them");
+            }
+            break;
+        }
+    }
+}
+
 }  // namespace
