@@ -158,9 +158,9 @@ def test_vmap_over_a_leading_axis(variant):
 def test_grad_is_a_clear_error():
     e = episodes()
     with pytest.raises(ValueError, match="puffadv.jax.discounted_returns has no derivative"):
-        jax.grad(lambda r: pjax.discounted_returns(r, e["terminated"]).returns.sum())(jnp.asarray(e["rewards"]))
+        jax.grad(lambda r: pjax.discounted_returns(r, e["terminated"], time_axis=-1).returns.sum())(jnp.asarray(e["rewards"]))
     with pytest.raises(ValueError, match="puffadv.jax.eligibility_traces has no derivative"):
-        jax.grad(lambda x: pjax.eligibility_traces(x, e["terminated"], gamma=0.9, lambda_=0.9).sum())(
+        jax.grad(lambda x: pjax.eligibility_traces(x, e["terminated"], gamma=0.9, lambda_=0.9, time_axis=-1).sum())(
             jnp.asarray(e["rewards"]))
 
 
@@ -210,4 +210,4 @@ def test_terminated_and_truncated_on_one_step_fails_when_run():
     terminated[2, 5] = truncated[2, 5] = True
     with pytest.raises(Exception, match="row 2, step 5"):
         jax.block_until_ready(pjax.discounted_returns(e["rewards"], terminated, truncated,
-                                                      bootstrap_values=e["bootstrap_values"]).returns)
+                                                      bootstrap_values=e["bootstrap_values"], time_axis=-1).returns)

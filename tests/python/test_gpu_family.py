@@ -205,7 +205,7 @@ def _n_step_run(e, n, flags, bootstrap, device, dtype):
     shape = e["rewards"].shape
     out = lambda: torch.full(shape, float("nan"), dtype=tdtype, device=device)  # noqa: E731
     result = puffadv.n_step_returns(move(e["rewards"]), move(e["values"]), *map(move, flags), n=n,
-                                    **{k: move(e[k]) for k in bootstrap}, gamma=FAMILY_GAMMA, lambda_=FAMILY_LAMBDA,
+                                    **{"time_axis": -1, **{k: move(e[k]) for k in bootstrap}}, gamma=FAMILY_GAMMA, lambda_=FAMILY_LAMBDA,
                                     returns=out(), advantages=out())
     if device != "cpu":
         torch.cuda.synchronize()
