@@ -132,8 +132,8 @@ def reference_calls(framework, a):
             v, r, d, i, out, 0.99, 0.95, 1.0, 1.0)
         refs["op puff_advantage (allocating)"] = lambda: ops.puff_advantage(v, r, d, i, 0.99, 0.95, 1.0, 1.0)
         if hasattr(ops, "gae"):
-            refs["op gae"] = lambda: ops.gae(*std)
-            refs["op td_lambda_returns"] = lambda: ops.td_lambda_returns(*std)
+            refs["op gae"] = lambda: ops.gae(*std, time_axis=-1)
+            refs["op td_lambda_returns"] = lambda: ops.td_lambda_returns(*std, time_axis=-1)
             refs["op vtrace"] = lambda: ops.vtrace(r, v, t, None, last, None, i, time_axis=-1)
     return refs
 

@@ -20,7 +20,7 @@ _Output = Union[Array, bool, None]  # an output argument: True allocates, False 
 def gae(rewards: Array, values: Array, terminated: Array, truncated: Optional[Array] = None, *,
         last_value: Optional[Array] = None, bootstrap_values: Optional[Array] = None,
         importance: Optional[Array] = None, gamma: Real = 0.99, gae_lambda: Real = 0.95,
-        rho_clip: Real = 1.0, c_clip: Real = 1.0, time_axis: int = -1, advantages: _Output = True,
+        rho_clip: Real = 1.0, c_clip: Real = 1.0, time_axis: Optional[int] = None, advantages: _Output = True,
         returns: _Output = True, abs_sums: _Output = False, sums: _Output = False,
         square_sums: _Output = False, stream: Optional[Stream] = None) -> Estimate:
     """Generalised advantage estimation as TorchRL, SB3, CleanRL and rlax define it.
@@ -36,10 +36,16 @@ def gae(rewards: Array, values: Array, terminated: Array, truncated: Optional[Ar
     with ``done = terminated | truncated``, ``rho_t = min(importance[t], rho_clip)``,
     ``c_t = min(importance[t], c_clip)`` (both 1 without importance).
 
-    Arrays are 2-D: ``[B, T]`` with ``time_axis=-1`` (default) or ``[T, B]`` with
-    ``time_axis=0``, read through their strides, never copied. Floats are
+    ``time_axis`` is REQUIRED (no layout is guessed: a TypeError naming both when
+    it is missing): ``0`` for time-major arrays ``[T, B]`` or ``[T, *B]`` (SB3,
+    CleanRL, skrl), ``-1`` for batch-major ``[B, T]`` or ``[*B, T]`` (PufferLib),
+    ``-2`` for ``[*B, T, 1]`` (TorchRL). Arrays are read through their strides,
+    never copied: leading batch axes become rows where their strides allow it
+    (a ValueError where they do not), and outputs come back in the rewards'
+    shape, the row sums in it without the time axis. Floats are
     float32, float64, bfloat16 or float16 (one dtype, float32 arithmetic for the
-    16-bit ones); flags bool, uint8 or that float dtype. ``last_value`` is ``[B]``;
+    16-bit ones); flags bool, uint8 or that float dtype. ``last_value`` is ``[B]``
+    (or ``[*B]``, ``[B, 1]``, ``[1, B]``);
     ``bootstrap_values`` has the rewards' shape and is read only at truncated
     steps and the last step. Pass exactly one of them; ``truncated`` needs
     ``bootstrap_values``. A step both terminated and truncated is a ValueError.
@@ -63,7 +69,7 @@ def gae(rewards: Array, values: Array, terminated: Array, truncated: Optional[Ar
 def td_lambda_returns(rewards: Array, values: Array, terminated: Array, truncated: Optional[Array] = None,
                       *, last_value: Optional[Array] = None, bootstrap_values: Optional[Array] = None,
                       importance: Optional[Array] = None, gamma: Real = 0.99, lambda_: Real = 0.95,
-                      rho_clip: Real = 1.0, c_clip: Real = 1.0, time_axis: int = -1,
+                      rho_clip: Real = 1.0, c_clip: Real = 1.0, time_axis: Optional[int] = None,
                       returns: _Output = True, advantages: _Output = False, abs_sums: _Output = False,
                       sums: _Output = False, square_sums: _Output = False,
                       stream: Optional[Stream] = None) -> Estimate:
@@ -71,7 +77,7 @@ def td_lambda_returns(rewards: Array, values: Array, terminated: Array, truncate
     with ``G_{t+1}`` replaced by ``V'_t`` where an episode ends (TorchRL's
     ``td_lambda_return_estimate``, rlax's ``lambda_returns``). Equal to
     ``gae(...).returns``; with importance ratios, the lambda-V-trace targets.
-    Arguments as :func:`gae`; ``advantages`` here are ``G - values``."""
+    Arguments as :func:`gae` (``time_axis`` required); ``advantages`` here are ``G - values``."""
     # The arguments by name, spelled out: torch.compile (2.11) cannot trace locals().
     return _route.estimate(TD_LAMBDA, {
         "rewards": rewards, "values": values, "terminated": terminated, "truncated": truncated,
@@ -85,7 +91,7 @@ def td_lambda_returns(rewards: Array, values: Array, terminated: Array, truncate
 def vtrace(rewards: Array, values: Array, terminated: Array, truncated: Optional[Array] = None, *,
            last_value: Optional[Array] = None, bootstrap_values: Optional[Array] = None,
            importance: Optional[Array] = None, gamma: Real = 0.99, lambda_: Real = 1.0,
-           rho_clip: Real = 1.0, c_clip: Real = 1.0, rho_pg_clip: Real = 1.0, time_axis: int = -1,
+           rho_clip: Real = 1.0, c_clip: Real = 1.0, rho_pg_clip: Real = 1.0, time_axis: Optional[int] = None,
            vs: _Output = True, pg_advantages: _Output = True, abs_sums: _Output = False,
            sums: _Output = False, square_sums: _Output = False,
            stream: Optional[Stream] = None) -> VTraceEstimate:
@@ -98,7 +104,8 @@ def vtrace(rewards: Array, values: Array, terminated: Array, truncated: Optional
     where ``vs'_t`` is ``vs_{t+1}`` inside an episode and the bootstrap ``V'_t``
     where it ends (truncation, last step). ``importance`` is the ratio pi/mu
     (``exp(log_pi - log_mu)``), 1 when omitted. The sums are over ``pg_t``.
-    Returns a :class:`VTraceEstimate`; arguments otherwise as :func:`gae`."""
+    Returns a :class:`VTraceEstimate`; arguments otherwise as :func:`gae`
+    (``time_axis`` required)."""
     # The arguments by name, spelled out: torch.compile (2.11) cannot trace locals().
     return _route.estimate(VTRACE, {
         "rewards": rewards, "values": values, "terminated": terminated, "truncated": truncated,

@@ -18,7 +18,7 @@ from ._types import Array, Real, Stream
 
 def discounted_returns(rewards: Array, terminated: Array, truncated: Optional[Array] = None, *,
                        last_value: Optional[Array] = None, bootstrap_values: Optional[Array] = None,
-                       gamma: Real = 0.99, time_axis: int = -1, returns: _Output = True,
+                       gamma: Real = 0.99, time_axis: Optional[int] = None, returns: _Output = True,
                        abs_sums: _Output = False, sums: _Output = False, square_sums: _Output = False,
                        stream: Optional[Stream] = None) -> Estimate:
     """Discounted returns (returns-to-go) with termination and an optional
@@ -35,7 +35,8 @@ def discounted_returns(rewards: Array, terminated: Array, truncated: Optional[Ar
     ``truncated``) B is 0: the plain discounted sum of each episode's rewards.
     Equal to :func:`td_lambda_returns` with lambda = 1 and values = 0.
 
-    Arrays, dtypes, ``truncated``/bootstrap rules and fused outputs as :func:`gae`;
+    Arrays, dtypes, the required ``time_axis``, ``truncated``/bootstrap rules and
+    fused outputs as :func:`gae`;
     returns an :class:`Estimate` whose ``advantages`` is None, ``returns`` is G
     and the sums are over G.
     """
@@ -49,9 +50,9 @@ def discounted_returns(rewards: Array, terminated: Array, truncated: Optional[Ar
 
 def n_step_returns(rewards: Array, values: Array, terminated: Array, truncated: Optional[Array] = None, *,
                    n: int, last_value: Optional[Array] = None, bootstrap_values: Optional[Array] = None,
-                   gamma: Real = 0.99, lambda_: Real = 1.0, time_axis: int = -1, returns: _Output = True,
-                   advantages: _Output = False, abs_sums: _Output = False, sums: _Output = False,
-                   square_sums: _Output = False, stream: Optional[Stream] = None) -> Estimate:
+                   gamma: Real = 0.99, lambda_: Real = 1.0, time_axis: Optional[int] = None,
+                   returns: _Output = True, advantages: _Output = False, abs_sums: _Output = False,
+                   sums: _Output = False, square_sums: _Output = False, stream: Optional[Stream] = None) -> Estimate:
     """n-step bootstrapped returns as rlax's ``n_step_bootstrapped_returns``
     defines them (scalar lambda), an episode's end cutting the window. With
     ``V'_t`` the bootstrap of :func:`gae` (values[t+1] inside the buffer, the
@@ -68,7 +69,7 @@ def n_step_returns(rewards: Array, values: Array, terminated: Array, truncated: 
     ``n`` is an int >= 1 (TypeError / ValueError otherwise).
 
     Outputs: ``returns`` G (default) and ``advantages`` G - values; arguments
-    otherwise as :func:`gae`. Returns an :class:`Estimate`.
+    otherwise as :func:`gae` (``time_axis`` required). Returns an :class:`Estimate`.
     """
     # The arguments by name, spelled out: torch.compile (2.11) cannot trace locals().
     return _route.estimate(N_STEP_RETURNS, {
@@ -83,8 +84,8 @@ def retrace(rewards: Array, q_values: Array, next_values: Array, terminated: Arr
             truncated: Optional[Array] = None, *, target_probs: Optional[Array] = None,
             behaviour_probs: Optional[Array] = None, target_log_probs: Optional[Array] = None,
             behaviour_log_probs: Optional[Array] = None, gamma: Real = 0.99, lambda_: Real = 1.0,
-            c_clip: Real = 1.0, time_axis: int = -1, returns: _Output = True, advantages: _Output = True,
-            abs_sums: _Output = False, sums: _Output = False, square_sums: _Output = False,
+            c_clip: Real = 1.0, time_axis: Optional[int] = None, returns: _Output = True,
+            advantages: _Output = True, abs_sums: _Output = False, sums: _Output = False, square_sums: _Output = False,
             stream: Optional[Stream] = None) -> Estimate:
     """Retrace(lambda) targets on action values (Munos et al. 2016, "Safe and
     efficient off-policy reinforcement learning"; rlax's ``retrace``, rl-triton's
@@ -108,7 +109,7 @@ def retrace(rewards: Array, q_values: Array, next_values: Array, terminated: Arr
     ``target_log_probs`` and ``behaviour_log_probs`` (a mix is a ValueError).
     No ``last_value``, ``bootstrap_values`` or ``importance``: ``next_values``
     is the bootstrap everywhere, so ``truncated`` only cuts the trace.
-    Arguments otherwise as :func:`gae`. Returns an :class:`Estimate`.
+    Arguments otherwise as :func:`gae` (``time_axis`` required). Returns an :class:`Estimate`.
     """
     # The arguments by name, spelled out: torch.compile (2.11) cannot trace locals().
     return _route.estimate(RETRACE, {
@@ -123,8 +124,8 @@ def retrace(rewards: Array, q_values: Array, next_values: Array, terminated: Arr
 
 def q_lambda(rewards: Array, q_values: Array, next_values: Array, terminated: Array,
              truncated: Optional[Array] = None, *, greedy: Optional[Array] = None, gamma: Real = 0.99,
-             lambda_: Real = 0.9, time_axis: int = -1, returns: _Output = True, advantages: _Output = True,
-             abs_sums: _Output = False, sums: _Output = False, square_sums: _Output = False,
+             lambda_: Real = 0.9, time_axis: Optional[int] = None, returns: _Output = True,
+             advantages: _Output = True, abs_sums: _Output = False, sums: _Output = False, square_sums: _Output = False,
              stream: Optional[Stream] = None) -> Estimate:
     """Q(lambda) returns as rlax's ``q_lambda`` defines them: Peng's without
     ``greedy``, Watkins' with it. ``q_values[t] = Q(s_t, a_t)``,
@@ -140,7 +141,8 @@ def q_lambda(rewards: Array, q_values: Array, next_values: Array, terminated: Ar
 
     Outputs: ``returns`` G and ``advantages`` G - q_values (rlax's result);
     ``greedy[:, 0]`` is never read. No ``last_value``, ``bootstrap_values`` or
-    ``importance``. Arguments otherwise as :func:`gae`. Returns an :class:`Estimate`.
+    ``importance``. Arguments otherwise as :func:`gae` (``time_axis`` required).
+    Returns an :class:`Estimate`.
     """
     # The arguments by name, spelled out: torch.compile (2.11) cannot trace locals().
     return _route.estimate(Q_LAMBDA, {
@@ -152,7 +154,8 @@ def q_lambda(rewards: Array, q_values: Array, next_values: Array, terminated: Ar
 
 
 def episodic_cumsum(inputs: Array, dones: Array, *, seed: Optional[Array] = None, boundary: str = "ends_at",
-                    time_axis: int = -1, out: Optional[Array] = None, stream: Optional[Stream] = None) -> Any:
+                    time_axis: Optional[int] = None, out: Optional[Array] = None,
+                    stream: Optional[Stream] = None) -> Any:
     """Cumulative sums over time that restart at episode boundaries (a FORWARD
     scan; rl-triton's ``compute_episodic_prefix_sum``). For every row::
 
@@ -160,8 +163,8 @@ def episodic_cumsum(inputs: Array, dones: Array, *, seed: Optional[Array] = None
                 = dones[t]     (boundary="starts_at": dones[t] starts one at t)
         C_t     = inputs[t] + (1 - reset_t) C_{t-1},    C_{-1} = seed (0 without a seed)
 
-    ``seed`` is ``[B]``: a sum carried in from the previous buffer. Arrays as
-    :func:`gae` (``dones`` a flag array); ``out`` is written when given, else
+    ``seed`` is ``[B]``: a sum carried in from the previous buffer. Arrays and
+    the required ``time_axis`` as :func:`gae` (``dones`` a flag array); ``out`` is written when given, else
     allocated (float32 for bfloat16/float16 inputs). Returns C.
     """
     # The arguments by name, spelled out: torch.compile (2.11) cannot trace locals().
@@ -172,14 +175,16 @@ def episodic_cumsum(inputs: Array, dones: Array, *, seed: Optional[Array] = None
 
 
 def eligibility_traces(inputs: Array, dones: Array, *, gamma: Real, lambda_: Real, seed: Optional[Array] = None,
-                       time_axis: int = -1, out: Optional[Array] = None, stream: Optional[Stream] = None) -> Any:
+                       time_axis: Optional[int] = None, out: Optional[Array] = None,
+                    stream: Optional[Stream] = None) -> Any:
     """Accumulating eligibility traces, reset at episode ends (a FORWARD scan;
     rl-triton's ``compute_eligibility_traces``). For every row::
 
         e_t = inputs[t] + gamma lambda_ (1 - dones[t-1]) e_{t-1},    e_{-1} = seed (0 without one)
 
     (``dones[t]`` ends an episode at t, so the trace restarts at t + 1;
-    ``dones[-1] = 0``). Otherwise as :func:`episodic_cumsum`. Returns e.
+    ``dones[-1] = 0``). Otherwise as :func:`episodic_cumsum` (``time_axis`` required).
+    Returns e.
     """
     # The arguments by name, spelled out: torch.compile (2.11) cannot trace locals().
     return _route.estimate(ELIGIBILITY_TRACES, {

@@ -264,7 +264,7 @@ def _episode():
     (dict(bootstrap_values=np.zeros((4, 9), np.float32)), ValueError, "bootstrap_values has shape"),
     (dict(bootstrap_values=None, truncated=None, last_value=np.zeros(3, np.float32)),
      ValueError, "last_value has 3 elements"),
-    (dict(bootstrap_values=None, truncated=None, last_value=np.zeros((4, 1), np.float32)),
+    (dict(bootstrap_values=None, truncated=None, last_value=np.zeros((4, 2), np.float32)),  # [B, 1]: accepted (issue 33)
      ValueError, "last_value must be a 1-D array"),
     (dict(time_axis=2), ValueError, "time_axis must be 0 or -2"),
     (dict(time_axis=-3), ValueError, "time_axis must be 0 or -2"),

@@ -62,7 +62,7 @@ def _check_parameters(estimator, function, *, numpy: bool):
     for role, (name, default) in estimator.scalars.items():
         want = inspect.Parameter.empty if default is _estimators.NO_DEFAULT else default
         assert parameters[name].default == want, (role, name)
-    assert parameters["time_axis"].default == -1
+    assert parameters["time_axis"].default is None  # required (issue 33): None is "not passed", a TypeError
     assert ("n" in parameters) == estimator.window and ("boundary" in parameters) == estimator.boundary
     taken = {*names, *(name for name, _ in estimator.scalars.values()), "time_axis", "stream", "n", "boundary"}
     if numpy:

@@ -276,7 +276,8 @@ def test_reduced_precision(rng, variant, dtype, give):
     got, want, given = call(variant, e, put, -1, give, out_dtype=np.float32)
     assert_matches(got, want, 1e-5)
     fn, args, kw, params, _ = VARIANTS[variant](e)
-    result = fn(*(None if a is None else put(a) for a in args), **{k: put(v) for k, v in kw.items()}, **params)
+    result = fn(*(None if a is None else put(a) for a in args), **{k: put(v) for k, v in kw.items()}, **params,
+                time_axis=-1)
     main = result if torch.is_tensor(result) else result.returns
     assert main.dtype == torch.float32
 

@@ -156,7 +156,7 @@ def test_public_functions_compile_fullgraph_equal_eager(device, variant):
     requests = {} if "out" in want else {name: True for name in want}
 
     def step(*arrays):
-        result = fn(*arrays, **kw, **params, **requests)
+        result = fn(*arrays, **kw, **params, **requests, time_axis=-1)
         return tuple(api_results(fn, result, tuple(want)).values())
 
     compiled = torch.compile(step, fullgraph=True)

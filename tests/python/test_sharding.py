@@ -452,7 +452,7 @@ def test_estimator_family_keeps_batch_sharding(rng, variant, explicit):
     place = lambda x: jax.device_put(x, matrix if x.ndim == 2 else vector)
 
     def call(positional, keywords):
-        out = fn(*positional, **keywords, **params)
+        out = fn(*positional, **keywords, **params, time_axis=-1)
         return (out,) if fn.__name__ in ("episodic_cumsum", "eligibility_traces") else (out.returns,)
 
     f = jax.jit(call)

@@ -121,7 +121,7 @@ def test_meta_tensor_among_cpu_tensors_is_a_mixed_device_error():
     with pytest.raises(ValueError, match="^values is on cpu but rewards is on meta"):
         ops.gae(s["rewards"].to("meta"), s["values"], s["terminated"], **{"time_axis": -1, **args})
     adv, ret = ops.gae(*(s[n].to("meta") for n in ("rewards", "values", "terminated")),
-                       **{k: v.to("meta") for k, v in args.items()})
+                       **{k: v.to("meta") for k, v in args.items()}, time_axis=-1)
     assert adv.device.type == ret.device.type == "meta"
 
 
@@ -131,4 +131,4 @@ def test_none_for_a_required_tensor_is_a_type_error_naming_it():
         required = [s["rewards"], s["values"], s["terminated"]]
         required[k] = None
         with pytest.raises(TypeError, match=f"^{name} must be a tensor, got None$"):
-            ops.gae(*required, None, s["values"][:, 0])
+            ops.gae(*required, None, s["values"][:, 0], time_axis=-1)
