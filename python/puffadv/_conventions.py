@@ -17,7 +17,8 @@ __all__ = ["gae", "td_lambda_returns", "vtrace", "Estimate", "VTraceEstimate"]
 _Output = Union[Array, bool, None]  # an output argument: True allocates, False skips, an array is written
 
 
-def gae(rewards: Array, values: Array, terminated: Array, truncated: Optional[Array] = None, *,
+def gae(rewards: Array, values: Array, terminated: Optional[Array] = None, truncated: Optional[Array] = None, *,
+        episode_starts: Optional[Array] = None, last_episode_start: Optional[Array] = None,
         last_value: Optional[Array] = None, bootstrap_values: Optional[Array] = None,
         importance: Optional[Array] = None, gamma: Real = 0.99, gae_lambda: Real = 0.95,
         rho_clip: Real = 1.0, c_clip: Real = 1.0, time_axis: Optional[int] = None, advantages: _Output = True,
@@ -48,7 +49,18 @@ def gae(rewards: Array, values: Array, terminated: Array, truncated: Optional[Ar
     (or ``[*B]``, ``[B, 1]``, ``[1, B]``);
     ``bootstrap_values`` has the rewards' shape and is read only at truncated
     steps and the last step. Pass exactly one of them; ``truncated`` needs
-    ``bootstrap_values``. A step both terminated and truncated is a ValueError.
+    ``bootstrap_values``. A step both terminated and truncated is terminated
+    (Gymnasium's meaning: its bootstrap is never read).
+
+    ``episode_starts`` instead of ``terminated``: SB3's and CleanRL's flags,
+    ``episode_starts[t]`` set where observation ``t`` starts an episode (SB3's
+    ``RolloutBuffer.episode_starts``, CleanRL's ``dones``). The flag at ``t + 1``
+    ends step ``t``'s episode: ``terminated[t] = episode_starts[t + 1]``, and the
+    last step's end is ``last_episode_start`` (``[B]``, required with it: SB3's
+    ``dones`` argument of ``compute_returns_and_advantage``, CleanRL's
+    ``next_done``). With ``truncated`` (its own step's flag), the ends it marks
+    are truncations, the others terminations. The shifted flags are a new array
+    (one copy of the flags; the other arrays are read in place).
 
     Outputs (each True to allocate, False to skip, or an array to write into):
     ``advantages``, ``returns`` (advantages + values), and ``[B]`` row sums of the
@@ -59,6 +71,7 @@ def gae(rewards: Array, values: Array, terminated: Array, truncated: Optional[Ar
     # The arguments by name, spelled out: torch.compile (2.11) cannot trace locals().
     return _route.estimate(GAE, {
         "rewards": rewards, "values": values, "terminated": terminated, "truncated": truncated,
+        "episode_starts": episode_starts, "last_episode_start": last_episode_start,
         "last_value": last_value, "bootstrap_values": bootstrap_values, "importance": importance,
         "gamma": gamma, "gae_lambda": gae_lambda, "rho_clip": rho_clip, "c_clip": c_clip,
         "time_axis": time_axis, "advantages": advantages, "returns": returns, "abs_sums": abs_sums,
@@ -66,8 +79,10 @@ def gae(rewards: Array, values: Array, terminated: Array, truncated: Optional[Ar
     })
 
 
-def td_lambda_returns(rewards: Array, values: Array, terminated: Array, truncated: Optional[Array] = None,
-                      *, last_value: Optional[Array] = None, bootstrap_values: Optional[Array] = None,
+def td_lambda_returns(rewards: Array, values: Array, terminated: Optional[Array] = None,
+                      truncated: Optional[Array] = None, *, episode_starts: Optional[Array] = None,
+                      last_episode_start: Optional[Array] = None, last_value: Optional[Array] = None,
+                      bootstrap_values: Optional[Array] = None,
                       importance: Optional[Array] = None, gamma: Real = 0.99, lambda_: Real = 0.95,
                       rho_clip: Real = 1.0, c_clip: Real = 1.0, time_axis: Optional[int] = None,
                       returns: _Output = True, advantages: _Output = False, abs_sums: _Output = False,
@@ -77,10 +92,12 @@ def td_lambda_returns(rewards: Array, values: Array, terminated: Array, truncate
     with ``G_{t+1}`` replaced by ``V'_t`` where an episode ends (TorchRL's
     ``td_lambda_return_estimate``, rlax's ``lambda_returns``). Equal to
     ``gae(...).returns``; with importance ratios, the lambda-V-trace targets.
-    Arguments as :func:`gae` (``time_axis`` required); ``advantages`` here are ``G - values``."""
+    Arguments as :func:`gae` (``time_axis`` required; ``episode_starts`` and
+    ``last_episode_start`` for SB3's and CleanRL's flags); ``advantages`` here are ``G - values``."""
     # The arguments by name, spelled out: torch.compile (2.11) cannot trace locals().
     return _route.estimate(TD_LAMBDA, {
         "rewards": rewards, "values": values, "terminated": terminated, "truncated": truncated,
+        "episode_starts": episode_starts, "last_episode_start": last_episode_start,
         "last_value": last_value, "bootstrap_values": bootstrap_values, "importance": importance,
         "gamma": gamma, "lambda_": lambda_, "rho_clip": rho_clip, "c_clip": c_clip, "time_axis": time_axis,
         "returns": returns, "advantages": advantages, "abs_sums": abs_sums, "sums": sums,
@@ -88,7 +105,8 @@ def td_lambda_returns(rewards: Array, values: Array, terminated: Array, truncate
     })
 
 
-def vtrace(rewards: Array, values: Array, terminated: Array, truncated: Optional[Array] = None, *,
+def vtrace(rewards: Array, values: Array, terminated: Optional[Array] = None, truncated: Optional[Array] = None,
+           *, episode_starts: Optional[Array] = None, last_episode_start: Optional[Array] = None,
            last_value: Optional[Array] = None, bootstrap_values: Optional[Array] = None,
            importance: Optional[Array] = None, gamma: Real = 0.99, lambda_: Real = 1.0,
            rho_clip: Real = 1.0, c_clip: Real = 1.0, rho_pg_clip: Real = 1.0, time_axis: Optional[int] = None,
@@ -105,10 +123,12 @@ def vtrace(rewards: Array, values: Array, terminated: Array, truncated: Optional
     where it ends (truncation, last step). ``importance`` is the ratio pi/mu
     (``exp(log_pi - log_mu)``), 1 when omitted. The sums are over ``pg_t``.
     Returns a :class:`VTraceEstimate`; arguments otherwise as :func:`gae`
-    (``time_axis`` required)."""
+    (``time_axis`` required; ``episode_starts`` and ``last_episode_start`` for
+    SB3's and CleanRL's flags)."""
     # The arguments by name, spelled out: torch.compile (2.11) cannot trace locals().
     return _route.estimate(VTRACE, {
         "rewards": rewards, "values": values, "terminated": terminated, "truncated": truncated,
+        "episode_starts": episode_starts, "last_episode_start": last_episode_start,
         "last_value": last_value, "bootstrap_values": bootstrap_values, "importance": importance,
         "gamma": gamma, "lambda_": lambda_, "rho_clip": rho_clip, "c_clip": c_clip,
         "rho_pg_clip": rho_pg_clip, "time_axis": time_axis, "vs": vs, "pg_advantages": pg_advantages,

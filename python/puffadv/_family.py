@@ -16,7 +16,8 @@ from ._estimators import (DISCOUNTED_RETURNS, ELIGIBILITY_TRACES, EPISODIC_CUMSU
 from ._types import Array, Real, Stream
 
 
-def discounted_returns(rewards: Array, terminated: Array, truncated: Optional[Array] = None, *,
+def discounted_returns(rewards: Array, terminated: Optional[Array] = None, truncated: Optional[Array] = None, *,
+                       episode_starts: Optional[Array] = None, last_episode_start: Optional[Array] = None,
                        last_value: Optional[Array] = None, bootstrap_values: Optional[Array] = None,
                        gamma: Real = 0.99, time_axis: Optional[int] = None, returns: _Output = True,
                        abs_sums: _Output = False, sums: _Output = False, square_sums: _Output = False,
@@ -35,21 +36,24 @@ def discounted_returns(rewards: Array, terminated: Array, truncated: Optional[Ar
     ``truncated``) B is 0: the plain discounted sum of each episode's rewards.
     Equal to :func:`td_lambda_returns` with lambda = 1 and values = 0.
 
-    Arrays, dtypes, the required ``time_axis``, ``truncated``/bootstrap rules and
-    fused outputs as :func:`gae`;
+    Arrays, dtypes, the required ``time_axis``, ``truncated``/bootstrap rules,
+    ``episode_starts``/``last_episode_start`` and fused outputs as :func:`gae`;
     returns an :class:`Estimate` whose ``advantages`` is None, ``returns`` is G
     and the sums are over G.
     """
     # The arguments by name, spelled out: torch.compile (2.11) cannot trace locals().
     return _route.estimate(DISCOUNTED_RETURNS, {
-        "rewards": rewards, "terminated": terminated, "truncated": truncated, "last_value": last_value,
+        "rewards": rewards, "terminated": terminated, "truncated": truncated,
+        "episode_starts": episode_starts, "last_episode_start": last_episode_start, "last_value": last_value,
         "bootstrap_values": bootstrap_values, "gamma": gamma, "time_axis": time_axis, "returns": returns,
         "abs_sums": abs_sums, "sums": sums, "square_sums": square_sums, "stream": stream,
     })
 
 
-def n_step_returns(rewards: Array, values: Array, terminated: Array, truncated: Optional[Array] = None, *,
-                   n: int, last_value: Optional[Array] = None, bootstrap_values: Optional[Array] = None,
+def n_step_returns(rewards: Array, values: Array, terminated: Optional[Array] = None,
+                   truncated: Optional[Array] = None, *, n: int, episode_starts: Optional[Array] = None,
+                   last_episode_start: Optional[Array] = None, last_value: Optional[Array] = None,
+                   bootstrap_values: Optional[Array] = None,
                    gamma: Real = 0.99, lambda_: Real = 1.0, time_axis: Optional[int] = None,
                    returns: _Output = True, advantages: _Output = False, abs_sums: _Output = False,
                    sums: _Output = False, square_sums: _Output = False, stream: Optional[Stream] = None) -> Estimate:
@@ -69,11 +73,13 @@ def n_step_returns(rewards: Array, values: Array, terminated: Array, truncated: 
     ``n`` is an int >= 1 (TypeError / ValueError otherwise).
 
     Outputs: ``returns`` G (default) and ``advantages`` G - values; arguments
-    otherwise as :func:`gae` (``time_axis`` required). Returns an :class:`Estimate`.
+    otherwise as :func:`gae` (``time_axis`` required; ``episode_starts`` and
+    ``last_episode_start`` for SB3's and CleanRL's flags). Returns an :class:`Estimate`.
     """
     # The arguments by name, spelled out: torch.compile (2.11) cannot trace locals().
     return _route.estimate(N_STEP_RETURNS, {
-        "rewards": rewards, "values": values, "terminated": terminated, "truncated": truncated, "n": n,
+        "rewards": rewards, "values": values, "terminated": terminated, "truncated": truncated,
+        "n": n, "episode_starts": episode_starts, "last_episode_start": last_episode_start,
         "last_value": last_value, "bootstrap_values": bootstrap_values, "gamma": gamma, "lambda_": lambda_,
         "time_axis": time_axis, "returns": returns, "advantages": advantages, "abs_sums": abs_sums,
         "sums": sums, "square_sums": square_sums, "stream": stream,

@@ -18,6 +18,7 @@ import numpy as np
 from . import _core, _jax_common
 from ._arguments import call_of, window
 from ._eager import as_views
+from ._episode_starts import with_terminated
 from ._shapes import required_time_axis
 from ._estimators import (DISCOUNTED_RETURNS, ELIGIBILITY_TRACES, EPISODIC_CUMSUM, ESTIMATORS, FLAG_ROLES, GAE,
                           N_STEP_RETURNS, Q_LAMBDA, RETRACE, TD_LAMBDA, VTRACE, Estimate, Estimator,
@@ -67,6 +68,8 @@ def _call(estimator: Estimator, args: dict):
     """One call of the family from the public function's arguments by name: the
     handler's operands by role (the rewards and terminated roles first, then the
     required ones, then the optional ones given, in the signature's order)."""
+    if estimator.episode_starts and (args["episode_starts"] is not None or args["last_episode_start"] is not None):
+        args = with_terminated(estimator.function, args)
     # n is checked after the arrays and scalars here, as puffadv.jax always has.
     request = call_of(estimator, {"time_axis": None, "stream": None, **args, "n": 1,
                                   **{name: None for name in _absent_outputs(estimator, args)}})
@@ -128,21 +131,22 @@ _COMMON_DOC = """
     ``[T, *B]``, ``-1`` for batch-major ``[B, T]`` or ``[*B, T]``, ``-2`` for
     ``[*B, T, 1]`` (XLA transposes and reshapes around the call; outputs come back
     in the rewards' shape); per-row arrays are ``[B]`` (or ``[*B]``, ``[B, 1]``,
-    ``[1, B]``). Floats: float32, float64 (``jax_enable_x64``), bfloat16/float16 (computed in float32, float32 results); flags bool, uint8 or
-    the float dtype. Shapes, dtypes and scalars are checked before lowering with
-    the messages of the NumPy function; a step both terminated and truncated
-    depends on the data and fails when the call runs. Scalars must be concrete
-    (static under ``jit``). ``jax.vmap`` adds leading batch axes to one call.
+    ``[1, B]``). ``episode_starts`` and ``last_episode_start`` (SB3's and
+    CleanRL's flags, where the function takes them) as :func:`puffadv.gae`.
+    Floats: float32, float64 (``jax_enable_x64``), bfloat16/float16 (computed in
+    float32, float32 results); flags bool, uint8 or the float dtype; a step both
+    terminated and truncated is terminated (Gymnasium's meaning). Shapes, dtypes
+    and scalars are checked before lowering with the messages of the NumPy
+    function. Scalars must be concrete (static under ``jit``). ``jax.vmap`` adds leading batch axes to one call.
     Under ``jit``, arrays sharded over the batch axis ``B`` (axis 0, or axis 1
     with ``time_axis=0``) stay sharded: no collective, outputs sharded alike.
     Not differentiable: ``jax.grad`` through an input raises ``ValueError``.
-    On a GPU the GPU kernels run, on XLA's stream; there a step both terminated
-    and truncated gives NaN in its row instead of an error (the host never waits
-    for the GPU to check the data).
+    On a GPU the GPU kernels run, on XLA's stream.
 """
 
 
-def gae(rewards, values, terminated, truncated=None, *, last_value=None, bootstrap_values=None,
+def gae(rewards, values, terminated=None, truncated=None, *, episode_starts=None,
+        last_episode_start=None, last_value=None, bootstrap_values=None,
         importance=None, gamma=0.99, gae_lambda=0.95, rho_clip=1.0, c_clip=1.0,
         time_axis=None) -> Estimate:
     """Generalised advantage estimation as TorchRL, SB3, CleanRL and rlax define it
@@ -153,7 +157,8 @@ def gae(rewards, values, terminated, truncated=None, *, last_value=None, bootstr
     return _call(GAE, locals())
 
 
-def td_lambda_returns(rewards, values, terminated, truncated=None, *, last_value=None,
+def td_lambda_returns(rewards, values, terminated=None, truncated=None, *, episode_starts=None,
+                      last_episode_start=None, last_value=None,
                       bootstrap_values=None, importance=None, gamma=0.99, lambda_=0.95, rho_clip=1.0,
                       c_clip=1.0, time_axis=None) -> Estimate:
     """TD(lambda) returns as rlax's ``lambda_returns`` and TorchRL define them (same
@@ -162,7 +167,8 @@ def td_lambda_returns(rewards, values, terminated, truncated=None, *, last_value
     return _call(TD_LAMBDA, locals())
 
 
-def vtrace(rewards, values, terminated, truncated=None, *, last_value=None, bootstrap_values=None,
+def vtrace(rewards, values, terminated=None, truncated=None, *, episode_starts=None,
+           last_episode_start=None, last_value=None, bootstrap_values=None,
            importance=None, gamma=0.99, lambda_=1.0, rho_clip=1.0, c_clip=1.0, rho_pg_clip=1.0,
            time_axis=None) -> VTraceEstimate:
     """V-trace (IMPALA), same numbers as :func:`puffadv.vtrace`, as an XLA custom
@@ -171,7 +177,8 @@ def vtrace(rewards, values, terminated, truncated=None, *, last_value=None, boot
     return _call(VTRACE, locals())
 
 
-def discounted_returns(rewards, terminated, truncated=None, *, last_value=None, bootstrap_values=None,
+def discounted_returns(rewards, terminated=None, truncated=None, *, episode_starts=None,
+                       last_episode_start=None, last_value=None, bootstrap_values=None,
                        gamma=0.99, time_axis=None) -> Estimate:
     """Returns-to-go ``G_t = r_t + gamma (1 - terminated_t) B_t + gamma (1 - done_t) G_{t+1}``
     (same numbers as :func:`puffadv.discounted_returns`), ``B_t`` the bootstrap at
@@ -181,7 +188,8 @@ def discounted_returns(rewards, terminated, truncated=None, *, last_value=None, 
     return _call(DISCOUNTED_RETURNS, locals())
 
 
-def n_step_returns(rewards, values, terminated, truncated=None, *, n, last_value=None,
+def n_step_returns(rewards, values, terminated=None, truncated=None, *, episode_starts=None,
+        last_episode_start=None, n, last_value=None,
                    bootstrap_values=None, gamma=0.99, lambda_=1.0, time_axis=None) -> Estimate:
     """rlax's n-step bootstrapped returns ``G^(n)`` (same numbers as
     :func:`puffadv.n_step_returns`): windows of ``n >= 1`` steps, cut where an

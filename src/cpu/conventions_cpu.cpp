@@ -203,10 +203,8 @@ void run(const kernel_args<C>& a, bool time_contiguous) {
     parallel_ranges(threads, units, [&](std::int64_t begin, std::int64_t end) {
         for (std::int64_t u = begin; u < end; ++u) do_unit(u);
     });
-    if (error.row >= 0)
-        throw value_error("terminated and truncated are both set at row " + std::to_string(error.row) +
-                          ", step " + std::to_string(error.step) +
-                          " (in [rows, horizon] order); a step ends its episode one way or the other");
+    // A step flagged both terminated and truncated is terminated (issue 33): `error` finds
+    // them still, and the arithmetic (next = 0 where terminated) gives their meaning.
 }
 
 bool all_time_contiguous(std::initializer_list<const view*> views) {

@@ -324,11 +324,6 @@ void reverse_time(view& v, std::int64_t horizon) {
     v.col_stride = -v.col_stride;
 }
 
-[[noreturn]] void throw_both_set(const bad_step& first) {
-    throw value_error("terminated and truncated are both set at row " + std::to_string(first.row) + ", step " +
-                      std::to_string(first.step) +
-                      " (in [rows, horizon] order); a step ends its episode one way or the other");
-}
 
 template <typename C>
 void run_family(const standard_arrays& a, const standard_params& p) {
@@ -387,8 +382,7 @@ void run_family(const standard_arrays& a, const standard_params& p) {
         parallel_ranges(threads, k.rows, [&](std::int64_t begin, std::int64_t end) {
             bad.keep(family_long_windows(k, begin, end - begin));
         });
-        if (bad.first.row >= 0) throw_both_set(bad.first);
-        return;
+        return;  // a step flagged both is terminated (issue 33): `bad` is not an error
     }
     const std::int64_t unit = along_time ? kFamilyTileRows : block_rows_of(k);
     const std::int64_t units = (k.rows + unit - 1) / unit;
@@ -409,8 +403,7 @@ void run_family(const standard_arrays& a, const standard_params& p) {
             if (k.streaming) _mm_sfence();  // the streamed stores are seen before the call returns
 #endif
         }
-    });
-    if (bad.first.row >= 0) throw_both_set(bad.first);
+    });  // a step flagged both terminated and truncated is terminated (issue 33): `bad` is not an error
 }
 
 }  // namespace

@@ -72,11 +72,6 @@ inline bool streams(const arrays& a) {
 
 constexpr std::int64_t kElementsPerThread = 1 << 15;  // below this, extra threads cost more than they give
 
-[[noreturn]] inline void throw_both_set(const bad_step& first) {
-    throw value_error("terminated and truncated are both set at row " + std::to_string(first.row) + ", step " +
-                      std::to_string(first.step) +
-                      " (in [rows, horizon] order); a step ends its episode one way or the other");
-}
 
 /// Runs producer p over every row of a served call. Units of work: kSimdTileRows
 /// time-contiguous rows (each ends with a store fence when streaming), or a
@@ -105,7 +100,8 @@ void run_engine(const P& p, const arrays& a) {
             }
         }
     });
-    if (bad.first.row >= 0) throw_both_set(bad.first);
+    // A step flagged both terminated and truncated is terminated (issue 33), no error:
+    // the producers read no bootstrap there (bootstrap_truncated), `bad` stays unused.
 }
 
 }  // namespace puffadv::detail::engine

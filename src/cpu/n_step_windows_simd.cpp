@@ -97,9 +97,8 @@ PUFF_SIMD_CLONES bad_step windows_across_rows(const family_args<C>& a, std::int6
                     alignas(32) C x[W<C>];
                     simd::store<C>(x, boot);
                     for (int j = 0; j < W<C>; ++j) {
-                        if (!truncated[j]) continue;
+                        if (!truncated[j] || terminated[j]) continue;  // flagged both: terminated (issue 33)
                         x[j] = element_of<C>(a.bootstrap, first + i + j, t);
-                        if (terminated[j]) bad.keep_first(first + i + j, t);
                     }
                     boot = simd::load<C>(x);
                     done |= truncated;

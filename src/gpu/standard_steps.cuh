@@ -18,9 +18,6 @@ inline namespace PUFF_GPU_ABI {  // CUDA and HIP builds may share one library
 template <typename T>
 __device__ __forceinline__ T clip_to(T x, T limit) { return x < limit ? x : limit; }  // NaN -> the clip
 
-template <typename T>
-__device__ __forceinline__ T quiet_nan() { return T(__int_as_float(0x7fc00000)); }
-
 /// SPEC section 6. A step loads its value, reward, flags and ratio. Where the
 /// buffer does not hold V_{t+1} (truncation, last step) the bootstrap is read
 /// then and folded into the reward, r_t + gamma V'_t, so that a step stays four
@@ -66,7 +63,9 @@ struct standard_producer {
     }
 
     static __device__ __forceinline__ step make_step(T value, T reward, T term, T trunc, T ratio) {
-        return {value, reward, ratio, std::uint32_t(term != T(0)) | (std::uint32_t(trunc != T(0)) << 1)};
+        // Bit 0: terminated, bit 1: truncated; a step flagged both is terminated
+        // (Gymnasium's meaning, issue 33): its bootstrap is never read.
+        return {value, reward, ratio, term != T(0) ? 1u : trunc != T(0) ? 2u : 0u};
     }
     /// V'_t at a row's last step: bootstrap_values there, else last_value.
     __device__ __forceinline__ T end_bootstrap(std::int64_t row) const {
@@ -140,10 +139,7 @@ struct standard_producer {
         const bool ratio = has_ratio();
         const T rho = ratio ? clip_to(cur.ratio, rho_clip) : T(1);
         const T c = ratio ? clip_to(cur.ratio, c_clip) : T(1);
-        // Both flags on one step is an error the host cannot see without a sync:
-        // a NaN marks the row (the CPU backend raises ValueError instead).
-        T delta = rho * td_error(cur, gamma, next.value);
-        if (has_truncations() && (cur.flags & 3u) == 3u) delta = quiet_nan<T>();
+        const T delta = rho * td_error(cur, gamma, next.value);
         return {cur.flags & 3u ? T(0) : gamma_lambda * c, delta, last};
     }
 };
@@ -173,7 +169,7 @@ struct store_estimate {
         const T not_terminated = s.flags & 1u ? T(0) : T(1);
         const T v_next = s.flags & 4u ? T(0) * vs_next : vs_next * not_terminated;
         const T rho = has_ratio ? clip_to(s.ratio, rho_pg_clip) : T(1);
-        const T td = (s.flags & 3u) == 3u ? quiet_nan<T>() : s.reward + gamma * v_next - s.value;
+        const T td = s.reward + gamma * v_next - s.value;
         return rho * td;
     }
 

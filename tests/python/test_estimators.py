@@ -65,6 +65,9 @@ def _check_parameters(estimator, function, *, numpy: bool):
     assert parameters["time_axis"].default is None  # required (issue 33): None is "not passed", a TypeError
     assert ("n" in parameters) == estimator.window and ("boundary" in parameters) == estimator.boundary
     taken = {*names, *(name for name, _ in estimator.scalars.values()), "time_axis", "stream", "n", "boundary"}
+    assert ("episode_starts" in parameters) == ("last_episode_start" in parameters) == estimator.episode_starts
+    if estimator.episode_starts:
+        taken |= {"episode_starts", "last_episode_start"}
     if numpy:
         taken |= set(estimator.outputs.values())
     assert set(parameters) <= taken, set(parameters) - taken

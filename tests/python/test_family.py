@@ -200,17 +200,21 @@ def test_simd_and_general_kernels(rng, variant, dtype, flag_dtype, time_axis, ke
 @pytest.mark.parametrize("variant", ["discounted/bootstrap_values", "retrace/probs", "q_lambda/watkins"])
 @pytest.mark.parametrize("time_axis", [-1, 0])
 @pytest.mark.parametrize("flag_dtype", [bool, np.float32])
-def test_both_flags_found_by_every_kernel(rng, variant, time_axis, flag_dtype):
-    """The first step with terminated and truncated both set (in [rows, horizon] order) is
-    named, whichever kernel found it: 19 x 64 float32 runs SIMD in both layouts except for
-    [T, B] rows 16-18."""
+def test_both_flags_are_terminated_in_every_kernel(rng, variant, time_axis, flag_dtype):
+    """A step with terminated and truncated both set is terminated (Gymnasium's meaning,
+    issue 33), whichever kernel meets it: 19 x 64 float32 runs SIMD in both layouts
+    except for [T, B] rows 16-18. Equal to the call with truncated cleared there."""
     for row, step in [(17, 40), (5, 63), (5, 0), (12, 9)]:
         e = ref.random_off_policy(rng, 19, 64, np.float32, end_rate=0.1)
         e["terminated"][row, step] = e["truncated"][row, step] = True
-        e["terminated"][18, 50] = e["truncated"][18, 50] = True  # later in [rows, horizon] order
-        e = {k: v.astype(flag_dtype) if k in ("terminated", "truncated") else v for k, v in e.items()}
-        with pytest.raises(ValueError, match=f"both set at row {row}, step {step} "):
-            call(variant, e, time_axis=time_axis)
+        e["terminated"][18, 50] = e["truncated"][18, 50] = True
+        clean = dict(e, truncated=e["truncated"] & ~e["terminated"])
+        cast = lambda e: {k: v.astype(flag_dtype) if k in ("terminated", "truncated") else v for k, v in e.items()}
+        got, _, _ = call(variant, cast(e), time_axis=time_axis)
+        same, want, _ = call(variant, cast(clean), time_axis=time_axis)
+        for name in want:
+            np.testing.assert_array_equal(got[name], same[name])
+        assert_matches(got, want, 1e-5)
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
@@ -544,7 +548,7 @@ def test_n_step_long_window_on_a_long_row_is_linear_in_time(rng):
 
 
 @pytest.mark.parametrize("time_axis", [-1, 0])
-def test_n_step_long_windows_nan_stays_in_its_row_and_both_flags_are_refused(rng, time_axis):
+def test_n_step_long_windows_nan_stays_in_its_row_and_both_flags_are_terminated(rng, time_axis):
     layout = (lambda x: x) if time_axis == -1 else (lambda x: np.ascontiguousarray(x.T))
     unlayout = (lambda x: x) if time_axis == -1 else (lambda x: x.T)
     e = ref.random_off_policy(rng, 4, 300, np.float32, end_rate=0.01)
@@ -559,7 +563,12 @@ def test_n_step_long_windows_nan_stays_in_its_row_and_both_flags_are_refused(rng
     assert ref.relative_error(got[others], want[others]) <= ref.TOLERANCE[np.dtype(np.float32)]
     assert np.isnan(got[2, 123])
     args[0][2, 123] = 0.0
-    args[2][1, 200], args[3][1, 200] = True, True
-    with pytest.raises(ValueError, match="terminated and truncated are both set at row 1, step 200"):
-        puffadv.n_step_returns(*map(layout, args), n=100, bootstrap_values=layout(e["bootstrap_values"]),
-                               time_axis=time_axis)
+    args[2][1, 200], args[3][1, 200] = True, True  # terminated (issue 33): its bootstrap is never read
+    boot = e["bootstrap_values"].copy()
+    boot[1, 200] = np.nan
+    got = unlayout(puffadv.n_step_returns(*map(layout, args), n=100, bootstrap_values=layout(boot), gamma=GAMMA,
+                                          lambda_=LAM, time_axis=time_axis).returns)
+    args[3][1, 200] = False
+    want = ref.n_step_returns(*args, None, e["bootstrap_values"], 100, GAMMA, LAM)
+    assert np.isfinite(got).all()
+    assert ref.relative_error(got, want) <= ref.TOLERANCE[np.dtype(np.float32)]

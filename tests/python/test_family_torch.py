@@ -196,5 +196,7 @@ def test_errors_are_the_cores_naming_the_callers_arguments():
     bad[2, 5] = True
     truncated = torch.zeros_like(bad)
     truncated[2, 5] = True
-    with pytest.raises(ValueError, match="row 2, step 5"):
-        ops.discounted_returns(e["rewards"], bad, truncated, None, e["bootstrap_values"], time_axis=-1)
+    # Flagged both: terminated (issue 33), no error: the call with truncated cleared there.
+    got = ops.discounted_returns(e["rewards"], bad, truncated, None, e["bootstrap_values"], time_axis=-1)
+    want = ops.discounted_returns(e["rewards"], bad, torch.zeros_like(bad), None, e["bootstrap_values"], time_axis=-1)
+    assert torch.equal(got, want)

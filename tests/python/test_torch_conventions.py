@@ -61,8 +61,10 @@ def test_errors_are_the_cores():
     bad[2, 5] = True
     truncated = torch.zeros_like(bad)
     truncated[2, 5] = True
-    with pytest.raises(ValueError, match="row 2, step 5"):
-        ops.gae(s["rewards"], s["values"], bad, truncated, None, s["bootstrap_values"], time_axis=-1)
+    # Flagged both: terminated (issue 33), no error: the call with truncated cleared there.
+    got = ops.gae(s["rewards"], s["values"], bad, truncated, None, s["bootstrap_values"], time_axis=-1)
+    want = ops.gae(s["rewards"], s["values"], bad, torch.zeros_like(bad), None, s["bootstrap_values"], time_axis=-1)
+    assert torch.equal(got[0], want[0]) and torch.equal(got[1], want[1])
 
 
 def test_opcheck_and_compile():
