@@ -34,6 +34,11 @@ The estimator family (issue 20):
   - eligibility traces:        puffadv.eligibility_traces(x, dones, gamma, lambda_)
                                == rl_triton.compute_eligibility_traces(x, dones, gamma, lambda_)
   - n-step returns (n = 3):    puffadv alone (rl-triton has none).
+The generic scan (issue 29), a per-step decay (gamma lambda (1 - done)) and a seed:
+  - backwards:                 puffadv.linear_recurrence(x, decay, seed=lv, reverse=True, time_axis=1)
+                               == rl_triton.ops._scan._run_scan(x, decay, lv)
+  - forwards:                  puffadv.linear_recurrence(x, decay, seed=lv, reverse=False, time_axis=1)
+                               == rl_triton.ops._scan._run_scan_forward(x, decay, lv)
 rl-triton has no counterpart of the puff advantage (PufferLib's convention).
 
 rl-triton is found by `--rl-triton PATH` or the environment variable
@@ -65,6 +70,8 @@ BYTES = {  # estimator: (puffadv, rl-triton)
     "episodic cumsum": (12, 12),            # x, dones; C
     "eligibility traces": (12, 12),         # x, dones; z
     "n_step n=3 returns": (16, None),       # r, v, term; G (window reads come from the L1)
+    "linear_recurrence reverse": (12, 12),  # x, decay; y
+    "linear_recurrence forward": (12, 12),  # x, decay; y
 }
 ESTIMATORS = tuple(BYTES)
 # Issue 20's estimators: their bar is 80 % of the copy bandwidth (issue 13's are 90 %).
@@ -118,6 +125,7 @@ def make_inputs(rows, horizon, generator, device="cuda"):
     d["retrace_nv"] = (d["P"] * d["NQ"]).sum(-1)
     d["actions"] = torch.zeros(shape, dtype=torch.int64, device=device)
     d["dones"] = ((term + trunc) > 0).float()
+    d["decay"] = GAMMA * LAM * (1 - d["dones"])  # the generic scan's per-step decay
     return d
 
 
@@ -157,6 +165,10 @@ def puffadv_call(estimator, d):
     if estimator == "n_step n=3 returns":
         return lambda: puffadv.n_step_returns(d["r"], d["v"], d["term"], n=3, last_value=d["lv"], gamma=GAMMA,
                                               lambda_=1.0, returns=d["out"], time_axis=-1), ("out",)
+    if estimator.startswith("linear_recurrence"):
+        reverse = estimator.endswith("reverse")
+        return lambda: puffadv.linear_recurrence(d["r"], d["decay"], seed=d["lv"], reverse=reverse, time_axis=1,
+                                                 out=d["out"]), ("out",)
     raise ValueError(estimator)
 
 
@@ -188,6 +200,10 @@ def rl_triton_call(rl, estimator, d):
         return lambda: (rl.compute_episodic_prefix_sum(d["r"], d["dones"]),)
     if estimator == "eligibility traces":
         return lambda: (rl.compute_eligibility_traces(d["r"], d["dones"], GAMMA, LAM),)
+    if estimator.startswith("linear_recurrence"):
+        scan = importlib.import_module(rl.__name__ + ".ops._scan")  # its private generic scans
+        run = scan._run_scan if estimator.endswith("reverse") else scan._run_scan_forward
+        return lambda: (run(d["r"], d["decay"], d["lv"]),)
     return None  # no counterpart
 
 

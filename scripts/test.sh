@@ -8,9 +8,13 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 started=$SECONDS
 source scripts/setup_env.sh
+source scripts/compiler_cache.sh
 timings=("$(printf '%-34s %5d s' 'setup_env.sh (venv, requirements)' $((SECONDS - started)))")
 
 print_timings() {
+  if [ -n "${CCACHE_DIR:-}" ]; then
+    echo "--- compiler cache: $(ccache --show-stats 2>/dev/null | grep -E '^ *Hits:' | head -1 | xargs)"
+  fi
   echo "--- step times (wall clock)"
   printf '%s\n' "${timings[@]}"
   printf '%-34s %5d s\n' "total" $((SECONDS - started))

@@ -1,46 +1,39 @@
 // The CPU backend's entry (core/backends.hpp: detail::estimate_cpu): the table
 // of kinds, each a producer and epilogue of the one CPU engine (src/cpu/).
 //
-// The engine (cpu/engine*.hpp) runs every float32/float64 call whose arrays are
-// laid out along time ([B, T]) or across rows ([T, B]): its traversals
-// (engine_traversals.hpp) load each input once into vector registers, scan the
-// producer's affine maps S_t = delta_t + k_t S_{t+1} and store each output
-// once, on the CPU threads (cpu_threads.hpp). The producers are the
-// estimators (estimators_*.hpp); a traversal never knows which one runs.
-// Calls the engine does not serve (reduced precision, fused puff outputs, byte
-// puff dones, other strides) take the general scratch-line kernels
-// (conventions_cpu*.cpp).
+// The engine (cpu/engine*.hpp) runs every call: its traversals
+// (engine_traversals.hpp: along time, [B, T]; across rows, [T, B]) load each
+// input once into vector registers, scan the producer's affine maps
+// S_t = delta_t + k_t S_{t+1} and store each output once, on the CPU threads
+// (cpu_threads.hpp). They read the call's memory itself, or lines converted
+// from it (engine_sources.hpp: 16-bit floats, byte puff dones, other strides).
+// The producers are the estimators (estimators_*.hpp); a traversal never knows
+// which one runs. n_step_returns, no first-order scan, has its own traversal
+// over the same lanes (n_step_returns.cpp).
 #include "core/backends.hpp"
 #include "core/conventions_detail.hpp"
 #include "core/gpu_backend.hpp"
 #include "cpu/engine_run.hpp"
 #include "cpu/estimators_advantage.hpp"
 #include "cpu/estimators_family.hpp"
-#include "cpu/conventions_cpu.hpp"
+#include "cpu/estimators_recurrence.hpp"
+#include "cpu/n_step_returns.hpp"
 
 namespace puffadv::detail {
 namespace {
 
+using engine::role;
+
+// The engine's views of a call's arrays, by role (kinds.hpp's visit_field).
 engine::arrays engine_arrays(const standard_arrays& s) {
     engine::arrays a;
     a.rows = s.rewards.rows;
     a.horizon = s.rewards.cols;
-    a.rewards = view_of(s.rewards);
-    a.values = view_of(s.values);
-    a.terminated = view_of(s.terminated);
-    a.truncated = view_of(s.truncated);
-    a.last_value = view_of(s.last_value);
-    a.bootstrap = view_of(s.bootstrap_values);
-    a.importance = view_of(s.importance);
-    a.next_values = view_of(s.next_values);
-    a.target = view_of(s.target_probs);
-    a.behaviour = view_of(s.behaviour_probs);
-    a.greedy = view_of(s.greedy);
-    a.advantages = view_of(s.advantages);
-    a.returns = view_of(s.fused.returns);
-    a.abs_sums = view_of(s.fused.abs_sums);
-    a.sums = view_of(s.fused.sums);
-    a.square_sums = view_of(s.fused.square_sums);
+    for (int k = 0; k < role_count; ++k) {
+        const matrix* m = array_of(s, role(k));
+        // terminated is left empty by a kind that reads no flags (linear_recurrence).
+        if (m && (role(k) != role::terminated || m->data)) a.by_role[k] = view_of(*m);
+    }
     return a;
 }
 
@@ -49,18 +42,19 @@ engine::advantage_scalars<C> advantage_scalars_of(const standard_params& p) {
     return {C(p.gamma), C(p.gamma) * C(p.lambda), C(p.rho_clip), C(p.c_clip), C(p.rho_pg_clip)};
 }
 
-// ---- the table: each kind's producer, per arithmetic type ----
+// ---- the table: each kind's producer, per arithmetic type and flag type ----
+// F: the flags' type in the lines the lanes read (C, or one byte in the call's memory).
 
-using runner = void (*)(const engine::arrays&, const standard_params&);
+using runner = void (*)(const engine::arrays&, const standard_params&, bool converting);
 
 template <typename C>
-void run_puff(const engine::arrays& a, const standard_params& p) {
-    engine::run_engine(engine::puff_producer<C>(a, advantage_scalars_of<C>(p)), a);
+void run_puff(const engine::arrays& a, const standard_params& p, bool converting) {
+    engine::run_engine(engine::puff_producer<C>(a, advantage_scalars_of<C>(p)), a, converting, true);
 }
 
 template <typename C, typename F, bool kImp, bool kPg>
-void run_standard(const engine::arrays& a, const standard_params& p) {
-    engine::run_engine(engine::standard_producer<C, F, kImp, kPg>(a, advantage_scalars_of<C>(p)), a);
+void run_standard(const engine::arrays& a, const standard_params& p, bool converting) {
+    engine::run_engine(engine::standard_producer<C, F, kImp, kPg>(a, advantage_scalars_of<C>(p)), a, converting);
 }
 
 template <typename C>
@@ -69,93 +63,85 @@ engine::family_scalars<C> family_scalars_of(const standard_params& p) {
 }
 
 template <typename C, typename F>
-void run_discounted(const engine::arrays& a, const standard_params& p) {
-    engine::run_engine(engine::discounted_producer<C, F>(a, family_scalars_of<C>(p)), a);
+void run_discounted(const engine::arrays& a, const standard_params& p, bool converting) {
+    engine::run_engine(engine::discounted_producer<C, F>(a, family_scalars_of<C>(p)), a, converting);
 }
 
 template <typename C, typename F, bool kQ>
-void run_action_values(const engine::arrays& a, const standard_params& p) {
+void run_action_values(const engine::arrays& a, const standard_params& p, bool converting) {
     engine::action_value_producer<C, F, kQ> producer(a, family_scalars_of<C>(p));
     // Q(lambda) scans its returns G; q only enters A = G - q (stored, or summed).
-    if (kQ) producer.q_read = a.values.present && (a.advantages.present || engine::wants_sums(a));
-    engine::run_engine(producer, a);
+    if (kQ) producer.q_read = a[role::values].present && (a[role::advantages].present || engine::wants_sums(a));
+    producer.log_probs = !kQ && p.log_probs;
+    engine::run_engine(producer, a, converting);
 }
 
 template <typename C, typename F>
-void run_episodic(const engine::arrays& a, const standard_params& p) {
+void run_episodic(const engine::arrays& a, const standard_params& p, bool converting) {
     engine::episodic_producer<C, F> producer(a, family_scalars_of<C>(p));
     producer.reset_at_start = p.reset_at_start;
-    engine::run_engine(producer, a);
+    engine::run_engine(producer, a, converting);
 }
 
-template <typename C, typename F>
-runner family_runner(estimator kind, const standard_params& p) {
-    switch (kind) {
-        case estimator::discounted_returns: return run_discounted<C, F>;
-        case estimator::retrace: return p.log_probs ? nullptr : run_action_values<C, F, false>;  // no vector exp
-        case estimator::q_lambda: return run_action_values<C, F, true>;
-        case estimator::episodic_sum: return run_episodic<C, F>;
-        default: return nullptr;  // n_step_returns' windows: conventions_cpu_family*.cpp
-    }
+// linear_recurrence: the scan itself, forwards or (reverse) backwards over time.
+template <typename C>
+void run_recurrence(const engine::arrays& a, const standard_params& p, bool converting) {
+    if (p.reverse)
+        engine::run_engine(engine::recurrence_producer<C, false>(a), a, converting);
+    else
+        engine::run_engine(engine::recurrence_producer<C, true>(a), a, converting);
 }
 
 // GAE / TD(lambda) read no ratios; V-trace's advantages are its pg advantages.
 template <typename C, typename F>
 runner standard_runner(const engine::arrays& a, estimator kind) {
     const bool pg = kind == estimator::vtrace;
-    if (a.importance.present)
+    if (a[role::importance].present)
         return pg ? run_standard<C, F, true, true> : run_standard<C, F, true, false>;
     return pg ? run_standard<C, F, false, true> : run_standard<C, F, false, false>;
 }
 
-template <typename C>
-runner runner_for(const engine::arrays& a, const standard_params& p) {
-    const estimator kind = p.kind;
-    const bool bytes = engine::byte_flags(a.terminated.type);
+template <typename C, typename F>
+runner runner_for(const engine::arrays& a, estimator kind) {
     switch (kind) {
-        case estimator::puff_advantage:  // dones used arithmetically: of the values' type only
-            return bytes ? nullptr : run_puff<C>;
+        case estimator::puff_advantage: return run_puff<C>;  // dones arithmetic: of type C
         case estimator::gae:
         case estimator::td_lambda:
-        case estimator::vtrace:
-            return bytes ? standard_runner<C, std::uint8_t>(a, kind) : standard_runner<C, C>(a, kind);
-        default:
-            return bytes ? family_runner<C, std::uint8_t>(kind, p) : family_runner<C, C>(kind, p);
+        case estimator::vtrace: return standard_runner<C, F>(a, kind);
+        case estimator::discounted_returns: return run_discounted<C, F>;
+        case estimator::retrace: return run_action_values<C, F, false>;
+        case estimator::q_lambda: return run_action_values<C, F, true>;
+        case estimator::episodic_sum: return run_episodic<C, F>;
+        case estimator::linear_recurrence: return run_recurrence<C>;  // reads no flags
+        case estimator::n_step_returns: break;  // n_step_returns.cpp
     }
-}
-
-// The engine's runner for a call, or null where it does not serve it.
-runner engine_runner(const engine::arrays& a, const standard_params& p) {
-    if (engine::serves<double>(a)) return runner_for<double>(a, p);
-    if (engine::serves<float>(a)) return runner_for<float>(a, p);
     return nullptr;
 }
 
-// The puff advantage's calls that the general kernel serves (fused outputs, 16-bit
-// floats, flag-typed dones, outputs of another dtype): the engine's puff producer
-// reads dones arithmetically as the inputs' float type.
-bool puff_needs_general_kernel(const puff_arrays& a) noexcept {
-    const dtype t = a.values.type;
-    return a.fused.any() || is_reduced(t) || a.dones.type != t || a.advantages.type != t;
+// Converted lines hold flags of type C; the call's memory, flags of C or of one byte.
+template <typename C>
+void run_in(engine::arrays& a, const standard_params& p) {
+    const bool converting = !engine::reads_in_place<C>(a, p.kind == estimator::puff_advantage);
+    if (!converting) a.stream = engine::streams(a);
+    const bool bytes = !converting && engine::byte_flags(a[role::terminated].type);
+    const runner run = bytes ? runner_for<C, std::uint8_t>(a, p.kind) : runner_for<C, C>(a, p.kind);
+    run(a, p, converting);
 }
 
 }  // namespace
 
 void estimate_cpu(const standard_arrays& arrays, const standard_params& params) {
-    if (params.kind == estimator::puff_advantage) {
-        const puff_arrays puff = as_puff_arrays(arrays);
-        if (puff_needs_general_kernel(puff)) return puff_advantage_general_cpu(puff, as_puff_params(params));
-        if (puff.values.cols == 0) return;
-    }
     engine::arrays a = engine_arrays(arrays);
-    if (const runner run = engine_runner(a, params)) {
-        a.stream = engine::streams(a);
-        return run(a, params);
+    if (params.kind == estimator::n_step_returns) {
+        const bool converting = engine::computes_in_double(a) ? !engine::reads_in_place<double>(a, false)
+                                                              : !engine::reads_in_place<float>(a, false);
+        if (!converting) a.stream = engine::streams(a);
+        return engine::n_step_returns_cpu(arrays, a, params, converting);
     }
-    if (params.kind == estimator::puff_advantage)
-        return puff_advantage_general_cpu(as_puff_arrays(arrays), as_puff_params(params));
-    if (is_family_kind(params.kind)) return family_estimate_cpu(arrays, params);
-    standard_general_cpu(arrays, params);
+    if (engine::computes_in_double(a))
+        run_in<double>(a, params);
+    else
+        run_in<float>(a, params);
 }
 
 }  // namespace puffadv::detail

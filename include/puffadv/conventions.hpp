@@ -45,11 +45,17 @@ enum class estimator : std::uint8_t {
     /// t + 1 (PufferLib's index convention); values, importance and advantages are
     /// required, `lambda` is gae_lambda. compute_puff_advantage is a wrapper over it.
     puff_advantage = 8,
+    /// A = y, the linear recurrence itself (the engine's scan as a public function):
+    /// y_t = x_t + a_t y_{t-1} (forward), or y_t = x_t + a_t y_{t+1} with
+    /// standard_params::reverse; x is `rewards` (the caller's `inputs`), a_t the
+    /// array `decay`, y outside the row `last_value` (the caller's `seed`; absent: 0).
+    /// It reads no flags: `terminated` is left empty (a default matrix).
+    linear_recurrence = 9,
 };
 
 const char* estimator_name(estimator e) noexcept;
 /// The inverse of estimator_name ("gae", "td_lambda", "vtrace", "discounted_returns",
-/// "retrace", "q_lambda", "n_step_returns", "episodic_sum"); value_error otherwise.
+/// "retrace", "q_lambda", "n_step_returns", "episodic_sum", "linear_recurrence"); value_error otherwise.
 estimator estimator_from_name(const std::string& name);
 
 /// Scalars: finite, gamma and lambda in [0, 1], clips >= 0, n >= 1. The clips are
@@ -71,6 +77,9 @@ struct standard_params {
     /// episodic_sum: dones[t] starts a segment at t ("starts_at"); by default
     /// ("ends_at") dones[t] ends one and the reset lands at t + 1.
     bool reset_at_start = false;
+    /// linear_recurrence: y_t = x_t + a_t y_{t+1} (backwards over time) instead of
+    /// y_t = x_t + a_t y_{t-1}.
+    bool reverse = false;
 };
 
 /// The arrays of one call, as [rows, horizon] views (time-major data is passed
@@ -103,6 +112,8 @@ struct standard_arrays {
     std::optional<matrix> target_probs, behaviour_probs;
     /// q_lambda (Watkins): flags, a_t is greedy. Absent: Peng's Q(lambda).
     std::optional<matrix> greedy;
+    /// linear_recurrence: a_t, the coefficient of the neighbouring y (float, the inputs' dtype).
+    std::optional<matrix> decay;
     /// Output [rows, horizon]: A (gae, td_lambda) or the pg advantages (vtrace).
     std::optional<matrix> advantages;
     /// returns (A + V, i.e. vs for vtrace) and per-row sums over `advantages`' quantity.

@@ -5,7 +5,7 @@ from typing import Any, Literal, Optional, Union, overload
 
 import numpy as np
 
-from . import _eager, _engine, _frameworks, _outputs
+from . import _eager, _engine, _frameworks, _outputs, _route
 from ._estimators import PUFF_ADVANTAGE
 from ._fallback import BackendUnavailableError
 from ._types import Array, ArrayT, Real, Stream
@@ -86,6 +86,13 @@ def compute_puff_advantage(values, rewards, dones, importance, advantages=None,
                                lambda_name=_LAMBDA_NAME)
             return advantages
     elif _frameworks.torch_compiling():
+        if _route.needs_graph((values, rewards, dones, importance), (gamma, gae_lambda, rho_clip, c_clip),
+                              (advantages, returns, abs_sums, sums, square_sums)):
+            from . import _torch_autograd
+            return _torch_autograd.puff_advantage(values, rewards, dones, importance, advantages,
+                                                  (gamma, gae_lambda, rho_clip, c_clip), stream,
+                                                  {"returns": returns, "abs_sums": abs_sums, "sums": sums,
+                                                   "square_sums": square_sums})
         from . import _compiled
         return _compiled.puff_advantage(values, rewards, dones, importance, advantages,
                                         (gamma, gae_lambda, rho_clip, c_clip), stream,
@@ -100,7 +107,8 @@ def compute_puff_advantage(values, rewards, dones, importance, advantages=None,
                 and sums is None and square_sums is None and type(gamma) is float and type(gae_lambda) is float
                 and type(rho_clip) is float and type(c_clip) is float and not values.is_cuda
                 and not (values.is_neg() or rewards.is_neg() or dones.is_neg() or importance.is_neg()
-                         or advantages.is_neg() or advantages.requires_grad or advantages.is_inference())):
+                         or advantages.is_neg() or advantages.requires_grad or advantages.is_inference()
+                         or values.requires_grad or rewards.requires_grad or importance.requires_grad)):
             try:
                 _engine._ONE_ENTRY(_KIND, {"values": values, "rewards": rewards, "terminated": dones,
                                            "importance": importance, "advantages": advantages},
@@ -111,6 +119,13 @@ def compute_puff_advantage(values, rewards, dones, importance, advantages=None,
             else:
                 _engine._torch_rules.mark_written(advantages)
                 return advantages
+    if _route.needs_graph((values, rewards, dones, importance), (gamma, gae_lambda, rho_clip, c_clip),
+                          (advantages, returns, abs_sums, sums, square_sums)):
+        from . import _torch_autograd
+        return _torch_autograd.puff_advantage(values, rewards, dones, importance, advantages,
+                                              (gamma, gae_lambda, rho_clip, c_clip), stream,
+                                              {"returns": returns, "abs_sums": abs_sums, "sums": sums,
+                                               "square_sums": square_sums})
     if returns is None and abs_sums is None and sums is None and square_sums is None:  # positionally: cheaper
         return _eager.puff_advantage(values, rewards, dones, importance, advantages,
                                      (gamma, gae_lambda, rho_clip, c_clip), stream)

@@ -29,6 +29,7 @@ class Call(NamedTuple):
     reset_at_start: bool
     time_axis: object   # as passed (_shapes.required_time_axis checks it)
     stream: object
+    reverse: bool = False  # linear_recurrence: y_t from y_{t+1}
 
 
 def window(n) -> int:
@@ -114,4 +115,5 @@ def call_of(estimator: Estimator, args: dict) -> Call:
         outputs["advantages"] = True  # `out=None`: allocate it
     return Call({role: args[name] for role, name in shape.arguments}, shape.required, outputs,
                 {role: 1.0 if name is None else args[name] for role, name in shape.scalars}, shape.names,
-                shape.check_names, shape.scalar_names, n, log_probs, reset, args["time_axis"], args["stream"])
+                shape.check_names, shape.scalar_names, n, log_probs, reset, args["time_axis"], args["stream"],
+                bool(args["reverse"]) if estimator.direction else False)

@@ -155,7 +155,7 @@ def _require_tensors(named):
 
 
 def _detached(inputs):
-    """Inputs without autograd history (advantages are targets, as in an eager call)."""
+    """Inputs without autograd history (a graph, when wanted, is _torch_autograd's, around this)."""
     return [None if x is None else x.detach() for x in inputs]
 
 

@@ -49,7 +49,8 @@ def estimate(estimator: Estimator, call: Call) -> dict:
         specs = {**specs, "advantages": True}
     outputs = _outputs.allocate(framework, rewards, values, time_axis, specs, given)
     kernel = _engine.kernel(estimator.kind, scalars, lambda_name=estimator.lambda_name, n=call.n,
-                            log_probs=call.log_probs, reset_at_start=call.reset_at_start, time_axis=time_axis)
+                            log_probs=call.log_probs, reset_at_start=call.reset_at_start, time_axis=time_axis,
+                            reverse=call.reverse)
     _engine.run(kernel, framework, inputs, outputs, call.stream, call.names)
     outputs = _outputs.finish(framework, rewards if values is None else values, specs, outputs)
     if plan is not None:  # in the caller's shapes: its own arrays where given, the allocated ones reshaped

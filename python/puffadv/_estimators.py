@@ -70,6 +70,7 @@ class Estimator(NamedTuple):
     window: bool = False       # takes `n`, the window length (n_step_returns)
     boundary: bool = False     # takes `boundary`, the core's reset_at_start (episodic_cumsum)
     episode_starts: bool = False  # takes SB3's/CleanRL's episode_starts for terminated (_episode_starts)
+    direction: bool = False    # takes `reverse`, the core's direction (linear_recurrence)
 
     def names(self, log_probs: bool = False) -> dict:
         """role -> the caller's name of every array argument and output (the log-probability
@@ -164,3 +165,10 @@ PUFF_ADVANTAGE = Estimator(
 #: The estimator family by public name (the puff advantage apart: its arguments are PufferLib's).
 ESTIMATORS = {e.function: e for e in (GAE, TD_LAMBDA, VTRACE, DISCOUNTED_RETURNS, N_STEP_RETURNS, RETRACE,
                                       Q_LAMBDA, EPISODIC_CUMSUM, ELIGIBILITY_TRACES)}
+
+# The engine's scan itself (puffadv.linear_recurrence, _recurrence.py): y_t = inputs_t + decay_t
+# y_{t-1} (reverse: y_{t+1}), the y outside the row `seed`; its own driver (decay may be a scalar).
+LINEAR_RECURRENCE = Estimator(
+    "linear_recurrence", "linear_recurrence", 9,
+    (*_required("inputs", "decay", roles={"inputs": "rewards"}), *_optional("seed", roles={"seed": "last_value"})),
+    _EPISODIC_OUTPUT, {}, "lambda_", "array", torch_outputs=("returns",), direction=True)

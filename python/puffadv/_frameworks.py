@@ -189,8 +189,8 @@ def wait_for_gpu(x) -> None:
 
 def for_import(framework: str, inputs):
     """The inputs to hand to the core through Tensor.__dlpack__, which refuses
-    autograd history: torch tensors are detached (advantages are targets, never
-    differentiated). None (an absent optional input) stays None."""
+    autograd history: torch tensors are detached (a call that records a graph does so
+    around this, in _torch_autograd). None (an absent optional input) stays None."""
     if framework == "torch":
         return [x.detach() if x is not None and x.requires_grad else x for x in inputs]
     return inputs

@@ -118,9 +118,3 @@ def _as_flag(x, compute):
     if np.dtype(x.dtype) in _FLAGS:
         return (x != 0).astype(compute)
     return _as_float(x, compute)
-
-
-def _not_differentiable(name: str) -> str:
-    return (f"puffadv.jax.{name} has no derivative: advantages and returns are targets, which "
-            f"PPO, V-trace and TD losses hold constant. Wrap its inputs in jax.lax.stop_gradient, "
-            f"or compute them outside the function being differentiated.")

@@ -15,7 +15,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from . import _core, _jax_common
+from . import _core, _jax_common, _vjp
 from ._arguments import call_of, window
 from ._eager import as_views
 from ._episode_starts import with_terminated
@@ -49,16 +49,38 @@ def _per_shard(static, rewards, terminated, *optional):
 _CALLS = {function: RowwiseCall(_per_shard, f"puffadv.jax.{function}") for function in ESTIMATORS}
 
 
-@functools.partial(jax.custom_jvp, nondiff_argnums=(0, 1))
+@functools.partial(jax.custom_vjp, nondiff_argnums=(0, 1))
 def _estimate(static, layout, rewards, terminated, optional):
     """`layout`: (the public function, names of the arrays passed, how the time axis is named)."""
     function, names, time_axis_label = layout
     return _CALLS[function](static, (rewards, terminated, *optional), names, time_axis_label)
 
 
-@_estimate.defjvp
-def _estimate_jvp(static, layout, primals, tangents):
-    raise ValueError(_jax_common._not_differentiable(layout[0]))
+def _estimate_fwd(static, layout, rewards, terminated, optional):
+    outputs = _estimate(static, layout, rewards, terminated, optional)
+    return outputs, (rewards, terminated, optional, outputs)
+
+
+def _estimate_bwd(static, layout, residuals, cotangents):
+    """The VJP (_vjp, in jax.numpy) on the batch-major arrays the handler read: every
+    float array's gradient; flags get zeros (read as booleans). The scalars are static."""
+    rewards, terminated, optional, outputs = residuals
+    _, present, gamma, lam, rho_clip, c_clip, rho_pg_clip, n, log_probs, reset_at_start, _ = static
+    estimator = ESTIMATORS[layout[0]]
+    roles = ("rewards", "terminated", *(role for role, bit in _OPTIONAL if present & bit))
+    arrays = dict(zip(roles, (rewards, terminated, *optional)))
+    series = ("advantages",) if estimator.result == "array" else ("returns", "advantages")[:len(outputs)]
+    grads = _vjp.vjp(jnp, estimator.kind, {r: x for r, x in arrays.items() if r not in FLAG_ROLES},
+                     {r: x != 0 for r, x in arrays.items() if r in FLAG_ROLES},
+                     {"gamma": gamma, "lambda": lam, "rho_clip": rho_clip, "c_clip": c_clip,
+                      "rho_pg_clip": rho_pg_clip}, dict(zip(series, outputs)), dict(zip(series, cotangents)),
+                     n=n, log_probs=log_probs, reset_at_start=reset_at_start)
+    result = tuple(jnp.zeros_like(x) if role in FLAG_ROLES else grads[role].astype(x.dtype)
+                   for role, x in arrays.items())
+    return result[0], result[1], result[2:]
+
+
+_estimate.defvjp(_estimate_fwd, _estimate_bwd)
 
 
 _estimate_jit = jax.jit(_estimate, static_argnums=(0, 1))
@@ -140,7 +162,11 @@ _COMMON_DOC = """
     function. Scalars must be concrete (static under ``jit``). ``jax.vmap`` adds leading batch axes to one call.
     Under ``jit``, arrays sharded over the batch axis ``B`` (axis 0, or axis 1
     with ``time_axis=0``) stay sharded: no collective, outputs sharded alike.
-    Not differentiable: ``jax.grad`` through an input raises ``ValueError``.
+    Differentiable (``jax.custom_vjp``): ``jax.grad``/``jax.vjp`` give the gradient of
+    every float array (flags get zeros); the scalars are static, so no gradient for
+    them here (torch tensors give gamma's and lambda's). Clips pass the gradient
+    below the clip and none at or above it. ``jax.lax.stop_gradient`` is the
+    caller's choice, as in rlax.
     On a GPU the GPU kernels run, on XLA's stream.
 """
 

@@ -15,6 +15,24 @@ from ._estimators import ESTIMATORS, Estimator
 _DIRECT = {function: direct(estimator) for function, estimator in ESTIMATORS.items()}
 
 
+def needs_graph(arrays, scalars, outputs=()) -> bool:
+    """An argument requires grad (a torch tensor) and torch's grad mode is on: the call goes
+    through _torch_autograd, which records its graph (never a silently detached result).
+    A call that mixes in anything but torch tensors goes on to the eager path, whose
+    checks refuse it by name."""
+    for x in arrays:  # loops, not any(...): every non-NumPy call pays for this check
+        if x is not None and getattr(x, "requires_grad", False) is True:
+            break
+    else:
+        for x in scalars:
+            if x.__class__ is not float and getattr(x, "requires_grad", False) is True:
+                break
+        else:
+            return False
+    from . import _torch_autograd
+    return _torch_autograd.wanted(*arrays, *scalars) and _torch_autograd.all_tensors(arrays, outputs)
+
+
 def estimate(estimator: Estimator, args: dict):
     """A family estimator's public result from its function's arguments by name."""
     if estimator.episode_starts and (args["episode_starts"] is not None or args["last_episode_start"] is not None):
@@ -23,6 +41,11 @@ def estimate(estimator: Estimator, args: dict):
     if result is not MISSED:
         return result
     call = call_of(estimator, args)
+    if type(next(iter(call.arrays.values()))) is not np.ndarray and needs_graph(call.arrays.values(),
+                                                                               call.scalars.values(),
+                                                                               call.outputs.values()):
+        from . import _torch_autograd
+        return estimator.make_result(_torch_autograd.estimate(estimator, call))
     if type(next(iter(call.arrays.values()))) is not np.ndarray and _frameworks.torch_compiling():
         from . import _compiled
         return estimator.make_result(_compiled.estimate(estimator, call))

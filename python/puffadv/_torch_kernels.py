@@ -2,7 +2,9 @@
 which the C++ kernels are built (src/torch/), cannot express. Registered by
 puffadv.torch right after it loads the library:
 
-- Autograd: a fallthrough, so no graph is recorded (targets are not differentiated);
+- Autograd: every functional op's graph (_torch_autograd, backward from _vjp); a
+  fallthrough for PufferLib's in-place op, whose BackendSelect kernel refuses inputs
+  that require grad under grad mode;
 - BackendSelect, the one key below autograd that every eager call passes
   (inference mode included): type problems raised as TypeError, the host
   fallback's one-time FallbackWarning, and torch's rules for the in-place op's
@@ -18,7 +20,7 @@ import warnings
 
 import torch
 
-from . import _core, _fallback, _torch_conventions, _torch_rules
+from . import _core, _fallback, _torch_autograd, _torch_conventions, _torch_rules
 from ._estimators import PUFF_ADVANTAGE
 
 _PUFF_NAMES = tuple(PUFF_ADVANTAGE.names().values())[:5]  # values, rewards, dones, importance, advantages
@@ -42,13 +44,13 @@ def _puff_advantage_fake(values, rewards, dones, importance, gamma, gae_lambda, 
                        device=values.device)
 
 
-def _run_kernel(op, keyset, *args):
+def _run_kernel(op, keyset, *args, **kwargs):
     """The device kernel (or the fake) below BackendSelect, its type problems
     raised as TypeError: no exception of the Stable ABI becomes one."""
     watch = isinstance(args[0], torch.Tensor) and args[0].is_cuda and _may_fall_back()
     fallbacks_before = _core.fallback_stats()["calls"] if watch else None
     try:
-        result = op.redispatch(keyset & _BELOW_BACKEND_SELECT, *args)
+        result = op.redispatch(keyset & _BELOW_BACKEND_SELECT, *args, **kwargs)
     except RuntimeError as e:
         if str(e).startswith(_TYPE_ERROR):
             raise TypeError(str(e)[len(_TYPE_ERROR):]) from None
@@ -80,9 +82,24 @@ def _compute_puff_advantage_writes(keyset, values, rewards, dones, importance, a
     """torch's rules for an in-place write, which a kernel writing through a pointer
     cannot follow: refuse what torch's in-place ops refuse, bump the version after."""
     _torch_rules.check_writable(advantages, "advantages")
+    refuse_gradients(values, rewards, importance)
     _run_kernel(torch.ops.puffadv.compute_puff_advantage.default, keyset, values, rewards, dones,
                 importance, advantages, gamma, lambda_, rho_clip, c_clip)
     _torch_rules.mark_written(advantages)
+
+
+def refuse_gradients(values, rewards, importance):
+    """PufferLib's schema op writes a target in place and records no graph: an input that
+    requires grad under grad mode is refused, never silently detached."""
+    if not torch.is_grad_enabled():
+        return
+    for name, t in zip(("values", "rewards", "importance"), (values, rewards, importance)):
+        if isinstance(t, torch.Tensor) and t.requires_grad:
+            raise ValueError(
+                f"{name} requires grad, but torch.ops.puffadv.compute_puff_advantage (PufferLib's "
+                "schema: it writes advantages in place) records no graph; for a differentiable puff "
+                "advantage call torch.ops.puffadv.puff_advantage (functional) or "
+                "puffadv.compute_puff_advantage, or call this op under torch.no_grad()")
 
 
 def refuse_negative_views(values, rewards, dones, importance, advantages, *params):
@@ -145,11 +162,10 @@ def register(lib: torch.library.Library) -> None:
     for name in _FUNCTIONAL:
         op = getattr(torch.ops.puffadv, name).default
         lib.impl(name, functools.partial(_run_kernel, op), "BackendSelect", with_keyset=True)
-    # Advantages are training targets, never differentiated: the Autograd key is
-    # skipped (as under torch.no_grad), so no graph is recorded even when values
-    # requires grad, and no backward can silently return a wrong gradient.
-    for name in ("compute_puff_advantage", *_FUNCTIONAL):
-        lib.impl(name, torch.library.fallthrough_kernel, "Autograd")
+    # The in-place schema op records no graph (its BackendSelect kernel refuses inputs that
+    # require grad); every functional op differentiates (_torch_autograd, from _vjp).
+    lib.impl("compute_puff_advantage", torch.library.fallthrough_kernel, "Autograd")
+    _torch_autograd.register(lib, _FUNCTIONAL)
     lib.impl("compute_puff_advantage", refuse_negative_views, "Negative")
     if all(hasattr(torch, name) for name in _FUNCTIONALIZATION_API):
         lib.impl("compute_puff_advantage", _compute_puff_advantage_functionalized, "Functionalize")

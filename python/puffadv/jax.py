@@ -21,9 +21,11 @@ given.
 
 Arguments are checked before lowering by the core's own checks (run on the
 arrays' shapes and dtypes), so errors are the ``TypeError``/``ValueError`` of
-the NumPy functions. Nothing here is differentiable: advantages and returns are
-targets. ``jax.grad`` through an input raises ``ValueError``; inputs under
-``jax.lax.stop_gradient`` are fine.
+the NumPy functions. Every function is differentiable (``jax.custom_vjp``: the
+VJP of _vjp.py in jax.numpy, row-wise, so batch sharding carries to the backward;
+:func:`linear_recurrence`, the engine's scan itself, runs its backward as the same
+scan the other way, ``_jax_recurrence.py``); ``jax.lax.stop_gradient`` on the
+inputs holds advantages constant as targets.
 
 The handlers were compiled against the XLA FFI headers of one jaxlib; a jaxlib
 with an older FFI API cannot load them, and registration refuses with a
@@ -34,13 +36,15 @@ from __future__ import annotations
 import functools
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
-from . import _core
+from . import _core, _vjp
 from ._estimators import Estimate, VTraceEstimate
-from ._jax_common import _array, _as_flag, _as_float, _compute_dtype, _not_differentiable, _register, _scalar, _spec
+from ._jax_common import _array, _as_flag, _as_float, _compute_dtype, _register, _scalar, _spec
 from ._jax_family import (discounted_returns, eligibility_traces, episodic_cumsum, gae, n_step_returns, q_lambda,
                           retrace, td_lambda_returns, vtrace)
+from ._jax_recurrence import linear_recurrence
 from ._jax_sharding import RowwiseCall, result_type
 
 if not hasattr(_core, "jax_ffi_targets"):
@@ -50,8 +54,8 @@ if not hasattr(_core, "jax_ffi_targets"):
         "pip install --no-build-isolation . -C cmake.define.PUFF_JAX=ON")
 
 __all__ = ["compute_puff_advantage", "gae", "td_lambda_returns", "vtrace", "discounted_returns",
-           "n_step_returns", "retrace", "q_lambda", "episodic_cumsum", "eligibility_traces", "Estimate",
-           "VTraceEstimate"]
+           "n_step_returns", "retrace", "q_lambda", "episodic_cumsum", "eligibility_traces", "linear_recurrence",
+           "Estimate", "VTraceEstimate"]
 
 # ----------------------------------------------------------------- puff advantage
 
@@ -71,16 +75,29 @@ def _puff_per_shard(params, values, rewards, dones, importance):
 _PUFF_CALL = RowwiseCall(_puff_per_shard, "puffadv.jax.compute_puff_advantage")
 
 
-@functools.partial(jax.custom_jvp, nondiff_argnums=(4, 5, 6, 7))
+@functools.partial(jax.custom_vjp, nondiff_argnums=(4, 5, 6, 7))
 def _puff_advantage(values, rewards, dones, importance, gamma, gae_lambda, rho_clip, c_clip):
     (advantages,) = _PUFF_CALL((gamma, gae_lambda, rho_clip, c_clip), (values, rewards, dones, importance),
                                ("values", "rewards", "dones", "importance"), "its last axis, the horizon")
     return advantages
 
 
-@_puff_advantage.defjvp
-def _puff_advantage_jvp(gamma, gae_lambda, rho_clip, c_clip, primals, tangents):
-    raise ValueError(_not_differentiable("compute_puff_advantage"))
+def _puff_advantage_fwd(values, rewards, dones, importance, gamma, gae_lambda, rho_clip, c_clip):
+    advantages = _puff_advantage(values, rewards, dones, importance, gamma, gae_lambda, rho_clip, c_clip)
+    return advantages, (values, rewards, dones, importance, advantages)
+
+
+def _puff_advantage_bwd(gamma, gae_lambda, rho_clip, c_clip, residuals, cotangent):
+    values, rewards, dones, importance, advantages = residuals
+    grads = _vjp.vjp(jnp, "puff_advantage", {"values": values, "rewards": rewards, "importance": importance},
+                     {"terminated": dones != 0}, {"gamma": gamma, "lambda": gae_lambda, "rho_clip": rho_clip,
+                                                  "c_clip": c_clip, "rho_pg_clip": 1.0},
+                     {"advantages": advantages}, {"advantages": cotangent})
+    return (grads["values"].astype(values.dtype), grads["rewards"].astype(rewards.dtype), jnp.zeros_like(dones),
+            grads["importance"].astype(importance.dtype))
+
+
+_puff_advantage.defvjp(_puff_advantage_fwd, _puff_advantage_bwd)
 
 
 # Eager calls go through jit's cache too (one compile per shape, dtype and scalars)
@@ -118,9 +135,10 @@ def compute_puff_advantage(values, rewards, dones, importance, gamma=0.99, gae_l
     horizon: XLA gathers it first (Auto mesh axes) or this raises ``ValueError``
     (Explicit mesh axes).
 
-    Not differentiable, by design: advantages are targets. ``jax.grad`` through an
-    input that carries a gradient raises ``ValueError``; inputs wrapped in
-    ``jax.lax.stop_gradient`` (or not differentiated at all) are fine.
+    Differentiable (``jax.custom_vjp``): ``jax.grad`` gives the gradients of
+    ``values``, ``rewards`` and ``importance`` (``dones`` get zeros; the importance
+    clips pass the gradient below the clip, none at or above it). Wrap the inputs in
+    ``jax.lax.stop_gradient`` where advantages are targets, as in rlax.
     """
     named = {name: _array(x, name) for name, x in
              (("values", values), ("rewards", rewards), ("dones", dones), ("importance", importance))}

@@ -19,7 +19,13 @@ family's functional ops (src/torch/conventions_ops.cpp, schemas there):
 ``eligibility_traces``, with the Python API's arguments and numbers (retrace
 takes one pair of probabilities with ``log_probs`` saying which kind;
 episodic_cumsum's ``reset_at_start`` is ``boundary="starts_at"``).
-No op records an autograd graph: advantages and returns are training targets.
+Every functional op is differentiable (autograd, torch.func, torch.compile; the
+gradients of every float tensor, docs/gradients.md); the in-place
+``compute_puff_advantage`` records no graph and refuses inputs that require grad
+under grad mode: call ``puff_advantage`` (or ``puffadv.compute_puff_advantage``).
+``linear_recurrence(inputs, decay, seed=None, *, reverse, time_axis) -> Tensor``
+is the engine's scan itself (its backward is the same scan run the other way:
+_recurrence_vjp.py).
 
 CPU and CUDA (HIP under ROCm torch) tensors; on a GPU the work is queued on
 torch's current stream with no host synchronisation, so it can be captured in a
@@ -29,12 +35,13 @@ from __future__ import annotations
 
 import torch
 
-from . import _torch_conventions, _torch_kernels, _torch_status
+from . import _torch_conventions, _torch_kernels, _torch_recurrence, _torch_status
 
 _torch_status.load(torch)
 _lib = torch.library.Library("puffadv", "IMPL")  # kept alive: its registrations live with it
 _torch_kernels.register(_lib)
 _torch_conventions.register(_lib)
+_torch_recurrence.register(_lib)  # linear_recurrence: fake, BackendSelect and autograd
 
 compute_puff_advantage = torch.ops.puffadv.compute_puff_advantage
 puff_advantage = torch.ops.puffadv.puff_advantage

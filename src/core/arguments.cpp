@@ -21,21 +21,10 @@ argument_problem value_problem(std::string message) { return {argument_problem::
 // The call's arrays by role; null where absent.
 struct by_role {
     const matrix* items[role_count] = {};
-    explicit by_role(const standard_arrays& a) {
-        const std::pair<argument_role, const std::optional<matrix>*> optional[] = {
-            {argument_role::values, &a.values},
-            {argument_role::truncated, &a.truncated},
-            {argument_role::last_value, &a.last_value},
-            {argument_role::bootstrap_values, &a.bootstrap_values},
-            {argument_role::importance, &a.importance},
-            {argument_role::next_values, &a.next_values},
-            {argument_role::target_probs, &a.target_probs},
-            {argument_role::behaviour_probs, &a.behaviour_probs},
-            {argument_role::greedy, &a.greedy},
-            {argument_role::advantages, &a.advantages}};
-        items[static_cast<int>(argument_role::rewards)] = &a.rewards;
-        items[static_cast<int>(argument_role::terminated)] = &a.terminated;
-        for (auto [role, m] : optional) items[static_cast<int>(role)] = *m ? &**m : nullptr;
+    by_role(const standard_arrays& a, bool refuses_terminated) {
+        for (int r = 0; r < role_count; ++r) items[r] = array_of(a, static_cast<argument_role>(r));
+        // A kind that reads no flags (linear_recurrence) leaves terminated empty: absent.
+        if (refuses_terminated && !a.terminated.data) items[static_cast<int>(argument_role::terminated)] = nullptr;
     }
     const matrix* operator[](argument_role r) const { return items[static_cast<int>(r)]; }
 };
@@ -106,7 +95,7 @@ argument_problem find_problem(const standard_arrays& a, const standard_params& p
     const kind_info* known = find_kind_info(p.kind);
     if (!known) return value_problem(join("unknown estimator kind ", static_cast<int>(p.kind)));
     const kind_info& info = *known;
-    const by_role arrays(a);
+    const by_role arrays(a, need_of(info, argument_role::terminated) == need::refused);
     if (auto problem = check_presence(arrays, info, p)) return problem;
 
     // The inputs present, in the kind's order: the first is the reference for
@@ -217,6 +206,7 @@ argument_problem apply_time_axis(standard_arrays& a, std::int64_t time_axis) {
         {&a.target_probs, "target_probs"},
         {&a.behaviour_probs, "behaviour_probs"},
         {&a.greedy, "greedy"},
+        {&a.decay, "decay"},
         {&a.advantages, "advantages"},
         {&a.fused.returns, "returns"}};
     for (auto [m, name] : optional)

@@ -1,5 +1,5 @@
 // Private pieces shared by the standard conventions and the fused/reduced-
-// precision puff advantage: dtype rules, fused-output checks, CPU kernels.
+// precision puff advantage: dtype rules and fused-output checks.
 #pragma once
 
 #include <initializer_list>
@@ -47,11 +47,5 @@ std::string time_axis_message(const char* name, const std::string& got);
 /// that a time-major [T, B] buffer is never read as batch-major [B, T]). Every
 /// surface raises it as a TypeError: the Python functions, puffadv.jax, torch.ops.
 std::string time_axis_required_message(const char* function);
-
-/// CPU kernels (conventions_cpu.cpp); arguments arrive checked.
-void puff_advantage_general_cpu(const puff_arrays& arrays, const puff_params& params);
-/// The kinds past gae / td_lambda / vtrace (conventions_cpu_family.cpp).
-bool is_family_kind(estimator kind) noexcept;
-void family_estimate_cpu(const standard_arrays& arrays, const standard_params& params);
 
 }  // namespace puffadv::detail

@@ -41,6 +41,7 @@ constexpr role_row roles[role_count] = {
     {"target_probs", "target_log_probs", " (only retrace takes probabilities)"},
     {"behaviour_probs", "behaviour_log_probs", " (only retrace takes probabilities)"},
     {"greedy", nullptr, " (only q_lambda takes greedy flags)"},
+    {"decay", nullptr, " (only linear_recurrence takes decay)"},
     {"advantages", nullptr, ""},
     {"returns", nullptr, ""},
     {"abs_sums", nullptr, ""},
@@ -139,6 +140,14 @@ constexpr kind_info table[] = {
       {r::last_value, " (the last step's advantage is 0, as in PufferLib)"},
       {r::bootstrap_values, " (the last step's advantage is 0, as in PufferLib)"}},
      {}}),
+    // The engine's scan itself: y_t = inputs_t + decay_t y_{t-/+1}, y outside the row = seed.
+    complete({estimator::linear_recurrence,
+     {{r::rewards, n::always}, {r::decay, n::always}, {r::last_value, n::optional}},
+     n::optional, bootstrap_not_needed, "the float inputs must share one dtype", 0, 0, launches_at_horizon_0,
+     {{r::rewards, "inputs"}, {r::last_value, "seed"}, {r::advantages, "out"}},
+     {{r::terminated, " (a step's decay ends or keeps the recurrence: pass 0 where it resets)"},
+      {r::bootstrap_values, " (pass seed for the y outside the row)"}},
+     {}}),
 };
 
 // The table is indexed by the enum's value.
@@ -194,6 +203,7 @@ const char* estimator_name(estimator e) noexcept {
         case estimator::n_step_returns: return "n_step_returns";
         case estimator::episodic_sum: return "episodic_sum";
         case estimator::puff_advantage: return "puff_advantage";
+        case estimator::linear_recurrence: return "linear_recurrence";
     }
     return "unknown";
 }

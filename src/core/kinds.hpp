@@ -6,7 +6,9 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <type_traits>
 
 #include <puffadv/conventions.hpp>
 
@@ -18,12 +20,71 @@ namespace puffadv::detail {
 enum class argument_role : std::uint8_t {
     rewards, values, terminated, truncated, last_value, bootstrap_values, importance,
     next_values, target_probs, behaviour_probs, greedy,
+    decay,       // linear_recurrence's a_t
     advantages,  // the output A_t (episodic_sum's `out`)
     returns, abs_sums, sums, square_sums,  // the fused outputs, optional for every kind
 };
-inline constexpr int role_count = 16;
-inline constexpr int input_role_count = 11;  // rewards .. greedy
+inline constexpr int role_count = static_cast<int>(argument_role::square_sums) + 1;
+inline constexpr int input_role_count = static_cast<int>(argument_role::advantages);  // the inputs come first
 constexpr bool is_output(argument_role r) noexcept { return r >= argument_role::advantages; }
+
+/// Roles whose arrays are [rows] (one value per row), not [rows, horizon].
+constexpr bool is_per_row(argument_role r) noexcept {
+    return r == argument_role::last_value || r == argument_role::abs_sums || r == argument_role::sums ||
+           r == argument_role::square_sums;
+}
+
+/// THE map from a role to its field of standard_arrays, the one every layer
+/// goes through (the argument check, the bindings, the torch and JAX layers,
+/// the CPU engine): calls visit(field) with the role's field, a matrix& for
+/// rewards and terminated (in every call), a std::optional<matrix>& for the
+/// rest (const where `arrays` is). A new role is one line here (and its key in
+/// kinds.cpp). The visitors below return nothing, so the cases agree.
+template <typename Arrays, typename Visit>
+constexpr void visit_field(Arrays& arrays, argument_role role, Visit&& visit) {
+    using r = argument_role;
+    switch (role) {
+        case r::rewards: return visit(arrays.rewards);
+        case r::values: return visit(arrays.values);
+        case r::terminated: return visit(arrays.terminated);
+        case r::truncated: return visit(arrays.truncated);
+        case r::last_value: return visit(arrays.last_value);
+        case r::bootstrap_values: return visit(arrays.bootstrap_values);
+        case r::importance: return visit(arrays.importance);
+        case r::next_values: return visit(arrays.next_values);
+        case r::target_probs: return visit(arrays.target_probs);
+        case r::behaviour_probs: return visit(arrays.behaviour_probs);
+        case r::greedy: return visit(arrays.greedy);
+        case r::decay: return visit(arrays.decay);
+        case r::advantages: return visit(arrays.advantages);
+        case r::returns: return visit(arrays.fused.returns);
+        case r::abs_sums: return visit(arrays.fused.abs_sums);
+        case r::sums: return visit(arrays.fused.sums);
+        case r::square_sums: return visit(arrays.fused.square_sums);
+    }
+}
+
+/// The array of `role` in `arrays`, or nullptr where absent (through visit_field).
+inline const matrix* array_of(const standard_arrays& arrays, argument_role role) noexcept {
+    const matrix* found = nullptr;
+    visit_field(arrays, role, [&found](const auto& field) {
+        if constexpr (std::is_same_v<std::decay_t<decltype(field)>, matrix>) found = &field;
+        else found = field ? &*field : nullptr;
+    });
+    return found;
+}
+
+/// Puts `view` (nullopt: none) in the field of `role` (through visit_field);
+/// rewards and terminated, never absent, keep their array when `view` is none.
+inline void set_array(standard_arrays& arrays, argument_role role, const std::optional<matrix>& view) {
+    visit_field(arrays, role, [&view](auto& field) {
+        if constexpr (std::is_same_v<std::decay_t<decltype(field)>, matrix>) {
+            if (view) field = *view;
+        } else {
+            field = view;
+        }
+    });
+}
 
 /// How a kind treats an array.
 enum class need : std::uint8_t {

@@ -10,6 +10,7 @@
 
 #include "core/backends.hpp"
 #include "core/conventions_detail.hpp"
+#include "core/kinds.hpp"
 
 namespace puffadv::layer {
 
@@ -29,24 +30,10 @@ inline const char* caller_name(const standard_params& params, detail::argument_r
     return detail::argument_name(params, role);
 }
 
-/// Puts `view` in the field of `arrays` that holds `role`: the one map from a
-/// role to standard_arrays' fields that the layers' argument lists go through.
+/// Puts `view` in the field of `arrays` that holds `role` (kinds.hpp's
+/// visit_field: the one map from a role to standard_arrays' fields).
 inline void set_view(standard_arrays& arrays, detail::argument_role role, const matrix& view) {
-    using role_t = detail::argument_role;
-    switch (role) {
-        case role_t::rewards: arrays.rewards = view; return;
-        case role_t::values: arrays.values = view; return;
-        case role_t::terminated: arrays.terminated = view; return;
-        case role_t::truncated: arrays.truncated = view; return;
-        case role_t::last_value: arrays.last_value = view; return;
-        case role_t::bootstrap_values: arrays.bootstrap_values = view; return;
-        case role_t::importance: arrays.importance = view; return;
-        case role_t::next_values: arrays.next_values = view; return;
-        case role_t::target_probs: arrays.target_probs = view; return;
-        case role_t::behaviour_probs: arrays.behaviour_probs = view; return;
-        case role_t::greedy: arrays.greedy = view; return;
-        case role_t::advantages: arrays.advantages = view; return;
-    }
+    detail::set_array(arrays, role, view);
 }
 
 /// How the caller spells lambda (gae_lambda for GAE and the puff advantage), for messages.

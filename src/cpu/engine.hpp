@@ -4,7 +4,9 @@
 // Every estimator is one first-order scan S_t = delta_t + k_t S_{t+1} (or, run
 // forwards, S_t = delta_t + k_t S_{t-1}) with a producer and an epilogue:
 //   - the producer makes (delta_t, k_t) from one group of lanes' inputs, which
-//     it loads through the lanes: values(view, dt, fill), flags<F>(view, dt);
+//     it loads through the lanes by role (core/kinds.hpp's argument_role):
+//     values(role::rewards, dt, fill), flags<F>(role::terminated, dt), and
+//     present(role) for an optional array; any [rows, horizon] role loads so;
 //     dt = +1 reads the later step (V_{t+1}, PufferLib's rewards at t+1), -1
 //     the earlier one, and a step outside the row reads `fill`;
 //   - the epilogue makes the outputs (advantages, returns) from the scanned S_t
@@ -16,14 +18,18 @@
 //   - row_lanes: step t of W rows r .. r+W-1 (row-adjacent data, [T, B]).
 // kEdge lanes are the rare groups that reach past the row's first or last step
 // (or past the block's last row): their loads check every lane; the others
-// are plain vector loads.
+// are plain vector loads. The lanes read lines of the arithmetic type C: the
+// call's memory itself, or a converting source's copy of it (16-bit floats,
+// other strides: engine_sources.hpp), so one producer serves every dtype and layout.
 #pragma once
 
 #include <cstdint>
 #include <mutex>
 
-#include "cpu/conventions_cpu.hpp"
+#include "core/kinds.hpp"
+#include "cpu/convert.hpp"
 #include "cpu/cpu_scan.hpp"
+#include "cpu/views.hpp"
 
 #if defined(__GNUC__)  // the vectors never cross a non-inlined call by value (cpu_scan.hpp)
 #pragma GCC diagnostic ignored "-Wpsabi"
@@ -38,13 +44,15 @@ using M = simd::mask<C>;
 template <typename C>
 constexpr int W = simd::lanes<C>::width;
 
-/// One call's arrays, by their part in the scan; absent ones are !present.
+using role = argument_role;
+
+/// One call's arrays by role (kinds.hpp's visit_field fills them); absent ones are !present.
 struct arrays {
     std::int64_t rows = 0, horizon = 0;
-    view rewards, values, terminated, truncated, last_value, bootstrap, importance;
-    view next_values, target, behaviour, greedy;
-    view advantages, returns, abs_sums, sums, square_sums;
-    bool stream = false;  // outputs stored past the caches (engine_serves.cpp: streams)
+    view by_role[role_count];
+    bool stream = false;  // outputs stored past the caches (engine_run.hpp: streams)
+    const view& operator[](role r) const { return by_role[static_cast<int>(r)]; }
+    view& operator[](role r) { return by_role[static_cast<int>(r)]; }
 };
 
 /// Flags of one byte (bool, uint8) rather than of the floats' type.
@@ -56,34 +64,35 @@ struct outputs {
     V<C> advantages, returns;
 };
 
-/// The [rows, horizon] arrays the lanes load along, by slot (the order of kLineViews).
-enum class slot : int {
-    rewards, values, terminated, truncated, importance, next_values, target, behaviour, greedy,
-    advantages, returns
-};
-constexpr int kSlots = 11;
-constexpr view arrays::*kLineViews[kSlots] = {
-    &arrays::rewards, &arrays::values,     &arrays::terminated, &arrays::truncated,
-    &arrays::importance, &arrays::next_values, &arrays::target, &arrays::behaviour,
-    &arrays::greedy, &arrays::advantages, &arrays::returns};
+/// Whether the lanes load `r` along [rows, horizon] (bootstrap_values is read
+/// element by element at truncations; [rows] arrays per row).
+constexpr bool is_line(role r) { return !is_per_row(r) && r != role::bootstrap_values; }
 
-/// Each slot's address at one (row, step) of the traversal, null where absent.
+/// Each role's address at one (row, step) of the traversal, null where absent.
 /// A local of the traversal, copied per row (or step): the lanes read their
 /// addresses from it, not from the call's views, which every vector store
 /// (may_alias) would make the compiler load again.
 struct lines {
-    const char* at[kSlots];
-    std::int64_t step_bytes[kSlots];  // from one step to the next
-    std::int64_t size[kSlots];
+    const char* at[role_count];
+    std::int64_t step_bytes[role_count];  // from one step to the next
+    lines() = default;
     lines(const arrays& a, std::int64_t row, std::int64_t t) {
-        for (int k = 0; k < kSlots; ++k) {
-            const view& v = a.*kLineViews[k];
-            at[k] = v.present ? static_cast<const char*>(v.at(row, t)) : nullptr;
+        for (int k = 0; k < role_count; ++k) {
+            const view& v = a.by_role[k];
+            at[k] = v.present && is_line(role(k)) ? static_cast<const char*>(v.at(row, t)) : nullptr;
             step_bytes[k] = v.col_stride * v.size;
-            size[k] = v.size;
         }
     }
 };
+
+inline bool wants_sums(const arrays& a) {
+    return a[role::abs_sums].present || a[role::sums].present || a[role::square_sums].present;
+}
+
+/// One row's sums of |A|, A and A^2 into the present [rows] outputs.
+inline void write_sums(const arrays& a, std::int64_t row, const double* totals) {
+    write_row_sums(a[role::abs_sums], a[role::sums], a[role::square_sums], row, totals);
+}
 
 /// A mask from a per-lane predicate (edge groups only: a scalar loop).
 template <typename C, typename Pred>
@@ -103,7 +112,7 @@ struct time_lanes {
     bool stream;
     bad_step& bad;
 
-    bool present(slot k) const { return row_lines.at[int(k)] != nullptr; }
+    bool present(role k) const { return row_lines.at[static_cast<int>(k)] != nullptr; }
     std::int64_t row_of(int) const { return row; }
     std::int64_t step_of(int i) const { return t + i; }
     bool inside(std::int64_t s) const { return s >= 0 && s < horizon; }
@@ -126,12 +135,12 @@ struct time_lanes {
         else return simd::zero_where<C>(~last_step(), simd::splat<C>(fill(row)));
     }
     template <typename T>
-    const T* at(slot k, std::int64_t s) const {
-        return reinterpret_cast<const T*>(row_lines.at[int(k)] + s * std::int64_t(sizeof(T)));
+    const T* at(role k, std::int64_t s) const {
+        return reinterpret_cast<const T*>(row_lines.at[static_cast<int>(k)] + s * std::int64_t(sizeof(T)));
     }
     /// Each lane's value at its step + dt; fill(row) outside the row.
     template <typename Fill>
-    PUFF_SIMD_INLINE V<C> values(slot k, int dt, Fill fill) const {
+    PUFF_SIMD_INLINE V<C> values(role k, int dt, Fill fill) const {
         const std::int64_t s = t + dt;
         if constexpr (kEdge) {
             if (s < 0 || s + W<C> > horizon) {
@@ -147,7 +156,7 @@ struct time_lanes {
     }
     /// The lanes whose flag at step + dt is set (non-zero); none outside the row.
     template <typename F>
-    PUFF_SIMD_INLINE M<C> flags(slot k, int dt) const {
+    PUFF_SIMD_INLINE M<C> flags(role k, int dt) const {
         const std::int64_t s = t + dt;
         if constexpr (kEdge) {
             if (s < 0 || s + W<C> > horizon) {
@@ -163,7 +172,7 @@ struct time_lanes {
         }
         return simd::set_lanes<C>(at<F>(k, s));
     }
-    PUFF_SIMD_INLINE void store(slot k, V<C> x) const {
+    PUFF_SIMD_INLINE void store(role k, V<C> x) const {
         if (!present(k)) return;
         C* p = const_cast<C*>(at<C>(k, t));
         if (kEdge && (t < 0 || t + W<C> > horizon)) {
@@ -189,7 +198,7 @@ struct row_lanes {
     bool stream;
     bad_step& bad;
 
-    bool present(slot k) const { return step_lines.at[int(k)] != nullptr; }
+    bool present(role k) const { return step_lines.at[static_cast<int>(k)] != nullptr; }
     std::int64_t row_of(int i) const { return row + i; }
     std::int64_t step_of(int) const { return t; }
     bool inside(std::int64_t s) const { return s >= 0 && s < horizon; }
@@ -209,13 +218,13 @@ struct row_lanes {
         return simd::load<C>(x);
     }
     template <typename T>
-    const T* at(slot k, int dt) const {
-        return reinterpret_cast<const T*>(step_lines.at[int(k)] + dt * step_lines.step_bytes[int(k)]) + offset;
+    const T* at(role k, int dt) const {
+        return reinterpret_cast<const T*>(step_lines.at[static_cast<int>(k)] + dt * step_lines.step_bytes[static_cast<int>(k)]) + offset;
     }
     // Step t itself is always inside (dt = 0 is known after inlining: no test).
     bool shifted_inside(int dt) const { return dt == 0 || inside(t + dt); }
     template <typename Fill>
-    PUFF_SIMD_INLINE V<C> values(slot k, int dt, Fill fill) const {
+    PUFF_SIMD_INLINE V<C> values(role k, int dt, Fill fill) const {
         if (kEdge || !shifted_inside(dt)) {
             alignas(32) C x[W<C>] = {};
             for (int i = 0; i < lanes(); ++i) x[i] = shifted_inside(dt) ? at<C>(k, dt)[i] : fill(row + i);
@@ -224,7 +233,7 @@ struct row_lanes {
         return simd::load<C>(at<C>(k, dt));
     }
     template <typename F>
-    PUFF_SIMD_INLINE M<C> flags(slot k, int dt) const {
+    PUFF_SIMD_INLINE M<C> flags(role k, int dt) const {
         if (!shifted_inside(dt)) return M<C>{};
         if constexpr (kEdge) {
             F x[W<C>] = {};
@@ -233,7 +242,7 @@ struct row_lanes {
         }
         return simd::set_lanes<C>(at<F>(k, dt));
     }
-    PUFF_SIMD_INLINE void store(slot k, V<C> x) const {
+    PUFF_SIMD_INLINE void store(role k, V<C> x) const {
         if (!present(k)) return;
         C* p = const_cast<C*>(at<C>(k, 0));
         if constexpr (kEdge) {
@@ -246,10 +255,12 @@ struct row_lanes {
     }
 };
 
-/// A scalar of type C at (row, t) of a float view of type C.
+/// The value at (row, t) of a float view, as C (any float dtype: the per-row
+/// and element-read arrays are not staged by the converting sources).
 template <typename C>
 inline C element(const view& v, std::int64_t row, std::int64_t t) {
-    return *static_cast<const C*>(v.at(row, t));
+    if (v.type == dtype_of<C>) return *static_cast<const C*>(v.at(row, t));
+    return load_one<C>(v, row, t);
 }
 
 /// `next` with bootstrap_values at the lanes whose `truncated` is set; a lane
@@ -260,17 +271,10 @@ PUFF_SIMD_INLINE V<C> bootstrap_truncated(const Lanes& lanes, V<C> next, M<C> tr
     alignas(32) C x[W<C>];
     simd::store<C>(x, next);
     for (int i = 0; i < W<C>; ++i) {
-        if (!truncated[i] || terminated[i]) continue;
-        x[i] = element<C>(lanes.a.bootstrap, lanes.row_of(i), lanes.step_of(i));
+        if (!truncated[i] || terminated[i]) continue;  // flagged both: terminated (issue 33)
+        x[i] = element<C>(lanes.a[role::bootstrap_values], lanes.row_of(i), lanes.step_of(i));
     }
     return simd::load<C>(x);
-}
-
-/// The lanes both terminated and truncated, into lanes.bad.
-template <typename C, typename Lanes>
-PUFF_SIMD_INLINE void keep_both_set(const Lanes& lanes, M<C> both) {
-    for (int i = 0; i < W<C>; ++i)
-        if (both[i]) lanes.bad.keep_first(lanes.row_of(i), lanes.step_of(i));
 }
 
 /// The first bad step across threads.

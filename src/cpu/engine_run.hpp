@@ -1,12 +1,13 @@
-// The CPU engine's driver: which traversal serves a call (layout and dtypes),
-// whether its outputs are streamed, and the split of its rows between the CPU
-// threads. Knows no estimator: the producer comes from the entry's table
+// The CPU engine's driver: which traversal and which source serve a call
+// (layout and dtypes), whether its outputs are streamed, and the split of its
+// rows between the CPU threads. Knows no estimator: the producer comes from the entry's table
 // (advantage_cpu.cpp).
 #pragma once
 
 #include <algorithm>
 #include <array>
 #include <cstdint>
+#include <cstdlib>
 #include <initializer_list>
 #include <string>
 
@@ -17,37 +18,39 @@ namespace puffadv::detail::engine {
 
 enum class layout { time_contiguous, row_adjacent, other };
 
-/// The [rows, horizon] arrays the traversals load vectors along (last_value
-/// and bootstrap_values are read element by element).
-inline std::array<const view*, 11> lane_views(const arrays& a) {
-    return {&a.rewards, &a.values, &a.terminated, &a.truncated, &a.importance, &a.next_values,
-            &a.target, &a.behaviour, &a.greedy, &a.advantages, &a.returns};
-}
-
 inline layout layout_of(const arrays& a) {
     bool along_time = true, across_rows = true;
-    for (const view* v : lane_views(a)) {
-        if (!v->present) continue;
-        along_time = along_time && (v->col_stride == 1 || a.horizon <= 1);
-        across_rows = across_rows && (v->row_stride == 1 || a.rows <= 1);
+    for (int k = 0; k < role_count; ++k) {
+        const view& v = a.by_role[k];
+        if (!v.present || !is_line(role(k))) continue;
+        along_time = along_time && (v.col_stride == 1 || a.horizon <= 1);
+        across_rows = across_rows && (v.row_stride == 1 || a.rows <= 1);
     }
     return along_time ? layout::time_contiguous : across_rows ? layout::row_adjacent : layout::other;
 }
 
-/// Whether the engine serves a call in arithmetic type C: every float array of
-/// type C (float32 or float64), the flags (terminated, truncated, greedy) all of
-/// that type or all bool/uint8, and a layout a traversal walks.
+/// Whether the traversals read the call's memory itself in arithmetic type C:
+/// every float array of type C (float32 or float64), the flags (terminated,
+/// truncated, greedy) all of that type or all bool/uint8 (`arithmetic_dones`:
+/// terminated of type C, the puff advantage's), and a layout a traversal walks.
+/// Every other call reads converted lines (engine_sources.hpp).
 template <typename C>
-bool serves(const arrays& a) {
-    constexpr dtype own = sizeof(C) == 8 ? dtype::float64 : dtype::float32;
-    for (const view* v : {&a.rewards, &a.values, &a.last_value, &a.bootstrap, &a.importance, &a.next_values,
-                          &a.target, &a.behaviour, &a.advantages, &a.returns})
-        if (v->present && v->type != own) return false;
-    const bool bytes = byte_flags(a.terminated.type);
-    for (const view* v : {&a.terminated, &a.truncated, &a.greedy})
-        if (v->present && (byte_flags(v->type) != bytes || (!bytes && v->type != own))) return false;
+bool reads_in_place(const arrays& a, bool arithmetic_dones) {
+    const bool bytes = byte_flags(a[role::terminated].type);
+    for (int k = 0; k < role_count; ++k) {
+        const view& v = a.by_role[k];
+        const role r = role(k);
+        if (!v.present || (is_per_row(r) && is_output(r))) continue;  // sums: float32 or float64 either way
+        const bool flag = r == role::terminated || r == role::truncated || r == role::greedy;
+        if (!flag && v.type != dtype_of<C>) return false;
+        if (flag && (byte_flags(v.type) != bytes || (!bytes && v.type != dtype_of<C>))) return false;
+    }
+    if (arithmetic_dones && bytes) return false;
     return layout_of(a) != layout::other;
 }
+
+/// The arithmetic type of a call: double for float64 inputs, float for every other float dtype.
+inline bool computes_in_double(const arrays& a) { return a[role::rewards].type == dtype::float64; }
 
 /// Whether to store the outputs past the caches: outputs too large to stay
 /// cached for whoever reads them next (saves reading each output line before
@@ -57,46 +60,88 @@ bool serves(const arrays& a) {
 inline bool streams(const arrays& a) {
     const bool along_time = layout_of(a) == layout::time_contiguous;
     std::int64_t bytes = 0;
-    for (const view* v : {&a.advantages, &a.returns}) {
-        if (!v->present) continue;
-        const std::int64_t outer = (along_time ? v->row_stride : v->col_stride) * v->size;
-        if (reinterpret_cast<std::uintptr_t>(v->base) % 16 != 0 || outer % 16 != 0) return false;
-        bytes += a.rows * a.horizon * v->size;
+    for (role r : {role::advantages, role::returns}) {
+        const view& v = a[r];
+        if (!v.present) continue;
+        const std::int64_t outer = (along_time ? v.row_stride : v.col_stride) * v.size;
+        if (reinterpret_cast<std::uintptr_t>(v.base) % 16 != 0 || outer % 16 != 0) return false;
+        bytes += a.rows * a.horizon * v.size;
     }
-    if (outputs_share_page_lines({&a.advantages, &a.returns},
-                                 {&a.rewards, &a.values, &a.terminated, &a.truncated, &a.importance, &a.bootstrap,
-                                  &a.next_values, &a.target, &a.behaviour, &a.greedy}))
-        return false;
+    // Does every present output start at the same line of a page as some input?
+    auto line = [](const view& v) { return reinterpret_cast<std::uintptr_t>(v.base) % 4096 / 64; };
+    bool any = false, all_shared = true;
+    for (role out : {role::advantages, role::returns}) {
+        if (!a[out].present) continue;
+        bool shared = false;
+        for (int k = 0; k < input_role_count; ++k)
+            shared = shared || (a.by_role[k].present && !is_per_row(role(k)) && line(a.by_role[k]) == line(a[out]));
+        all_shared = all_shared && shared;
+        any = true;
+    }
+    if (any && all_shared) return false;
     return bytes >= kStreamingBytes;
 }
 
 constexpr std::int64_t kElementsPerThread = 1 << 15;  // below this, extra threads cost more than they give
 
 
-/// Runs producer p over every row of a served call. Units of work: kSimdTileRows
-/// time-contiguous rows (each ends with a store fence when streaming), or a
-/// block of simd_block_rows row-adjacent rows (long lines stream from memory).
+/// How a call is walked: the traversal, and whether its lines are converted.
+struct plan {
+    bool along_time, converting;
+    std::int64_t unit;  // rows per unit of thread work
+};
+
+/// Converted lines are walked along time where time is the rows' inner
+/// dimension (a whole row converted at once, up to kConvertedRowSteps), else
+/// across rows in blocks of kBlockRows.
+constexpr std::int64_t kConvertedRowSteps = 1 << 16;
+
+inline plan plan_of(const arrays& a, bool converting) {
+    if (!converting) {
+        const bool along = layout_of(a) == layout::time_contiguous;
+        return {along, false, along ? kSimdTileRows : simd_block_rows(a.rows)};
+    }
+    const view& r = a[role::rewards];
+    const bool time_inner = a.rows <= 1 || std::llabs(r.col_stride) <= std::llabs(r.row_stride);
+    const bool along = a.horizon <= 1 || (time_inner && a.horizon <= kConvertedRowSteps);
+    return {along, true, along ? kSimdTileRows : kBlockRows};
+}
+
+/// Runs producer p over every row of a call. Units of work: kSimdTileRows rows
+/// along time (each ends with a store fence when streaming), or a block of rows
+/// across them (long lines stream from memory). `arithmetic_dones`: the puff
+/// advantage's, converted as values rather than as flags.
 template <typename P>
-void run_engine(const P& p, const arrays& a) {
-    const bool along = layout_of(a) == layout::time_contiguous;
-    const std::int64_t unit = along ? kSimdTileRows : simd_block_rows(a.rows);
+void run_engine(const P& p, const arrays& a, bool converting, bool arithmetic_dones = false) {
+    using C = typename P::scalar;
+    const plan how = plan_of(a, converting);
+    const std::int64_t unit = how.unit;
     const std::int64_t units = (a.rows + unit - 1) / unit;
     const std::int64_t by_work = std::max<std::int64_t>(1, a.rows * a.horizon / kElementsPerThread);
     const int threads = static_cast<int>(std::min<std::int64_t>({cpu_thread_count(), units, by_work}));
     shared_bad_step bad;
+    auto walk = [&](auto& source, std::int64_t first, int count) {
+        if (!how.along_time) {
+            bad.keep(across_rows(p, a, source, first, count));
+        } else if (P::kForward) {
+            bad.keep(along_time(p, a, source, first, count));
+        } else {
+            // Backward rows are walked downwards: a thread takes the mirror image of its
+            // ascending units, so that its reads form one descending stream (ascending
+            // units of descending rows ran 2.5x slower: the prefetcher restarted at each).
+            bad.keep(along_time(p, a, source, a.rows - first - count, count));
+        }
+    };
     parallel_ranges(threads, units, [&](std::int64_t begin, std::int64_t end) {
         for (std::int64_t u = begin; u < end; ++u) {
             const std::int64_t first = u * unit;
             const int count = static_cast<int>(std::min<std::int64_t>(unit, a.rows - first));
-            if (!along) {
-                bad.keep(across_rows(p, a, first, count));
-            } else if (P::kForward) {
-                bad.keep(along_time(p, a, first, count));
+            if (how.converting) {
+                converting_lines<C> source(a, arithmetic_dones, how.along_time ? a.horizon : count, !how.along_time);
+                walk(source, first, count);
             } else {
-                // Backward rows are walked downwards: a thread takes the mirror image of its
-                // ascending units, so that its reads form one descending stream (ascending
-                // units of descending rows ran 2.5x slower: the prefetcher restarted at each).
-                bad.keep(along_time(p, a, a.rows - first - count, count));
+                call_lines source{a};
+                walk(source, first, count);
             }
         }
     });

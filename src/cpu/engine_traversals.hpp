@@ -11,18 +11,20 @@
 //   - across_rows: row-adjacent data (time-major [T, B]): a block of rows steps
 //     through time together, W rows per vector, each lane its own recurrence
 //     with the carries in a scratch line; no scan is needed.
-// run_engine (engine_run.hpp) splits the rows between the CPU threads.
+// Both read their lines through a source (engine_sources.hpp): the call's
+// memory itself, or converted copies of it (16-bit floats, other strides).
+// run_engine (engine_run.hpp) picks the traversal and the source, and splits
+// the rows between the CPU threads.
 #pragma once
 
 #include <algorithm>
 #include <cstdint>
 #include <vector>
 
-#include "cpu/engine.hpp"
+#include "cpu/engine_sources.hpp"
 
 namespace puffadv::detail::engine {
 
-inline bool wants_sums(const arrays& a) { return a.abs_sums.present || a.sums.present || a.square_sums.present; }
 
 // One block of W steps of a row; `chained` is the carry from the block scanned
 // before (S_{t+W} backwards, S_{t-1} forwards), then this block's.
@@ -52,18 +54,19 @@ PUFF_SIMD_INLINE void time_block(const P& p, const arrays& a, const lines& row_l
     }
     outputs<C> out = p.finish(lanes, step, s, later);
     if constexpr (kEdge) out.advantages = simd::zero_where<C>(~lanes.valid(), out.advantages);  // for the sums
-    lanes.store(slot::advantages, out.advantages);
-    lanes.store(slot::returns, out.returns);
+    lanes.store(role::advantages, out.advantages);
+    lanes.store(role::returns, out.returns);
     if (sums) sums->add(out.advantages);
 }
 
-/// Rows [first, first + count) of time-contiguous data.
-template <typename P>
-PUFF_SIMD_CLONES bad_step along_time(const P& producer, const arrays& a, std::int64_t first, int count) {
+/// Rows [first, first + count), each row's steps adjacent in the source's lines.
+template <typename P, typename Source>
+PUFF_SIMD_CLONES bad_step along_time(const P& producer, const arrays& a, Source& source, std::int64_t first,
+                                     int count) {
     using C = typename P::scalar;
     const P p = producer;  // a local: its coefficients stay in registers across the vector stores
     const std::int64_t T = a.horizon;
-    const bool want_sums = wants_sums(a), stream = a.stream;
+    const bool want_sums = wants_sums(a), stream = source.streams();
     bad_step bad;
     for (int j = 0; j < count; ++j) {
         const std::int64_t row = P::kForward ? first + j : first + count - 1 - j;
@@ -71,7 +74,7 @@ PUFF_SIMD_CLONES bad_step along_time(const P& producer, const arrays& a, std::in
         simd::double_sums sums;
         simd::double_sums* sums_or_null = want_sums ? &sums : nullptr;
         V<C> chained = simd::splat<C>(p.seed(row));
-        const lines row_lines(a, row, 0);
+        const lines row_lines = source.row(row);
 #define PUFF_BLOCK(kEdge, t) time_block<kEdge>(p, a, row_lines, row, t, T, stream, chained, sums_or_null, bad)
         if (T > 0 && P::kForward) {
             // The first block reads before the row (dt = -1), the last one may pass its end.
@@ -88,10 +91,11 @@ PUFF_SIMD_CLONES bad_step along_time(const P& producer, const arrays& a, std::in
             for (t -= W<C>; t >= 0; t -= W<C>) PUFF_BLOCK(false, t);
         }
 #undef PUFF_BLOCK
+        source.row_done(row);
         if (want_sums) {
             double totals[3] = {0, 0, 0};
             sums.total_into(totals);
-            write_row_sums(a, row, totals);
+            write_sums(a, row, totals);
         }
     }
     if (stream) simd::fence();
@@ -104,21 +108,23 @@ constexpr int kLineElements = 64 / sizeof(C);  // a cache line
 // The lines of the step read next, prefetched a cache line ahead of this step's
 // reads and writes: beside them, the hardware prefetcher restarted at every page
 // of every step's line (65536x128 f32 time-major GAE, one thread, 8192-row
-// blocks: 8.0 -> 6.4 ms).
+// blocks: 8.0 -> 6.4 ms). Row-adjacent lines of the call's memory only.
 struct next_step_lines {
-    static constexpr int kMost = 12;
+    static constexpr int kMost = role_count;
     const char* lines[kMost] = {};
     int sizes[kMost] = {};
     int count = 0;
 
+    next_step_lines() = default;
     next_step_lines(const arrays& a, std::int64_t first, std::int64_t t) {
         if (t < 0 || t >= a.horizon) return;
-        for (const view* v : {&a.rewards, &a.values, &a.terminated, &a.importance, &a.next_values, &a.target,
-                              &a.behaviour, &a.greedy})
-            if (v->present) lines[count] = static_cast<const char*>(v->at(first, t)), sizes[count++] = v->size;
-        if (!a.stream)  // streamed outputs have no line to fetch
-            for (const view* v : {&a.advantages, &a.returns})
-                if (v->present) lines[count] = static_cast<const char*>(v->at(first, t)), sizes[count++] = v->size;
+        for (int k = 0; k < role_count; ++k) {
+            const view& v = a.by_role[k];
+            // Streamed outputs have no line to fetch; truncated is rarely set (its bootstraps: not at all).
+            if (!v.present || !is_line(role(k)) || k == int(role::truncated) || (a.stream && is_output(role(k))))
+                continue;
+            lines[count] = static_cast<const char*>(v.at(first, t)), sizes[count++] = v.size;
+        }
     }
     PUFF_SIMD_INLINE void prefetch(std::int64_t i) const {
         for (int j = 0; j < count; ++j) __builtin_prefetch(lines[j] + i * sizes[j]);
@@ -145,14 +151,15 @@ PUFF_SIMD_INLINE void row_group(const P& p, const arrays& a, const lines& step_l
     const V<C> s = step.delta + step.decay * later;
     simd::store<C>(carry, s);
     const outputs<C> out = p.finish(lanes, step, s, later);
-    lanes.store(slot::advantages, out.advantages);
-    lanes.store(slot::returns, out.returns);
+    lanes.store(role::advantages, out.advantages);
+    lanes.store(role::returns, out.returns);
     if (sums) simd::add_to_lanes(out.advantages, sums, sums + pitch, sums + 2 * pitch);
 }
 
-/// Rows [first, first + n) of row-adjacent data.
-template <typename P>
-PUFF_SIMD_CLONES bad_step across_rows(const P& producer, const arrays& a, std::int64_t first, int n) {
+/// Rows [first, first + n), a step's rows adjacent in the source's lines.
+template <typename P, typename Source>
+PUFF_SIMD_CLONES bad_step across_rows(const P& producer, const arrays& a, Source& source, std::int64_t first,
+                                      int n) {
     using C = typename P::scalar;
     const P p = producer;  // a local: its coefficients stay in registers across the vector stores
     static thread_local block_scratch<C> scratch;
@@ -166,12 +173,12 @@ PUFF_SIMD_CLONES bad_step across_rows(const P& producer, const arrays& a, std::i
     if (sums) std::fill(sums, sums + 3 * pitch, 0.0);
     const int full = n - n % W<C>;
     const std::int64_t T = a.horizon;
-    const bool stream = a.stream;
+    const bool stream = source.streams();
     bad_step bad;
     for (std::int64_t step = 0; step < T; ++step) {
         const std::int64_t t = P::kForward ? step : T - 1 - step;
-        const next_step_lines ahead(a, first, P::kForward ? t + 1 : t - 1);
-        const lines step_lines(a, first, t);
+        const next_step_lines ahead = source.ahead(first, P::kForward ? t + 1 : t - 1);
+        const lines step_lines = source.step(first, n, t, P::kForward);
         for (int i = 0; i < full; i += W<C>) {
             if (i % kLineElements<C> == 0) ahead.prefetch(i);
             row_group<false>(p, a, step_lines, first, i, t, T, W<C>, stream, carry + i, sums ? sums + i : nullptr,
@@ -180,11 +187,12 @@ PUFF_SIMD_CLONES bad_step across_rows(const P& producer, const arrays& a, std::i
         if (full < n)
             row_group<true>(p, a, step_lines, first, full, t, T, n - full, stream, carry + full,
                             sums ? sums + full : nullptr, pitch, bad);
+        source.step_done(first, n, t);
     }
     if (sums)
         for (int i = 0; i < n; ++i) {
             const double totals[3] = {sums[i], sums[pitch + i], sums[2 * pitch + i]};
-            write_row_sums(a, first + i, totals);
+            write_sums(a, first + i, totals);
         }
     if (stream) simd::fence();
     return bad;

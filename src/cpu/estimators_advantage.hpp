@@ -28,10 +28,14 @@ namespace puffadv::detail::engine {
 /// flags cost more than it saved there.
 template <typename C, typename F>
 void prefetch_bootstraps(const arrays& a, std::int64_t row) {
-    if (!a.truncated.present || a.truncated.col_stride != 1) return;
-    const F* flags = static_cast<const F*>(a.truncated.at(row, 0));
-    const char* boot = static_cast<const char*>(a.bootstrap.at(row, 0));
-    const std::int64_t stride = a.bootstrap.col_stride * a.bootstrap.size;
+    const view& truncated = a[role::truncated];
+    // The call's own flags of type F only (a converting source's are copies, read later).
+    const bool of_type_f = sizeof(F) == 1 ? byte_flags(truncated.type) : truncated.type == dtype_of<F>;
+    if (!truncated.present || truncated.col_stride != 1 || !of_type_f) return;
+    const F* flags = static_cast<const F*>(truncated.at(row, 0));
+    const view& bootstrap = a[role::bootstrap_values];
+    const char* boot = static_cast<const char*>(bootstrap.at(row, 0));
+    const std::int64_t stride = bootstrap.col_stride * bootstrap.size;
     const std::int64_t full = a.horizon - a.horizon % W<C>;
     for (std::int64_t j = full; j < a.horizon; ++j)
         if (flags[j] != F(0)) __builtin_prefetch(boot + j * stride);
@@ -51,8 +55,9 @@ struct advantage_scalars {
     C gamma, gamma_lambda, rho_clip, c_clip, rho_pg_clip;
 };
 
-/// The puff advantage. Its dones are of the values' type (the entry's table
-/// sends byte dones to the general kernel).
+/// The puff advantage. Its dones are used arithmetically: of the values' type
+/// in the call's memory, or converted as values (engine_sources.hpp). Its fused
+/// returns are A + V.
 template <typename C>
 struct puff_producer {
     using scalar = C;
@@ -66,7 +71,7 @@ struct puff_producer {
           c_clip(simd::splat<C>(s.c_clip)) {}
 
     struct step {
-        V<C> delta, decay;
+        V<C> delta, decay, values;
     };
     C seed(std::int64_t) const { return C(0); }
     void prefetch_row(std::int64_t) const {}
@@ -74,12 +79,13 @@ struct puff_producer {
     template <typename Lanes>
     PUFF_SIMD_INLINE step produce(const Lanes& in) const {
         auto zero = [](std::int64_t) { return C(0); };  // step T: read, then dropped below
-        const V<C> importance = in.values(slot::importance, 0, zero);
-        const V<C> not_done = one - in.values(slot::terminated, 1, zero);
+        const V<C> importance = in.values(role::importance, 0, zero);
+        const V<C> not_done = one - in.values(role::terminated, 1, zero);
         step s;
+        s.values = in.values(role::values, 0, zero);
         s.delta = simd::clip<C>(importance, rho_clip) *
-                  (in.values(slot::rewards, 1, zero) + gamma * in.values(slot::values, 1, zero) * not_done -
-                   in.values(slot::values, 0, zero));
+                  (in.values(role::rewards, 1, zero) + gamma * in.values(role::values, 1, zero) * not_done -
+                   s.values);
         s.decay = gamma_lambda * simd::clip<C>(importance, c_clip) * not_done;
         const M<C> last = in.last_step();  // A_{T-1} = 0 (bitwise: a NaN V_{T-1} too)
         s.delta = simd::zero_where<C>(last, s.delta);
@@ -87,8 +93,8 @@ struct puff_producer {
         return s;
     }
     template <typename Lanes>
-    PUFF_SIMD_INLINE outputs<C> finish(const Lanes&, const step&, V<C> s, V<C>) const {
-        return {s, s};
+    PUFF_SIMD_INLINE outputs<C> finish(const Lanes&, const step& st, V<C> s, V<C>) const {
+        return {s, s + st.values};
     }
 };
 
@@ -113,8 +119,8 @@ struct standard_producer {
 
     // V'_{T-1}: last_value, or bootstrap_values at the last step.
     C value_after_end(std::int64_t row) const {
-        return a.last_value.present ? element<C>(a.last_value, row, 0)
-                                    : element<C>(a.bootstrap, row, a.horizon - 1);
+        return a[role::last_value].present ? element<C>(a[role::last_value], row, 0)
+                                    : element<C>(a[role::bootstrap_values], row, a.horizon - 1);
     }
 
     void prefetch_row(std::int64_t row) const { prefetch_bootstraps<C, F>(a, row); }
@@ -124,20 +130,20 @@ struct standard_producer {
         auto zero = [](std::int64_t) { return C(0); };
         auto end = [this](std::int64_t row) { return value_after_end(row); };
         step s;
-        s.values = in.values(slot::values, 0, zero);
-        V<C> next = in.values(slot::values, 1, end);
-        const M<C> terminated = in.template flags<F>(slot::terminated, 0);
+        s.values = in.values(role::values, 0, zero);
+        V<C> next = in.values(role::values, 1, end);
+        const M<C> terminated = in.template flags<F>(role::terminated, 0);
         M<C> done = terminated;
-        if (in.present(slot::truncated)) {
-            const M<C> truncated = in.template flags<F>(slot::truncated, 0);
+        if (in.present(role::truncated)) {
+            const M<C> truncated = in.template flags<F>(role::truncated, 0);
             if (simd::any_lane<C>(truncated)) {  // rare: a branch per vector, not a stream
                 next = bootstrap_truncated<C>(in, next, truncated, terminated);
                 done |= truncated;
             }
         }
-        const V<C> ratio = kImp ? in.values(slot::importance, 0, zero) : one;
+        const V<C> ratio = kImp ? in.values(role::importance, 0, zero) : one;
         const V<C> not_done = simd::zero_where<C>(done, one);
-        const V<C> td = in.values(slot::rewards, 0, zero) + gamma * simd::zero_where<C>(terminated, next) - s.values;
+        const V<C> td = in.values(role::rewards, 0, zero) + gamma * simd::zero_where<C>(terminated, next) - s.values;
         s.delta = kImp ? simd::clip<C>(ratio, rho_clip) * td : td;
         s.decay = (kImp ? gamma_lambda * simd::clip<C>(ratio, c_clip) : gamma_lambda) * not_done;
         if constexpr (kPg) {

@@ -13,10 +13,11 @@
 //   episodic_sum        delta = x                                      k = gamma lambda (0 where reset)
 //                       reset_t = dones_{t-1} (none before step 0), or dones_t (reset_at_start);
 //                       seeded with last_value
-// n_step_returns is no first-order scan: its windows keep their own traversals
-// (conventions_cpu_family*.cpp).
+// n_step_returns is no first-order scan: its windows keep their own traversal
+// (n_step_returns.cpp), over the same lanes and sources.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 
 #include "cpu/engine.hpp"
@@ -52,23 +53,23 @@ struct discounted_producer : family_base<C> {
     void prefetch_row(std::int64_t row) const { prefetch_bootstraps<C, F>(a, row); }
     // The value after the row's last step: last_value, bootstrap_values[T-1], or 0.
     C value_after_end(std::int64_t row) const {
-        if (a.last_value.present) return element<C>(a.last_value, row, 0);
-        if (a.bootstrap.present) return element<C>(a.bootstrap, row, a.horizon - 1);
+        if (a[role::last_value].present) return element<C>(a[role::last_value], row, 0);
+        if (a[role::bootstrap_values].present) return element<C>(a[role::bootstrap_values], row, a.horizon - 1);
         return C(0);
     }
     template <typename Lanes>
     PUFF_SIMD_INLINE step produce(const Lanes& in) const {
         V<C> boot = in.at_last_step([this](std::int64_t row) { return value_after_end(row); });
-        const M<C> terminated = in.template flags<F>(slot::terminated, 0);
+        const M<C> terminated = in.template flags<F>(role::terminated, 0);
         M<C> done = terminated;
-        if (in.present(slot::truncated)) {
-            const M<C> truncated = in.template flags<F>(slot::truncated, 0);
+        if (in.present(role::truncated)) {
+            const M<C> truncated = in.template flags<F>(role::truncated, 0);
             if (simd::any_lane<C>(truncated)) {
                 boot = bootstrap_truncated<C>(in, boot, truncated, terminated);
                 done |= truncated;
             }
         }
-        return {in.values(slot::rewards, 0, this->zero) + simd::zero_where<C>(terminated, this->gamma * boot),
+        return {in.values(role::rewards, 0, this->zero) + simd::zero_where<C>(terminated, this->gamma * boot),
                 simd::zero_where<C>(done, this->gamma)};
     }
     template <typename Lanes>
@@ -77,14 +78,15 @@ struct discounted_producer : family_base<C> {
     }
 };
 
-// Retrace (probabilities; log-probabilities take the general kernel: no vector exp)
-// and Q(lambda) (kQ) read next_values; a truncation only cuts the trace.
+// Retrace (probabilities, or log-probabilities: c from exp of their difference,
+// lane by lane) and Q(lambda) (kQ) read next_values; a truncation only cuts the trace.
 template <typename C, typename F, bool kQ>
 struct action_value_producer : family_base<C> {
     using family_base<C>::family_base;
     using family_base<C>::a;
     static constexpr bool kForward = false;
     bool q_read = true;  // Q(lambda) reads q only for A = G - q (stored or summed)
+    bool log_probs = false;  // Retrace: target_probs and behaviour_probs are log-probabilities
     struct step {
         V<C> delta, decay, q;
     };
@@ -92,20 +94,20 @@ struct action_value_producer : family_base<C> {
     void prefetch_row(std::int64_t) const {}
     template <typename Lanes>
     PUFF_SIMD_INLINE step produce(const Lanes& in) const {
-        const V<C> r = in.values(slot::rewards, 0, this->zero);
-        const V<C> next = in.values(slot::next_values, 0, this->zero);
-        const M<C> terminated = in.template flags<F>(slot::terminated, 0);
+        const V<C> r = in.values(role::rewards, 0, this->zero);
+        const V<C> next = in.values(role::next_values, 0, this->zero);
+        const M<C> terminated = in.template flags<F>(role::terminated, 0);
         M<C> done = terminated;
-        if (in.present(slot::truncated)) {
-            const M<C> truncated = in.template flags<F>(slot::truncated, 0);
+        if (in.present(role::truncated)) {
+            const M<C> truncated = in.template flags<F>(role::truncated, 0);
             done |= truncated;  // a step also terminated is terminated: next is zeroed below
         }
         step s;
-        s.q = q_read ? in.values(slot::values, 0, this->zero) : V<C>{};
+        s.q = q_read ? in.values(role::values, 0, this->zero) : V<C>{};
         const V<C> stop = simd::zero_where<C>(terminated, this->gamma * next);
         if constexpr (kQ) {
-            const V<C> greedy_later = in.present(slot::greedy)
-                                          ? simd::zero_where<C>(~in.template flags<F>(slot::greedy, 1), this->one)
+            const V<C> greedy_later = in.present(role::greedy)
+                                          ? simd::zero_where<C>(~in.template flags<F>(role::greedy, 1), this->one)
                                           : this->one;
             const V<C> lambda_t = this->lambda * greedy_later;
             done |= in.last_step();  // the trace is cut past the row's end
@@ -113,14 +115,26 @@ struct action_value_producer : family_base<C> {
             s.delta = r + simd::zero_where<C>(~done, stop) + simd::zero_where<C>(done, go);
             s.decay = simd::zero_where<C>(done, this->gamma * lambda_t);
         } else {
-            // c_{t+1} (c_T = 0: target 0 over behaviour 1 past the row); a NaN ratio gives the clip.
-            const V<C> later = this->lambda * simd::clip<C>(in.values(slot::target, 1, this->zero) /
-                                                                in.values(slot::behaviour, 1, [](std::int64_t) { return C(1); }),
-                                                            this->c_clip);
+            // c_{t+1} (c_T = 0: target 0 over behaviour 1 past the row, or exp(-inf - 0));
+            // a NaN ratio gives the clip.
+            const V<C> later = this->lambda * simd::clip<C>(ratio_later(in), this->c_clip);
             s.delta = r + stop - s.q;
             s.decay = simd::zero_where<C>(done, this->gamma * later);
         }
         return s;
+    }
+    // pi_{t+1} / mu_{t+1}, or exp(log pi_{t+1} - log mu_{t+1}) (no vector exp: lane by lane).
+    template <typename Lanes>
+    PUFF_SIMD_INLINE V<C> ratio_later(const Lanes& in) const {
+        if (!log_probs)
+            return in.values(role::target_probs, 1, this->zero) /
+                   in.values(role::behaviour_probs, 1, [](std::int64_t) { return C(1); });
+        const V<C> log_ratio = in.values(role::target_probs, 1, [](std::int64_t) { return -C(INFINITY); }) -
+                               in.values(role::behaviour_probs, 1, this->zero);
+        alignas(32) C x[W<C>];
+        simd::store<C>(x, log_ratio);
+        for (int i = 0; i < W<C>; ++i) x[i] = C(std::exp(x[i]));
+        return simd::load<C>(x);
     }
     template <typename Lanes>
     PUFF_SIMD_INLINE outputs<C> finish(const Lanes&, const step& st, V<C> s, V<C>) const {
@@ -138,12 +152,12 @@ struct episodic_producer : family_base<C> {
     struct step {
         V<C> delta, decay;
     };
-    C seed(std::int64_t row) const { return a.last_value.present ? element<C>(a.last_value, row, 0) : C(0); }
+    C seed(std::int64_t row) const { return a[role::last_value].present ? element<C>(a[role::last_value], row, 0) : C(0); }
     void prefetch_row(std::int64_t) const {}
     template <typename Lanes>
     PUFF_SIMD_INLINE step produce(const Lanes& in) const {
-        const M<C> reset = in.template flags<F>(slot::terminated, reset_at_start ? 0 : -1);
-        return {in.values(slot::rewards, 0, this->zero), simd::zero_where<C>(reset, this->gamma_lambda)};
+        const M<C> reset = in.template flags<F>(role::terminated, reset_at_start ? 0 : -1);
+        return {in.values(role::rewards, 0, this->zero), simd::zero_where<C>(reset, this->gamma_lambda)};
     }
     template <typename Lanes>
     PUFF_SIMD_INLINE outputs<C> finish(const Lanes&, const step&, V<C> s, V<C>) const {

@@ -15,6 +15,7 @@
 
 #include "gpu/family_kinds.cuh"
 #include "gpu/kinds.cuh"
+#include "gpu/recurrence_steps.cuh"
 
 namespace puffadv::gpu {
 inline namespace PUFF_GPU_ABI {
@@ -111,6 +112,12 @@ void estimate_as(const standard_arrays& a, const standard_params& p, cudaStream_
         case estimator::q_lambda: scan<T, q_lambda_kind>(a, p, device, stream); break;
         case estimator::episodic_sum: scan<T, episodic_kind>(a, p, device, stream); break;
         case estimator::n_step_returns: n_step_returns<T>(a, p, device, stream); break;
+        case estimator::linear_recurrence:
+            if (p.reverse)
+                scan<T, recurrence_kind<false>>(a, p, device, stream);
+            else
+                scan<T, recurrence_kind<true>>(a, p, device, stream);
+            break;
     }
     if (sums) launch_row_sums(*summed, a.fused, a.rewards.rows, a.rewards.cols, device, stream);
 }

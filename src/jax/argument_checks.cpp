@@ -101,13 +101,14 @@ void view_roles(fake_arrays& fake, const nb::dict& arrays, standard_arrays& a) {
         {"next_values", role::next_values},
         {"target_probs", role::target_probs},
         {"behaviour_probs", role::behaviour_probs},
-        {"greedy", role::greedy}};
+        {"greedy", role::greedy},
+        {"decay", role::decay}};
     const auto view = [&](const char* key) {
         nb::handle spec = arrays[key];
         return fake.view(spec, nb::cast<const char*>(spec[2]));
     };
     a.rewards = view("rewards");
-    a.terminated = view("terminated");
+    if (arrays.contains("terminated")) a.terminated = view("terminated");  // linear_recurrence: none
     for (auto [key, array] : optional)
         if (arrays.contains(key)) layer::set_view(a, array, view(key));
 }

@@ -198,6 +198,42 @@ struct family_signature {
     }
 };
 
+/// linear_recurrence: inputs, decay and an optional seed ([.., rows]) -> y. Its own
+/// signature, as it reads no flags; batch-major [.., B, T] data, as the family's.
+/// `Scalar` only names the target (there are no float attributes).
+template <typename Scalar>
+struct recurrence_signature {
+    static constexpr bool graph_safe = false;
+
+    template <typename Binding>
+    static auto bind(Binding&& binding) {
+        return attributes<bool>(buffer_args<2>(std::move(binding))  // inputs, decay
+                                    .RemainingArgs()                 // seed, when given
+                                    .template Ret<ffi::AnyBuffer>(),  // y
+                                "reverse");
+    }
+
+    static ffi::Error run(device where, gpu_stream stream, ffi::AnyBuffer inputs, ffi::AnyBuffer decay,
+                          ffi::RemainingArgs seed, ffi::Result<ffi::AnyBuffer> out, bool reverse) {
+        standard_arrays a;
+        if (auto error = to_matrix(inputs, "inputs", where, false, a.rewards); error.failure()) return error;
+        if (auto error = to_matrix(decay, "decay", where, false, a.decay); error.failure()) return error;
+        if (seed.size() > 1) return ffi::Error::InvalidArgument("puffadv: at most one seed");
+        if (seed.size() == 1) {
+            auto buffer = seed.get<ffi::AnyBuffer>(0);
+            if (!buffer.has_value()) return buffer.error();
+            if (auto error = to_matrix(*buffer, "seed", where, false, a.last_value, true); error.failure())
+                return error;
+        }
+        if (auto error = to_matrix(*out, "out", where, true, a.advantages); error.failure()) return error;
+        standard_params p;
+        p.kind = estimator::linear_recurrence;
+        p.gamma = p.lambda = 1.0;
+        p.reverse = reverse;
+        return compute(a, p, stream);
+    }
+};
+
 /// A signature's handler on the CPU: the buffers are host memory, no stream.
 template <typename Signature>
 struct on_cpu {
@@ -264,6 +300,7 @@ std::vector<ffi_target> ffi_targets() {
     std::vector<ffi_target> targets;
     add_targets<puff_signature>(targets, "puffadv_puff_advantage_f32", "puffadv_puff_advantage_f64");
     add_targets<family_signature>(targets, "puffadv_standard_estimate_f32", "puffadv_standard_estimate_f64");
+    add_targets<recurrence_signature>(targets, "puffadv_linear_recurrence_f32", "puffadv_linear_recurrence_f64");
     return targets;
 }
 

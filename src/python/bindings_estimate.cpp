@@ -54,7 +54,7 @@ int role_of_key(nb::handle key) {
 // _core.estimate: the arrays keyed by role; an unknown key is a TypeError naming it.
 void estimate_entry(const std::string& kind_name, nb::dict arrays, double gamma, double lambda, double rho_clip,
                     double c_clip, double rho_pg_clip, std::int64_t n, bool log_probs, bool reset_at_start,
-                    const std::string& lambda_name, nb::int_ time_axis, nb::handle stream) {
+                    const std::string& lambda_name, nb::int_ time_axis, nb::handle stream, bool reverse) {
     const estimator kind = detail::kind_from_name(kind_name);
     role_handles by_role{};
     std::string unknown;
@@ -78,6 +78,7 @@ void estimate_entry(const std::string& kind_name, nb::dict arrays, double gamma,
     p.n = n;
     p.log_probs = log_probs;
     p.reset_at_start = reset_at_start;
+    p.reverse = reverse;
     estimate(by_role, p, time_axis, stream, none_wording::dlpack);
 }
 
@@ -89,13 +90,7 @@ void estimate(const role_handles& arrays, const standard_params& params, nb::han
     const detail::kind_info& info = detail::kind_info_of(kind);
     array_holder keep[detail::role_count];
     standard_arrays a;
-    // Each role's place in `a`; rewards and terminated, which every kind takes
-    // always, are imported as optionals and moved in below.
-    std::optional<matrix> rewards, terminated;
-    std::optional<matrix>* const slots[detail::role_count] = {
-        &rewards, &a.values, &terminated, &a.truncated, &a.last_value, &a.bootstrap_values, &a.importance,
-        &a.next_values, &a.target_probs, &a.behaviour_probs, &a.greedy, &a.advantages, &a.fused.returns,
-        &a.fused.abs_sums, &a.fused.sums, &a.fused.square_sums};
+    std::optional<matrix> imported[detail::role_count];  // set in `a` below (kinds.hpp: visit_field)
     auto import_role = [&](argument_role r) {
         const int i = static_cast<int>(r);
         const bool always = detail::need_of(info, r) == detail::need::always;
@@ -103,7 +98,7 @@ void estimate(const role_handles& arrays, const standard_params& params, nb::han
         const nb::handle h = absent(arrays[i]) ? nb::handle(Py_None) : arrays[i];
         const char* name = detail::argument_name(kind, r, params.log_probs);
         const bool output = detail::is_output(r);
-        std::optional<matrix>& slot = *slots[i];
+        std::optional<matrix>& slot = imported[i];
         if (!always) {
             slot = import_array(h, name, keep[i], /*optional=*/true, output);
         } else if (wording == none_wording::dlpack) {
@@ -118,8 +113,7 @@ void estimate(const role_handles& arrays, const standard_params& params, nb::han
     import_role(first);
     for (int i = 0; i < detail::role_count; ++i)
         if (static_cast<argument_role>(i) != first) import_role(static_cast<argument_role>(i));
-    a.rewards = *rewards;
-    a.terminated = *terminated;
+    for (int i = 0; i < detail::role_count; ++i) detail::set_array(a, static_cast<argument_role>(i), imported[i]);
 
     const std::uintptr_t handle = stream_handle(stream);
     if (time_axis.is_valid() && kind != estimator::puff_advantage)  // the puff advantage: batch-major only
@@ -133,10 +127,12 @@ void register_estimate(nb::module_& m) {
           nb::arg("lambda_"), nb::arg("rho_clip") = 1.0, nb::arg("c_clip") = 1.0, nb::arg("rho_pg_clip") = 1.0,
           nb::arg("n") = 1, nb::arg("log_probs") = false, nb::arg("reset_at_start") = false,
           nb::arg("lambda_name") = "lambda", nb::arg("time_axis") = nb::int_(1), nb::arg("stream") = 0,
+          nb::arg("reverse") = false,
           "Any kind (gae, td_lambda, vtrace, discounted_returns, retrace, q_lambda, n_step_returns, "
-          "episodic_sum, puff_advantage) into the given outputs. `arrays` maps roles (rewards, values, "
+          "episodic_sum, puff_advantage, linear_recurrence: reverse=True runs it backwards) into the given "
+          "outputs. `arrays` maps roles (rewards, values, "
           "terminated, truncated, last_value, bootstrap_values, importance, next_values, target_probs, "
-          "behaviour_probs, greedy, advantages, returns, abs_sums, sums, square_sums) to arrays or None; "
+          "behaviour_probs, greedy, decay, advantages, returns, abs_sums, sums, square_sums) to arrays or None; "
           "the puff advantage's dones are its `terminated`, and it is batch-major whatever time_axis says. "
           "All checks happen in the core.");
 }

@@ -17,9 +17,10 @@ namespace puffadv::torch_ops {
 /// errors come in); then the scalars.
 enum class arg : std::uint8_t {
     rewards, values, terminated, truncated, last_value, bootstrap_values, importance,
-    next_values, target_probs, behaviour_probs, greedy,
+    next_values, target_probs, behaviour_probs, greedy, decay,
     advantages,  // an output the caller passes (the in-place op)
     gamma, lambda, rho_clip, c_clip, rho_pg_clip, n, log_probs, reset_at_start, time_axis,
+    reverse,  // linear_recurrence's direction
 };
 inline constexpr std::size_t tensor_roles = static_cast<std::size_t>(arg::advantages) + 1;
 constexpr bool is_tensor(arg a) { return static_cast<std::size_t>(a) < tensor_roles; }
@@ -168,6 +169,13 @@ inline constexpr op_spec op_table[] = {
      "Tensor? seed=None, int? time_axis=None) -> Tensor",
      estimator::episodic_sum, arg::rewards, false,
      {arg::rewards, arg::terminated, arg::gamma, arg::lambda, table::last_value_, arg::time_axis},
+     {result::returns}},
+    // The engine's scan: y_t = inputs_t + decay_t y_{t-1} (reverse: y_{t+1}); `seed` is the y
+    // outside the row. Direction and layout are required: neither is ever guessed.
+    {"linear_recurrence",
+     "linear_recurrence(Tensor inputs, Tensor decay, Tensor? seed=None, *, bool reverse, int time_axis) -> Tensor",
+     estimator::linear_recurrence, arg::rewards, false,
+     {arg::rewards, arg::decay, table::last_value_, arg::reverse, arg::time_axis},
      {result::returns}},
 };
 // clang-format on

@@ -112,14 +112,16 @@ using slot = std::unique_ptr<array>;
 /// The inputs of a case, shared by both calls (HIP CPU device memory is host memory).
 struct inputs {
     slot rewards, values, terminated, truncated, bootstrap, last_value, importance, next_values, target, behaviour,
-        greedy;
+        greedy, decay;
 };
 /// One backend's outputs, poisoned with NaN.
 struct outputs {
     slot advantages, returns, abs_sums, sums, square_sums;
 };
 
-bool takes_values(estimator k) { return k != estimator::discounted_returns && k != estimator::episodic_sum; }
+bool takes_values(estimator k) {
+    return k != estimator::discounted_returns && k != estimator::episodic_sum && k != estimator::linear_recurrence;
+}
 bool takes_next_values(estimator k) { return k == estimator::retrace || k == estimator::q_lambda; }
 
 inputs make_inputs(const call_case& c) {
@@ -134,6 +136,17 @@ inputs make_inputs(const call_case& c) {
     in.rewards = grid(c.type);
     fill(in.rewards, -1, 1);
     if (takes_values(c.kind)) in.values = grid(c.type), fill(in.values, -1, 1);
+    if (c.kind == estimator::linear_recurrence) {  // decays in [-1.1, 1.1]; 0 and 1 at both ends of some rows
+        in.decay = grid(c.type), fill(in.decay, -1.1, 1.1);
+        in.decay->each([&](std::int64_t r, std::int64_t t) {
+            if ((t == 0 || t == c.horizon - 1) && r % 3 != 2) in.decay->set(r, t, r % 3 == 0 ? 0.0 : 1.0);
+        });
+        if (!c.no_last_value) {
+            in.last_value = std::make_unique<array>(c.type, c.rows, 1, c.memory, 0, true);
+            fill(in.last_value, -1, 1);
+        }
+        return in;  // no flags
+    }
     // Episode ends at the first and the last step of some rows, and in between.
     in.terminated = grid(flag_type);
     in.terminated->each([&](std::int64_t r, std::int64_t t) {
@@ -201,7 +214,7 @@ puffadv::standard_arrays call_of(const inputs& in, const outputs& out, puffadv::
     puffadv::standard_arrays a;
     a.rewards = in.rewards->on(d, false);
     a.values = opt(in.values);
-    a.terminated = in.terminated->on(d, false);
+    if (in.terminated) a.terminated = in.terminated->on(d, false);
     a.truncated = opt(in.truncated);
     a.bootstrap_values = opt(in.bootstrap);
     a.last_value = opt(in.last_value);
@@ -210,6 +223,7 @@ puffadv::standard_arrays call_of(const inputs& in, const outputs& out, puffadv::
     a.target_probs = opt(in.target);
     a.behaviour_probs = opt(in.behaviour);
     a.greedy = opt(in.greedy);
+    a.decay = opt(in.decay);
     a.advantages = opt(out.advantages, true);
     a.fused.returns = opt(out.returns, true);
     a.fused.abs_sums = opt(out.abs_sums, true);
@@ -227,6 +241,7 @@ puffadv::standard_params params_of(const call_case& c) {
     p.n = c.n;
     p.log_probs = c.log_probs;
     p.reset_at_start = c.reset_at_start;
+    p.reverse = c.reverse;
     if (c.kind == estimator::puff_advantage) p.lambda_name = "gae_lambda";
     return p;
 }
@@ -285,6 +300,7 @@ std::string call_case::label() const {
     if (log_probs) s << " log-probs";
     if (reset_at_start) s << " starts_at";
     if (no_last_value) s << " no-bootstrap";
+    if (reverse) s << " reverse";
     if (kind == estimator::n_step_returns) s << " n=" << n;
     s << " seed " << seed;
     return s.str();

@@ -39,7 +39,8 @@ struct call_case {
     bool greedy = false;       ///< q_lambda: Watkins's greedy flags
     bool log_probs = false;    ///< retrace
     bool reset_at_start = false;  ///< episodic_sum
-    bool no_last_value = false;   ///< discounted_returns / episodic_sum: no bootstrap at all
+    bool no_last_value = false;   ///< discounted_returns / episodic_sum / linear_recurrence: no bootstrap (seed)
+    bool reverse = false;         ///< linear_recurrence: backwards over time
     std::int64_t n = 3;        ///< n_step_returns
     /// Through the core's public call (checks, require_gpu_backend, dispatch)
     /// instead of detail::estimate_hip.

@@ -112,7 +112,8 @@ std::vector<call_case> traversal_cases(estimator k) {
 std::vector<call_case> option_cases(estimator k) {
     std::vector<call_case> v;
     const bool ratios = k == estimator::gae || k == estimator::td_lambda || k == estimator::vtrace;
-    const bool truncations = k != estimator::puff_advantage && k != estimator::episodic_sum;
+    const bool truncations = k != estimator::puff_advantage && k != estimator::episodic_sum &&
+                             k != estimator::linear_recurrence;
     for (dtype t : {dtype::float32, dtype::float64, dtype::bfloat16, dtype::float16}) {
         for (layout l : {layout::packed, layout::misaligned, layout::time_major}) {
             for (std::int64_t h : {std::int64_t(64), std::int64_t(91), std::int64_t(1100)}) {
@@ -204,6 +205,15 @@ TEST(estimators, episodic_sum) {
     for (std::size_t i = 0; i < v.size(); i += 2) v[i].reset_at_start = true;
     for (std::size_t i = 0; i < v.size(); i += 5) v[i].no_last_value = true;
     run_all(estimator::episodic_sum, v, with(scan_traversals, {"whole rows, flat-8"}));
+}
+
+// Both directions (forward: a scan over reversed time, its flat groups on flipped rows),
+// with and without a seed, decays of 0 and 1 at the rows' ends.
+TEST(estimators, linear_recurrence) {
+    std::vector<call_case> v = cases_of(estimator::linear_recurrence);
+    for (std::size_t i = 0; i < v.size(); i += 2) v[i].reverse = true;
+    for (std::size_t i = 0; i < v.size(); i += 5) v[i].no_last_value = true;
+    run_all(estimator::linear_recurrence, v, with(scan_traversals, {"whole rows, flat-8"}));
 }
 
 TEST(estimators, n_step_returns) {

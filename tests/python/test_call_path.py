@@ -65,12 +65,15 @@ def test_torch_import_paths_agree(name, rng, monkeypatch):
         assert ref.relative_error(expected[0], ref.puff_advantage(*arrays, *PARAMS)) <= 1e-5
 
 
-def test_results_never_require_grad():
+def test_results_carry_the_graph_of_inputs_that_require_grad():
+    """Issue 30: never detached (test_gradients.py checks the gradients)."""
     torch = pytest.importorskip("torch")
     arrays = [torch.nn.Parameter(torch.rand(3, 6)) for _ in range(4)]
-    assert not puffadv.compute_puff_advantage(*arrays).requires_grad
-    assert not any(x.requires_grad for x in puffadv.gae(arrays[1], arrays[0], arrays[2] > 0.5,
-                                                         last_value=arrays[0][:, 0], time_axis=-1)[:2])
+    assert puffadv.compute_puff_advantage(*arrays).requires_grad
+    assert all(x.requires_grad for x in puffadv.gae(arrays[1], arrays[0], arrays[2] > 0.5,
+                                                     last_value=arrays[0][:, 0], time_axis=-1)[:2])
+    with torch.no_grad():
+        assert not puffadv.compute_puff_advantage(*arrays).requires_grad
 
 
 def test_parameters_that_are_not_plain_floats(rng):

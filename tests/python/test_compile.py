@@ -164,14 +164,20 @@ def test_reduced_precision_gives_float32_as_eager(device, rng):
 
 
 @pytest.mark.parametrize("device", DEVICES)
-def test_inputs_requiring_grad_give_targets_without_a_graph(device, rng):
+def test_inputs_requiring_grad_compile_forward_and_backward(device, rng):
+    """Issue 30: the graph is recorded under torch.compile too, with the eager gradients."""
     def advantages(v, r, d, i):
         return puffadv.compute_puff_advantage(v, r, d, i, None, *PARAMS)
 
     inputs = [t.requires_grad_() for t in on(device, ref.random_puff_inputs(rng, 4, 11))]
+    inputs[2] = inputs[2].detach()
     compiled = torch.compile(advantages, fullgraph=True)(*inputs)
-    assert not compiled.requires_grad
-    assert_same(compiled, advantages(*inputs))
+    assert compiled.requires_grad
+    eager = advantages(*inputs)
+    assert_same(compiled.detach(), eager.detach())
+    for got, expected in zip(torch.autograd.grad(compiled.sum(), inputs[:2]),
+                             torch.autograd.grad(eager.sum(), inputs[:2])):
+        assert_same(got, expected)
 
 
 def test_errors_are_the_eager_calls(rng):

@@ -156,13 +156,14 @@ def test_vmap_over_a_leading_axis(variant):
             np.testing.assert_array_equal(np.asarray(array[s]), np.asarray(one[name]))
 
 
-def test_grad_is_a_clear_error():
+def test_grad():
+    """Issue 30: differentiable (test_gradients_jax.py checks every function)."""
     e = episodes()
-    with pytest.raises(ValueError, match="puffadv.jax.discounted_returns has no derivative"):
-        jax.grad(lambda r: pjax.discounted_returns(r, e["terminated"], time_axis=-1).returns.sum())(jnp.asarray(e["rewards"]))
-    with pytest.raises(ValueError, match="puffadv.jax.eligibility_traces has no derivative"):
-        jax.grad(lambda x: pjax.eligibility_traces(x, e["terminated"], gamma=0.9, lambda_=0.9, time_axis=-1).sum())(
-            jnp.asarray(e["rewards"]))
+    for grad in (jax.grad(lambda r: pjax.discounted_returns(r, e["terminated"], time_axis=-1).returns.sum())(
+                     jnp.asarray(e["rewards"])),
+                 jax.grad(lambda x: pjax.eligibility_traces(x, e["terminated"], gamma=0.9, lambda_=0.9, time_axis=-1).sum())(
+                     jnp.asarray(e["rewards"]))):
+        assert grad.shape == e["rewards"].shape and float(jnp.abs(grad).sum()) > 0
 
 
 def _both(fn_name, *args, **kwargs):

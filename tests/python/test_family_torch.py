@@ -165,12 +165,15 @@ def test_public_functions_compile_fullgraph_equal_eager(device, variant):
         torch.testing.assert_close(got, expected, rtol=0, atol=0)
 
 
-def test_no_graph_even_when_inputs_require_grad():
-    """Targets are not differentiated: the ops run below autograd."""
+def test_a_graph_when_inputs_require_grad():
+    """Issue 30: the ops record their graph (test_gradients_ops.py checks the gradients)."""
     fn, args, kw, params, _ = tensors("retrace/probs", episodes())
     args[1] = args[1].clone().requires_grad_(True)
     op, op_args, op_kw = op_call(fn, args, kw, params)
     returns, advantages = op(*op_args, **op_kw)
+    assert returns.requires_grad and advantages.requires_grad
+    with torch.no_grad():
+        returns, advantages = op(*op_args, **op_kw)
     assert not returns.requires_grad and not advantages.requires_grad
 
 

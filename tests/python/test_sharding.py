@@ -529,3 +529,28 @@ def test_two_gpus_keep_row_sharding(rng):
     ref = reference.standard_estimate("gae", e["rewards"], e["values"], e["terminated"],
                                       last_value=e["last_value"], gamma=0.99, lam=0.95)[0]
     assert reference.relative_error(out.T, ref) <= 1e-5
+
+
+@four_devices
+@pytest.mark.parametrize("explicit", [False, True], ids=["auto", "explicit"])
+@pytest.mark.parametrize("reverse", [False, True], ids=["forward", "reverse"])
+def test_linear_recurrence_keeps_row_sharding_forward_and_backward(rng, explicit, reverse):
+    """The scan and its vjp (one more scan over time slices of the same rows): no collective."""
+    x, a, g = (rng.normal(size=(32, 20)).astype(np.float32) for _ in range(3))
+    s = rng.normal(size=32).astype(np.float32)
+    mesh = make_mesh((2, 2), ("x", "y"), explicit)
+    matrix, vector = NamedSharding(mesh, P(("x", "y"), None)), NamedSharding(mesh, P(("x", "y")))
+    forward = lambda x, a, s: pjax.linear_recurrence(x, a, seed=s, reverse=reverse, time_axis=1)  # noqa: E731
+    backward = lambda x, a, s, g: jax.vjp(forward, x, a, s)[1](g)  # noqa: E731
+    placed = (jax.device_put(x, matrix), jax.device_put(a, matrix), jax.device_put(s, vector))
+    cotangent = jax.device_put(g, matrix)
+    f, b = jax.jit(forward), jax.jit(backward)
+    assert collectives(f, *placed) == []
+    assert collectives(b, *placed, cotangent) == []
+    y = f(*placed)
+    assert_sharded_like(y, matrix)
+    assert np.array_equal(np.asarray(y), np.asarray(forward(x, a, s)))
+    grads = b(*placed, cotangent)
+    for got, want, sharding in zip(grads, backward(x, a, s, g), (matrix, matrix, vector)):
+        assert_sharded_like(got, sharding)
+        assert np.array_equal(np.asarray(got), np.asarray(want))

@@ -85,13 +85,16 @@ def test_opcheck_and_compile():
     assert torch.allclose(got[0], want[0]) and torch.equal(got[1], want[1])
 
 
-def test_no_graph_even_when_values_require_grad():
-    """Targets are not differentiated: the ops run below autograd, as the puff ops."""
+def test_a_graph_when_values_require_grad():
+    """Issue 30: the ops record their graph; none under torch.no_grad."""
     s = sample("cpu")
     values = s["values"].clone().requires_grad_(True)
     adv, ret = ops.gae(s["rewards"], values, s["terminated"], s["truncated"], None, s["bootstrap_values"], time_axis=-1)
-    assert not adv.requires_grad and not ret.requires_grad
+    assert adv.requires_grad and ret.requires_grad
     vs, pg = ops.vtrace(s["rewards"], values, s["terminated"], s["truncated"], None, s["bootstrap_values"], time_axis=-1)
+    assert vs.requires_grad and pg.requires_grad
+    with torch.no_grad():
+        vs, pg = ops.vtrace(s["rewards"], values, s["terminated"], s["truncated"], None, s["bootstrap_values"], time_axis=-1)
     assert not vs.requires_grad and not pg.requires_grad
 
 

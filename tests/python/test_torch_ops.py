@@ -142,14 +142,19 @@ def test_compile_fullgraph_matches_eager(device):
 
 
 @pytest.mark.parametrize("device", DEVICES)
-def test_inputs_requiring_grad_give_targets_without_a_graph(device):
+def test_inputs_requiring_grad(device):
+    """Issue 30: the functional op records its graph; PufferLib's in-place schema op refuses
+    inputs that require grad under grad mode (never a silently detached target)."""
     _, inputs = next(sample_inputs(device))
     tracked = [inputs[0].clone().requires_grad_(), *inputs[1:]]
     functional = ops.puff_advantage(*tracked, *PARAMS)
-    assert not functional.requires_grad and functional.grad_fn is None
-    check_result(functional, inputs)
+    assert functional.requires_grad and functional.grad_fn is not None
+    check_result(functional.detach(), inputs)
     out = poisoned_like(inputs[0])
-    ops.compute_puff_advantage(*tracked, out, *PARAMS)
+    with pytest.raises(ValueError, match="values requires grad, but torch.ops.puffadv.compute_puff_advantage"):
+        ops.compute_puff_advantage(*tracked, out, *PARAMS)
+    with torch.no_grad():
+        ops.compute_puff_advantage(*tracked, out, *PARAMS)
     assert not out.requires_grad
     check_result(out, inputs)
     torch.library.opcheck(ops.puff_advantage, (*tracked, *PARAMS),

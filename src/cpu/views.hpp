@@ -1,6 +1,5 @@
-// Private to the CPU kernels: the typed strided views they read through, shared
-// by the engine (engine*.hpp) and the general kernels (conventions_cpu*.cpp), and
-// the arguments of one call of the general kernels.
+// Private to the CPU engine (engine*.hpp, n_step_returns.cpp): the typed
+// strided views it reads through, the sizes of its units of work, row sums.
 #pragma once
 
 #include <cstdint>
@@ -11,8 +10,8 @@
 
 namespace puffadv::detail {
 
-/// Rows per unit of thread work for the engine on time-contiguous rows
-/// (the general kernel takes 8): each unit ends with a store fence when the
+/// Rows per unit of thread work for the engine on time-contiguous rows:
+/// each unit ends with a store fence when the
 /// outputs are streamed, and units of 8 rows made 2 threads slower than one.
 constexpr int kSimdTileRows = 64;
 
@@ -20,11 +19,11 @@ constexpr int kSimdTileRows = 64;
 /// engine::streams): they would not stay cached beside the inputs.
 constexpr std::int64_t kStreamingBytes = std::int64_t(1) << 24;
 
-/// Rows per unit of thread work on layouts whose steps are not adjacent
-/// (time-major [T, B] data above all): the row-block traversal.
+/// Rows per unit of thread work across rows (time-major [T, B] data above all):
+/// the smallest block of simd_block_rows.
 constexpr int kBlockRows = 256;
 
-/// The same for the SIMD kernel, which reads each step's line of a block as one
+/// Rows of a block across rows, which reads each step's line of a block as one
 /// run: long runs stream, short ones wait on memory (65536x128 f32 time-major
 /// GAE, one thread: 13 ms in 256-row blocks, 10 ms in 4096, 7 ms in 16384).
 /// So a block is an eighth of the rows (parallel work for 8 threads), at least
@@ -74,11 +73,10 @@ inline view view_of(const matrix& m) {
 inline view view_of(const std::optional<matrix>& m) { return m ? view_of(*m) : view{}; }
 
 /// Stores one row's sums of |A|, A and A^2 (accumulated in double) into the
-/// present [rows] outputs, float32 or float64. `Args`: any kernel's arguments
-/// with abs_sums, sums and square_sums views.
-template <typename Args>
-void write_row_sums(const Args& a, std::int64_t row, const double* totals) {
-    const view* outs[3] = {&a.abs_sums, &a.sums, &a.square_sums};
+/// present [rows] outputs, float32 or float64.
+inline void write_row_sums(const view& abs_sums, const view& sums, const view& square_sums, std::int64_t row,
+                           const double* totals) {
+    const view* outs[3] = {&abs_sums, &sums, &square_sums};
     for (int i = 0; i < 3; ++i) {
         if (!outs[i]->present) continue;
         void* p = outs[i]->at(row, 0);
@@ -89,20 +87,6 @@ void write_row_sums(const Args& a, std::int64_t row, const double* totals) {
     }
 }
 
-enum class producer { puff, standard };
-
-/// One call, in kernel terms. C is the arithmetic type: double for float64
-/// inputs, float for every other float dtype.
-template <typename C>
-struct kernel_args {
-    producer kind;
-    bool pg;    // V-trace: the advantages output is the pg advantage
-    std::int64_t rows, horizon;
-    view values, rewards, dones, truncated, last_value, bootstrap, importance;  // dones: puff dones / terminated
-    view advantages, returns, abs_sums, sums, square_sums;
-    C gamma, gamma_lambda, rho_clip, c_clip, rho_pg_clip;
-};
-
 /// The first (row, step) a kernel found with terminated and truncated both set; row < 0: none.
 struct bad_step {
     std::int64_t row = -1, step = -1;
@@ -110,10 +94,5 @@ struct bad_step {
         if (row < 0 || r < row || (r == row && t < step)) row = r, step = t;
     }
 };
-
-/// The general (scratch-line) kernels of GAE, TD(lambda) and V-trace, for the
-/// calls the engine does not serve (advantage_cpu.cpp); the rest of the family
-/// goes to family_estimate_cpu.
-void standard_general_cpu(const standard_arrays& arrays, const standard_params& params);
 
 }  // namespace puffadv::detail

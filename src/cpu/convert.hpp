@@ -1,14 +1,14 @@
-// Typed access for the CPU kernels of the standard family: the dtype
-// conversions (reduced precision included, branch-free so the loops vectorise)
-// and the strided line loads and stores, shared by the general kernels of
-// conventions_cpu.cpp and the estimator-family kernels of conventions_cpu_family*.cpp.
+// The CPU engine's dtype conversions (reduced precision included, branch-free
+// so the loops vectorise) and strided line loads and stores: the converting
+// sources (engine_sources.hpp) read every dtype and stride through them into
+// lines of the arithmetic type, and store the outputs back.
 #pragma once
 
 #include <cstdint>
 #include <cstring>
 #include <type_traits>
 
-#include "cpu/conventions_cpu.hpp"
+#include "cpu/views.hpp"
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -169,23 +169,6 @@ inline void store(dtype type, void* first, std::int64_t stride, int n, const C* 
     }
 }
 
-template <typename C>
-inline C clip(C x, C limit) { return x < limit ? x : limit; }  // NaN ratio -> the clip, as fmin
-
-// x where `flag` (exactly +0 or 1) is clear, else +0, even for a NaN x (a value
-// past a termination is never read into the result). Integer masks: a float
-// select would need -fno-trapping-math to vectorise.
-template <typename C>
-inline C zero_where_set(C flag, C x) {
-    using U = std::conditional_t<sizeof(C) == 4, std::uint32_t, std::uint64_t>;
-    U f, v;
-    std::memcpy(&f, &flag, sizeof f);
-    std::memcpy(&v, &x, sizeof v);
-    v &= f == 0 ? ~U(0) : U(0);
-    std::memcpy(&x, &v, sizeof x);
-    return x;
-}
-
 template <typename C> constexpr dtype dtype_of = sizeof(C) == 8 ? dtype::float64 : dtype::float32;
 
 // n elements from (row, t) on, `stride` apart: the caller's memory itself when no
@@ -197,13 +180,5 @@ inline const C* line_of(const view& v, std::int64_t row, std::int64_t t, std::in
     load<C>(v.type, v.at(row, t), stride, n, buffer, flag);
     return buffer;
 }
-
-template <typename C>
-inline bool any_set(const C* x, int n) {
-    C any = 0;
-    for (int j = 0; j < n; ++j) any += x[j];
-    return any != C(0);
-}
-
 
 }  // namespace puffadv::detail

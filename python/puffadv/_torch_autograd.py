@@ -1,0 +1,316 @@
+"""Autograd for puffadv on torch tensors: the public functions (a torch.autograd.Function
+around the eager call) and every torch.ops.puffadv estimator operator
+(torch.library.register_autograd, from puffadv.torch). Both run the forward kernel
+unchanged and take their backward from _vjp, on tensors moved to batch-major [B, T].
+
+Used only when grad mode is on and an input (or gamma, lambda) requires grad, so
+calls without autograd never come here. Flags (terminated, truncated, dones,
+greedy) are read as booleans: their derivative is 0 and they get no gradient, as
+torch.where's condition. The clips take numbers only: a clip that requires grad
+is refused (TypeError), never silently held constant.
+"""
+from __future__ import annotations
+
+from typing import Callable, NamedTuple
+
+import torch
+
+from . import _eager, _frameworks, _shapes, _vjp
+from ._estimators import ESTIMATORS, FLAG_ROLES, OUTPUT_ROLES, PUFF_ADVANTAGE, SUM_ROLES, Estimate
+
+_SERIES = ("advantages", "returns")
+_DIFFERENTIABLE_SCALARS = ("gamma", "lambda")
+
+
+def wanted(*tensors) -> bool:
+    """Whether a call must record a graph: grad mode on and something requires grad."""
+    return torch.is_grad_enabled() and any(isinstance(x, torch.Tensor) and x.requires_grad for x in tensors)
+
+
+def all_tensors(arrays, outputs) -> bool:
+    """Every array given (None: absent) and every output given as an array (True, False,
+    None: specs) is a torch tensor."""
+    return all(x is None or isinstance(x, torch.Tensor) for x in arrays) and \
+        all(x is None or x is True or x is False or isinstance(x, torch.Tensor) for x in outputs)
+
+
+class Plan(NamedTuple):
+    """What one differentiable call's forward and backward share (not tensors)."""
+    kind: str                  # the core's kind (_vjp's)
+    array_roles: tuple         # the roles of the arrays handed to the Function, in order
+    scalar_roles: tuple        # gamma / lambda handed as tensors, in order
+    produced: tuple            # output roles the forward returns, in order
+    scalars: dict              # every scalar by role as a number (tensor ones: their value at the call)
+    time_major: bool
+    n: int = 1
+    log_probs: bool = False
+    reset_at_start: bool = False
+    run: Callable = None       # (arrays by role, scalars by role) -> outputs by role: the eager kernel
+
+
+def _batch_major(x, time_major: bool):
+    return x.transpose(0, 1) if time_major and x is not None and x.ndim == 2 else x
+
+
+def gradients(plan: Plan, arrays: dict, tensor_scalars: dict, outputs: dict, cotangents: dict) -> dict:
+    """The gradient of every array (by role, in its own layout and dtype; None for flags)
+    and of each tensor scalar (summed to its shape) of one call."""
+    tm = plan.time_major
+    series = [outputs[r] for r in _SERIES if outputs.get(r) is not None]
+    compute = series[0].dtype
+    inputs = {role: _batch_major(x, tm).to(compute) for role, x in arrays.items() if role not in FLAG_ROLES}
+    flags = {role: _batch_major(x, tm) != 0 for role, x in arrays.items() if role in FLAG_ROLES}
+    scalars = {**plan.scalars, **tensor_scalars}
+    outs = {role: _batch_major(outputs.get(role), tm) for role in _SERIES}
+    cots = {role: None if g is None else (_batch_major(g, tm) if role in _SERIES else g).to(compute)
+            for role, g in cotangents.items()}
+    grads = _vjp.vjp(torch, plan.kind, inputs, flags, scalars, outs, cots, n=plan.n, log_probs=plan.log_probs,
+                     reset_at_start=plan.reset_at_start)
+    result = {}
+    for role, x in arrays.items():
+        if role in FLAG_ROLES:
+            result[role] = None
+            continue
+        if role not in grads:
+            raise AssertionError(f"puffadv's backward of {plan.kind} gave no gradient for {role}")
+        result[role] = _batch_major(grads[role], tm).to(x.dtype)
+    for role, x in tensor_scalars.items():
+        result[role] = _vjp.grad_like(grads[role], x).to(x.dtype)
+    return result
+
+
+class _Differentiable(torch.autograd.Function):
+    """One call: the eager kernel forwards, _vjp backwards."""
+
+    @staticmethod
+    def forward(plan, *tensors):
+        arrays = dict(zip(plan.array_roles, (None if t is None else t.detach()  # None: the eager checks refuse it
+                                             for t in tensors[:len(plan.array_roles)])))
+        scalars = {**plan.scalars, **{role: float(t) for role, t in
+                                      zip(plan.scalar_roles, tensors[len(plan.array_roles):])}}
+        outputs = plan.run(arrays, scalars)
+        return tuple(outputs[role] for role in plan.produced)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.plan = inputs[0]
+        ctx.set_materialize_grads(False)
+        ctx.save_for_backward(*inputs[1:], *output)
+
+    @staticmethod
+    def backward(ctx, *grads):
+        plan, saved = ctx.plan, ctx.saved_tensors
+        na, ns = len(plan.array_roles), len(plan.scalar_roles)
+        arrays = dict(zip(plan.array_roles, saved[:na]))
+        scalars = dict(zip(plan.scalar_roles, saved[na:na + ns]))
+        result = gradients(plan, arrays, scalars, dict(zip(plan.produced, saved[na + ns:])),
+                           dict(zip(plan.produced, grads)))
+        return (None, *(result[role] for role in (*plan.array_roles, *plan.scalar_roles)))
+
+
+def _split_scalars(scalars: dict, names: dict):
+    """(numbers by role, tensor gamma/lambda by role); a clip that requires grad is refused."""
+    numbers, tensors = {}, {}
+    for role, value in scalars.items():
+        if isinstance(value, torch.Tensor) and role in _DIFFERENTIABLE_SCALARS:
+            tensors[role] = value
+            numbers[role] = float(value.detach())
+        elif isinstance(value, torch.Tensor) and value.requires_grad:
+            raise TypeError(f"{names.get(role, role)} is a tensor that requires grad, but puffadv "
+                            f"differentiates gamma and lambda only; pass {names.get(role, role)} as a "
+                            f"number or detach it")
+        else:
+            numbers[role] = value if not isinstance(value, torch.Tensor) else float(value)
+    return numbers, tensors
+
+
+def _apply(plan: Plan, arrays: dict, tensor_scalars: dict) -> dict:
+    produced = _Differentiable.apply(plan, *(arrays[r] for r in plan.array_roles),
+                                     *(tensor_scalars[r] for r in plan.scalar_roles))
+    return dict(zip(plan.produced, produced))
+
+
+def _deliver(specs: dict, made: dict) -> dict:
+    """The outputs by role as the caller asked: new ones as made; a given one written by
+    copy_ (so torch's in-place autograd rules apply to it) and returned."""
+    result = {}
+    for role, spec in specs.items():
+        if isinstance(spec, torch.Tensor):
+            result[role] = spec.copy_(made[role])
+        else:
+            result[role] = made.get(role) if spec is True else None
+    return result
+
+
+def estimate(estimator, call) -> dict:
+    """_eager.estimate (same arguments and result) recording a graph. Arrays of more
+    than 2 dimensions ([*B, T], [T, *B], [*B, T, 1]) become the same 2-D views as on
+    the eager path (_eager.as_views: reshapes, which autograd follows; a ValueError
+    where the batch axes do not collapse), and the outputs come back in the caller's shape."""
+    time_axis = _shapes.required_time_axis(call.time_axis, estimator.function)
+    numbers, tensors = _split_scalars(call.scalars, dict(zip(call.scalars, call.scalar_names)))
+    specs = call.outputs
+    produced = (*(r for r in _SERIES if r in estimator.outputs),
+                *(r for r in OUTPUT_ROLES if r in SUM_ROLES and specs[r] is not False and specs[r] is not None))
+    viewed, _, shapes, time_axis = _eager.as_views("torch", call.arrays, {}, time_axis, call.names)
+    call = call._replace(arrays=viewed, time_axis=time_axis)
+    arrays = {role: x for role, x in call.arrays.items() if x is not None}
+
+    def run(given, scalars):
+        inner = call._replace(arrays={role: given.get(role) for role in call.arrays}, scalars=scalars,
+                              outputs={role: role in produced for role in OUTPUT_ROLES})
+        if _frameworks.torch_compiling():  # dynamo traces the forward: the traceable operator
+            from . import _compiled
+            return _compiled.estimate(estimator, inner)
+        return _eager.estimate(estimator, inner)
+
+    plan = Plan(estimator.kind, tuple(arrays), tuple(tensors), produced, numbers,
+                time_axis in (0, -2), call.n, call.log_probs, call.reset_at_start, run)
+    made = _apply(plan, arrays, tensors)
+    if shapes is not None:  # the caller's shapes (reshape: the gradient follows)
+        made = {role: _shapes.back(x, shapes.batch if role in SUM_ROLES else shapes.shape)
+                for role, x in made.items()}
+    return _deliver(specs, made)
+
+
+_PUFF_SCALARS = ("gamma", "lambda", "rho_clip", "c_clip")
+
+
+def puff_advantage(values, rewards, dones, importance, advantages, scalars: tuple, stream, fused: dict):
+    """_eager.puff_advantage recording a graph; `fused`: the fused outputs' specs by role."""
+    numbers, tensors = _split_scalars(dict(zip(_PUFF_SCALARS, scalars)),
+                                      dict(zip(_PUFF_SCALARS, PUFF_ADVANTAGE.scalar_names())))
+    asked = {role: spec for role, spec in fused.items() if spec is not None and spec is not False}
+    produced = ("advantages", *asked)
+    arrays = {"values": values, "rewards": rewards, "terminated": dones, "importance": importance}
+
+    def run(given, params):
+        params = tuple(params[r] for r in _PUFF_SCALARS)
+        if _frameworks.torch_compiling():  # dynamo traces the forward: the traceable operator
+            from . import _compiled
+            made = _compiled.puff_advantage(given["values"], given["rewards"], given["terminated"],
+                                            given["importance"], None, params, stream,
+                                            {role: role in asked or None for role in fused})
+        else:
+            made = _eager.puff_advantage(given["values"], given["rewards"], given["terminated"],
+                                         given["importance"], None, params, stream,
+                                         **{role: True for role in asked})
+        if not asked:
+            return {"advantages": made}
+        return {"advantages": made.advantages, "returns": made.returns, "abs_sums": made.abs_sums,
+                "sums": made.sums, "square_sums": made.square_sums}
+
+    plan = Plan(PUFF_ADVANTAGE.kind, tuple(arrays), tuple(tensors), produced,
+                {**numbers, "rho_pg_clip": 1.0}, False, run=run)
+    made = _deliver({"advantages": True if advantages is None else advantages, **fused},
+                    _apply(plan, arrays, tensors))
+    if not asked:
+        return made["advantages"]
+    return Estimate(made["advantages"], made.get("returns"), made.get("abs_sums"), made.get("sums"),
+                    made.get("square_sums"))
+
+
+# ---------------------------------------------------------------- torch.ops.puffadv
+
+
+def _op_roles(name: str) -> tuple:
+    """(role of each schema argument or None, output roles) of one functional operator."""
+    if name == "puff_advantage":
+        estimator = PUFF_ADVANTAGE
+        names = {"values": "values", "rewards": "rewards", "dones": "terminated", "importance": "importance"}
+    else:
+        estimator = ESTIMATORS[name]
+        names = {n: role for log in (False, True) for role, n in estimator.names(log).items()}
+    scalar = {n: role for role, (n, _) in estimator.scalars.items()}
+    scalar.update({"gae_lambda": "lambda", "lambda_": "lambda"})
+    return estimator, names, scalar
+
+
+def _op_series(estimator, name: str) -> tuple:
+    if name in ("episodic_cumsum", "eligibility_traces"):
+        return ("advantages",)  # the sums are the kind's one series (returned as the op's only tensor)
+    return tuple(estimator.torch_outputs)
+
+
+class _OpInfo(NamedTuple):
+    """One functional operator: the op, its schema's argument names, and their roles."""
+    op: object
+    arg_names: tuple
+    roles: dict         # schema argument name -> the core's array role
+    scalar_roles: dict  # schema argument name -> gamma / lambda / a clip
+    estimator: object
+    series: tuple       # the op's returned tensors as output roles
+
+
+class _OpDifferentiable(torch.autograd.Function):
+    """One operator call recording a graph: its own kernel forwards, _vjp backwards."""
+
+    @staticmethod
+    def forward(info, *args):
+        with torch._C._AutoDispatchBelowAutograd():
+            return info.op(*args)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        info, bound = inputs[0], dict(zip(inputs[0].arg_names, inputs[1:]))
+        given = [n for n, x in bound.items() if n in info.roles and isinstance(x, torch.Tensor)]
+        scalars = {**{r: 1.0 for r in ("gamma", "lambda", "rho_clip", "c_clip", "rho_pg_clip")},
+                   **{info.scalar_roles[n]: float(v) for n, v in bound.items() if n in info.scalar_roles}}
+        ctx.plan = Plan(info.estimator.kind, tuple(info.roles[n] for n in given), (), info.series, scalars,
+                        bound.get("time_axis", -1) in (0, -2), bound.get("n", 1),
+                        bool(bound.get("log_probs", False)), bool(bound.get("reset_at_start", False)))
+        ctx.positions = [info.arg_names.index(n) for n in given]
+        ctx.count = len(info.arg_names)
+        ctx.set_materialize_grads(False)
+        ctx.save_for_backward(*(bound[n] for n in given), *(output if isinstance(output, tuple) else (output,)))
+
+    @staticmethod
+    def backward(ctx, *grads):
+        plan, saved = ctx.plan, ctx.saved_tensors
+        na = len(plan.array_roles)
+        result = gradients(plan, dict(zip(plan.array_roles, saved[:na])), {},
+                           dict(zip(plan.produced, saved[na:])), dict(zip(plan.produced, grads)))
+        out = [None] * ctx.count
+        for position, role in zip(ctx.positions, plan.array_roles):
+            out[position] = result[role]
+        return (None, *out)
+
+
+def _autograd_kernel(info: _OpInfo):
+    """The operator's Autograd key: a graph when grad mode is on and a tensor requires grad,
+    else straight to the kernels below (what the fallthrough it replaces did)."""
+    from torch._library.utils import fill_defaults
+    schema, redispatch = info.op._schema, info.op.redispatch
+    # Every eager call of the op passes here: C-level checks keep it cheap.
+    grad_enabled, any_requires_grad, below = (torch._C.is_grad_enabled, torch._C._any_requires_grad,
+                                              torch._C._after_autograd_keyset)
+
+    def kernel(keyset, *args, **kwargs):
+        if grad_enabled() and any_requires_grad(*args, **kwargs):
+            args, _ = fill_defaults(schema, args, kwargs)
+            # Below a torch.func transform's layer (which dispatched here with its tensors
+            # unwrapped) this level's autograd records the graph, as for a native op:
+            # Function.apply would hand it to the transforms again.
+            return _record(_OpDifferentiable, info, *args)
+        return redispatch(keyset & below, *args, **kwargs)
+
+    return kernel
+
+
+def _record(function, *args):
+    """autograd.Function.apply without its torch.func hand-off (custom_function_call)."""
+    if not torch._C._are_functorch_transforms_active():
+        return function.apply(*args)
+    from torch._functorch.utils import enable_single_level_autograd_function
+    with enable_single_level_autograd_function():
+        return super(torch.autograd.Function, function).apply(*args)
+
+
+def register(lib, names) -> None:
+    """The Autograd kernel of every functional operator in `names` (torch.ops.puffadv)."""
+    for name in names:
+        op = getattr(torch.ops.puffadv, name).default
+        estimator, roles, scalar_roles = _op_roles(name)
+        info = _OpInfo(op, tuple(a.name for a in op._schema.arguments), roles, scalar_roles, estimator,
+                       _op_series(estimator, name))
+        lib.impl(name, _autograd_kernel(info), "Autograd", with_keyset=True)

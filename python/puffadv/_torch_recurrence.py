@@ -1,0 +1,92 @@
+"""torch.ops.puffadv.linear_recurrence's Python half (registered by puffadv.torch):
+its fake kernel (torch.compile), its BackendSelect kernel (type problems as TypeError,
+as every puffadv op), and its autograd (_autograd.register_torch with the vjp of
+_recurrence_vjp.py). Also the NumPy-style function's path for torch tensors that
+require grad, or under torch.compile: the op, so the gradient is kept."""
+from __future__ import annotations
+
+import functools
+import numbers
+
+import torch
+
+from . import _autograd, _frameworks, _torch_conventions, _torch_kernels, _torch_rules
+from ._recurrence_vjp import linear_recurrence_vjp
+
+_NAMES = ("inputs", "decay", "seed")
+
+
+def _fake(inputs, decay, seed=None, *, reverse, time_axis):
+    _torch_rules.check_one_device(zip(_NAMES, (inputs, decay, seed)))
+    return torch.empty(inputs.shape, dtype=_torch_conventions.output_dtype(inputs.dtype), device=inputs.device)
+
+
+def _decay_tensor(inputs, decay):
+    """decay as the op takes it: a tensor of the inputs' shape (a scalar or 0-d tensor expanded,
+    its autograd history kept)."""
+    if isinstance(decay, torch.Tensor):
+        if decay.ndim != 0:
+            return decay
+        return decay.to(device=inputs.device, dtype=inputs.dtype).expand(inputs.shape).contiguous()
+    if isinstance(decay, bool):
+        raise TypeError(f"decay must be a real number or a tensor, got {_frameworks.describe(decay)}")
+    value = _frameworks.real_parameter(decay, "decay")
+    return torch.full(inputs.shape, value, dtype=inputs.dtype, device=inputs.device)
+
+
+def through_op(inputs, decay, seed, out, stream, reverse: bool, time_axis: int, differentiable: bool):
+    """puffadv.linear_recurrence on torch tensors through the op (autograd, torch.compile);
+    `out` given: the result copied in (torch's in-place autograd rules apply to the copy)."""
+    if stream is not None:
+        raise ValueError("stream= cannot be passed with tensors that require grad or under torch.compile: "
+                         "the op runs on torch's current stream (use `with torch.cuda.stream(s):`)")
+    if seed is not None and not isinstance(seed, torch.Tensor):
+        raise TypeError(f"seed must be a torch tensor like inputs, got {_frameworks.describe(seed)}")
+    if isinstance(time_axis, bool) or not isinstance(time_axis, numbers.Integral):
+        raise TypeError(f"time_axis must be an int (0: time-major [T, B], 1: batch-major [B, T]), "
+                        f"got {_frameworks.describe(time_axis)}")
+    time_axis = int(time_axis)
+    decay = _decay_tensor(inputs, decay)
+    if _frameworks.torch_compiling():  # the op's own autograd (register_torch): what dynamo traces
+        y = torch.ops.puffadv.linear_recurrence(inputs, decay, seed, reverse=bool(reverse), time_axis=time_axis)
+    else:  # the autograd.Function over the op, which torch.func's transforms can also run
+        y = FUNCTION.apply(inputs, decay, seed, bool(reverse), time_axis)
+    if out is None:
+        return y
+    if not isinstance(out, torch.Tensor):
+        raise TypeError(f"out must be a torch tensor like inputs, got {_frameworks.describe(out)}")
+    return out.copy_(y)
+
+
+def _vmap(info, in_dims, inputs, decay, seed, reverse, time_axis):
+    """torch.func.vmap: the batch axis folds into the rows (every row is independent) and
+    one call computes them all; time-major data is reordered to [T, N * B] first."""
+    n = info.batch_size
+
+    def batched(x, dim):
+        if x is None:
+            return None
+        return x.unsqueeze(0).expand(n, *x.shape) if dim is None else x.movedim(dim, 0)
+
+    x, a = batched(inputs, in_dims[0]), batched(decay, in_dims[1])
+    s = batched(seed, in_dims[2])
+    time_major = time_axis in (0, -2)
+    fold = (lambda m: m.movedim(0, 1).reshape(m.shape[1], -1)) if time_major else (lambda m: m.reshape(-1, m.shape[-1]))
+    y = FUNCTION.apply(fold(x), fold(a), None if s is None else s.reshape(-1), reverse, time_axis)
+    if time_major:
+        return y.reshape(x.shape[1], n, x.shape[2]).movedim(1, 0), 0
+    return y.reshape(x.shape), 0
+
+
+FUNCTION = None  # linear_recurrence's autograd.Function (register)
+
+
+def register(lib: torch.library.Library) -> None:
+    global FUNCTION
+    torch.library.register_fake("puffadv::linear_recurrence", _fake, lib=lib)
+    op = torch.ops.puffadv.linear_recurrence.default
+    lib.impl("linear_recurrence", functools.partial(_torch_kernels._run_kernel, op), "BackendSelect",
+             with_keyset=True)
+    _autograd.register_torch(lib, "linear_recurrence", linear_recurrence_vjp)
+    FUNCTION = _autograd.torch_function("linear_recurrence", linear_recurrence_vjp, vmap=_vmap)
+    _autograd.TorchOps.scan_function = FUNCTION

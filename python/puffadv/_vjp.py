@@ -1,0 +1,390 @@
+"""Every estimator's vector-Jacobian product, written once for torch and jax.numpy
+(`xp`: the array namespace; the few calls used are spelled alike in both).
+
+Every estimator is a linear recurrence S_t = delta_t + k_t S_{t+1} (backwards in
+time; the episodic sums run forwards, S_t = delta_t + k_t S_{t-1}) with a producer
+(delta_t, k_t from step t's inputs) and an epilogue (the outputs from S). Its VJP:
+(1) the epilogue's VJP gives the adjoint u_t of S_t; (2) the same recurrence run in
+the opposite direction with the decays shifted one step gives a_t = dL/d delta_t
+(`_scan`); (3) the producer's VJP gives each input's gradient from a_t and from
+dL/dk_t = a_t S_{t+1}. An input read at t+1 (values[t+1] as V'_t) gathers from
+two steps. n-step returns are a window, not a scan: their VJP runs the window's
+steps mirrored (`_n_step`).
+
+Arrays are batch-major [B, T] (the caller moves the time axis last), flags bool,
+per-row arrays [B]. Clips (`min(x, clip)`, NaN -> clip as C's fmin) pass the
+gradient where x < clip and give 0 where x >= clip (the clipped side, ties
+included) or x is NaN. sign(0) = 0 for abs_sums. gamma and lambda come back as
+per-step [B, T] gradients (`grad_like` sums them to the scalar's shape). Where a
+step's input is never read (next values after a termination, the window past an
+episode end) its gradient is exactly 0, by selection (NaN there stays out).
+"""
+from __future__ import annotations
+
+
+def _scan(inputs, decay, reverse: bool):
+    """y_t = inputs_t + decay_t * y_{t+1} (reverse) or y_{t-1} (forward) along the last
+    axis, with y = 0 outside the row: the one recurrence every backward runs, on the
+    engine (linear_recurrence's kernel, itself differentiable, so double backward
+    works), with the rows flattened to [rows, horizon]."""
+    steps = inputs.shape[-1]
+    if steps == 0:
+        return inputs
+    shape = inputs.shape
+    if type(inputs).__module__.startswith("torch"):
+        from ._recurrence import linear_recurrence
+        decay = decay.to(inputs.dtype).expand(shape).reshape(-1, steps)
+        return linear_recurrence(inputs.reshape(-1, steps), decay, reverse=reverse, time_axis=1).reshape(shape)
+    import jax.numpy as jnp
+
+    from ._jax_recurrence import linear_recurrence as jax_linear_recurrence
+    decay = jnp.broadcast_to(jnp.asarray(decay, inputs.dtype), shape).reshape(-1, steps)
+    return jax_linear_recurrence(inputs.reshape(-1, steps), decay, reverse=reverse, time_axis=1).reshape(shape)
+
+
+# ---------------------------------------------------------------- shifts and masks
+
+
+def _later(xp, x, fill=0):
+    """x_{t+1}, `fill` after the row's last step."""
+    edge = xp.zeros_like(x[..., :1]) if fill == 0 else xp.ones_like(x[..., :1])
+    return xp.concatenate((x[..., 1:], edge), axis=-1)
+
+
+def _earlier(xp, x):
+    """x_{t-1}, 0 before the row's first step."""
+    return xp.concatenate((xp.zeros_like(x[..., :1]), x[..., :-1]), axis=-1)
+
+
+def _last(xp, flags):
+    """True at the row's last step."""
+    return _later(xp, xp.zeros_like(flags), fill=1)
+
+
+def _clip(xp, x, clip):
+    """(min(x, clip) as fmin, where the gradient passes)."""
+    passes = x < clip
+    return xp.where(passes, x, clip), passes
+
+
+def _select(xp, keep, x):
+    return xp.where(keep, x, xp.zeros_like(x))
+
+
+def _sums_vjp(xp, series, cot):
+    """The row sums' cotangents on the series they sum (each [B] or None)."""
+    g = None
+    for role, local in (("abs_sums", lambda: xp.sign(series)), ("sums", lambda: xp.ones_like(series)),
+                        ("square_sums", lambda: 2.0 * series)):
+        if cot.get(role) is not None:
+            term = cot[role][..., None] * local()
+            g = term if g is None else g + term
+    return g
+
+
+def _add(a, b):
+    return b if a is None else (a if b is None else a + b)
+
+
+def grad_like(grad, like):
+    """A per-step gradient summed to the shape of what it differentiates (a number or
+    0-d array: everything; [B]: over time; [B, T]: itself). None stays None."""
+    if grad is None:
+        return None
+    ndim = len(getattr(like, "shape", ()))
+    if ndim == 0:
+        return grad.sum()
+    return grad.sum(-1) if ndim < grad.ndim else grad
+
+
+class _Bootstrap:
+    """V'_t: values[t+1] inside the row, the bootstrap where the row ends or is
+    truncated (bootstrap_values[t], else last_value, else 0); and its VJP."""
+
+    def __init__(self, xp, x, end, values):
+        self.xp, self.end = xp, end
+        self.boot_values, self.last_value = x.get("bootstrap_values"), x.get("last_value")
+        if self.boot_values is not None:
+            boot = self.boot_values
+        elif self.last_value is not None:
+            boot = self.last_value[..., None] + xp.zeros_like(end, dtype=self.last_value.dtype)
+        else:
+            boot = xp.zeros_like(end, dtype=x["rewards"].dtype)
+        self.value = xp.where(end, boot, _later(xp, values)) if values is not None else _select(xp, end, boot)
+
+    def vjp(self, g, grads, values_role="values"):
+        xp = self.xp
+        if values_role is not None and values_role in grads:
+            grads[values_role] = grads[values_role] + _earlier(xp, _select(xp, ~self.end, g))
+        at_end = _select(xp, self.end, g)
+        if self.boot_values is not None:
+            grads["bootstrap_values"] = at_end
+        elif self.last_value is not None:
+            grads["last_value"] = at_end.sum(-1)
+
+
+def _flags(xp, f, like):
+    return tuple(xp.zeros_like(like, dtype=bool) if f.get(role) is None else f[role]
+                 for role in ("terminated", "truncated"))
+
+
+def _producer_tail(xp, grads, k_grad_factor, s):
+    """gamma's and lambda's per-step gradients from dL/dk_t when k_t = gamma lambda c_t."""
+    gamma, lam = s["gamma"], s["lambda"]
+    grads["gamma"] = _add(grads.get("gamma"), k_grad_factor * lam)
+    grads["lambda"] = _add(grads.get("lambda"), k_grad_factor * gamma)
+
+
+# ---------------------------------------------------------------- the estimators
+
+
+def _value_family(xp, kind, x, f, s, out, cot):
+    """gae, td_lambda, vtrace: delta_t = rho_t (r_t + gamma (1-term_t) V'_t - v_t),
+    k_t = gamma lambda c_t (1 - done_t); A = S; returns A + v; vtrace's pg epilogue."""
+    r, v, imp = x["rewards"], x["values"], x.get("importance")
+    term, trunc = _flags(xp, f, r)
+    last = _last(xp, term)
+    end, done = trunc | last, term | trunc
+    keep = ~done & ~last
+    boot = _Bootstrap(xp, x, end, v)
+    nv = boot.value
+    gamma, lam = s["gamma"], s["lambda"]
+    (rho, rho_passes), (c, c_passes) = ((1.0, None), (1.0, None)) if imp is None else \
+        (_clip(xp, imp, s["rho_clip"]), _clip(xp, imp, s["c_clip"]))
+    adv = out["advantages"] if kind != "vtrace" and out.get("advantages") is not None else out["returns"] - v
+    grads = {"rewards": xp.zeros_like(r), "values": xp.zeros_like(v)}
+    g_nv = xp.zeros_like(r)
+    if kind == "vtrace":
+        u = cot.get("returns")
+        grads["values"] = _add(grads["values"], u)
+        g_pg = _add(cot.get("advantages"), None)
+        if any(cot.get(role) is not None for role in ("abs_sums", "sums", "square_sums")) or g_pg is not None:
+            vs = adv + v
+            inside = keep
+            vs_next = xp.where(inside, _later(xp, vs), nv)
+            (rho_pg, pg_passes) = (1.0, None) if imp is None else _clip(xp, imp, s["rho_pg_clip"])
+            target = r + _select(xp, ~term, gamma * vs_next) - v
+            g_pg = _add(g_pg, _sums_vjp(xp, rho_pg * target, cot))
+            g_target = g_pg * rho_pg
+            grads["rewards"] = grads["rewards"] + g_target
+            grads["values"] = grads["values"] - g_target
+            g_next = _select(xp, ~term, g_target * gamma)
+            via_vs = _earlier(xp, _select(xp, inside, g_next))
+            u = _add(u, via_vs)
+            grads["values"] = grads["values"] + via_vs
+            g_nv = g_nv + _select(xp, ~inside, g_next)
+            grads["gamma"] = _select(xp, ~term, g_target * vs_next)
+            if imp is not None:
+                grads["importance"] = _select(xp, pg_passes, g_pg * target)
+        u = xp.zeros_like(r) if u is None else u
+    else:
+        u = _add(_add(cot.get("advantages"), cot.get("returns")), _sums_vjp(xp, adv, cot))
+        u = xp.zeros_like(r) if u is None else u
+        if cot.get("returns") is not None:
+            grads["values"] = grads["values"] + cot["returns"]
+    k = _select(xp, keep, gamma * lam * c + xp.zeros_like(r))
+    a = _scan(u, _earlier(xp, k), reverse=False)
+    td = r + _select(xp, ~term, gamma * nv) - v
+    g_td = a * rho
+    grads["rewards"] = grads["rewards"] + g_td
+    grads["values"] = grads["values"] - g_td
+    g_nv = g_nv + _select(xp, ~term, g_td * gamma)
+    grads["gamma"] = _add(grads.get("gamma"), _select(xp, ~term, g_td * nv))
+    g_k = _select(xp, keep, a * _later(xp, adv))
+    _producer_tail(xp, grads, g_k * c, s)
+    if imp is not None:
+        g_c = g_k * gamma * lam
+        grads["importance"] = _add(grads.get("importance"),
+                                   _select(xp, rho_passes, a * td) + _select(xp, c_passes, g_c))
+    boot.vjp(g_nv, grads)
+    return grads
+
+
+def _discounted(xp, x, f, s, out, cot):
+    """delta_t = r_t + gamma (1-term_t) B_t (B_t the bootstrap where the row ends or is
+    truncated, else 0), k_t = gamma (1 - done_t); G = S."""
+    r, gamma = x["rewards"], s["gamma"]
+    term, trunc = _flags(xp, f, r)
+    last = _last(xp, term)
+    end, keep = trunc | last, ~(term | trunc | last)
+    boot = _Bootstrap(xp, x, end, None)
+    g = out["returns"]
+    u = _add(cot.get("returns"), _sums_vjp(xp, g, cot))
+    u = xp.zeros_like(r) if u is None else u
+    k = _select(xp, keep, gamma + xp.zeros_like(r))
+    a = _scan(u, _earlier(xp, k), reverse=False)
+    grads = {"rewards": a}
+    grads["gamma"] = _select(xp, ~term, a * boot.value) + _select(xp, keep, a * _later(xp, g))
+    boot.vjp(_select(xp, ~term, a * gamma), grads, values_role=None)
+    return grads
+
+
+def _n_step(xp, x, f, s, out, cot, n):
+    """G = W^n: W^1 = r + gamma (1-term) V'; W^j = W^1 where the step is cut (an end,
+    the row's last step), else r + gamma ((1-lambda) V' + lambda W^(j-1)_{t+1}). Linear
+    in W: the adjoint runs the window's steps mirrored (earlier, not later)."""
+    r, v, gamma, lam = x["rewards"], x["values"], s["gamma"], s["lambda"]
+    term, trunc = _flags(xp, f, r)
+    last = _last(xp, term)
+    end = trunc | last
+    cut = term | end
+    boot = _Bootstrap(xp, x, end, v)
+    nv = boot.value
+    steps = max(1, min(n, r.shape[-1]))
+    one = r + _select(xp, ~term, gamma * nv)
+    windows = [one]
+    if s.get("differentiate_scalars", True):
+        for _ in range(steps - 1):  # W^1 .. W^(n-1), read by gamma's and lambda's gradients
+            windows.append(xp.where(cut, one, r + gamma * ((1 - lam) * nv + lam * _later(xp, windows[-1]))))
+    adv_cot = _add(cot.get("advantages"), _sums_vjp(xp, out["returns"] - v, cot))
+    g = _add(cot.get("returns"), adv_cot)
+    g = xp.zeros_like(r) if g is None else g
+    grads = {"rewards": xp.zeros_like(r), "values": xp.zeros_like(v) if adv_cot is None else -adv_cot}
+    g_one, g_nv = xp.zeros_like(r), xp.zeros_like(r)
+    g_gamma, g_lam = xp.zeros_like(r), xp.zeros_like(r)
+    for j in range(steps, 1, -1):
+        g_one = g_one + _select(xp, cut, g)
+        mixed = _select(xp, ~cut, g)
+        grads["rewards"] = grads["rewards"] + mixed
+        g_nv = g_nv + mixed * gamma * (1 - lam)
+        if len(windows) == steps:
+            later = _later(xp, windows[j - 2])
+            g_gamma = g_gamma + _select(xp, ~cut, mixed * ((1 - lam) * nv + lam * later))
+            g_lam = g_lam + _select(xp, ~cut, mixed * gamma * (later - nv))
+        g = _earlier(xp, mixed * gamma * lam)
+    g_one = g_one + g
+    grads["rewards"] = grads["rewards"] + g_one
+    g_nv = g_nv + _select(xp, ~term, g_one * gamma)
+    grads["gamma"], grads["lambda"] = g_gamma + _select(xp, ~term, g_one * nv), g_lam
+    boot.vjp(g_nv, grads)
+    return grads
+
+
+def _retrace(xp, x, f, s, out, cot, log_probs):
+    """delta_t = r_t + gamma (1-term_t) next_values_t - q_t, k_t = gamma lambda
+    min(c_clip, ratio_{t+1}) (1 - done_t); Delta = S; returns Delta + q."""
+    r, q, nv = x["rewards"], x["values"], x["next_values"]
+    pi, mu = x.get("target_probs"), x.get("behaviour_probs")
+    gamma, lam = s["gamma"], s["lambda"]
+    term, trunc = _flags(xp, f, r)
+    keep = ~(term | trunc | _last(xp, term))
+    delta = out["advantages"] if out.get("advantages") is not None else out["returns"] - q
+    if pi is None:
+        ratio, c, passes = None, 1.0, None
+    else:
+        ratio = xp.exp(pi - mu) if log_probs else pi / mu
+        c, passes = _clip(xp, ratio, s["c_clip"])
+    c_next = _later(xp, c + xp.zeros_like(r))
+    u = _add(_add(cot.get("advantages"), cot.get("returns")), _sums_vjp(xp, delta, cot))
+    u = xp.zeros_like(r) if u is None else u
+    a = _scan(u, _earlier(xp, _select(xp, keep, gamma * lam * c_next)), reverse=False)
+    grads = {"rewards": a, "values": -a if cot.get("returns") is None else cot["returns"] - a,
+             "next_values": _select(xp, ~term, a * gamma),
+             "gamma": _select(xp, ~term, a * nv)}
+    g_k = _select(xp, keep, a * _later(xp, delta))
+    _producer_tail(xp, grads, g_k * c_next, s)
+    if ratio is not None:
+        g_ratio = _select(xp, passes, _earlier(xp, g_k * gamma * lam))
+        grads["target_probs"] = g_ratio * ratio if log_probs else g_ratio / mu
+        grads["behaviour_probs"] = -g_ratio * ratio if log_probs else -g_ratio * ratio / mu
+    return grads
+
+
+def _q_lambda(xp, x, f, s, out, cot):
+    """Cut steps (an end, the row's last step): G_t = r_t + gamma (1-term_t) nv_t; else
+    delta_t = r_t + gamma (1-lambda_t) nv_t, k_t = gamma lambda_t, lambda_t = lambda
+    (Peng) or lambda greedy_{t+1} (Watkins). G = S; advantages G - q."""
+    r, q, nv = x["rewards"], x["values"], x["next_values"]
+    gamma, lam = s["gamma"], s["lambda"]
+    term, trunc = _flags(xp, f, r)
+    cut = term | trunc | _last(xp, term)
+    greedy = f.get("greedy")
+    traced = 1.0 if greedy is None else _select(xp, _later(xp, greedy), xp.ones_like(r))
+    lam_t = lam * traced
+    g_ret = out["returns"] if out.get("returns") is not None else out["advantages"] + q
+    adv_cot = _add(cot.get("advantages"), _sums_vjp(xp, g_ret - q, cot))
+    u = _add(cot.get("returns"), adv_cot)
+    u = xp.zeros_like(r) if u is None else u
+    a = _scan(u, _earlier(xp, _select(xp, ~cut, gamma * lam_t + xp.zeros_like(r))), reverse=False)
+    later = _later(xp, g_ret)
+    grads = {"rewards": a, "values": xp.zeros_like(q) if adv_cot is None else -adv_cot,
+             "next_values": xp.where(cut, _select(xp, ~term, a * gamma), a * gamma * (1 - lam_t)),
+             "gamma": xp.where(cut, _select(xp, ~term, a * nv), a * ((1 - lam_t) * nv + lam_t * later))}
+    grads["lambda"] = _select(xp, ~cut, a * gamma * (later - nv)) * traced
+    return grads
+
+
+def _episodic(xp, x, f, s, out, cot, reset_at_start):
+    """Forwards: C_t = x_t + k_t C_{t-1}, C_{-1} = seed, k_t = gamma lambda (1 - reset_t)
+    (episodic_cumsum: gamma = lambda = 1), reset_t = dones_t ('starts_at') or dones_{t-1}."""
+    inputs, seed = x["rewards"], x.get("last_value")
+    dones = f["terminated"]
+    reset = dones if reset_at_start else _earlier(xp, dones)
+    gamma, lam = s["gamma"], s["lambda"]
+    k = _select(xp, ~reset, gamma * lam + xp.zeros_like(inputs))
+    c = out["advantages"]
+    u = cot.get("advantages")
+    u = xp.zeros_like(inputs) if u is None else u
+    a = _scan(u, _later(xp, k), reverse=True)
+    before = xp.zeros_like(inputs[..., :1]) if seed is None else seed[..., None]
+    previous = xp.concatenate((before, c[..., :-1]), axis=-1)
+    g_decay = _select(xp, ~reset, a * previous)
+    grads = {"rewards": a, "gamma": g_decay * lam, "lambda": g_decay * gamma}
+    if seed is not None:
+        grads["last_value"] = a[..., 0] * k[..., 0]
+    return grads
+
+
+def _puff(xp, x, f, s, out, cot):
+    """PufferLib's index convention: for t < H-1, delta_t = rho_t (r_{t+1} + gamma
+    (1-dones_{t+1}) v_{t+1} - v_t), k_t = gamma lambda c_t (1-dones_{t+1}); A_{H-1} = 0."""
+    r, v, imp = x["rewards"], x["values"], x["importance"]
+    dones = f["terminated"]
+    gamma, lam = s["gamma"], s["lambda"]
+    valid = ~_last(xp, dones)
+    going = valid & ~_later(xp, dones)
+    (rho, rho_passes), (c, c_passes) = _clip(xp, imp, s["rho_clip"]), _clip(xp, imp, s["c_clip"])
+    adv = out["advantages"] if out.get("advantages") is not None else out["returns"] - v
+    u = _add(_add(cot.get("advantages"), cot.get("returns")), _sums_vjp(xp, adv, cot))
+    u = xp.zeros_like(r) if u is None else u
+    a = _scan(u, _earlier(xp, _select(xp, going, gamma * lam * c)), reverse=False)
+    v_next = _later(xp, v)
+    td = _later(xp, r) + _select(xp, going, gamma * v_next) - v
+    g_td = _select(xp, valid, a * rho)
+    grads = {"values": -g_td + _earlier(xp, _select(xp, going, g_td * gamma)), "rewards": _earlier(xp, g_td)}
+    if cot.get("returns") is not None:
+        grads["values"] = grads["values"] + cot["returns"]
+    grads["gamma"] = _select(xp, going, g_td * v_next)
+    g_k = _select(xp, going, a * _later(xp, adv))
+    _producer_tail(xp, grads, g_k * c, s)
+    grads["importance"] = _select(xp, rho_passes & valid, a * td) + _select(xp, c_passes, g_k * gamma * lam)
+    return grads
+
+
+def vjp(xp, kind: str, inputs: dict, flags: dict, scalars: dict, outputs: dict, cotangents: dict, *, n: int = 1,
+        log_probs: bool = False, reset_at_start: bool = False) -> dict:
+    """The gradients by role (the core's roles, plus "gamma" and "lambda" per step) of
+    one call of the core's estimator `kind`.
+
+    inputs: float arrays by role ([B, T], last_value [B]; absent: missing or None);
+    flags: bool arrays by role (terminated, truncated, greedy); scalars: by role
+    (gamma, lambda, rho_clip, c_clip, rho_pg_clip; numbers or arrays); outputs: the
+    forward's results by role (advantages, returns); cotangents: by output role
+    (advantages, returns [B, T]; abs_sums, sums, square_sums [B]; None: no gradient)."""
+    x = {role: a for role, a in inputs.items() if a is not None}
+    f = {role: a for role, a in flags.items() if a is not None}
+    if kind in ("gae", "td_lambda", "vtrace"):
+        return _value_family(xp, kind, x, f, scalars, outputs, cotangents)
+    if kind == "discounted_returns":
+        return _discounted(xp, x, f, scalars, outputs, cotangents)
+    if kind == "n_step_returns":
+        return _n_step(xp, x, f, scalars, outputs, cotangents, n)
+    if kind == "retrace":
+        return _retrace(xp, x, f, scalars, outputs, cotangents, log_probs)
+    if kind == "q_lambda":
+        return _q_lambda(xp, x, f, scalars, outputs, cotangents)
+    if kind == "episodic_sum":
+        return _episodic(xp, x, f, scalars, outputs, cotangents, reset_at_start)
+    if kind == "puff_advantage":
+        return _puff(xp, x, f, scalars, outputs, cotangents)
+    raise AssertionError(f"no VJP for the core's kind {kind!r}")

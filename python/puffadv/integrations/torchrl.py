@@ -1,0 +1,270 @@
+"""TorchRL on puffadv: drop-in ``GAE``, ``TDLambdaEstimator`` and ``VTrace`` value
+estimators, and the functional estimators they call.
+
+One line: import the estimator from here instead of ``torchrl.objectives.value``::
+
+    from puffadv.integrations.torchrl import GAE   # TDLambdaEstimator, VTrace likewise
+    advantage = GAE(gamma=0.99, lmbda=0.95, value_network=critic, average_gae=True)
+
+Each class IS TorchRL's (a subclass: the same constructor arguments, value
+networks, ``shifted``, ``average_gae``, ``differentiable``, ``time_dim``,
+``set_keys``, ``value_estimate``): its methods run TorchRL's own code, with the
+names of the functional estimators they call (``vec_generalized_advantage_estimate``,
+``td_lambda_return_estimate``, ``vtrace_advantage_estimate``, ...) bound to this
+module's, which compute with puffadv. TorchRL's modules are not modified.
+
+The functions take TorchRL's arguments and layout (``[*B, T, *F]``, time at
+``time_dim``) and compute with puffadv where the case is within puffadv today:
+scalar gamma / lambda / clips, float32 or float64 values, bool ``done`` and
+``terminated`` (a terminated step is done), no gradient asked for, not under
+torch.compile, and, for GAE and V-trace, next values that are the next step's
+values inside an episode (what ``shifted=True`` computes; TD(lambda) reads only
+next values and takes any). Any other case is computed by TorchRL's own function,
+with one warning per reason (``puffadv.FallbackWarning``), and counted in
+``puffadv.integrations.fallbacks["torchrl"]``. Independent next values and
+gradients come to puffadv with two features in progress: _pending.py is the switch.
+"""
+from __future__ import annotations
+
+import ast
+import inspect
+import textwrap
+import types
+import warnings
+
+import puffadv
+
+from . import _pending, calls, fallbacks
+from ._optional import require
+
+torch = require("torch", "torchrl", "torchrl")
+_functional = require("torchrl.objectives.value.functional", "torchrl", "torchrl")
+_advantages = require("torchrl.objectives.value.advantages", "torchrl", "torchrl")
+
+__all__ = ["GAE", "TDLambdaEstimator", "VTrace", "generalized_advantage_estimate",
+           "vec_generalized_advantage_estimate", "td_lambda_return_estimate", "vec_td_lambda_return_estimate",
+           "vtrace_advantage_estimate"]
+
+_warned: set = set()
+
+
+def _fall_back(function: str, why: str, *args, depth: int = 1, **kwargs):
+    """TorchRL's own `function` computes this call; says why, once per function and reason
+    (the warning points at the caller of the public function `depth` frames up)."""
+    if (function, why) not in _warned:
+        _warned.add((function, why))
+        warnings.warn(f"puffadv.integrations.torchrl: {why}: {function} computed by TorchRL "
+                      f"(said once)", puffadv.FallbackWarning, stacklevel=2 + depth)
+    fallbacks["torchrl"] += 1
+    return getattr(_functional, function)(*args, **kwargs)
+
+
+_INDEPENDENT = "next values that are not the next step's values (independent next_state_value)"
+_GRADIENT_THROUGH_NEXT_VALUES = "a gradient through next_state_value (puffadv would read it from state_value)"
+
+
+def _scalar(x):
+    """A Python float from a number or a one-element tensor; None for a per-step tensor."""
+    if isinstance(x, torch.Tensor):
+        return float(x.reshape(())) if x.numel() == 1 else None
+    return float(x)
+
+
+def _outside(floats: dict, flags: dict, scalars: dict, time_dim: int):
+    """Why puffadv cannot take this call today (a short reason), or None."""
+    if torch.compiler.is_compiling():
+        return "under torch.compile"
+    shapes = {tuple(t.shape) for t in (*floats.values(), *flags.values())}
+    if len(shapes) != 1:
+        return "arrays of different shapes"  # TorchRL's own error message
+    shape = shapes.pop()
+    if len(shape) < 2 or not -len(shape) <= time_dim < len(shape) or 0 in shape:
+        return "fewer than 2 dimensions, or an empty array"
+    if any(v is None for v in scalars.values()):
+        return "per-step gamma, lambda or clips"
+    if len({t.dtype for t in floats.values()}) != 1 or next(iter(floats.values())).dtype not in (
+            torch.float32, torch.float64):
+        return "values other than all float32 or all float64"
+    if any(t.dtype != torch.bool for t in flags.values()):
+        return "done / terminated that are not bool"
+    if len({t.device for t in (*floats.values(), *flags.values())}) != 1:
+        return "arrays on different devices"
+    if not _pending.AUTOGRAD and torch.is_grad_enabled() and any(t.requires_grad for t in floats.values()):
+        return "a gradient is asked for (differentiable, or inputs that require grad)"
+    if "terminated" in flags and bool((flags["terminated"] & ~flags["done"]).any()):
+        return "a terminated step that is not done"
+    return None
+
+
+def _rows(t, time_dim: int):
+    """[*B, T, *F] (time at time_dim) -> [rows, T], a view where strides allow."""
+    return t.movedim(time_dim, -1).reshape(-1, t.shape[time_dim])
+
+
+def _back(t, like, time_dim: int):
+    """[rows, T] -> like's shape, time at time_dim."""
+    moved = like.movedim(time_dim, -1).shape
+    return t.reshape(moved).movedim(-1, time_dim)
+
+
+def _next_values_independent(state_value, next_state_value, done, time_dim: int) -> bool:
+    """Whether some next value inside an episode is not the next step's value (GAE, V-trace
+    read values[t + 1] there)."""
+    v, nv, d = (x.movedim(time_dim, -1) for x in (state_value, next_state_value, done))
+    # Elementwise, no gather: a NaN inside an episode counts as different (TorchRL's own then).
+    return bool(((nv[..., :-1] != v[..., 1:]) & ~d[..., :-1]).any())
+
+
+def _next_values(state_value, next_state_value, done, time_dim: int):
+    """(why not, None) or (None, puffadv's keyword arguments for the next values)."""
+    wants_gradient = torch.is_grad_enabled() and (state_value.requires_grad or next_state_value.requires_grad)
+    if wants_gradient and not _pending.NEXT_VALUES:
+        # Reading next values from state_value[t + 1] gives the same numbers but sends their
+        # gradient to state_value instead of next_state_value: TorchRL's own keeps the two apart.
+        return _GRADIENT_THROUGH_NEXT_VALUES, None
+    if not _next_values_independent(state_value, next_state_value, done, time_dim):
+        # puffadv reads them only where the buffer does not hold them: truncations, the last step.
+        return None, {"bootstrap_values": _rows(next_state_value, time_dim)}
+    if not _pending.NEXT_VALUES:
+        return _INDEPENDENT, None
+    return None, _pending.next_values_keywords(_rows(next_state_value, time_dim))
+
+
+def _checked(floats: dict, *outputs):
+    """The outputs, once sure no gradient was dropped (_pending.AUTOGRAD set before puffadv has it)."""
+    if torch.is_grad_enabled() and any(t.requires_grad for t in floats.values()) and not all(
+            t.requires_grad for t in outputs):
+        raise RuntimeError("puffadv.integrations.torchrl: _pending.AUTOGRAD is set, but puffadv's result "
+                           "carries no gradient")
+    return outputs
+
+
+def _flags(done, terminated, time_dim):
+    terminated = done if terminated is None else terminated
+    return _rows(terminated, time_dim), _rows(done & ~terminated, time_dim)
+
+
+def _gae(own: str, gamma, lmbda, state_value, next_state_value, reward, done, terminated, time_dim: int):
+    args = (gamma, lmbda, state_value, next_state_value, reward, done, terminated)
+    floats = {"state_value": state_value, "next_state_value": next_state_value, "reward": reward}
+    flags = {"done": done} if terminated is None else {"done": done, "terminated": terminated}
+    scalars = {"gamma": _scalar(gamma), "lmbda": _scalar(lmbda)}
+    why = _outside(floats, flags, scalars, time_dim)
+    if why is None:
+        why, next_values = _next_values(state_value, next_state_value, done, time_dim)
+    if why is not None:
+        return _fall_back(own, why, *args, depth=2, time_dim=time_dim)
+    terminated_rows, truncated_rows = _flags(done, terminated, time_dim)
+    out = puffadv.gae(_rows(reward, time_dim), _rows(state_value, time_dim), terminated_rows, truncated_rows,
+                      **next_values, gamma=scalars["gamma"], gae_lambda=scalars["lmbda"], time_axis=-1)
+    calls["torchrl"] += 1
+    return _checked(floats, _back(out.advantages, reward, time_dim), _back(out.returns, reward, time_dim))
+
+
+def vec_generalized_advantage_estimate(gamma, lmbda, state_value, next_state_value, reward, done,
+                                       terminated=None, *, time_dim: int = -2):
+    """TorchRL's ``vec_generalized_advantage_estimate``: ``(advantage, value_target)``."""
+    return _gae("vec_generalized_advantage_estimate", gamma, lmbda, state_value, next_state_value, reward, done,
+                terminated, time_dim)
+
+
+def generalized_advantage_estimate(gamma, lmbda, state_value, next_state_value, reward, done, terminated=None, *,
+                                   time_dim: int = -2):
+    """TorchRL's ``generalized_advantage_estimate`` (its loop version): the same numbers."""
+    return _gae("generalized_advantage_estimate", gamma, lmbda, state_value, next_state_value, reward, done,
+                terminated, time_dim)
+
+
+def _td_lambda(own: str, gamma, lmbda, next_state_value, reward, done, terminated, rolling_gamma, time_dim: int):
+    args = (gamma, lmbda, next_state_value, reward, done, terminated, rolling_gamma)
+    floats = {"next_state_value": next_state_value, "reward": reward}
+    flags = {"done": done} if terminated is None else {"done": done, "terminated": terminated}
+    scalars = {"gamma": _scalar(gamma), "lmbda": _scalar(lmbda)}
+    why = _outside(floats, flags, scalars, time_dim)
+    if why is None and rolling_gamma is False:
+        why = "rolling_gamma=False"  # TorchRL's own error for scalar gamma and lambda
+    if why is not None:
+        return _fall_back(own, why, *args, depth=2, time_dim=time_dim)
+    terminated_rows, truncated_rows = _flags(done, terminated, time_dim)
+    following = _rows(next_state_value, time_dim)
+    # TD(lambda) reads only next values: as puffadv's values, the next values one step late
+    # (values[t + 1] = next_state_value[t]; values[0] cancels out of the returns).
+    values = torch.cat((following[:, :1], following[:, :-1]), dim=1)
+    out = puffadv.td_lambda_returns(_rows(reward, time_dim), values, terminated_rows, truncated_rows,
+                                    bootstrap_values=following, gamma=scalars["gamma"], lambda_=scalars["lmbda"],
+                                    time_axis=-1)
+    calls["torchrl"] += 1
+    return _checked(floats, _back(out.returns, reward, time_dim))[0]
+
+
+def vec_td_lambda_return_estimate(gamma, lmbda, next_state_value, reward, done, terminated=None,
+                                  rolling_gamma=None, *, time_dim: int = -2):
+    """TorchRL's ``vec_td_lambda_return_estimate``: the TD(lambda) value target."""
+    return _td_lambda("vec_td_lambda_return_estimate", gamma, lmbda, next_state_value, reward, done, terminated,
+                      rolling_gamma, time_dim)
+
+
+def td_lambda_return_estimate(gamma, lmbda, next_state_value, reward, done, terminated=None, rolling_gamma=None,
+                              *, time_dim: int = -2):
+    """TorchRL's ``td_lambda_return_estimate`` (its loop version): the same numbers."""
+    return _td_lambda("td_lambda_return_estimate", gamma, lmbda, next_state_value, reward, done, terminated,
+                      rolling_gamma, time_dim)
+
+
+def vtrace_advantage_estimate(gamma, log_pi, log_mu, state_value, next_state_value, reward, done,
+                              terminated=None, rho_thresh=1.0, c_thresh=1.0, time_dim: int = -2):
+    """TorchRL's ``vtrace_advantage_estimate``: ``(advantage, vs)``."""
+    args = (gamma, log_pi, log_mu, state_value, next_state_value, reward, done, terminated, rho_thresh, c_thresh)
+    floats = {"log_pi": log_pi, "log_mu": log_mu, "state_value": state_value,
+              "next_state_value": next_state_value, "reward": reward}
+    flags = {"done": done} if terminated is None else {"done": done, "terminated": terminated}
+    scalars = {"gamma": _scalar(gamma), "rho_thresh": _scalar(rho_thresh), "c_thresh": _scalar(c_thresh)}
+    why = _outside(floats, flags, scalars, time_dim)
+    if why is None:
+        why, next_values = _next_values(state_value, next_state_value, done, time_dim)
+    if why is not None:
+        return _fall_back("vtrace_advantage_estimate", why, *args, time_dim=time_dim)
+    terminated_rows, truncated_rows = _flags(done, terminated, time_dim)
+    out = puffadv.vtrace(_rows(reward, time_dim), _rows(state_value, time_dim), terminated_rows, truncated_rows,
+                         **next_values, importance=_rows((log_pi - log_mu).exp(), time_dim), gamma=scalars["gamma"], lambda_=1.0,
+                         rho_clip=scalars["rho_thresh"], c_clip=scalars["c_thresh"],
+                         rho_pg_clip=scalars["rho_thresh"], time_axis=-1)
+    calls["torchrl"] += 1
+    return _checked(floats, _back(out.pg_advantages, reward, time_dim), _back(out.vs, reward, time_dim))
+
+
+# The functional estimators by TorchRL's names: what the drop-in classes' methods call.
+_OURS = {name: globals()[name] for name in __all__ if name[0].islower()}
+
+
+def _rebound(function):
+    """TorchRL's method `function`, its decorators re-applied, with the functional estimators'
+    names looked up here: its own code, computing with puffadv."""
+    raw = inspect.unwrap(function)
+    source = textwrap.dedent(inspect.getsource(function))
+    decorators = ast.parse(source).body[0].decorator_list
+    namespace = {**vars(_advantages), **_OURS}
+    new = types.FunctionType(raw.__code__, namespace, raw.__name__, raw.__defaults__, raw.__closure__)
+    new.__kwdefaults__, new.__qualname__, new.__doc__ = raw.__kwdefaults__, raw.__qualname__, raw.__doc__
+    for decorator in reversed(decorators):
+        new = eval(compile(ast.Expression(decorator), "<torchrl decorator>", "eval"), vars(_advantages))(new)
+    return new
+
+
+def _drop_in(own: type) -> type:
+    """A subclass of TorchRL's estimator `own` whose methods that call a functional estimator
+    call this module's."""
+    methods = {}
+    for klass in own.__mro__:
+        for name, member in vars(klass).items():
+            if name in methods or not inspect.isfunction(member):
+                continue
+            if set(inspect.unwrap(member).__code__.co_names) & _OURS.keys():
+                methods[name] = _rebound(member)
+    doc = f"TorchRL's ``{own.__name__}`` computing with puffadv (puffadv.integrations.torchrl).\n\n{own.__doc__}"
+    return type(own.__name__, (own,), {**methods, "__doc__": doc, "__module__": __name__})
+
+
+GAE = _drop_in(_advantages.GAE)
+TDLambdaEstimator = _drop_in(_advantages.TDLambdaEstimator)
+VTrace = _drop_in(_advantages.VTrace)

@@ -1,0 +1,147 @@
+"""Gradients of every estimator in torch (issue 30): torch.autograd.gradcheck in float64
+(finite differences of the real kernels) for every differentiable argument, both
+time layouts, strided views, episode ends at the first and last steps, truncations;
+NaN isolation; no input that requires grad is detached or given no gradient."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+puffadv = pytest.importorskip("puffadv")
+
+from gradient_cases import CASES, make_call  # noqa: E402
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+@pytest.mark.parametrize("time_major,strided", [(False, False), (True, False), (False, True)])
+def test_gradcheck_every_argument(case, time_major, strided):
+    call, leaves, names = make_call(case, seed=1, time_major=time_major, strided=strided)
+    assert torch.autograd.gradcheck(call, tuple(leaves), eps=1e-6, atol=1e-7, rtol=1e-5)
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_every_input_gets_a_gradient(case):
+    """Each differentiable argument's gradient exists and is not all zero (the estimator
+    reads it), and the outputs carry a graph."""
+    call, leaves, names = make_call(case, seed=2)
+    outputs = call(*leaves)
+    assert all(o.requires_grad for o in outputs)
+    loss = sum((o * torch.linspace(0.5, 1.5, o.numel(), dtype=o.dtype).reshape(o.shape)).sum() for o in outputs)
+    grads = torch.autograd.grad(loss, leaves, allow_unused=True)
+    for name, g in zip(names, grads):
+        assert g is not None, name
+        assert torch.isfinite(g).all(), name
+        assert g.abs().sum() > 0, name
+
+
+@pytest.mark.parametrize("case", ["gae", "vtrace", "retrace", "q_lambda", "n_step_returns"])
+def test_nan_in_one_row_stays_in_that_row(case):
+    """A NaN reward in row 0 poisons row 0's gradients only; the NaN next values after
+    terminations (never read) poison nothing."""
+    call, leaves, names = make_call(case, seed=3)
+    with torch.no_grad():
+        leaves[0][0, 2] = float("nan")
+    outputs = call(*leaves)
+    series = [o for o in outputs if o.ndim == 2]
+    loss = sum(o[1:].sum() for o in series)
+    grads = torch.autograd.grad(loss, [x for x in leaves if x.ndim == 2], allow_unused=True)
+    for g in grads:
+        assert torch.isfinite(g[1:]).all()
+
+
+def test_double_backward():
+    call, leaves, names = make_call("gae", seed=4)
+    assert torch.autograd.gradgradcheck(call, tuple(leaves), eps=1e-6, atol=1e-6, rtol=1e-4)
+
+
+def test_grad_mode_off_records_nothing():
+    call, leaves, _ = make_call("gae", seed=5)
+    with torch.no_grad():
+        assert not any(o.requires_grad for o in call(*leaves))
+
+
+def test_an_output_given_in_place_follows_torch_rules():
+    call, leaves, names = make_call("gae_last_value", seed=6)
+    r, v, lv, gamma, lam = leaves
+    terminated = torch.zeros(r.shape, dtype=torch.bool)
+    out = torch.empty_like(r.detach())
+    e = puffadv.gae(r, v, terminated, last_value=lv, advantages=out, time_axis=-1)
+    assert e.advantages is out and out.requires_grad
+    fresh = puffadv.gae(r, v, terminated, last_value=lv, time_axis=-1)
+    torch.testing.assert_close(out, fresh.advantages)
+    (g_out,) = torch.autograd.grad(out.sum(), v)
+    (g_fresh,) = torch.autograd.grad(fresh.advantages.sum(), v)
+    torch.testing.assert_close(g_out, g_fresh)
+    leaf = torch.empty_like(r.detach()).requires_grad_()
+    with pytest.raises(RuntimeError, match="leaf Variable that requires grad"):
+        puffadv.gae(r, v, terminated, last_value=lv, advantages=leaf, time_axis=-1)
+
+
+def test_a_clip_that_requires_grad_is_refused():
+    call, leaves, _ = make_call("gae", seed=7)
+    r = leaves[0]
+    clip = torch.tensor(1.0, dtype=torch.float64, requires_grad=True)
+    with pytest.raises(TypeError, match="rho_clip is a tensor that requires grad"):
+        puffadv.gae(r, r, torch.zeros(r.shape, dtype=torch.bool), last_value=r[:, 0], rho_clip=clip,
+                    time_axis=-1)
+
+
+def test_torch_func_grad_through_the_python_api():
+    call, leaves, names = make_call("td_lambda_returns", seed=8)
+    expected = torch.autograd.grad(call(*leaves)[0].sum(), leaves[1])[0]
+    got = torch.func.grad(lambda v: call(leaves[0], v, *leaves[2:])[0].sum())(leaves[1].detach())
+    torch.testing.assert_close(got, expected)
+
+
+def test_the_issue_example_is_no_longer_zero():
+    """Issue 30: torch.func.grad through discounted_returns gave all zeros (true sum 64.7)."""
+    pytest.importorskip("puffadv.torch")
+    r = torch.arange(1.0, 7.0, dtype=torch.float64).reshape(2, 3)
+    terminated = torch.zeros(2, 3, dtype=torch.bool)
+    grad = torch.func.grad(
+        lambda r: (torch.ops.puffadv.discounted_returns(r, terminated, gamma=0.99, time_axis=-1) * r).sum())(r)
+    reference = r.clone().requires_grad_()
+    g = r.new_zeros(2)
+    out = []
+    for t in (2, 1, 0):
+        g = reference[:, t] + 0.99 * g
+        out.insert(0, g)
+    (expected,) = torch.autograd.grad((torch.stack(out, 1) * reference).sum(), reference)
+    torch.testing.assert_close(grad, expected)
+    assert float(grad.sum()) == pytest.approx(float(expected.sum())) and float(grad.sum()) > 60
+
+
+def test_16_bit_inputs_get_gradients_of_their_dtype():
+    r = torch.randn(2, 5, dtype=torch.bfloat16, requires_grad=True)
+    v = torch.randn(2, 5, dtype=torch.bfloat16, requires_grad=True)
+    e = puffadv.gae(r, v, torch.zeros(2, 5, dtype=torch.bool), last_value=v.detach()[:, 0], time_axis=-1)
+    gr, gv = torch.autograd.grad(e.advantages.sum(), (r, v))
+    assert gr.dtype == torch.bfloat16 and gv.dtype == torch.bfloat16
+    assert np.isfinite(gr.float().numpy()).all()
+
+
+def test_bad_input_that_requires_grad_gets_the_eager_errors():
+    """Inputs that require grad take the differentiable path only when every array is a
+    torch tensor: anything else gets the eager call's own TypeError, by name."""
+    v = torch.randn(2, 4, requires_grad=True)
+    flags = v.detach() > 0
+    with pytest.raises(TypeError, match="values must be an array"):
+        puffadv.compute_puff_advantage(None, v, flags, v)
+    with pytest.raises(TypeError, match="importance is a numpy array but values is a torch array"):
+        puffadv.compute_puff_advantage(v, v, flags, v.detach().numpy())
+    with pytest.raises(TypeError, match="advantages is a numpy array but rewards is a torch array"):
+        puffadv.gae(v, v, flags, last_value=v[:, 0], advantages=np.zeros((2, 4), np.float32), time_axis=-1)
+    with pytest.raises(TypeError, match="values must be an array"):
+        puffadv.gae(v, None, flags, last_value=v[:, 0], time_axis=-1)
+
+
+def test_compile_fullgraph_with_a_tensor_gamma():
+    """torch.compile(fullgraph=True) traces the Python API's forward and backward, with
+    gamma a tensor that requires grad (meta-gradients)."""
+    call, leaves, names = make_call("td_lambda_returns", seed=9)
+    compiled = torch.compile(lambda *a: call(*a)[1].square().sum(), fullgraph=True)
+    got = torch.autograd.grad(compiled(*leaves), leaves)
+    want = torch.autograd.grad(call(*leaves)[1].square().sum(), leaves)
+    for name, g, w in zip(names, got, want):
+        torch.testing.assert_close(g, w, msg=name)
