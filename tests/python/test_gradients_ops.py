@@ -121,6 +121,8 @@ def _op_kwargs(case, leaves):
     kwargs.update({k: v for k, v in fixed.items() if k != "boundary"})
     if case.endswith("log_probs"):
         kwargs["log_probs"] = True
+    if case != "compute_puff_advantage":
+        kwargs["time_axis"] = -1  # op_call's leaves are batch-major [B, T]
     return kwargs
 
 
