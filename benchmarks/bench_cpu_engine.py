@@ -6,17 +6,27 @@ the layouts and dtypes the engine's traversals serve:
   f16-tb     float16 time-major
   strided    float32 [B, T] views of every other step (x[:, ::2]): neither layout
   puff       the puff advantage, plain, and fused (returns + the three row sums)
-Each cell is the median of --repeats calls after a warm-up, in wall milliseconds.
-Run it once per thread count (PUFFADV_NUM_THREADS=1, then unset: all threads).
+Each cell is the median of --repeats calls after a warm-up, in milliseconds of
+wall time, or of process CPU time (--clock process: all threads' time summed,
+steadier than wall time on a loaded machine). Run it once per thread count
+(PUFFADV_NUM_THREADS=1, then unset: all threads). To compare two builds on a
+noisy machine, alternate them: --ab SITE_A,SITE_B --rounds R runs each build
+in its own process R times in turn and prints the median over rounds of each
+cell's B/A ratio.
 
     PUFFADV_NUM_THREADS=1 python benchmarks/bench_cpu_engine.py [--shapes 65536x128,4096x1024]
-        [--repeats 9] [--cells gae/bt,...] [--json out.json]
+        [--repeats 9] [--cells gae/bt,...] [--json out.json] [--clock wall|process]
+        [--ab SITE_A,SITE_B --rounds 5]
 """
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
+import subprocess
+import sys
+import tempfile
 import time
 
 import numpy as np
@@ -54,6 +64,7 @@ KINDS = {  # kind -> (roles read, extra keywords)
     "q_lambda": (("rewards", "values", "terminated", "next_values", "greedy"), {}),
     "episodic_sum": (("rewards", "terminated"), {}),
     "puff_advantage": (("rewards", "values", "terminated", "importance"), {}),
+    "n_step_returns": (("rewards", "values", "terminated", "last_value"), {"n": 5}),
 }
 
 
@@ -101,8 +112,35 @@ def cell(kind, name, x, rows, horizon):
 
 CELLS = [f"{k}/{l}" for k in ("gae", "vtrace", "discounted_returns", "retrace", "q_lambda", "episodic_sum")
          for l in ("bt", "tb")] + [
+    "n_step_returns/bt", "n_step_returns/tb",
     "gae/bf16", "retrace/bf16", "gae/f16-tb", "gae/strided", "episodic_sum/strided",
     "puff_advantage/puff", "puff_advantage/fused", "puff_advantage/bf16"]
+
+
+def ab(args):
+    """Alternates two builds (PYTHONPATH folders), each round in fresh processes."""
+    sites = args.ab.split(",")
+    ratios, times = {}, {site: {} for site in sites}
+    for _ in range(args.rounds):
+        got = {}
+        for site in sites:
+            with tempfile.NamedTemporaryFile(suffix=".json") as f:
+                cmd = [sys.executable, __file__, "--shapes", args.shapes, "--repeats", str(args.repeats),
+                       "--cells", args.cells, "--clock", args.clock, "--json", f.name]
+                subprocess.run(cmd, check=True, env=dict(os.environ, PYTHONPATH=site), stdout=subprocess.DEVNULL)
+                got[site] = json.load(open(f.name))
+        for cell in got[sites[0]]:
+            ratios.setdefault(cell, []).append(got[sites[1]][cell] / got[sites[0]][cell])
+            for site in sites:
+                times[site].setdefault(cell, []).append(got[site][cell])
+    print(f"{'cell':<40} {'A ms':>8} {'B ms':>8} {'B/A':>6}  (ratios over rounds)")
+    for cell, r in ratios.items():
+        a, b = (statistics.median(times[s][cell]) for s in sites)
+        print(f"{cell:<40} {a:8.2f} {b:8.2f} {statistics.median(r):6.3f}  "
+              + " ".join(f"{x:.2f}" for x in sorted(r)), flush=True)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"ratios": ratios, "times": times}, f, indent=1)
 
 
 def main():
@@ -111,7 +149,13 @@ def main():
     p.add_argument("--repeats", type=int, default=9)
     p.add_argument("--cells", default=",".join(CELLS))
     p.add_argument("--json")
+    p.add_argument("--clock", choices=("wall", "process"), default="wall")
+    p.add_argument("--ab", help="SITE_A,SITE_B: alternate two builds")
+    p.add_argument("--rounds", type=int, default=5)
     args = p.parse_args()
+    if args.ab:
+        return ab(args)
+    clock = time.perf_counter if args.clock == "wall" else time.process_time
     results = {}
     for shape in args.shapes.split(","):
         rows, horizon = map(int, shape.split("x"))
@@ -124,11 +168,12 @@ def main():
             run()
             times = []
             for _ in range(args.repeats):
-                t0 = time.perf_counter()
+                t0 = clock()
                 run()
-                times.append((time.perf_counter() - t0) * 1e3)
+                times.append((clock() - t0) * 1e3)
             results[f"{shape} {c}"] = statistics.median(times)
-            print(f"{shape:>11} {c:<28} {statistics.median(times):8.2f} ms  (min {min(times):.2f})", flush=True)
+            if not args.json or args.ab is None:
+                print(f"{shape:>11} {c:<28} {statistics.median(times):8.2f} ms  (min {min(times):.2f})", flush=True)
     if args.json:
         with open(args.json, "w") as f:
             json.dump(results, f, indent=1)

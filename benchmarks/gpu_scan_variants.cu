@@ -1,4 +1,4 @@
-// Device-side timing of the row-scan kernels (src/kernels) without the Python
+// Device-side timing of the row-scan kernels (src/gpu) without the Python
 // layers: every float32 estimator (GAE with last_value, GAE with truncations
 // and bootstrap_values, TD(lambda) returns, V-trace vs + pg, the puff
 // advantage) at several occupancy targets (launch bounds), over SPEC section 5
@@ -203,7 +203,8 @@ struct variant {
 };
 /// Steps per thread x blocks per SM asked of the compiler (launch bounds);
 /// "g": whole rows of up to max_group_rounds warp rounds in row groups
-/// (scan_row_groups.cuh), else the block kernels (g4x5, g8x3: docs/benchmarks.md, "row groups").
+/// (scan_row_groups.cuh), else the block kernels (the measurements: `git show 909ec82:docs/benchmarks.md`,
+/// "row groups").
 const variant kVariants[] = {
     {"4x4", launch<row_scan_policy<4, 4>>}, {"8x4", launch<row_scan_policy<8, 4>>},
     {"g4x4", launch<row_scan_policy<4, 4, 4>, reads::groups>},

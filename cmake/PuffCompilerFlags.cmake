@@ -3,12 +3,21 @@
 
 include(CheckIPOSupported)
 
-# Release builds: -O3 (CMake's Release default) plus LTO where the toolchain has it.
-set(PUFF_LTO OFF)
-if(CMAKE_BUILD_TYPE STREQUAL "Release" AND NOT PUFF_SANITIZE)
-  check_ipo_supported(RESULT _puff_ipo_ok OUTPUT _puff_ipo_msg LANGUAGES CXX)
-  if(_puff_ipo_ok)
-    set(PUFF_LTO ON)
+# Release builds: -O3 (CMake's Release default). Link-time optimisation is
+# opt-in (-DPUFF_LTO=ON): the hot loops are templates instantiated inside each
+# translation unit, so LTO has little to inline across units, while GCC's LTO
+# link of the core took about 5 minutes of one core, in every build and out of
+# ccache's reach (measured 2026-12-04, see docs/benchmarks.md "Build").
+option(PUFF_LTO "Link-time optimisation of the core (Release builds)" OFF)
+if(PUFF_LTO)
+  if(NOT CMAKE_BUILD_TYPE STREQUAL "Release" OR PUFF_SANITIZE)
+    set(PUFF_LTO OFF)
+  else()
+    check_ipo_supported(RESULT _puff_ipo_ok OUTPUT _puff_ipo_msg LANGUAGES CXX)
+    if(NOT _puff_ipo_ok)
+      message(WARNING "PUFF_LTO=ON but the toolchain has no LTO: ${_puff_ipo_msg}")
+      set(PUFF_LTO OFF)
+    endif()
   endif()
 endif()
 

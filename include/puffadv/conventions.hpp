@@ -80,6 +80,10 @@ struct standard_params {
     /// linear_recurrence: y_t = x_t + a_t y_{t+1} (backwards over time) instead of
     /// y_t = x_t + a_t y_{t-1}.
     bool reverse = false;
+    /// vtrace: leaky V-trace's mix (Zahavy et al. 2020, rlax.leaky_vtrace), in [0, 1]:
+    /// each clipped ratio min(ratio, clip) becomes alpha min(ratio, clip) + (1 - alpha) ratio.
+    /// 1 (the default) is V-trace.
+    double alpha = 1.0;
 };
 
 /// The arrays of one call, as [rows, horizon] views (time-major data is passed
@@ -104,8 +108,11 @@ struct standard_arrays {
     std::optional<matrix> bootstrap_values;
     /// Ratios pi/mu; rho_t = min(ratio, rho_clip), c_t = min(ratio, c_clip). Absent: 1.
     std::optional<matrix> importance;
-    /// retrace: E_pi[Q(s_{t+1}, .)]; q_lambda: max_a Q(s_{t+1}, a). The bootstrap
-    /// at every step; with it, last_value and bootstrap_values are refused.
+    /// V(s_{t+1}) of every step's next observation (TorchRL's next_state_value,
+    /// rlax's v_t), read at every step (never where terminated): gae, td_lambda,
+    /// vtrace, n_step_returns take it optionally in place of the bootstrap pair;
+    /// retrace needs E_pi[Q(s_{t+1}, .)], q_lambda max_a Q(s_{t+1}, a). With it,
+    /// last_value and bootstrap_values are refused and truncated only cuts the recursion.
     std::optional<matrix> next_values;
     /// retrace: pi(a_t|s_t) and mu(a_t|s_t) of the taken action (or their logs:
     /// standard_params::log_probs); both or neither.
@@ -114,6 +121,17 @@ struct standard_arrays {
     std::optional<matrix> greedy;
     /// linear_recurrence: a_t, the coefficient of the neighbouring y (float, the inputs' dtype).
     std::optional<matrix> decay;
+    /// Per-step gamma_t and lambda_t ([rows, horizon], the float inputs' dtype),
+    /// read in place of standard_params::gamma / ::lambda where given (each on its
+    /// own: a per-step gamma with the scalar lambda, or the reverse). gamma_t is the
+    /// discount between step t and t + 1, multiplied with the episode flags
+    /// (gamma_t (1 - terminated_t), gamma_t lambda_t (1 - done_t)); every kind reads
+    /// both at step t (docs/semantics.md lists each). Used as given: not checked to
+    /// lie in [0, 1]. The puff advantage refuses them (PufferLib's schema).
+    std::optional<matrix> gamma, lambda;
+    /// vtrace: flags, step t is learnable (rlax's sample_mask). A step not set passes
+    /// the later step's error through unchanged: A_t = A_{t+1}. Absent: every step.
+    std::optional<matrix> sample_mask;
     /// Output [rows, horizon]: A (gae, td_lambda) or the pg advantages (vtrace).
     std::optional<matrix> advantages;
     /// returns (A + V, i.e. vs for vtrace) and per-row sums over `advantages`' quantity.

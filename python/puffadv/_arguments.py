@@ -8,7 +8,7 @@ import numbers
 from typing import NamedTuple
 
 from . import _frameworks
-from ._estimators import OUTPUT_ROLES, SCALAR_ROLES, Estimator
+from ._estimators import OUTPUT_ROLES, SCALAR_ROLES, STEP_ROLES, Estimator
 
 
 class Call(NamedTuple):
@@ -113,7 +113,39 @@ def call_of(estimator: Estimator, args: dict) -> Call:
     outputs = {role: False if name is None else args[name] for role, name in shape.outputs}
     if estimator.result == "array" and outputs["advantages"] is None:
         outputs["advantages"] = True  # `out=None`: allocate it
-    return Call({role: args[name] for role, name in shape.arguments}, shape.required, outputs,
+    call = Call({role: args[name] for role, name in shape.arguments}, shape.required, outputs,
                 {role: 1.0 if name is None else args[name] for role, name in shape.scalars}, shape.names,
                 shape.check_names, shape.scalar_names, n, log_probs, reset, args["time_axis"], args["stream"],
                 bool(args["reverse"]) if estimator.direction else False)
+    return with_steps(call, shape)
+
+
+def is_per_step(value) -> bool:
+    """A gamma or lambda given per step: an array of one or more dimensions (a 0-d array,
+    like a Python number, is a scalar; anything else is left to the scalar's checks)."""
+    return not isinstance(value, numbers.Real) and getattr(value, "ndim", 0) not in (0, None)
+
+
+def with_steps(call: Call, shape: "Layout") -> Call:
+    """`call` with its gamma and lambda arrays (is_per_step) moved from the scalars to the
+    input roles of STEP_ROLES; the scalar is then 1.0 (not read). Unchanged when both are
+    scalars, the common case."""
+    scalars = call.scalars
+    if not (is_per_step(scalars["gamma"]) or is_per_step(scalars["lambda"])):
+        return call
+    steps = {STEP_ROLES[role]: scalars[role] for role, name in shape.scalars[:2]  # gamma, lambda
+             if name is not None and is_per_step(scalars[role])}
+    scalars = {role: 1.0 if STEP_ROLES.get(role) in steps else value for role, value in scalars.items()}
+    return add_steps(call._replace(scalars=scalars), steps, shape)
+
+
+def add_steps(call: Call, steps: dict, shape: "Layout") -> Call:
+    """`call` with the per-step arrays `steps` (STEP_ROLES' role -> array) among its inputs,
+    each named as the caller names its scalar (gamma, gae_lambda, lambda_, ...)."""
+    if not steps:
+        return call
+    caller = {STEP_ROLES[role]: name for role, name in shape.scalars[:2]}
+    arrays, names = {**call.arrays, **steps}, {**call.names, **{role: caller[role] for role in steps}}
+    count = len(call.arrays)
+    check_names = (*call.check_names[:count], *(caller[role] for role in steps), *call.check_names[count:])
+    return call._replace(arrays=arrays, names=names, check_names=check_names)

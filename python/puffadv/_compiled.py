@@ -18,9 +18,10 @@ from __future__ import annotations
 import torch
 
 from . import _eager, _frameworks, _outputs
-from ._arguments import Call, layout
+from ._arguments import Call, add_steps, layout
 from ._shapes import required_time_axis
-from ._estimators import ESTIMATORS, INPUT_ROLES, OUTPUT_ROLES, PUFF_ADVANTAGE, SCALAR_ROLES, SUM_ROLES, Estimate
+from ._estimators import (ESTIMATORS, INPUT_ROLES, OUTPUT_ROLES, PUFF_ADVANTAGE, SCALAR_ROLES, STEP_ROLES, SUM_ROLES,
+                          Estimate)
 
 _REDUCED = (torch.bfloat16, torch.float16)
 
@@ -34,8 +35,13 @@ _library = torch.library.Library("puffadv_python", "DEF")
 _FUSED = OUTPUT_ROLES[1:]
 _MUTATED = dict(zip(OUTPUT_ROLES, "abcde"))  # each output's alias set in the schemas
 _OUTPUT_SCHEMA = ", ".join(f"Tensor({_MUTATED[role]}!)? {role}" for role in _FUSED)
-# Every role, in the core's order: the two every estimator reads are required.
-_INPUT_SCHEMA = ", ".join(f"Tensor{'' if role in ('rewards', 'terminated') else '?'} {role}" for role in INPUT_ROLES)
+# Every role, in the core's order: the two every estimator reads are required. Issue 29's
+# additions (V-trace's sample_mask and alpha) come last in the schema, after the stream, so
+# that the earlier arguments keep their positions.
+_APPENDED_INPUTS = ("sample_mask",)
+_LEADING_INPUTS = tuple(role for role in INPUT_ROLES if role not in _APPENDED_INPUTS)
+_INPUT_SCHEMA = ", ".join(f"Tensor{'' if role in ('rewards', 'terminated') else '?'} {role}"
+                          for role in _LEADING_INPUTS)
 
 
 def _define(schema: str, implementation) -> None:
@@ -53,17 +59,17 @@ def _puff_advantage(values, rewards, dones, importance, advantages, returns, abs
                           stream, returns=returns, abs_sums=abs_sums, sums=sums, square_sums=square_sums)
 
 
-_SCALARS = ("gamma", "lam", "rho_clip", "c_clip", "rho_pg_clip")
+_SCALARS = ("gamma", "lam", "rho_clip", "c_clip", "rho_pg_clip", "alpha")
 _STANDARD_SCHEMA = (f"standard_estimate({_INPUT_SCHEMA}, Tensor(a!)? advantages, {_OUTPUT_SCHEMA}, str kind, "
-                    f"{', '.join(f'float {s}' for s in _SCALARS)}, int time_axis, int n, bool log_probs, "
-                    "bool reset_at_start, int? stream) -> ()")
-_STANDARD_ARGUMENTS = (*INPUT_ROLES, *OUTPUT_ROLES, "kind", *_SCALARS, "time_axis", "n", "log_probs",
-                       "reset_at_start", "stream")
+                    f"{', '.join(f'float {s}' for s in _SCALARS[:5])}, int time_axis, int n, bool log_probs, "
+                    "bool reset_at_start, int? stream, Tensor? sample_mask=None, float alpha=1.0) -> ()")
+_STANDARD_ARGUMENTS = (*_LEADING_INPUTS, *OUTPUT_ROLES, "kind", *_SCALARS[:5], "time_axis", "n", "log_probs",
+                       "reset_at_start", "stream", *_APPENDED_INPUTS, "alpha")
 
 
 def _standard_estimate(*args, **kwargs):
     """The operator's body: the eager call of the estimator `kind` with every output given."""
-    bound = {**dict(zip(_STANDARD_ARGUMENTS, args)), **kwargs}
+    bound = {"sample_mask": None, "alpha": 1.0, **dict(zip(_STANDARD_ARGUMENTS, args)), **kwargs}
     estimator = ESTIMATORS[bound["kind"]]
     shape = layout(estimator, bound["log_probs"])
     call = Call({role: bound[role] for role, _ in shape.arguments}, shape.required,
@@ -71,7 +77,8 @@ def _standard_estimate(*args, **kwargs):
                 dict(zip(SCALAR_ROLES, (bound[s] for s in _SCALARS))), shape.names, shape.check_names,
                 shape.scalar_names, bound["n"], bound["log_probs"], bound["reset_at_start"], bound["time_axis"],
                 bound["stream"])
-    _eager.estimate(estimator, call)
+    steps = {role: bound[role] for role in STEP_ROLES.values() if bound[role] is not None}
+    _eager.estimate(estimator, add_steps(call, steps, shape))
 
 
 _define("puff_advantage(Tensor values, Tensor rewards, Tensor dones, Tensor importance, "
@@ -114,9 +121,10 @@ def estimate(estimator, call: Call) -> dict:
         specs = {**specs, "advantages": True}
     outputs = _allocate(rewards, like, time_axis, {role: given[role] if given[role] is not None else spec
                                                    for role, spec in specs.items()})
-    _standard_estimate_op(*_detached(arrays.get(role) for role in INPUT_ROLES), *outputs.values(),
-                          estimator.function, *scalars, time_axis, call.n, call.log_probs, call.reset_at_start,
-                          _stream(call.stream))
+    _standard_estimate_op(*_detached(arrays.get(role) for role in _LEADING_INPUTS), *outputs.values(),
+                          estimator.function, *scalars[:5], time_axis, call.n, call.log_probs, call.reset_at_start,
+                          _stream(call.stream), *_detached(arrays.get(role) for role in _APPENDED_INPUTS),
+                          scalars[5])
     if plan is not None:  # in the caller's shapes (as _eager.estimate)
         outputs = {role: out if out is None else call.outputs[role] if specs[role] is not True else
                    out.reshape(plan.batch if role in SUM_ROLES else plan.shape) for role, out in outputs.items()}

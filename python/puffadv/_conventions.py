@@ -10,7 +10,7 @@ from typing import Optional, Union
 
 from . import _route
 from ._estimators import GAE, TD_LAMBDA, VTRACE, Estimate, VTraceEstimate
-from ._types import Array, Real, Stream
+from ._types import Array, PerStep, Real, Stream
 
 __all__ = ["gae", "td_lambda_returns", "vtrace", "Estimate", "VTraceEstimate"]
 
@@ -20,8 +20,9 @@ _Output = Union[Array, bool, None]  # an output argument: True allocates, False 
 def gae(rewards: Array, values: Array, terminated: Optional[Array] = None, truncated: Optional[Array] = None, *,
         episode_starts: Optional[Array] = None, last_episode_start: Optional[Array] = None,
         last_value: Optional[Array] = None, bootstrap_values: Optional[Array] = None,
-        importance: Optional[Array] = None, gamma: Real = 0.99, gae_lambda: Real = 0.95,
-        rho_clip: Real = 1.0, c_clip: Real = 1.0, time_axis: Optional[int] = None, advantages: _Output = True,
+        importance: Optional[Array] = None, next_values: Optional[Array] = None, gamma: PerStep = 0.99,
+        gae_lambda: PerStep = 0.95, rho_clip: Real = 1.0, c_clip: Real = 1.0, time_axis: Optional[int] = None,
+        advantages: _Output = True,
         returns: _Output = True, abs_sums: _Output = False, sums: _Output = False,
         square_sums: _Output = False, stream: Optional[Stream] = None) -> Estimate:
     """Generalised advantage estimation as TorchRL, SB3, CleanRL and rlax define it.
@@ -36,6 +37,10 @@ def gae(rewards: Array, values: Array, terminated: Optional[Array] = None, trunc
 
     with ``done = terminated | truncated``, ``rho_t = min(importance[t], rho_clip)``,
     ``c_t = min(importance[t], c_clip)`` (both 1 without importance).
+    ``gamma`` and ``gae_lambda`` are numbers, or arrays of the rewards' shape: per
+    step, ``gamma[t]`` and ``gae_lambda[t]`` in place of gamma and gae_lambda at step
+    ``t`` (rlax's ``discount_t``: pass it as gamma; arrays are used as given, not
+    checked to lie in [0, 1]). So for every estimator of the family.
 
     ``time_axis`` is REQUIRED (no layout is guessed: a TypeError naming both when
     it is missing): ``0`` for time-major arrays ``[T, B]`` or ``[T, *B]`` (SB3,
@@ -62,6 +67,12 @@ def gae(rewards: Array, values: Array, terminated: Optional[Array] = None, trunc
     are truncations, the others terminations. The shifted flags are a new array
     (one copy of the flags; the other arrays are read in place).
 
+    ``next_values`` (rewards' shape; TorchRL's ``next_state_value``, rlax's ``v_t``):
+    V of each step's next observation, read at every step in place of ``V'_t``
+    (never where terminated). With it ``last_value`` and ``bootstrap_values`` are
+    refused and ``truncated`` only cuts the recursion (its bootstrap is
+    ``next_values[t]``). It takes ``episode_starts`` too: the ends they mark cut it.
+
     Outputs (each True to allocate, False to skip, or an array to write into):
     ``advantages``, ``returns`` (advantages + values), and ``[B]`` row sums of the
     advantages ``abs_sums``, ``sums``, ``square_sums``. Allocated outputs have the
@@ -73,7 +84,7 @@ def gae(rewards: Array, values: Array, terminated: Optional[Array] = None, trunc
         "rewards": rewards, "values": values, "terminated": terminated, "truncated": truncated,
         "episode_starts": episode_starts, "last_episode_start": last_episode_start,
         "last_value": last_value, "bootstrap_values": bootstrap_values, "importance": importance,
-        "gamma": gamma, "gae_lambda": gae_lambda, "rho_clip": rho_clip, "c_clip": c_clip,
+        "next_values": next_values, "gamma": gamma, "gae_lambda": gae_lambda, "rho_clip": rho_clip, "c_clip": c_clip,
         "time_axis": time_axis, "advantages": advantages, "returns": returns, "abs_sums": abs_sums,
         "sums": sums, "square_sums": square_sums, "stream": stream,
     })
@@ -83,8 +94,9 @@ def td_lambda_returns(rewards: Array, values: Array, terminated: Optional[Array]
                       truncated: Optional[Array] = None, *, episode_starts: Optional[Array] = None,
                       last_episode_start: Optional[Array] = None, last_value: Optional[Array] = None,
                       bootstrap_values: Optional[Array] = None,
-                      importance: Optional[Array] = None, gamma: Real = 0.99, lambda_: Real = 0.95,
-                      rho_clip: Real = 1.0, c_clip: Real = 1.0, time_axis: Optional[int] = None,
+                      importance: Optional[Array] = None, next_values: Optional[Array] = None,
+                      gamma: PerStep = 0.99, lambda_: PerStep = 0.95, rho_clip: Real = 1.0, c_clip: Real = 1.0,
+                      time_axis: Optional[int] = None,
                       returns: _Output = True, advantages: _Output = False, abs_sums: _Output = False,
                       sums: _Output = False, square_sums: _Output = False,
                       stream: Optional[Stream] = None) -> Estimate:
@@ -93,14 +105,17 @@ def td_lambda_returns(rewards: Array, values: Array, terminated: Optional[Array]
     ``td_lambda_return_estimate``, rlax's ``lambda_returns``). Equal to
     ``gae(...).returns``; with importance ratios, the lambda-V-trace targets.
     Arguments as :func:`gae` (``time_axis`` required; ``episode_starts`` and
-    ``last_episode_start`` for SB3's and CleanRL's flags); ``advantages`` here are ``G - values``."""
+    ``last_episode_start`` for SB3's and CleanRL's flags); ``advantages`` here are ``G - values``.
+    With ``next_values`` the recursion above is scanned itself, ``V'_t = next_values[t]`` (not
+    ``gae(...).returns``, which equals it only where ``next_values[t] == values[t+1]``), and takes
+    no ``importance``."""
     # The arguments by name, spelled out: torch.compile (2.11) cannot trace locals().
     return _route.estimate(TD_LAMBDA, {
         "rewards": rewards, "values": values, "terminated": terminated, "truncated": truncated,
         "episode_starts": episode_starts, "last_episode_start": last_episode_start,
         "last_value": last_value, "bootstrap_values": bootstrap_values, "importance": importance,
-        "gamma": gamma, "lambda_": lambda_, "rho_clip": rho_clip, "c_clip": c_clip, "time_axis": time_axis,
-        "returns": returns, "advantages": advantages, "abs_sums": abs_sums, "sums": sums,
+        "next_values": next_values, "gamma": gamma, "lambda_": lambda_, "rho_clip": rho_clip, "c_clip": c_clip,
+        "time_axis": time_axis, "returns": returns, "advantages": advantages, "abs_sums": abs_sums, "sums": sums,
         "square_sums": square_sums, "stream": stream,
     })
 
@@ -108,8 +123,10 @@ def td_lambda_returns(rewards: Array, values: Array, terminated: Optional[Array]
 def vtrace(rewards: Array, values: Array, terminated: Optional[Array] = None, truncated: Optional[Array] = None,
            *, episode_starts: Optional[Array] = None, last_episode_start: Optional[Array] = None,
            last_value: Optional[Array] = None, bootstrap_values: Optional[Array] = None,
-           importance: Optional[Array] = None, gamma: Real = 0.99, lambda_: Real = 1.0,
-           rho_clip: Real = 1.0, c_clip: Real = 1.0, rho_pg_clip: Real = 1.0, time_axis: Optional[int] = None,
+           importance: Optional[Array] = None, next_values: Optional[Array] = None,
+           sample_mask: Optional[Array] = None, gamma: PerStep = 0.99, lambda_: PerStep = 1.0,
+           rho_clip: Real = 1.0, c_clip: Real = 1.0, rho_pg_clip: Real = 1.0, alpha: Real = 1.0,
+           time_axis: Optional[int] = None,
            vs: _Output = True, pg_advantages: _Output = True, abs_sums: _Output = False,
            sums: _Output = False, square_sums: _Output = False,
            stream: Optional[Stream] = None) -> VTraceEstimate:
@@ -124,13 +141,20 @@ def vtrace(rewards: Array, values: Array, terminated: Optional[Array] = None, tr
     (``exp(log_pi - log_mu)``), 1 when omitted. The sums are over ``pg_t``.
     Returns a :class:`VTraceEstimate`; arguments otherwise as :func:`gae`
     (``time_axis`` required; ``episode_starts`` and ``last_episode_start`` for
-    SB3's and CleanRL's flags)."""
+    SB3's and CleanRL's flags).
+
+    With ``next_values`` (as :func:`gae`), ``vs'_t`` is ``values[t+1] + A_{t+1}``
+    inside an episode (rlax, TorchRL) and ``next_values[t]`` where it ends.
+    ``sample_mask`` (flags, rlax's): a step not set is not learnable, ``A_t = A_{t+1}``
+    (its error passes the later one through unchanged). ``alpha`` in [0, 1] gives
+    leaky V-trace (rlax's ``leaky_vtrace``): every clipped ratio ``min(ratio, clip)``
+    becomes ``alpha min(ratio, clip) + (1 - alpha) ratio``; 1 is V-trace."""
     # The arguments by name, spelled out: torch.compile (2.11) cannot trace locals().
     return _route.estimate(VTRACE, {
         "rewards": rewards, "values": values, "terminated": terminated, "truncated": truncated,
         "episode_starts": episode_starts, "last_episode_start": last_episode_start,
         "last_value": last_value, "bootstrap_values": bootstrap_values, "importance": importance,
-        "gamma": gamma, "lambda_": lambda_, "rho_clip": rho_clip, "c_clip": c_clip,
-        "rho_pg_clip": rho_pg_clip, "time_axis": time_axis, "vs": vs, "pg_advantages": pg_advantages,
+        "next_values": next_values, "sample_mask": sample_mask, "gamma": gamma, "lambda_": lambda_,
+        "rho_clip": rho_clip, "c_clip": c_clip, "rho_pg_clip": rho_pg_clip, "alpha": alpha, "time_axis": time_axis, "vs": vs, "pg_advantages": pg_advantages,
         "abs_sums": abs_sums, "sums": sums, "square_sums": square_sums, "stream": stream,
     })

@@ -57,7 +57,7 @@ def direct(estimator: Estimator):
     fetch_specs = _getter(tuple(name for _, name in made))
     taken = tuple(name for _, name in shape.scalars if name is not None)
     fetch_scalars = _getter(taken)
-    # The five scalars in SCALAR_ROLES order from the taken ones plus a trailing 1.0 (-1: not taken).
+    # The six scalars in SCALAR_ROLES order from the taken ones plus a trailing 1.0 (-1: not taken).
     pick_scalars = operator.itemgetter(*(taken.index(name) if name is not None else -1
                                          for _, name in shape.scalars))
     # An `out=None` of a single-array result allocates (as call_of decides); elsewhere None skips.
@@ -72,6 +72,7 @@ def direct(estimator: Estimator):
     made_roles = tuple(role for role, _ in made)
     made_sums = tuple(role in SUM_ROLES for role in made_roles)
     ndarray, empty = np.ndarray, np.empty
+    one_entry = _engine._one_entry  # the core's one entry, called as _engine.kernel() would
 
     def call(args: dict):
         if args["stream"] is not None or _engine._ONE_ENTRY is None:
@@ -123,11 +124,10 @@ def direct(estimator: Estimator):
         for role, is_sum, spec in zip(made_roles, made_sums, specs):
             if spec is True or (spec is None and role in none_allocates):
                 if is_sum:
-                    spec = empty((_outputs.batch_size(rewards, time_axis),),
-                                 np.float64 if _outputs.dtype_name(like) == "float64" else np.float32)
+                    spec = empty((_outputs.batch_size(rewards, time_axis),), _outputs.sums_dtype("numpy", like))
                 else:
                     if series_dtype is None:
-                        series_dtype = _outputs.output_dtype("numpy", like)
+                        series_dtype = _outputs.numpy_output_dtype(like)
                     spec = empty(rewards.shape, series_dtype)
             elif spec is False:
                 spec = None
@@ -136,9 +136,8 @@ def direct(estimator: Estimator):
             arrays[role] = spec
         if never_made:
             arrays.update(never_made)
-        gamma, lam, rho_clip, c_clip, rho_pg_clip = pick_scalars(scalars + _ONE)
-        _engine._ONE_ENTRY(kind, arrays, gamma=gamma, lambda_=lam, rho_clip=rho_clip, c_clip=c_clip,
-                           rho_pg_clip=rho_pg_clip, n=n, log_probs=False, reset_at_start=reset,
-                           lambda_name=lambda_name, time_axis=time_axis, stream=0)
+        gamma, lam, rho_clip, c_clip, rho_pg_clip, alpha = pick_scalars(scalars + _ONE)
+        one_entry(kind, gamma, lam, rho_clip, c_clip, rho_pg_clip, n, False, reset, lambda_name, time_axis, alpha,
+                  arrays, 0)
         return make_result(arrays)
     return call

@@ -11,7 +11,7 @@ from ._estimators import PUFF_ADVANTAGE, SUM_ROLES, Estimate, Estimator
 from ._shapes import required_time_axis
 
 # The GPU backends produce these kinds' row sums only beside the advantages (the window and
-# the lookahead kernels sum what they store: src/gpu/conventions_family.cuh refuses the rest).
+# the lookahead kernels sum what they store: the GPU engine, src/gpu/engine.cuh, refuses the rest).
 GPU_SUMS_NEED_ADVANTAGES = frozenset({"n_step_returns", "retrace", "q_lambda"})
 
 
@@ -39,6 +39,7 @@ def estimate(estimator: Estimator, call: Call) -> dict:
     given = _outputs.given(call.outputs)
     framework = _frameworks.framework_of_call(arrays[:call.required], (*arrays[call.required:], *given.values()),
                                               call.check_names)
+    _outputs.refuse_immutable(framework, given, call.names)
     time_axis = required_time_axis(call.time_axis, estimator.function)
     scalars = _frameworks.real_parameters(tuple(call.scalars.values()), call.scalar_names)
     inputs, given, plan, time_axis = as_views(framework, call.arrays, given, time_axis, call.names)
@@ -104,6 +105,7 @@ def puff_advantage(values, rewards, dones, importance, advantages, scalars: tupl
     c_clip), then the fused outputs' specs. Returns the advantages, or an Estimate when any
     fused output is asked for."""
     framework = _frameworks.framework_of_call((values, rewards, dones, importance), (advantages,), _PUFF_INPUTS)
+    _outputs.refuse_immutable(framework, {"advantages": advantages}, {})
     scalars = _frameworks.real_parameters(scalars, _PUFF_SCALAR_NAMES)
     out = advantages if advantages is not None else _outputs.output_like(framework, values)
     kernel = _engine.kernel(_PUFF_KIND, scalars, lambda_name=_PUFF_LAMBDA_NAME)
@@ -113,6 +115,7 @@ def puff_advantage(values, rewards, dones, importance, advantages, scalars: tupl
         fused = {"returns": returns, "abs_sums": abs_sums, "sums": sums, "square_sums": square_sums}
         given = _outputs.given(fused)
         _frameworks.framework_of_call((values,), tuple(given.values()), _PUFF_FUSED_NAMES)
+        _outputs.refuse_immutable(framework, given, {})
         made = _outputs.allocate(framework, values, values, -1, fused, given)
         _engine.run(kernel, framework, inputs, {"advantages": out, **made}, stream, _PUFF_NAMES)
         made = _outputs.finish(framework, values, fused, made)

@@ -40,7 +40,7 @@ def _binding(function, renamed: dict):
 
 _ARRAY_ROLES = frozenset({"rewards", "values", "terminated", "truncated", "last_value", "bootstrap_values",
                           "importance", "next_values", "target_probs", "behaviour_probs", "greedy", "decay",
-                          "advantages",
+                          "gamma_steps", "lambda_steps", "sample_mask", "advantages",
                           "returns", "abs_sums", "sums", "square_sums"})
 if _ONE_ENTRY is None:  # today's three bindings (src/bindings.cpp, src/python/bindings_conventions.cpp)
     _RENAMED = {"dones": "terminated", "gae_lambda": "lambda", "lambda_": "lambda"}
@@ -64,17 +64,18 @@ def kernel(kind: str, scalars: tuple, *, lambda_name: str = "lambda", n: int = 1
            reset_at_start: bool = False, time_axis: int = -1, reverse: bool = False):
     """`kernel(arrays, stream)`: the core's estimator `kind` on `arrays` (role -> array; an
     absent role may be left out) with `scalars` (floats in SCALAR_ROLES order: gamma, lambda,
-    rho_clip, c_clip, and rho_pg_clip where the kind reads it, else 1.0) on the stream handle
-    `stream`. `reverse`: linear_recurrence's direction (the one-entry core only)."""
+    rho_clip, c_clip, and rho_pg_clip and alpha where the kind reads them, else 1.0) on the
+    stream handle `stream`. `reverse`: linear_recurrence's direction (the one-entry core only)."""
     gamma, lam, rho_clip, c_clip = scalars[0], scalars[1], scalars[2], scalars[3]
     rho_pg_clip = scalars[4] if len(scalars) > 4 else 1.0
+    alpha = scalars[5] if len(scalars) > 5 else 1.0
     if _ONE_ENTRY is not None:  # THE switch: the core's one entry serves every kind
         # A partial, not a closure: made per call, and a partial costs a third as much to make.
         if reverse:
             return functools.partial(_one_entry_reverse, kind, gamma, lam, rho_clip, c_clip, rho_pg_clip, n,
                                      log_probs, reset_at_start, lambda_name, time_axis)
         return functools.partial(_one_entry, kind, gamma, lam, rho_clip, c_clip, rho_pg_clip, n, log_probs,
-                                 reset_at_start, lambda_name, time_axis)
+                                 reset_at_start, lambda_name, time_axis, alpha)
     named = {"gamma": gamma, "lambda": lam, "rho_clip": rho_clip, "c_clip": c_clip}
     if kind == "puff_advantage":
         return functools.partial(_puff, named)
@@ -84,11 +85,11 @@ def kernel(kind: str, scalars: tuple, *, lambda_name: str = "lambda", n: int = 1
 
 
 def _one_entry(kind, gamma, lam, rho_clip, c_clip, rho_pg_clip, n, log_probs, reset_at_start, lambda_name,
-               time_axis, arrays, stream) -> None:
+               time_axis, alpha, arrays, stream) -> None:
     """The core's one entry (read here at each call: tests stand in for it)."""
     _ONE_ENTRY(kind, arrays, gamma=gamma, lambda_=lam, rho_clip=rho_clip, c_clip=c_clip, rho_pg_clip=rho_pg_clip,
                n=n, log_probs=log_probs, reset_at_start=reset_at_start, lambda_name=lambda_name,
-               time_axis=time_axis, stream=stream)
+               time_axis=time_axis, stream=stream, alpha=alpha)
 
 
 def _one_entry_reverse(kind, gamma, lam, rho_clip, c_clip, rho_pg_clip, n, log_probs, reset_at_start,

@@ -37,12 +37,15 @@ class VTraceEstimate(NamedTuple):
 
 # The core's roles, in the order of its argument table (and of the torch.compile operator).
 INPUT_ROLES = ("rewards", "values", "terminated", "truncated", "last_value", "bootstrap_values", "importance",
-               "next_values", "target_probs", "behaviour_probs", "greedy")
+               "next_values", "target_probs", "behaviour_probs", "greedy", "gamma_steps", "lambda_steps",
+               "sample_mask")
 OUTPUT_ROLES = ("advantages", "returns", "abs_sums", "sums", "square_sums")
 SUM_ROLES = frozenset({"abs_sums", "sums", "square_sums"})  # [B] row sums; the others are [rows, horizon]
-SCALAR_ROLES = ("gamma", "lambda", "rho_clip", "c_clip", "rho_pg_clip")  # a scalar not taken is 1.0
-FLAG_ROLES = frozenset({"terminated", "truncated", "greedy"})  # read as flags: non-zero means set
+SCALAR_ROLES = ("gamma", "lambda", "rho_clip", "c_clip", "rho_pg_clip", "alpha")  # a scalar not taken is 1.0
+FLAG_ROLES = frozenset({"terminated", "truncated", "greedy", "sample_mask"})  # read as flags: non-zero means set
 NO_DEFAULT = None  # a scalar the caller must pass (eligibility_traces' gamma and lambda_)
+# gamma and lambda given as arrays of the rewards' shape (per step) travel as these input roles.
+STEP_ROLES = {"gamma": "gamma_steps", "lambda": "lambda_steps"}
 
 
 class Argument(NamedTuple):
@@ -80,7 +83,7 @@ class Estimator(NamedTuple):
         return {**named, **self.outputs}
 
     def scalar_names(self) -> tuple:
-        """The caller's names of the five scalars, in SCALAR_ROLES order (lambda as lambda_name)."""
+        """The caller's names of the six scalars, in SCALAR_ROLES order (lambda as lambda_name)."""
         return tuple(self.scalars.get(role, (self.lambda_name if role == "lambda" else role,))[0]
                      for role in SCALAR_ROLES)
 
@@ -105,7 +108,9 @@ def _optional(*names: str, roles: Optional[dict] = None) -> tuple:
 _STANDARD_OUTPUTS = {role: role for role in OUTPUT_ROLES}
 _BOOTSTRAP = _optional("truncated", "last_value", "bootstrap_values")
 # terminated may come as episode_starts instead (issue 33): optional to the signature, required by the core.
-_VALUE_ARGUMENTS = (*_required("rewards", "values"), *_optional("terminated"), *_BOOTSTRAP, *_optional("importance"))
+# next_values (issue 29): V(s_{t+1}) at every step, in place of the bootstrap pair.
+_VALUE_ARGUMENTS = (*_required("rewards", "values"), *_optional("terminated"), *_BOOTSTRAP,
+                    *_optional("importance", "next_values"))
 _CLIPS = {"rho_clip": ("rho_clip", 1.0), "c_clip": ("c_clip", 1.0)}
 _ACTION_VALUES = _required("rewards", "q_values", "next_values", "terminated", roles={"q_values": "values"})
 _EPISODIC = (*_required("inputs", "dones", roles={"inputs": "rewards", "dones": "terminated"}),
@@ -121,10 +126,11 @@ TD_LAMBDA = Estimator(
     {"gamma": ("gamma", 0.99), "lambda": ("lambda_", 0.95), **_CLIPS}, "lambda_", "Estimate",
     torch_outputs=("returns",), episode_starts=True)
 VTRACE = Estimator(
-    "vtrace", "vtrace", 2, _VALUE_ARGUMENTS,
+    "vtrace", "vtrace", 2, (*_VALUE_ARGUMENTS, *_optional("sample_mask")),
     {"advantages": "pg_advantages", "returns": "vs", "abs_sums": "abs_sums", "sums": "sums",
      "square_sums": "square_sums"},
-    {"gamma": ("gamma", 0.99), "lambda": ("lambda_", 1.0), **_CLIPS, "rho_pg_clip": ("rho_pg_clip", 1.0)},
+    {"gamma": ("gamma", 0.99), "lambda": ("lambda_", 1.0), **_CLIPS, "rho_pg_clip": ("rho_pg_clip", 1.0),
+     "alpha": ("alpha", 1.0)},
     "lambda_", "VTraceEstimate", torch_outputs=("returns", "advantages"), episode_starts=True)
 DISCOUNTED_RETURNS = Estimator(
     "discounted_returns", "discounted_returns", 3, (*_required("rewards"), *_optional("terminated"), *_BOOTSTRAP),
@@ -132,7 +138,7 @@ DISCOUNTED_RETURNS = Estimator(
     torch_outputs=("returns",), episode_starts=True)
 N_STEP_RETURNS = Estimator(
     "n_step_returns", "n_step_returns", 6,
-    (*_required("rewards", "values"), *_optional("terminated"), *_BOOTSTRAP),
+    (*_required("rewards", "values"), *_optional("terminated"), *_BOOTSTRAP, *_optional("next_values")),
     _STANDARD_OUTPUTS, {"gamma": ("gamma", 0.99), "lambda": ("lambda_", 1.0)}, "lambda_", "Estimate",
     torch_outputs=("returns",), window=True, episode_starts=True)
 RETRACE = Estimator(

@@ -13,13 +13,13 @@ from . import _route
 from ._conventions import _Output
 from ._estimators import (DISCOUNTED_RETURNS, ELIGIBILITY_TRACES, EPISODIC_CUMSUM, N_STEP_RETURNS, Q_LAMBDA,
                           RETRACE, Estimate)
-from ._types import Array, Real, Stream
+from ._types import Array, PerStep, Real, Stream
 
 
 def discounted_returns(rewards: Array, terminated: Optional[Array] = None, truncated: Optional[Array] = None, *,
                        episode_starts: Optional[Array] = None, last_episode_start: Optional[Array] = None,
                        last_value: Optional[Array] = None, bootstrap_values: Optional[Array] = None,
-                       gamma: Real = 0.99, time_axis: Optional[int] = None, returns: _Output = True,
+                       gamma: PerStep = 0.99, time_axis: Optional[int] = None, returns: _Output = True,
                        abs_sums: _Output = False, sums: _Output = False, square_sums: _Output = False,
                        stream: Optional[Stream] = None) -> Estimate:
     """Discounted returns (returns-to-go) with termination and an optional
@@ -53,8 +53,8 @@ def discounted_returns(rewards: Array, terminated: Optional[Array] = None, trunc
 def n_step_returns(rewards: Array, values: Array, terminated: Optional[Array] = None,
                    truncated: Optional[Array] = None, *, n: int, episode_starts: Optional[Array] = None,
                    last_episode_start: Optional[Array] = None, last_value: Optional[Array] = None,
-                   bootstrap_values: Optional[Array] = None,
-                   gamma: Real = 0.99, lambda_: Real = 1.0, time_axis: Optional[int] = None,
+                   bootstrap_values: Optional[Array] = None, next_values: Optional[Array] = None,
+                   gamma: PerStep = 0.99, lambda_: PerStep = 1.0, time_axis: Optional[int] = None,
                    returns: _Output = True, advantages: _Output = False, abs_sums: _Output = False,
                    sums: _Output = False, square_sums: _Output = False, stream: Optional[Stream] = None) -> Estimate:
     """n-step bootstrapped returns as rlax's ``n_step_bootstrapped_returns``
@@ -70,7 +70,8 @@ def n_step_returns(rewards: Array, values: Array, terminated: Optional[Array] = 
     ``n = 1``: one-step TD targets; ``n >= T``: TD(lambda) returns
     (:func:`td_lambda_returns`); ``lambda_ = 1``: plain n-step returns
     ``r_t + gamma r_{t+1} + ... + gamma^(n-1) r_{t+n-1} + gamma^n V_{t+n}``.
-    ``n`` is an int >= 1 (TypeError / ValueError otherwise).
+    ``n`` is an int >= 1 (TypeError / ValueError otherwise). ``next_values`` (rlax's
+    ``v_t``) gives ``V'_s`` at every step, as in :func:`gae`.
 
     Outputs: ``returns`` G (default) and ``advantages`` G - values; arguments
     otherwise as :func:`gae` (``time_axis`` required; ``episode_starts`` and
@@ -80,7 +81,8 @@ def n_step_returns(rewards: Array, values: Array, terminated: Optional[Array] = 
     return _route.estimate(N_STEP_RETURNS, {
         "rewards": rewards, "values": values, "terminated": terminated, "truncated": truncated,
         "n": n, "episode_starts": episode_starts, "last_episode_start": last_episode_start,
-        "last_value": last_value, "bootstrap_values": bootstrap_values, "gamma": gamma, "lambda_": lambda_,
+        "last_value": last_value, "bootstrap_values": bootstrap_values, "next_values": next_values,
+        "gamma": gamma, "lambda_": lambda_,
         "time_axis": time_axis, "returns": returns, "advantages": advantages, "abs_sums": abs_sums,
         "sums": sums, "square_sums": square_sums, "stream": stream,
     })
@@ -89,7 +91,7 @@ def n_step_returns(rewards: Array, values: Array, terminated: Optional[Array] = 
 def retrace(rewards: Array, q_values: Array, next_values: Array, terminated: Array,
             truncated: Optional[Array] = None, *, target_probs: Optional[Array] = None,
             behaviour_probs: Optional[Array] = None, target_log_probs: Optional[Array] = None,
-            behaviour_log_probs: Optional[Array] = None, gamma: Real = 0.99, lambda_: Real = 1.0,
+            behaviour_log_probs: Optional[Array] = None, gamma: PerStep = 0.99, lambda_: PerStep = 1.0,
             c_clip: Real = 1.0, time_axis: Optional[int] = None, returns: _Output = True,
             advantages: _Output = True, abs_sums: _Output = False, sums: _Output = False, square_sums: _Output = False,
             stream: Optional[Stream] = None) -> Estimate:
@@ -129,8 +131,8 @@ def retrace(rewards: Array, q_values: Array, next_values: Array, terminated: Arr
 
 
 def q_lambda(rewards: Array, q_values: Array, next_values: Array, terminated: Array,
-             truncated: Optional[Array] = None, *, greedy: Optional[Array] = None, gamma: Real = 0.99,
-             lambda_: Real = 0.9, time_axis: Optional[int] = None, returns: _Output = True,
+             truncated: Optional[Array] = None, *, greedy: Optional[Array] = None, gamma: PerStep = 0.99,
+             lambda_: PerStep = 0.9, time_axis: Optional[int] = None, returns: _Output = True,
              advantages: _Output = True, abs_sums: _Output = False, sums: _Output = False, square_sums: _Output = False,
              stream: Optional[Stream] = None) -> Estimate:
     """Q(lambda) returns as rlax's ``q_lambda`` defines them: Peng's without
@@ -180,7 +182,7 @@ def episodic_cumsum(inputs: Array, dones: Array, *, seed: Optional[Array] = None
     })
 
 
-def eligibility_traces(inputs: Array, dones: Array, *, gamma: Real, lambda_: Real, seed: Optional[Array] = None,
+def eligibility_traces(inputs: Array, dones: Array, *, gamma: PerStep, lambda_: PerStep, seed: Optional[Array] = None,
                        time_axis: Optional[int] = None, out: Optional[Array] = None,
                     stream: Optional[Stream] = None) -> Any:
     """Accumulating eligibility traces, reset at episode ends (a FORWARD scan;

@@ -12,7 +12,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from . import _core
+from . import _core, _frameworks
 
 HANDLER_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 _FLAGS = (np.dtype(np.bool_), np.dtype(np.uint8))
@@ -93,6 +93,11 @@ def _scalar(value, name: str) -> float:
     """A concrete real number (its range is the core's check)."""
     if isinstance(value, bool) or not (isinstance(value, numbers.Real) or getattr(value, "ndim", None) == 0):
         raise TypeError(f"{name} must be a real number, got {type(value).__name__}")
+    dtype = getattr(value, "dtype", None)
+    if dtype is not None and np.dtype(dtype).kind not in "iuf":
+        # np.True_, jnp.array(True), complex: refused as the NumPy-style API refuses them
+        # (_frameworks._zero_d_parameter), not read as 1.0.
+        raise TypeError(f"{name} must be a real number, got a 0-d {_frameworks.describe(value)} of dtype {dtype}")
     try:
         value = float(value)
     except jax.errors.ConcretizationTypeError:

@@ -28,13 +28,13 @@ from ._jax_sharding import RowwiseCall, result_type
 # Optional inputs by role, in the handler's order, with their bit in its `present` mask.
 _OPTIONAL = (("values", 256), ("truncated", 1), ("last_value", 2), ("bootstrap_values", 4),
              ("importance", 8), ("next_values", 16), ("target_probs", 32), ("behaviour_probs", 64),
-             ("greedy", 128))
+             ("greedy", 128), ("gamma_steps", 512), ("lambda_steps", 1024), ("sample_mask", 2048))
 _OPERANDS = ("rewards", "terminated")  # the handler's two fixed operands, every kind's
 
 
 def _per_shard(static, rewards, terminated, *optional):
     """The custom call on whatever block of rows XLA hands it: (returns[, advantages])."""
-    kind, present, gamma, lam, rho_clip, c_clip, rho_pg_clip, n, log_probs, reset_at_start, outputs = static
+    kind, present, gamma, lam, rho_clip, c_clip, rho_pg_clip, alpha, n, log_probs, reset_at_start, outputs = static
     dtype = np.dtype(rewards.dtype)
     scalar = dtype.type  # float64 attributes under x64, so no digit of gamma is lost
     out = result_type(rewards, dtype)
@@ -43,7 +43,8 @@ def _per_shard(static, rewards, terminated, *optional):
     return tuple(call(rewards, terminated, *optional, kind=np.int32(kind), present=np.int32(present),
                       gamma=scalar(gamma), lambda_=scalar(lam), rho_clip=scalar(rho_clip),
                       c_clip=scalar(c_clip), rho_pg_clip=scalar(rho_pg_clip), n=np.int64(n),
-                      log_probs=np.bool_(log_probs), reset_at_start=np.bool_(reset_at_start)))
+                      log_probs=np.bool_(log_probs), reset_at_start=np.bool_(reset_at_start),
+                      alpha=scalar(alpha)))
 
 
 _CALLS = {function: RowwiseCall(_per_shard, f"puffadv.jax.{function}") for function in ESTIMATORS}
@@ -57,6 +58,8 @@ def _estimate(static, layout, rewards, terminated, optional):
 
 
 def _estimate_fwd(static, layout, rewards, terminated, optional):
+    present, alpha = static[1], static[7]
+    _vjp.check_differentiable(ESTIMATORS[layout[0]].kind, {role for role, bit in _OPTIONAL if present & bit}, alpha)
     outputs = _estimate(static, layout, rewards, terminated, optional)
     return outputs, (rewards, terminated, optional, outputs)
 
@@ -65,7 +68,7 @@ def _estimate_bwd(static, layout, residuals, cotangents):
     """The VJP (_vjp, in jax.numpy) on the batch-major arrays the handler read: every
     float array's gradient; flags get zeros (read as booleans). The scalars are static."""
     rewards, terminated, optional, outputs = residuals
-    _, present, gamma, lam, rho_clip, c_clip, rho_pg_clip, n, log_probs, reset_at_start, _ = static
+    _, present, gamma, lam, rho_clip, c_clip, rho_pg_clip, alpha, n, log_probs, reset_at_start, _ = static
     estimator = ESTIMATORS[layout[0]]
     roles = ("rewards", "terminated", *(role for role, bit in _OPTIONAL if present & bit))
     arrays = dict(zip(roles, (rewards, terminated, *optional)))
@@ -92,6 +95,7 @@ def _call(estimator: Estimator, args: dict):
     required ones, then the optional ones given, in the signature's order)."""
     if estimator.episode_starts and (args["episode_starts"] is not None or args["last_episode_start"] is not None):
         args = with_terminated(estimator.function, args)
+    args = _traced_scalars_per_step(estimator, args)
     # n is checked after the arrays and scalars here, as puffadv.jax always has.
     request = call_of(estimator, {"time_axis": None, "stream": None, **args, "n": 1,
                                   **{name: None for name in _absent_outputs(estimator, args)}})
@@ -110,8 +114,8 @@ def _call(estimator: Estimator, args: dict):
     log_probs, reset_at_start = request.log_probs, request.reset_at_start
     advantages = "advantages" in estimator.outputs and estimator.result != "array"
     specs = {role: (*_jax_common._spec(x), name) for role, (name, x) in named.items()}
-    _core.jax_check_standard(estimator.kind, specs, *params, n, log_probs, reset_at_start, time_axis,
-                             estimator.lambda_name, advantages)
+    _core.jax_check_standard(estimator.kind, specs, *params[:5], n, log_probs, reset_at_start, time_axis,
+                             estimator.lambda_name, advantages, alpha=params[5])
     _jax_common._register()
 
     typed = named.get("values", named["rewards"])[1]  # the outputs' dtype (float32 for 16-bit floats)
@@ -141,6 +145,18 @@ def _call(estimator: Estimator, args: dict):
                                   "square_sums": None})
 
 
+def _traced_scalars_per_step(estimator: Estimator, args: dict) -> dict:
+    """A 0-d gamma or lambda traced under jit (not concrete, so no attribute of the call)
+    as a per-step array: broadcast to the rewards' shape. Concrete ones stay scalars."""
+    for role in ("gamma", "lambda"):
+        name = estimator.scalars.get(role, (None,))[0]
+        value = args.get(name)
+        if isinstance(value, jax.core.Tracer) and getattr(value, "ndim", None) == 0:
+            rewards = args[estimator.arguments[0].name]
+            args = {**args, name: jnp.broadcast_to(value, jnp.shape(rewards))}
+    return args
+
+
 def _absent_outputs(estimator: Estimator, args: dict) -> tuple:
     """The NumPy functions' output arguments, which the JAX functions do not take."""
     return tuple(name for name in estimator.outputs.values() if name not in args)
@@ -159,7 +175,9 @@ _COMMON_DOC = """
     float32, float32 results); flags bool, uint8 or the float dtype; a step both
     terminated and truncated is terminated (Gymnasium's meaning). Shapes, dtypes
     and scalars are checked before lowering with the messages of the NumPy
-    function. Scalars must be concrete (static under ``jit``). ``jax.vmap`` adds leading batch axes to one call.
+    function. Scalars must be concrete (static under ``jit``), but for ``gamma`` and the lambda, which may also be
+    arrays of the rewards' shape (per step) and, under ``jit``, traced (a traced 0-d one is broadcast
+    to the rewards' shape). ``jax.vmap`` adds leading batch axes to one call.
     Under ``jit``, arrays sharded over the batch axis ``B`` (axis 0, or axis 1
     with ``time_axis=0``) stay sharded: no collective, outputs sharded alike.
     Differentiable (``jax.custom_vjp``): ``jax.grad``/``jax.vjp`` give the gradient of
@@ -173,20 +191,21 @@ _COMMON_DOC = """
 
 def gae(rewards, values, terminated=None, truncated=None, *, episode_starts=None,
         last_episode_start=None, last_value=None, bootstrap_values=None,
-        importance=None, gamma=0.99, gae_lambda=0.95, rho_clip=1.0, c_clip=1.0,
+        importance=None, next_values=None, gamma=0.99, gae_lambda=0.95, rho_clip=1.0, c_clip=1.0,
         time_axis=None) -> Estimate:
     """Generalised advantage estimation as TorchRL, SB3, CleanRL and rlax define it
     (same numbers as :func:`puffadv.gae`), as an XLA custom call. Pass exactly one of
     ``last_value`` (``[B]``) and ``bootstrap_values`` (rewards' shape); ``truncated``
-    needs ``bootstrap_values``. Returns an :class:`Estimate` with ``advantages`` and
+    needs ``bootstrap_values``; or ``next_values`` (rewards' shape) alone, read at
+    every step. Returns an :class:`Estimate` with ``advantages`` and
     ``returns`` (advantages + values)."""
     return _call(GAE, locals())
 
 
 def td_lambda_returns(rewards, values, terminated=None, truncated=None, *, episode_starts=None,
                       last_episode_start=None, last_value=None,
-                      bootstrap_values=None, importance=None, gamma=0.99, lambda_=0.95, rho_clip=1.0,
-                      c_clip=1.0, time_axis=None) -> Estimate:
+                      bootstrap_values=None, importance=None, next_values=None, gamma=0.99, lambda_=0.95,
+                      rho_clip=1.0, c_clip=1.0, time_axis=None) -> Estimate:
     """TD(lambda) returns as rlax's ``lambda_returns`` and TorchRL define them (same
     numbers as :func:`puffadv.td_lambda_returns`), as an XLA custom call. Returns an
     :class:`Estimate`: ``returns`` G and ``advantages`` G - values."""
@@ -195,9 +214,10 @@ def td_lambda_returns(rewards, values, terminated=None, truncated=None, *, episo
 
 def vtrace(rewards, values, terminated=None, truncated=None, *, episode_starts=None,
            last_episode_start=None, last_value=None, bootstrap_values=None,
-           importance=None, gamma=0.99, lambda_=1.0, rho_clip=1.0, c_clip=1.0, rho_pg_clip=1.0,
-           time_axis=None) -> VTraceEstimate:
-    """V-trace (IMPALA), same numbers as :func:`puffadv.vtrace`, as an XLA custom
+           importance=None, next_values=None, sample_mask=None, gamma=0.99, lambda_=1.0, rho_clip=1.0,
+           c_clip=1.0, rho_pg_clip=1.0, alpha=1.0, time_axis=None) -> VTraceEstimate:
+    """V-trace (IMPALA), same numbers as :func:`puffadv.vtrace` (``next_values``,
+    ``sample_mask`` and leaky ``alpha`` included), as an XLA custom
     call. Returns a :class:`VTraceEstimate`: targets ``vs`` and the policy-gradient
     advantages ``pg_advantages``."""
     return _call(VTRACE, locals())
@@ -215,8 +235,8 @@ def discounted_returns(rewards, terminated=None, truncated=None, *, episode_star
 
 
 def n_step_returns(rewards, values, terminated=None, truncated=None, *, episode_starts=None,
-        last_episode_start=None, n, last_value=None,
-                   bootstrap_values=None, gamma=0.99, lambda_=1.0, time_axis=None) -> Estimate:
+                   last_episode_start=None, n, last_value=None,
+                   bootstrap_values=None, next_values=None, gamma=0.99, lambda_=1.0, time_axis=None) -> Estimate:
     """rlax's n-step bootstrapped returns ``G^(n)`` (same numbers as
     :func:`puffadv.n_step_returns`): windows of ``n >= 1`` steps, cut where an
     episode ends, bootstrapped as :func:`gae` (``last_value`` or

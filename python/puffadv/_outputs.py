@@ -72,12 +72,26 @@ def output_like(framework: str, like):
 _numpy_output_dtypes: dict = {}  # a NumPy dtype -> its outputs' (output_dtype), decided once
 
 
-def numpy_output_like(like: np.ndarray) -> np.ndarray:
-    """output_like("numpy", like): the default advantages output for a NumPy array."""
+def numpy_output_dtype(like: np.ndarray) -> np.dtype:
+    """output_dtype("numpy", like), looked up once per input dtype."""
     dtype = _numpy_output_dtypes.get(like.dtype)
     if dtype is None:
         dtype = _numpy_output_dtypes[like.dtype] = np.dtype(output_dtype("numpy", like))
-    return np.empty(like.shape, dtype)
+    return dtype
+
+
+def numpy_output_like(like: np.ndarray) -> np.ndarray:
+    """output_like("numpy", like): the default advantages output for a NumPy array."""
+    return np.empty(like.shape, numpy_output_dtype(like))
+
+
+def sums_dtype(framework: str, values):
+    """The row sums' dtype: float64 beside float64 values, else float32."""
+    wide = dtype_name(values) == "float64"
+    if framework == "torch":
+        import torch
+        return torch.float64 if wide else torch.float32
+    return np.float64 if wide else np.float32
 
 
 def batch_size(x, time_axis: int) -> int:
@@ -91,6 +105,19 @@ def given(specs: dict) -> dict:
     """The output arrays the caller gave, by role: each spec that is not True (allocate),
     False or None (skip); None for the others."""
     return {role: None if spec is True or spec is False else spec for role, spec in specs.items()}
+
+
+def refuse_immutable(framework: str, given: dict, names: dict) -> None:
+    """JAX arrays are immutable: one given as an output would be written in place under
+    every reader of it (an earlier, still pending JAX computation included). Refused,
+    naming the argument (the core writes every output in place)."""
+    if framework != "jax":
+        return
+    for role, out in given.items():
+        if out is not None:
+            name = names.get(role) or role
+            raise TypeError(f"{name} is a jax.Array, which is immutable and cannot be written in place; omit "
+                            f"{name}= (a new array is returned), or use puffadv.jax inside JAX programs")
 
 
 def allocate(framework, rewards, values, time_axis, specs: dict, outputs: dict) -> dict:
@@ -107,11 +134,8 @@ def allocate(framework, rewards, values, time_axis, specs: dict, outputs: dict) 
     for role, spec in specs.items():
         if spec is True:
             if role in SUM_ROLES:
-                dtype = np.float64 if dtype_name(values) == "float64" else np.float32
-                if framework == "torch":
-                    import torch
-                    dtype = torch.float64 if dtype is np.float64 else torch.float32
-                outputs[role] = empty(framework, values, (batch_size(rewards, time_axis),), dtype)
+                outputs[role] = empty(framework, values, (batch_size(rewards, time_axis),),
+                                      sums_dtype(framework, values))
             else:
                 if series is None:
                     series = _series_allocator(framework, rewards, values)

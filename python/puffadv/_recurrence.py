@@ -18,7 +18,7 @@ from typing import Any, Optional
 
 import numpy as np
 
-from . import _eager, _frameworks
+from . import _eager, _frameworks, _vjp
 from ._arguments import call_of
 from ._estimators import LINEAR_RECURRENCE
 from ._types import Array, Stream
@@ -117,8 +117,10 @@ def linear_recurrence(inputs: Array, decay: Any, *, reverse: bool = _REQUIRED, t
     step t + 1. ``decay = gamma (1 - done)`` gives discounted returns
     (``reverse=True``), ``decay = gamma lambda (1 - done)`` over TD errors GAE.
 
-    ``inputs``: 2-D, ``[B, T]`` with ``time_axis=1`` (or -1) or ``[T, B]`` with
-    ``time_axis=0`` (or -2); ``time_axis`` and ``reverse`` are required keywords
+    ``inputs``: ``[B, T]`` with ``time_axis=1`` (or -1) or ``[T, B]`` with
+    ``time_axis=0`` (or -2), or with more batch axes as :func:`gae` (``[*B, T]``,
+    ``[T, *B]``, ``[*B, T, 1]``: views, never copies, the result in the inputs'
+    shape; ``decay`` and ``seed`` alike); ``time_axis`` and ``reverse`` are required keywords
     (TypeError when missing: neither the layout nor the direction is guessed).
     ``decay``: an array of the inputs' shape and dtype, or a scalar (a real number
     or 0-d array) for every step. ``seed``: ``[B]``, the y outside the row (absent:
@@ -144,3 +146,11 @@ def linear_recurrence(inputs: Array, decay: Any, *, reverse: bool = _REQUIRED, t
             "stream": stream, "reverse": reverse}
     call = call_of(LINEAR_RECURRENCE, args)
     return LINEAR_RECURRENCE.make_result(_eager.estimate(LINEAR_RECURRENCE, call))
+
+
+def _scan_rows(inputs, decay, reverse: bool):
+    """The estimators' backward scan on [rows, horizon] torch tensors (_vjp.SCANS)."""
+    return linear_recurrence(inputs, decay, reverse=reverse, time_axis=1)
+
+
+_vjp.SCANS["torch"] = _scan_rows

@@ -164,6 +164,7 @@ def estimate(estimator, call) -> dict:
             return _compiled.estimate(estimator, inner)
         return _eager.estimate(estimator, inner)
 
+    _vjp.check_differentiable(estimator.kind, arrays, call.scalars.get("alpha", 1.0))
     plan = Plan(estimator.kind, tuple(arrays), tuple(tensors), produced, numbers,
                 time_axis in (0, -2), call.n, call.log_probs, call.reset_at_start, run)
     made = _apply(plan, arrays, tensors)
@@ -253,6 +254,8 @@ class _OpDifferentiable(torch.autograd.Function):
     @staticmethod
     def setup_context(ctx, inputs, output):
         info, bound = inputs[0], dict(zip(inputs[0].arg_names, inputs[1:]))
+        _vjp.check_differentiable(info.estimator.kind, {n for n, x in bound.items() if isinstance(x, torch.Tensor)},
+                                  bound.get("alpha", 1.0))
         given = [n for n, x in bound.items() if n in info.roles and isinstance(x, torch.Tensor)]
         scalars = {**{r: 1.0 for r in ("gamma", "lambda", "rho_clip", "c_clip", "rho_pg_clip")},
                    **{info.scalar_roles[n]: float(v) for n, v in bound.items() if n in info.scalar_roles}}

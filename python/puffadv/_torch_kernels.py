@@ -82,24 +82,32 @@ def _compute_puff_advantage_writes(keyset, values, rewards, dones, importance, a
     """torch's rules for an in-place write, which a kernel writing through a pointer
     cannot follow: refuse what torch's in-place ops refuse, bump the version after."""
     _torch_rules.check_writable(advantages, "advantages")
-    refuse_gradients(values, rewards, importance)
+    warn_constant_inputs(values, rewards, importance)
     _run_kernel(torch.ops.puffadv.compute_puff_advantage.default, keyset, values, rewards, dones,
                 importance, advantages, gamma, lambda_, rho_clip, c_clip)
     _torch_rules.mark_written(advantages)
 
 
-def refuse_gradients(values, rewards, importance):
-    """PufferLib's schema op writes a target in place and records no graph: an input that
-    requires grad under grad mode is refused, never silently detached."""
+class ConstantInputWarning(UserWarning):
+    """PufferLib's schema op read an input that requires grad as a constant (no graph)."""
+
+
+def warn_constant_inputs(values, rewards, importance):
+    """PufferLib's schema op writes a target in place and records no graph, as PufferLib's own
+    op does; PufferLib's trainer relies on that (it passes the live ``ratio`` as importance).
+    So an input that requires grad is read as a constant, and said so (once per process under
+    Python's default warning filter), never dropped without a word."""
     if not torch.is_grad_enabled():
         return
     for name, t in zip(("values", "rewards", "importance"), (values, rewards, importance)):
         if isinstance(t, torch.Tensor) and t.requires_grad:
-            raise ValueError(
+            warnings.warn(
                 f"{name} requires grad, but torch.ops.puffadv.compute_puff_advantage (PufferLib's "
-                "schema: it writes advantages in place) records no graph; for a differentiable puff "
-                "advantage call torch.ops.puffadv.puff_advantage (functional) or "
-                "puffadv.compute_puff_advantage, or call this op under torch.no_grad()")
+                "schema: it writes advantages in place) records no graph, as PufferLib's own op: "
+                f"{name} is read as a constant. For a differentiable puff advantage call "
+                "torch.ops.puffadv.puff_advantage (functional) or puffadv.compute_puff_advantage",
+                ConstantInputWarning, stacklevel=2)
+            return
 
 
 def refuse_negative_views(values, rewards, dones, importance, advantages, *params):
@@ -162,8 +170,8 @@ def register(lib: torch.library.Library) -> None:
     for name in _FUNCTIONAL:
         op = getattr(torch.ops.puffadv, name).default
         lib.impl(name, functools.partial(_run_kernel, op), "BackendSelect", with_keyset=True)
-    # The in-place schema op records no graph (its BackendSelect kernel refuses inputs that
-    # require grad); every functional op differentiates (_torch_autograd, from _vjp).
+    # The in-place schema op records no graph, as PufferLib's (its BackendSelect kernel warns
+    # once when an input requires grad); every functional op differentiates (_torch_autograd).
     lib.impl("compute_puff_advantage", torch.library.fallthrough_kernel, "Autograd")
     _torch_autograd.register(lib, _FUNCTIONAL)
     lib.impl("compute_puff_advantage", refuse_negative_views, "Negative")

@@ -21,8 +21,9 @@ takes one pair of probabilities with ``log_probs`` saying which kind;
 episodic_cumsum's ``reset_at_start`` is ``boundary="starts_at"``).
 Every functional op is differentiable (autograd, torch.func, torch.compile; the
 gradients of every float tensor, docs/gradients.md); the in-place
-``compute_puff_advantage`` records no graph and refuses inputs that require grad
-under grad mode: call ``puff_advantage`` (or ``puffadv.compute_puff_advantage``).
+``compute_puff_advantage`` records no graph, as PufferLib's own op (PufferLib's
+trainer passes its live ratio there), and warns (ConstantInputWarning) when an input
+requires grad: call ``puff_advantage`` (or ``puffadv.compute_puff_advantage``).
 ``linear_recurrence(inputs, decay, seed=None, *, reverse, time_axis) -> Tensor``
 is the engine's scan itself (its backward is the same scan run the other way:
 _recurrence_vjp.py).

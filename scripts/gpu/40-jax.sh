@@ -14,7 +14,8 @@ print("jax", jax.__version__, "jaxlib", jaxlib.version.__version__, "devices", j
 print("handlers:", [(n, p) for n, p, _ in c.jax_ffi_targets()], "built with", c.jax_ffi_build())' \
   2>&1 | tee "$OUT/jax-env.txt"
 status=0
-python3 -m pytest -q -rs -p no:cacheprovider tests/python/test_jax.py 2>&1 | tee "$OUT/jax-tests.txt"
+python3 -m pytest -q -rs -p no:cacheprovider tests/python/test_jax.py tests/python/test_jax_vmap.py \
+  tests/python/test_jax_errors.py 2>&1 | tee "$OUT/jax-tests.txt"
 [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
 python3 benchmarks/bench_jax.py --check-bar 2>&1 | tee "$OUT/bench_jax.md"
 [ "${PIPESTATUS[0]}" -eq 0 ] || status=1

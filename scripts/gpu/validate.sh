@@ -158,6 +158,7 @@ sanitize() {  # tool: each command within a fifth of the stage's time
   under "${pytest[@]}" tests/python/test_gpu_flat_rows.py -k "(match_the_cpu and float32 and (shape4 or shape8)) \
 or (nan_stays and shape1) or (aligned and (shape6 or shape7)) or long_rows"
   under benchmarks/bench_conventions.py --quick --check-only
+  under scripts/gpu/new_kernels_check.py  # linear_recurrence, next_values, overflow caps, backward
   return $rc
 }
 pids=()
@@ -170,10 +171,11 @@ if want tests; then
   stamp "tests"
   t=$(limit "${LIMIT_TESTS:-300}")
   timeout "$t" python3 -m pytest -q -rs -p no:cacheprovider -n "${TEST_WORKERS:-6}" --dist loadfile tests/python \
-    --ignore=tests/python/test_jax.py --ignore=tests/python/test_family_jax.py > "$L/pytest-gpu.txt" 2>&1 \
+    --ignore=tests/python/test_jax.py --ignore=tests/python/test_jax_vmap.py --ignore=tests/python/test_jax_errors.py \
+    --ignore=tests/python/test_family_jax.py > "$L/pytest-gpu.txt" 2>&1 \
     || fail "pytest on CUDA (logs/pytest-gpu.txt)"
   timeout "$(limit 150)" python3 -m pytest -q -rs -p no:cacheprovider tests/python/test_jax.py \
-    tests/python/test_family_jax.py > "$L/pytest-jax.txt" 2>&1 || fail "JAX tests (logs/pytest-jax.txt)"
+    tests/python/test_jax_vmap.py tests/python/test_jax_errors.py tests/python/test_family_jax.py > "$L/pytest-jax.txt" 2>&1 || fail "JAX tests (logs/pytest-jax.txt)"
   for f in pytest-gpu pytest-jax; do summary "$f: $(grep -E '[0-9]+ (passed|failed)' "$L/$f.txt" | tail -1)"; done
   grep -hE "^(FAILED|ERROR)" "$L/pytest-gpu.txt" "$L/pytest-jax.txt" | head -20 | tee -a "$OUT/summary.txt"
 fi

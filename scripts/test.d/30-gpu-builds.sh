@@ -9,7 +9,7 @@
 # only on a machine with an NVIDIA GPU. First, tests/cmake/check_arch_choice.sh
 # checks which architectures AUTO/ON pick (configure only, fake GPUs, ~1 min).
 # Measured on a 2-core machine: the HIP build and its tests 1.5 minutes; the
-# CUDA build (five architectures, with the conventions kernels) 5 minutes.
+# CUDA build (five architectures, every kind's kernels in one translation unit) 5 minutes.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 

@@ -10,7 +10,8 @@
 # leaks by design; PYTHONMALLOC=malloc so Python objects go through ASan too.
 #
 # pytest runs the files below, with two workers (pytest-xdist), and
-# test_concurrency.py after them on its own (see 10-python.sh for why).
+# test_concurrency.py, test_fork.py and test_signals.py after them on their own
+# (see 10-python.sh for why).
 # PUFF_SANITIZE_PYTEST="..." replaces the selection (e.g. tests/python: all of it).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -70,8 +71,10 @@ EOF
 #            the C exchange API), test_dispatch, test_fallback;
 #   torch    test_torch_ops, test_torch_conventions, test_family_torch (every
 #            operator, opcheck, fake kernels, torch.compile of each);
-#   JAX      test_jax, test_family_jax (every XLA FFI handler under jit and vmap);
-#   threads  test_concurrency (the pool, fork, signals: use-after-free probes).
+#   JAX      test_jax, test_jax_vmap, test_jax_errors, test_family_jax (every XLA
+#            FFI handler under jit and vmap);
+#   threads  test_concurrency, test_fork, test_signals (the pool, fork, signals:
+#            use-after-free probes).
 # Left to 10-python.sh, which runs them unsanitized: test_compile (torch.compile
 # graphs over the same operators), test_sharding (JAX sharding over the same
 # handlers; the slowest file, ~90 s unsanitized), test_peers (rlax / TorchRL /
@@ -83,12 +86,13 @@ EOF
 default_selection="test_puff.py test_conventions.py test_family.py test_nonfinite.py test_fuzz.py
   test_bad_input.py test_family_errors.py test_dlpack.py test_call_path.py test_dispatch.py
   test_fallback.py test_torch_ops.py test_torch_conventions.py test_family_torch.py test_jax.py
-  test_family_jax.py"
+  test_jax_vmap.py test_jax_errors.py test_family_jax.py"
 if [ -n "${PUFF_SANITIZE_PYTEST:-}" ]; then
   python -m pytest -q -p no:cacheprovider ${PUFF_SANITIZE_PYTEST}
 else
   read -r -a selection <<< "$(echo ${default_selection})"
   python -m pytest -q -p no:cacheprovider -n "${PUFF_PYTEST_WORKERS:-2}" "${selection[@]/#/tests/python/}"
-  python -m pytest -q -p no:cacheprovider tests/python/test_concurrency.py
+  python -m pytest -q -p no:cacheprovider tests/python/test_concurrency.py tests/python/test_fork.py \
+    tests/python/test_signals.py
 fi
 echo "sanitizer step: $((SECONDS - started)) s"

@@ -30,7 +30,8 @@ struct by_role {
 };
 
 bool is_flag(argument_role r) {
-    return r == argument_role::terminated || r == argument_role::truncated || r == argument_role::greedy;
+    return r == argument_role::terminated || r == argument_role::truncated || r == argument_role::greedy ||
+           r == argument_role::sample_mask;
 }
 
 // What this kind needs and what it refuses, in role order.
@@ -61,8 +62,28 @@ argument_problem check_presence(const by_role& arrays, const kind_info& info, co
     return {};
 }
 
+// next_values is the bootstrap of every step: it replaces the bootstrap pair,
+// and truncated then only cuts the recursion.
+argument_problem check_next_values(const standard_arrays& a, const standard_params& p) {
+    const char* kind = estimator_name(p.kind);
+    for (const auto& [m, role] : {std::pair{&a.last_value, argument_role::last_value},
+                                  std::pair{&a.bootstrap_values, argument_role::bootstrap_values}})
+        if (*m)
+            return value_problem(join(kind, " takes no ", argument_name(p, role),
+                                      " with next_values (next_values is its bootstrap at every step)"));
+    // With next_values TD(lambda) scans the lambda-return itself (TorchRL's and
+    // rlax's form), which weighs no importance ratios.
+    if (p.kind == estimator::td_lambda && a.importance)
+        return value_problem("td_lambda takes no importance with next_values (it then scans the "
+                             "lambda-return r_t + gamma (1 - terminated_t) [(1 - lambda) next_values_t + "
+                             "lambda G_{t+1}], which has no ratios; vtrace gives off-policy targets)");
+    return {};
+}
+
 // The bootstrap pair's rules, on top of what each kind takes.
-argument_problem check_bootstrap(const standard_arrays& a, const kind_info& info) {
+argument_problem check_bootstrap(const standard_arrays& a, const kind_info& info, const standard_params& p) {
+    if (a.next_values && need_of(info, argument_role::bootstrap_values) != need::refused)
+        return check_next_values(a, p);
     if (a.last_value && a.bootstrap_values)
         return value_problem("pass either last_value ([rows]: the value after the last step) or "
                              "bootstrap_values ([rows, horizon]: next-state values at truncations "
@@ -84,6 +105,8 @@ argument_problem check_scalars(const standard_params& p, unsigned checks) {
     if (auto problem = check_non_negative(p.c_clip, "c_clip")) return problem;
     if (checks & scalar_rho_pg_clip)
         if (auto problem = check_non_negative(p.rho_pg_clip, "rho_pg_clip")) return problem;
+    if (checks & scalar_alpha)
+        if (auto problem = check_unit_interval(p.alpha, "alpha")) return problem;
     if ((checks & scalar_n) && p.n < 1)
         return value_problem(join("n must be >= 1 (the number of steps in each return's window), got ", p.n));
     return {};
@@ -122,7 +145,7 @@ argument_problem find_problem(const standard_arrays& a, const standard_params& p
     if (a.advantages)
         if (auto problem = check_array_layout(*a.advantages, advantages_name, ref, ref_name)) return problem;
 
-    if (auto problem = check_bootstrap(a, info)) return problem;
+    if (auto problem = check_bootstrap(a, info, p)) return problem;
 
     // Floats share the reference's dtype (last_value among them, in its place in
     // the kind's order); flags are bool, uint8 or that dtype.
@@ -207,6 +230,9 @@ argument_problem apply_time_axis(standard_arrays& a, std::int64_t time_axis) {
         {&a.behaviour_probs, "behaviour_probs"},
         {&a.greedy, "greedy"},
         {&a.decay, "decay"},
+        {&a.gamma, "gamma"},
+        {&a.lambda, "lambda"},
+        {&a.sample_mask, "sample_mask"},
         {&a.advantages, "advantages"},
         {&a.fused.returns, "returns"}};
     for (auto [m, name] : optional)

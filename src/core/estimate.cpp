@@ -68,8 +68,22 @@ void require_gpu_backend(const device& d) {
                               (now.error.empty() ? std::string("none found") : now.error));
 }
 
-void estimate(const standard_arrays& arrays, const standard_params& params, gpu_stream stream) {
-    throw_problem(find_problem(arrays, params));
+// With next_values, TD(lambda) is the recursion of Peng's Q(lambda) on state
+// values, G_t = r_t + gamma (1 - terminated_t) [(1 - lambda) next_values_t +
+// lambda G_{t+1}] cut where done (TorchRL's td_lambda_return_estimate, rlax's
+// lambda_returns; G = A + V holds only where next_values_t = V_{t+1}), and so
+// is n-step with n >= T, whose every window reaches its episode's or row's end.
+standard_params computed_as(const standard_arrays& arrays, const standard_params& params) {
+    standard_params run = params;
+    if (arrays.next_values && (params.kind == estimator::td_lambda ||
+                               (params.kind == estimator::n_step_returns && params.n >= arrays.rewards.cols)))
+        run.kind = estimator::q_lambda;
+    return run;
+}
+
+void estimate(const standard_arrays& arrays, const standard_params& checked, gpu_stream stream) {
+    throw_problem(find_problem(arrays, checked));
+    const standard_params params = computed_as(arrays, checked);
     const matrix& ref = arrays.rewards;  // every array shares its shape and device now
     if (ref.rows == 0) return;           // nothing to launch
     // Horizon 0: the row sums are zeros, written by the backend; a kind whose
@@ -77,6 +91,10 @@ void estimate(const standard_arrays& arrays, const standard_params& params, gpu_
     if (ref.cols == 0 && !kind_info_of(params.kind).empty_horizon_launches && !arrays.fused.any()) return;
     const device& d = ref.device;
     if (d.type == device_type::cpu) return estimate_cpu(arrays, params);
+    if (arrays.gamma || arrays.lambda)  // issue 29: the GPU producers read scalars only so far
+        throw backend_unavailable("values is on " + describe_device(d) +
+                                  " but per-step gamma / lambda arrays have no GPU kernel in this build of "
+                                  "puffadv yet (the CPU engine computes them)");
     require_gpu_backend(d);  // backend_unavailable: the caller may fall back to the CPU
 #if PUFFADV_HAS_CUDA
     if (d.type == device_type::cuda) return estimate_cuda(arrays, params, stream);

@@ -28,6 +28,7 @@ struct role_row {
     const char* key;
     const char* log_probs_name;  // with standard_params::log_probs
     const char* refusal;
+    const char* caller = nullptr;  // the caller's name where it is not the key (the per-step arrays')
 };
 constexpr role_row roles[role_count] = {
     {"rewards", nullptr, ""},
@@ -37,11 +38,15 @@ constexpr role_row roles[role_count] = {
     {"last_value", nullptr, ""},
     {"bootstrap_values", nullptr, ""},
     {"importance", nullptr, " (only gae, td_lambda and vtrace take importance ratios)"},
-    {"next_values", nullptr, " (only retrace and q_lambda take next_values)"},
+    {"next_values", nullptr,
+     " (only gae, td_lambda, vtrace, n_step_returns, retrace and q_lambda take next_values)"},
     {"target_probs", "target_log_probs", " (only retrace takes probabilities)"},
     {"behaviour_probs", "behaviour_log_probs", " (only retrace takes probabilities)"},
     {"greedy", nullptr, " (only q_lambda takes greedy flags)"},
     {"decay", nullptr, " (only linear_recurrence takes decay)"},
+    {"gamma_steps", nullptr, "", "gamma"},
+    {"lambda_steps", nullptr, "", "lambda"},  // argument_name(params, ...) says the call's lambda_name
+    {"sample_mask", nullptr, " (only vtrace takes a sample_mask)"},
     {"advantages", nullptr, ""},
     {"returns", nullptr, ""},
     {"abs_sums", nullptr, ""},
@@ -70,18 +75,24 @@ constexpr kind_info complete(kind_info info) {
         }
         info.needs[i] = n;
         const char* name = find_text(info.names, std::size(info.names), role);
-        info.names_by_role[i] = name ? name : roles[i].key;
+        info.names_by_role[i] = name ? name : roles[i].caller ? roles[i].caller : roles[i].key;
     }
     return info;
 }
 
-// The GAE-shaped kinds differ only in their outputs' meaning (conventions.hpp).
+// The GAE-shaped kinds differ only in their outputs' meaning (conventions.hpp);
+// next_values (the bootstrap at every step) stands in for the bootstrap pair,
+// and V-trace alone takes rlax's sample_mask.
 constexpr kind_info clipped_kind(estimator kind, unsigned reads) {
+    const bool masked = kind == estimator::vtrace;
     return complete({kind,
             {{r::rewards, n::always}, {r::terminated, n::always}, {r::values, n::required},
              {r::truncated, n::optional}, {r::last_value, n::optional}, {r::bootstrap_values, n::optional},
-             {r::importance, n::optional}},
-            n::optional, needs_bootstrap, family_dtypes, family_checks, reads, launches_at_horizon_0, {}, {}, {}});
+             {r::importance, n::optional}, {r::gamma, n::optional}, {r::lambda, n::optional},
+             {r::next_values, n::optional},
+             {masked ? r::sample_mask : r::rewards, masked ? n::optional : n::refused}},
+            n::optional, needs_bootstrap, family_dtypes, family_checks | (masked ? scalar_alpha : 0u), reads,
+            launches_at_horizon_0, {}, {}, {}});
 }
 
 // Each row: {kind, inputs in check order (the first the reference), the advantages
@@ -90,16 +101,17 @@ constexpr kind_info clipped_kind(estimator kind, unsigned reads) {
 constexpr kind_info table[] = {
     clipped_kind(estimator::gae, clipped),
     clipped_kind(estimator::td_lambda, clipped),
-    clipped_kind(estimator::vtrace, clipped | scalar_rho_pg_clip),
+    clipped_kind(estimator::vtrace, clipped | scalar_rho_pg_clip | scalar_alpha),
     complete({estimator::discounted_returns,  // the bootstrap is optional (absent: 0)
      {{r::rewards, n::always}, {r::terminated, n::always}, {r::truncated, n::optional},
-      {r::last_value, n::optional}, {r::bootstrap_values, n::optional}},
+      {r::last_value, n::optional}, {r::bootstrap_values, n::optional}, {r::gamma, n::optional}},
      n::optional, bootstrap_not_needed, family_dtypes, family_checks, scalar_gamma, launches_at_horizon_0, {},
-     {{r::values, " (returns-to-go read only rewards and the bootstrap)"}}, {}}),
+     {{r::values, " (returns-to-go read only rewards and the bootstrap)"},
+      {r::lambda, " (returns-to-go read no lambda)"}}, {}}),
     complete({estimator::retrace,
      {{r::rewards, n::always}, {r::terminated, n::always}, {r::values, n::required},
       {r::truncated, n::optional}, {r::next_values, n::required}, {r::target_probs, n::both},
-      {r::behaviour_probs, n::both}},
+      {r::behaviour_probs, n::both}, {r::gamma, n::optional}, {r::lambda, n::optional}},
      n::optional, bootstrap_not_needed, family_dtypes, family_checks,
      scalar_gamma | scalar_lambda | scalar_c_clip | scalar_log_probs, launches_at_horizon_0,
      {{r::values, "q_values"}},
@@ -110,7 +122,8 @@ constexpr kind_info table[] = {
                         "mu(a_t|s_t) of the taken actions, or their logs with log_probs)"}}}),
     complete({estimator::q_lambda,
      {{r::rewards, n::always}, {r::terminated, n::always}, {r::values, n::required},
-      {r::truncated, n::optional}, {r::next_values, n::required}, {r::greedy, n::optional}},
+      {r::truncated, n::optional}, {r::next_values, n::required}, {r::greedy, n::optional},
+      {r::gamma, n::optional}, {r::lambda, n::optional}},
      n::optional, bootstrap_not_needed, family_dtypes, family_checks, scalar_gamma | scalar_lambda,
      launches_at_horizon_0,
      {{r::values, "q_values"}},
@@ -118,11 +131,13 @@ constexpr kind_info table[] = {
      {{r::next_values, " needs next_values ([rows, horizon]: max_a Q(s_{t+1}, a), the bootstrap of every step)"}}}),
     complete({estimator::n_step_returns,
      {{r::rewards, n::always}, {r::terminated, n::always}, {r::values, n::required},
-      {r::truncated, n::optional}, {r::last_value, n::optional}, {r::bootstrap_values, n::optional}},
+      {r::truncated, n::optional}, {r::last_value, n::optional}, {r::bootstrap_values, n::optional},
+      {r::gamma, n::optional}, {r::lambda, n::optional}, {r::next_values, n::optional}},
      n::optional, needs_bootstrap, family_dtypes, family_checks, scalar_gamma | scalar_lambda | scalar_n,
      launches_at_horizon_0, {}, {}, {}}),
     complete({estimator::episodic_sum,  // the forward scan: rewards are its inputs, terminated its dones
-     {{r::rewards, n::always}, {r::terminated, n::always}, {r::last_value, n::optional}},
+     {{r::rewards, n::always}, {r::terminated, n::always}, {r::last_value, n::optional},
+      {r::gamma, n::optional}, {r::lambda, n::optional}},
      n::optional, bootstrap_not_needed, family_dtypes, family_checks,
      scalar_gamma | scalar_lambda | scalar_reset_at_start, launches_at_horizon_0,
      {{r::rewards, "inputs"}, {r::terminated, "dones"}, {r::last_value, "seed"}, {r::advantages, "out"}},
@@ -138,7 +153,9 @@ constexpr kind_info table[] = {
      {{r::terminated, "dones"}},
      {{r::truncated, " (PufferLib's dones end an episode: fold truncations into dones)"},
       {r::last_value, " (the last step's advantage is 0, as in PufferLib)"},
-      {r::bootstrap_values, " (the last step's advantage is 0, as in PufferLib)"}},
+      {r::bootstrap_values, " (the last step's advantage is 0, as in PufferLib)"},
+      {r::gamma, " array (PufferLib's schema takes scalars: use gae for per-step discounts)"},
+      {r::lambda, " array (PufferLib's schema takes scalars: use gae for per-step lambdas)"}},
      {}}),
     // The engine's scan itself: y_t = inputs_t + decay_t y_{t-/+1}, y outside the row = seed.
     complete({estimator::linear_recurrence,

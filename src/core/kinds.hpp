@@ -21,6 +21,8 @@ enum class argument_role : std::uint8_t {
     rewards, values, terminated, truncated, last_value, bootstrap_values, importance,
     next_values, target_probs, behaviour_probs, greedy,
     decay,       // linear_recurrence's a_t
+    gamma, lambda,  // per-step gamma_t and lambda_t (standard_arrays::gamma, ::lambda)
+    sample_mask,  // vtrace: rlax's learnable steps
     advantages,  // the output A_t (episodic_sum's `out`)
     returns, abs_sums, sums, square_sums,  // the fused outputs, optional for every kind
 };
@@ -56,6 +58,9 @@ constexpr void visit_field(Arrays& arrays, argument_role role, Visit&& visit) {
         case r::behaviour_probs: return visit(arrays.behaviour_probs);
         case r::greedy: return visit(arrays.greedy);
         case r::decay: return visit(arrays.decay);
+        case r::gamma: return visit(arrays.gamma);
+        case r::lambda: return visit(arrays.lambda);
+        case r::sample_mask: return visit(arrays.sample_mask);
         case r::advantages: return visit(arrays.advantages);
         case r::returns: return visit(arrays.fused.returns);
         case r::abs_sums: return visit(arrays.fused.abs_sums);
@@ -105,6 +110,7 @@ enum scalar : unsigned {
     scalar_n = 1u << 5,
     scalar_log_probs = 1u << 6,
     scalar_reset_at_start = 1u << 7,
+    scalar_alpha = 1u << 8,  ///< vtrace: leaky V-trace's mix, in [0, 1]
 };
 
 /// One kind's row of the table. Arrays not listed in `inputs` are refused.
@@ -131,7 +137,7 @@ struct kind_info {
     /// row sums); false: only when fused outputs are requested.
     bool empty_horizon_launches;
     text names[5];           ///< the caller's names where they differ from role_key
-    text refusals[4];        ///< "<kind> takes no <name>" + this, where not the role's own reason
+    text refusals[6];        ///< "<kind> takes no <name>" + this, where not the role's own reason
     text missing[3];         ///< "<kind>" + this, where not " needs <name> ([rows, horizon])"
     /// Derived from the above when the table is built (kinds.cpp), so that a
     /// call's lookups cost an index each: how it treats each role, and the name.
@@ -152,7 +158,8 @@ inline need need_of(const kind_info& info, argument_role role) noexcept {
     return info.needs[static_cast<int>(role)];
 }
 
-/// The role's key ("rewards", "values", ..., "square_sums"), as the Python entry names it.
+/// The role's key ("rewards", "values", ..., "gamma_steps", "lambda_steps", ...,
+/// "square_sums"), as the Python entry names it.
 const char* role_key(argument_role role) noexcept;
 
 /// The name the caller of `kind` knows the array by, for every message
@@ -160,6 +167,7 @@ const char* role_key(argument_role role) noexcept;
 /// probabilities are target_log_probs and behaviour_log_probs with log_probs).
 const char* argument_name(estimator kind, argument_role role, bool log_probs = false) noexcept;
 inline const char* argument_name(const standard_params& p, argument_role role) noexcept {
+    if (role == argument_role::lambda && p.lambda_name) return p.lambda_name;  // gae_lambda, lambda_, ...
     return argument_name(p.kind, role, p.log_probs);
 }
 

@@ -228,6 +228,13 @@ PUFF_SIMD_INLINE bool any_lane(mask<T> m) {
     return any != 0;
 }
 
+/// Every lane finite (x - x is 0 for a finite x, NaN for an inf or a NaN).
+template <typename T>
+PUFF_SIMD_INLINE bool all_finite(vec<T> x) {
+    const mask<T> finite = (x - x) == vec<T>{};
+    return !any_lane<T>(~finite);
+}
+
 PUFF_SIMD_INLINE vec<double> abs(vec<double> x) {
     return (vec<double>)((mask<double>)x & (mask<double>{} + INT64_MAX));
 }

@@ -277,6 +277,15 @@ PUFF_SIMD_INLINE V<C> bootstrap_truncated(const Lanes& lanes, V<C> next, M<C> tr
     return simd::load<C>(x);
 }
 
+/// A per-step scalar of a group of lanes (gamma_t or lambda_t at each lane's step):
+/// the array of role k where the call has one, else `scalar`. kSteps is the
+/// producer's compile-time choice: the scalar form reads no array and tests nothing.
+template <typename C, bool kSteps, typename Lanes>
+PUFF_SIMD_INLINE V<C> per_step(const Lanes& in, role k, V<C> scalar) {
+    if constexpr (!kSteps) return scalar;
+    else return in.present(k) ? in.values(k, 0, [](std::int64_t) { return C(0); }) : scalar;
+}
+
 /// The first bad step across threads.
 struct shared_bad_step {
     bad_step first;

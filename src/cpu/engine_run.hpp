@@ -41,7 +41,7 @@ bool reads_in_place(const arrays& a, bool arithmetic_dones) {
         const view& v = a.by_role[k];
         const role r = role(k);
         if (!v.present || (is_per_row(r) && is_output(r))) continue;  // sums: float32 or float64 either way
-        const bool flag = r == role::terminated || r == role::truncated || r == role::greedy;
+        const bool flag = r == role::terminated || r == role::truncated || r == role::greedy || r == role::sample_mask;
         if (!flag && v.type != dtype_of<C>) return false;
         if (flag && (byte_flags(v.type) != bytes || (!bytes && v.type != dtype_of<C>))) return false;
     }
@@ -107,12 +107,30 @@ inline plan plan_of(const arrays& a, bool converting) {
     return {along, true, along ? kSimdTileRows : kBlockRows};
 }
 
+/// Whether a converting call's flags are all of one byte and adjacent along its
+/// traversal: read in place, by a producer of byte flags.
+inline bool flags_stay_bytes(const arrays& a, bool converting) {
+    const plan how = plan_of(a, converting);
+    bool any = false;
+    for (role r : {role::terminated, role::truncated, role::greedy}) {
+        const view& v = a[r];
+        if (!v.present) continue;
+        const bool adjacent =
+            how.along_time ? v.col_stride == 1 || a.horizon <= 1 : v.row_stride == 1 || a.rows <= 1;
+        if (!byte_flags(v.type) || !adjacent) return false;
+        any = true;
+    }
+    return any;
+}
+
 /// Runs producer p over every row of a call. Units of work: kSimdTileRows rows
 /// along time (each ends with a store fence when streaming), or a block of rows
 /// across them (long lines stream from memory). `arithmetic_dones`: the puff
-/// advantage's, converted as values rather than as flags.
+/// advantage's, converted as values rather than as flags; `flag_bytes`: p reads
+/// flags of one byte (flags_stay_bytes).
 template <typename P>
-void run_engine(const P& p, const arrays& a, bool converting, bool arithmetic_dones = false) {
+void run_engine(const P& p, const arrays& a, bool converting, bool arithmetic_dones = false,
+                bool flag_bytes = false) {
     using C = typename P::scalar;
     const plan how = plan_of(a, converting);
     const std::int64_t unit = how.unit;
@@ -137,10 +155,11 @@ void run_engine(const P& p, const arrays& a, bool converting, bool arithmetic_do
             const std::int64_t first = u * unit;
             const int count = static_cast<int>(std::min<std::int64_t>(unit, a.rows - first));
             if (how.converting) {
-                converting_lines<C> source(a, arithmetic_dones, how.along_time ? a.horizon : count, !how.along_time);
+                converting_lines<C> source(a, arithmetic_dones, flag_bytes, how.along_time ? a.horizon : count,
+                                           !how.along_time);
                 walk(source, first, count);
             } else {
-                call_lines source{a};
+                call_lines source(a);
                 walk(source, first, count);
             }
         }

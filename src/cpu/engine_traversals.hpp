@@ -25,10 +25,33 @@
 
 namespace puffadv::detail::engine {
 
+// The scan's composed maps multiply W decays together, and that product can
+// overflow where every step's own arithmetic stays finite (decays of 1e5 over
+// zero inputs: inf * 0 gave NaN where S is 0). A non-finite value never leaves
+// the carry once in it (inf and NaN survive + and *; 0 * inf is NaN), and the
+// carry takes a lane that composes every lane of its block, so a row whose
+// final carry is finite had finite S everywhere: along_time tests that one
+// vector per row (nothing per block), and computes a row where it fails again
+// (kStepwise), each non-finite lane of a block step by step, as the recurrence
+// defines it: its own value, an inf or a NaN of the inputs' included. Outputs
+// never share memory with inputs (check_output), and a source loads a row's
+// lines again at each row(), so the row's inputs are still there.
+
+// S from the carry one step at a time. Out of line (rare); scalars and pointers
+// only: a 32-byte vector passed out of line breaks between the clones (cpu_scan.hpp).
+template <bool kForward, typename C>
+__attribute__((noinline, cold)) void stepwise(const C* delta, const C* decay, C carry, C* s) {
+    C x = carry;
+    for (int j = 0; j < W<C>; ++j) {
+        const int i = kForward ? j : W<C> - 1 - j;
+        x = delta[i] + decay[i] * x;
+        s[i] = x;
+    }
+}
 
 // One block of W steps of a row; `chained` is the carry from the block scanned
 // before (S_{t+W} backwards, S_{t-1} forwards), then this block's.
-template <bool kEdge, typename P>
+template <bool kEdge, bool kStepwise, typename P>
 PUFF_SIMD_INLINE void time_block(const P& p, const arrays& a, const lines& row_lines, std::int64_t row,
                                  std::int64_t t, std::int64_t horizon, bool stream, V<typename P::scalar>& chained,
                                  simd::double_sums* sums, bad_step& bad) {
@@ -40,15 +63,30 @@ PUFF_SIMD_INLINE void time_block(const P& p, const arrays& a, const lines& row_l
         step.delta = simd::zero_where<C>(outside, step.delta);
         step.decay = simd::zero_where<C>(outside, step.decay);
     }
+    alignas(32) C d[W<C>], k[W<C>];
+    if constexpr (kStepwise) simd::store<C>(d, step.delta), simd::store<C>(k, step.decay);
     V<C> s, later;
     if constexpr (P::kForward) {
         simd::forward_scan<C>(step.delta, step.decay);
         s = step.delta + step.decay * chained;
-        later = s;  // forward producers read no S_{t+1}
-        chained = simd::broadcast_last<C>(s);
     } else {
         simd::reverse_scan<C>(step.delta, step.decay);
         s = step.delta + step.decay * chained;
+    }
+    if constexpr (kStepwise) {
+        // A finite scanned lane is right (a non-finite value never leaves a composition);
+        // the others take the step-by-step value. A row's finite blocks stay bitwise those
+        // of the first pass.
+        if (!simd::all_finite<C>(s)) {
+            alignas(32) C x[W<C>];
+            stepwise<P::kForward, C>(d, k, chained[0], x);
+            s = (s - s) == V<C>{} ? s : simd::load<C>(x);
+        }
+    }
+    if constexpr (P::kForward) {
+        later = s;  // forward producers read no S_{t+1}
+        chained = simd::broadcast_last<C>(s);
+    } else {
         later = simd::shift_in<C>(s, chained);  // S_{t+1} .. S_{t+W}
         chained = simd::broadcast_first<C>(s);
     }
@@ -59,45 +97,64 @@ PUFF_SIMD_INLINE void time_block(const P& p, const arrays& a, const lines& row_l
     if (sums) sums->add(out.advantages);
 }
 
+// One row with its sums, its lines from `source`; returns the final carry.
+template <bool kStepwise, typename P, typename Source>
+PUFF_SIMD_INLINE V<typename P::scalar> whole_row(const P& p, const arrays& a, Source& source, std::int64_t row,
+                                                 bool stream, bool want_sums, bad_step& bad) {
+    using C = typename P::scalar;
+    const std::int64_t T = a.horizon;
+    simd::double_sums sums;
+    simd::double_sums* sums_or_null = want_sums ? &sums : nullptr;
+    V<C> chained = simd::splat<C>(p.seed(row));
+    const lines row_lines = source.row(row);
+#define PUFF_BLOCK(kEdge, t) \
+    time_block<kEdge, kStepwise>(p, a, row_lines, row, t, T, stream, chained, sums_or_null, bad)
+    if (T > 0 && P::kForward) {
+        // The first block reads before the row (dt = -1), the last one may pass its end.
+        const std::int64_t last = (T - 1) / W<C> * W<C>;
+        PUFF_BLOCK(true, 0);
+        if (last > 0) {
+            for (std::int64_t t = W<C>; t < last; t += W<C>) PUFF_BLOCK(false, t);
+            PUFF_BLOCK(true, last);
+        }
+    } else if (T > 0) {
+        // The top block holds the row's last step (and reads past it, dt = +1).
+        std::int64_t t = T - (T - 1) % W<C> - 1;
+        PUFF_BLOCK(true, t);
+        for (t -= W<C>; t >= 0; t -= W<C>) PUFF_BLOCK(false, t);
+    }
+#undef PUFF_BLOCK
+    source.row_done(row);
+    if (want_sums) {
+        double totals[3] = {0, 0, 0};
+        sums.total_into(totals);
+        write_sums(a, row, totals);
+    }
+    return chained;
+}
+
 /// Rows [first, first + count), each row's steps adjacent in the source's lines.
 template <typename P, typename Source>
 PUFF_SIMD_CLONES bad_step along_time(const P& producer, const arrays& a, Source& source, std::int64_t first,
                                      int count) {
     using C = typename P::scalar;
     const P p = producer;  // a local: its coefficients stay in registers across the vector stores
-    const std::int64_t T = a.horizon;
     const bool want_sums = wants_sums(a), stream = source.streams();
     bad_step bad;
+    // The rows whose final carry is not finite lie in [lo, hi] (see above). Only
+    // noted in the loop: a call to the stepwise pass inside it cost the hot loop
+    // 6 % (65536x128 f32 GAE, one thread), its registers spilled around the call.
+    std::int64_t lo = first + count, hi = first - 1;
     for (int j = 0; j < count; ++j) {
         const std::int64_t row = P::kForward ? first + j : first + count - 1 - j;
         if (j + 1 < count) p.prefetch_row(P::kForward ? row + 1 : row - 1);
-        simd::double_sums sums;
-        simd::double_sums* sums_or_null = want_sums ? &sums : nullptr;
-        V<C> chained = simd::splat<C>(p.seed(row));
-        const lines row_lines = source.row(row);
-#define PUFF_BLOCK(kEdge, t) time_block<kEdge>(p, a, row_lines, row, t, T, stream, chained, sums_or_null, bad)
-        if (T > 0 && P::kForward) {
-            // The first block reads before the row (dt = -1), the last one may pass its end.
-            const std::int64_t last = (T - 1) / W<C> * W<C>;
-            PUFF_BLOCK(true, 0);
-            if (last > 0) {
-                for (std::int64_t t = W<C>; t < last; t += W<C>) PUFF_BLOCK(false, t);
-                PUFF_BLOCK(true, last);
-            }
-        } else if (T > 0) {
-            // The top block holds the row's last step (and reads past it, dt = +1).
-            std::int64_t t = T - (T - 1) % W<C> - 1;
-            PUFF_BLOCK(true, t);
-            for (t -= W<C>; t >= 0; t -= W<C>) PUFF_BLOCK(false, t);
-        }
-#undef PUFF_BLOCK
-        source.row_done(row);
-        if (want_sums) {
-            double totals[3] = {0, 0, 0};
-            sums.total_into(totals);
-            write_sums(a, row, totals);
+        const V<C> carry = whole_row<false>(p, a, source, row, stream, want_sums, bad);
+        if (__builtin_expect(!simd::all_finite<C>(carry), 0)) {
+            lo = row < lo ? row : lo;
+            hi = row > hi ? row : hi;
         }
     }
+    for (std::int64_t row = lo; row <= hi; ++row) whole_row<true>(p, a, source, row, stream, want_sums, bad);
     if (stream) simd::fence();
     return bad;
 }

@@ -13,6 +13,9 @@
 //   delta_t = rho_t td_t,  k_t = gamma lambda c_t (1 - done_t)   A_t = delta_t + k_t A_{t+1}
 //   pg_t    = rho_pg_t td_t + gamma rho_pg_t (1 - done_t) A_{t+1}   (V-trace's advantages)
 //   returns = A_t + V_t
+// Per-step gamma_t / lambda_t (kSteps): read at step t in place of the scalars, and
+// the flags select rather than multiply (td_t's bootstrap term is +0 where terminated,
+// k_t and pg's factor +0 where done, whatever gamma_t holds, a NaN too).
 #pragma once
 
 #include <cstdint>
@@ -52,7 +55,8 @@ void prefetch_bootstraps(const arrays& a, std::int64_t row) {
 
 template <typename C>
 struct advantage_scalars {
-    C gamma, gamma_lambda, rho_clip, c_clip, rho_pg_clip;
+    C gamma, gamma_lambda, rho_clip, c_clip, rho_pg_clip, lambda;
+    C alpha = C(1);  // leaky V-trace (standard_producer's kExtra)
 };
 
 /// The puff advantage. Its dones are used arithmetically: of the values' type
@@ -100,30 +104,53 @@ struct puff_producer {
 
 /// GAE and TD(lambda) (kPg false: the advantages are A), V-trace (kPg: the
 /// advantages are pg); kImp: importance ratios read (V-trace), F: the flags' type.
-template <typename C, typename F, bool kImp, bool kPg>
+/// kSteps: per-step gamma and/or lambda arrays.
+/// kNext: next_values is V'_t at every step (truncated only cuts the scan; the
+/// pg's vs'_t is V_{t+1} + A_{t+1} inside an episode, as rlax and TorchRL, and
+/// next_values_t where it ends). kExtra (V-trace): rlax's sample_mask (a step
+/// not set passes A_{t+1} through: delta 0, k 1) and leaky V-trace's alpha
+/// (each clipped ratio mixed with the raw one). Without them the code is
+/// today's: the forms are compile-time choices (standard_forms.cpp runs kNext
+/// and kExtra, with scalar gamma and lambda only).
+template <typename C, typename F, bool kImp, bool kPg, bool kSteps = false, bool kNext = false, bool kExtra = false>
 struct standard_producer {
     using scalar = C;
     static constexpr bool kForward = false;
     const arrays& a;
-    V<C> one, gamma, gamma_lambda, rho_clip, c_clip, rho_pg_clip;
+    V<C> one, gamma, gamma_lambda, rho_clip, c_clip, rho_pg_clip, lambda, alpha, one_minus_alpha;
+    bool leaky = false;  // kExtra: alpha < 1
 
     standard_producer(const arrays& arrays_, const advantage_scalars<C>& s)
         : a(arrays_), one(simd::splat<C>(C(1))), gamma(simd::splat<C>(s.gamma)),
           gamma_lambda(simd::splat<C>(s.gamma_lambda)), rho_clip(simd::splat<C>(s.rho_clip)),
-          c_clip(simd::splat<C>(s.c_clip)), rho_pg_clip(simd::splat<C>(s.rho_pg_clip)) {}
+          c_clip(simd::splat<C>(s.c_clip)), rho_pg_clip(simd::splat<C>(s.rho_pg_clip)),
+          lambda(simd::splat<C>(s.lambda)), alpha(simd::splat<C>(s.alpha)),
+          one_minus_alpha(simd::splat<C>(C(1) - s.alpha)), leaky(kExtra && s.alpha != C(1)) {}
 
     struct step {
         V<C> delta, decay, q, p, values;
     };
     C seed(std::int64_t) const { return C(0); }
 
-    // V'_{T-1}: last_value, or bootstrap_values at the last step.
+    // V'_{T-1}: last_value, bootstrap_values at the last step, or next_values there.
     C value_after_end(std::int64_t row) const {
+        if constexpr (kNext) return element<C>(a[role::next_values], row, a.horizon - 1);
         return a[role::last_value].present ? element<C>(a[role::last_value], row, 0)
                                     : element<C>(a[role::bootstrap_values], row, a.horizon - 1);
     }
 
-    void prefetch_row(std::int64_t row) const { prefetch_bootstraps<C, F>(a, row); }
+    void prefetch_row(std::int64_t row) const {
+        if constexpr (!kNext) prefetch_bootstraps<C, F>(a, row);
+    }
+
+    // A clipped ratio; leaky V-trace mixes in the raw one (a NaN ratio then gives NaN).
+    PUFF_SIMD_INLINE V<C> clipped(V<C> ratio, V<C> clip) const {
+        const V<C> c = simd::clip<C>(ratio, clip);
+        if constexpr (kExtra) {
+            if (leaky) return alpha * c + one_minus_alpha * ratio;
+        }
+        return c;
+    }
 
     template <typename Lanes>
     PUFF_SIMD_INLINE step produce(const Lanes& in) const {
@@ -131,25 +158,52 @@ struct standard_producer {
         auto end = [this](std::int64_t row) { return value_after_end(row); };
         step s;
         s.values = in.values(role::values, 0, zero);
-        V<C> next = in.values(role::values, 1, end);
+        V<C> next = kNext ? in.values(role::next_values, 0, zero) : in.values(role::values, 1, end);
         const M<C> terminated = in.template flags<F>(role::terminated, 0);
         M<C> done = terminated;
         if (in.present(role::truncated)) {
             const M<C> truncated = in.template flags<F>(role::truncated, 0);
             if (simd::any_lane<C>(truncated)) {  // rare: a branch per vector, not a stream
-                next = bootstrap_truncated<C>(in, next, truncated, terminated);
+                // kNext: truncated only cuts the scan; a step flagged both is terminated (issue 33)
+                if constexpr (!kNext) next = bootstrap_truncated<C>(in, next, truncated, terminated);
                 done |= truncated;
             }
         }
         const V<C> ratio = kImp ? in.values(role::importance, 0, zero) : one;
+        if constexpr (kSteps) {
+            const V<C> g = per_step<C, kSteps>(in, role::gamma, gamma);
+            const V<C> gl = g * per_step<C, kSteps>(in, role::lambda, lambda);
+            const V<C> td = in.values(role::rewards, 0, zero) + simd::zero_where<C>(terminated, g * next) - s.values;
+            s.delta = kImp ? simd::clip<C>(ratio, rho_clip) * td : td;
+            s.decay = simd::zero_where<C>(done, kImp ? gl * simd::clip<C>(ratio, c_clip) : gl);
+            if constexpr (kPg) {
+                const V<C> rho_pg = kImp ? simd::clip<C>(ratio, rho_pg_clip) : one;
+                s.q = kImp ? rho_pg * td : td;
+                s.p = simd::zero_where<C>(done, g * rho_pg);
+            }
+            return s;
+        }
         const V<C> not_done = simd::zero_where<C>(done, one);
         const V<C> td = in.values(role::rewards, 0, zero) + gamma * simd::zero_where<C>(terminated, next) - s.values;
-        s.delta = kImp ? simd::clip<C>(ratio, rho_clip) * td : td;
-        s.decay = (kImp ? gamma_lambda * simd::clip<C>(ratio, c_clip) : gamma_lambda) * not_done;
+        s.delta = kImp ? clipped(ratio, rho_clip) * td : td;
+        s.decay = (kImp ? gamma_lambda * clipped(ratio, c_clip) : gamma_lambda) * not_done;
         if constexpr (kPg) {
-            const V<C> rho_pg = kImp ? simd::clip<C>(ratio, rho_pg_clip) : one;
-            s.q = kImp ? rho_pg * td : td;
+            const V<C> rho_pg = kImp ? clipped(ratio, rho_pg_clip) : one;
+            V<C> td_pg = td;
+            if constexpr (kNext) {  // vs'_t: V_{t+1} (+ A_{t+1} below) inside an episode, next_values_t where it ends
+                const V<C> later = in.values(role::values, 1, end);
+                const V<C> boot = simd::zero_where<C>(done, later) + simd::zero_where<C>(~done, next);
+                td_pg = in.values(role::rewards, 0, zero) + gamma * simd::zero_where<C>(terminated, boot) - s.values;
+            }
+            s.q = kImp ? rho_pg * td_pg : td_pg;
             s.p = gamma * rho_pg * not_done;
+        }
+        if constexpr (kExtra) {
+            if (in.present(role::sample_mask)) {  // rlax: acc_t = m (delta + k acc_{t+1}) + (1 - m) acc_{t+1}
+                const M<C> learnable = in.template flags<F>(role::sample_mask, 0);
+                s.delta = simd::zero_where<C>(~learnable, s.delta);
+                s.decay = simd::zero_where<C>(~learnable, s.decay) + simd::zero_where<C>(learnable, one);
+            }
         }
         return s;
     }

@@ -13,6 +13,8 @@
 //   episodic_sum        delta = x                                      k = gamma lambda (0 where reset)
 //                       reset_t = dones_{t-1} (none before step 0), or dones_t (reset_at_start);
 //                       seeded with last_value
+// Per-step gamma_t / lambda_t (kSteps): each read at step t (episodic_sum: at the step
+// it produces, C_t's decay) in place of the scalar, flags selecting as above.
 // n_step_returns is no first-order scan: its windows keep their own traversal
 // (n_step_returns.cpp), over the same lanes and sources.
 #pragma once
@@ -41,7 +43,7 @@ struct family_base {
     static C zero(std::int64_t) { return C(0); }
 };
 
-template <typename C, typename F>
+template <typename C, typename F, bool kSteps = false>
 struct discounted_producer : family_base<C> {
     using family_base<C>::family_base;
     using family_base<C>::a;
@@ -69,8 +71,9 @@ struct discounted_producer : family_base<C> {
                 done |= truncated;
             }
         }
-        return {in.values(role::rewards, 0, this->zero) + simd::zero_where<C>(terminated, this->gamma * boot),
-                simd::zero_where<C>(done, this->gamma)};
+        const V<C> g = per_step<C, kSteps>(in, role::gamma, this->gamma);
+        return {in.values(role::rewards, 0, this->zero) + simd::zero_where<C>(terminated, g * boot),
+                simd::zero_where<C>(done, g)};
     }
     template <typename Lanes>
     PUFF_SIMD_INLINE outputs<C> finish(const Lanes&, const step&, V<C> s, V<C>) const {
@@ -80,7 +83,7 @@ struct discounted_producer : family_base<C> {
 
 // Retrace (probabilities, or log-probabilities: c from exp of their difference,
 // lane by lane) and Q(lambda) (kQ) read next_values; a truncation only cuts the trace.
-template <typename C, typename F, bool kQ>
+template <typename C, typename F, bool kQ, bool kSteps = false>
 struct action_value_producer : family_base<C> {
     using family_base<C>::family_base;
     using family_base<C>::a;
@@ -104,22 +107,24 @@ struct action_value_producer : family_base<C> {
         }
         step s;
         s.q = q_read ? in.values(role::values, 0, this->zero) : V<C>{};
-        const V<C> stop = simd::zero_where<C>(terminated, this->gamma * next);
+        const V<C> g = per_step<C, kSteps>(in, role::gamma, this->gamma);
+        const V<C> l = per_step<C, kSteps>(in, role::lambda, this->lambda);
+        const V<C> stop = simd::zero_where<C>(terminated, g * next);
         if constexpr (kQ) {
             const V<C> greedy_later = in.present(role::greedy)
                                           ? simd::zero_where<C>(~in.template flags<F>(role::greedy, 1), this->one)
                                           : this->one;
-            const V<C> lambda_t = this->lambda * greedy_later;
+            const V<C> lambda_t = l * greedy_later;
             done |= in.last_step();  // the trace is cut past the row's end
-            const V<C> go = this->gamma * ((this->one - lambda_t) * next);
+            const V<C> go = g * ((this->one - lambda_t) * next);
             s.delta = r + simd::zero_where<C>(~done, stop) + simd::zero_where<C>(done, go);
-            s.decay = simd::zero_where<C>(done, this->gamma * lambda_t);
+            s.decay = simd::zero_where<C>(done, g * lambda_t);
         } else {
             // c_{t+1} (c_T = 0: target 0 over behaviour 1 past the row, or exp(-inf - 0));
             // a NaN ratio gives the clip.
-            const V<C> later = this->lambda * simd::clip<C>(ratio_later(in), this->c_clip);
+            const V<C> later = l * simd::clip<C>(ratio_later(in), this->c_clip);
             s.delta = r + stop - s.q;
-            s.decay = simd::zero_where<C>(done, this->gamma * later);
+            s.decay = simd::zero_where<C>(done, g * later);
         }
         return s;
     }
@@ -143,7 +148,7 @@ struct action_value_producer : family_base<C> {
     }
 };
 
-template <typename C, typename F>
+template <typename C, typename F, bool kSteps = false>
 struct episodic_producer : family_base<C> {
     using family_base<C>::family_base;
     using family_base<C>::a;
@@ -157,6 +162,11 @@ struct episodic_producer : family_base<C> {
     template <typename Lanes>
     PUFF_SIMD_INLINE step produce(const Lanes& in) const {
         const M<C> reset = in.template flags<F>(role::terminated, reset_at_start ? 0 : -1);
+        if constexpr (kSteps) {
+            const V<C> gl = per_step<C, kSteps>(in, role::gamma, this->gamma) *
+                            per_step<C, kSteps>(in, role::lambda, this->lambda);
+            return {in.values(role::rewards, 0, this->zero), simd::zero_where<C>(reset, gl)};
+        }
         return {in.values(role::rewards, 0, this->zero), simd::zero_where<C>(reset, this->gamma_lambda)};
     }
     template <typename Lanes>

@@ -6,15 +6,24 @@
 //   W1_t = r_t + gamma V'_t (0 where terminated)
 //   Wj_t = W1_t + gamma lambda (W(j-1)_{t+1} - V'_t) (0 where done); all W1 at the row's last step
 //   G^(n)_t = Wn_t, A_t = G_t - V_t
-// V'_t = V_{t+1}; the end value after the last step; bootstrap_values where truncated.
-//   - windows (n <= kWindowSteps): a block of rows steps back through time, W
-//     rows per vector, keeping W1 .. Wn of the later step in a scratch line per level;
+// V'_t = V_{t+1}; the end value after the last step; bootstrap_values where truncated;
+// or next_values_t at every step, where given (issue 29: truncated then only cuts the window).
+//   - windows (n <= kWindowSteps) along time ([B, T] rows, whole): each level's
+//     line from the one before, W(j-1)_{t+1} one element on;
+//   - windows across rows ([T, B], and rows too long to take whole): a block of
+//     rows steps back through time, W rows per vector, keeping W1 .. Wn of the
+//     later step in a scratch line per level;
 //   - long windows (kWindowSteps < n < T): one O(T) pass per row (below);
 //   - n >= T: every window runs to its episode's or the row's end, where G^(n)
 //     is the TD(lambda) return (FAMILY.md 4): the engine's TD(lambda) scan.
+// Per-step gamma_s / lambda_s (issue 29) replace gamma and lambda at step s: the windows
+// read them through the lanes (kSteps); long windows take each window's own loop
+// (per_step_windows: O(min(n, T)) per step, no power of one gamma lambda to use).
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
+#include <type_traits>
 #include <vector>
 
 #include "core/backends.hpp"  // estimate_cpu: n >= T runs as TD(lambda)
@@ -49,25 +58,34 @@ struct window_scratch {
 
 // One group of W rows at step t: the windows of step t from those of t + 1 (in place,
 // from the longest down), and the outputs.
-template <typename C, typename F, bool kEdge>
+// gamma and gamma_lambda come splat, `last` (t is the row's last step) decided per step: from
+// references they would be loaded again after every vector store (may_alias). kSteps: the
+// per-step gamma_t and lambda_t replace them, read through the lanes.
+template <typename C, typename F, bool kEdge, bool kSteps>
 PUFF_SIMD_INLINE void window_group(const arrays& a, const n_step_scalars<C>& p, const lines& step_lines,
-                                   std::int64_t first, int i, int count, std::int64_t t, int levels, C* windows,
+                                   std::int64_t first, int i, int count, std::int64_t t, std::int64_t horizon,
+                                   bool last, V<C> gamma, V<C> gamma_lambda, int levels, C* windows,
                                    std::size_t pitch, double* sums, bool stream, bad_step& bad) {
-    const row_lanes<C, kEdge> in{a, step_lines, first + i, t, a.horizon, i, count, stream, bad};
-    const V<C> gamma = simd::splat<C>(p.gamma), gamma_lambda = simd::splat<C>(p.gamma * p.lambda);
+    const row_lanes<C, kEdge> in{a, step_lines, first + i, t, horizon, i, count, stream, bad};
+    if constexpr (kSteps) {
+        const V<C> scalar_lambda = simd::splat<C>(p.lambda);
+        gamma = per_step<C, kSteps>(in, role::gamma, gamma);
+        gamma_lambda = gamma * per_step<C, kSteps>(in, role::lambda, scalar_lambda);
+    }
     auto zero = [](std::int64_t) { return C(0); };
     auto end = [&](std::int64_t row) { return p.value_after_end(a, row); };
     const M<C> terminated = in.template flags<F>(role::terminated, 0);
     M<C> done = terminated;
-    V<C> boot = in.values(role::values, 1, end);
+    const bool next_values = in.present(role::next_values);
+    V<C> boot = next_values ? in.values(role::next_values, 0, zero) : in.values(role::values, 1, end);
     if (in.present(role::truncated)) {
         const M<C> truncated = in.template flags<F>(role::truncated, 0);
         if (simd::any_lane<C>(truncated)) {  // rare: a branch per vector
-            boot = bootstrap_truncated<C>(in, boot, truncated, terminated);
+            if (!next_values)  // next_values: truncated only cuts the window
+                boot = bootstrap_truncated<C>(in, boot, truncated, terminated);
             done |= truncated;
         }
     }
-    const bool last = t == a.horizon - 1;
     const V<C> w1 = in.values(role::rewards, 0, zero) + simd::zero_where<C>(terminated, gamma * boot);
     V<C> w = w1;
     for (int j = levels - 1; j >= 1; --j) {
@@ -85,7 +103,7 @@ PUFF_SIMD_INLINE void window_group(const arrays& a, const n_step_scalars<C>& p, 
 }
 
 // Rows [first, first + n) stepping back through time.
-template <typename C, typename F, typename Source>
+template <typename C, typename F, bool kSteps, typename Source>
 PUFF_SIMD_CLONES bad_step windows_across_rows(const arrays& a, const n_step_scalars<C>& p, Source& source,
                                               std::int64_t first, int n) {
     const bool want_sums = wants_sums(a);
@@ -99,17 +117,21 @@ PUFF_SIMD_CLONES bad_step windows_across_rows(const arrays& a, const n_step_scal
     if (sums) std::fill(sums, sums + 3 * pitch, 0.0);
     const bool stream = source.streams();
     const int full = n - n % W<C>;
+    const std::int64_t T = a.horizon;
+    const V<C> gamma = simd::splat<C>(p.gamma), gamma_lambda = simd::splat<C>(p.gamma * p.lambda);
     bad_step bad;
-    for (std::int64_t t = a.horizon - 1; t >= 0; --t) {
+    for (std::int64_t t = T - 1; t >= 0; --t) {
         const lines step_lines = source.step(first, n, t, false);
         const next_step_lines ahead = source.ahead(first, t - 1);
+        const bool last = t == T - 1;
         for (int i = 0; i < full; i += W<C>) {
             if (i % kLineElements<C> == 0) ahead.prefetch(i);
-            window_group<C, F, false>(a, p, step_lines, first, i, W<C>, t, levels, windows, pitch, sums, stream, bad);
+            window_group<C, F, false, kSteps>(a, p, step_lines, first, i, W<C>, t, T, last, gamma, gamma_lambda,
+                                              levels, windows, pitch, sums, stream, bad);
         }
         if (full < n)
-            window_group<C, F, true>(a, p, step_lines, first, full, n - full, t, levels, windows, pitch, sums, stream,
-                                     bad);
+            window_group<C, F, true, kSteps>(a, p, step_lines, first, full, n - full, t, T, last, gamma,
+                                             gamma_lambda, levels, windows, pitch, sums, stream, bad);
         source.step_done(first, n, t);
     }
     if (sums)
@@ -118,6 +140,82 @@ PUFF_SIMD_CLONES bad_step windows_across_rows(const arrays& a, const n_step_scal
             write_sums(a, first + i, totals);
         }
     if (stream) simd::fence();
+    return bad;
+}
+
+// x where `done` (exactly +0 or 1) is clear, else +0, even for a NaN x. Integer masks:
+// a float select would need -fno-trapping-math to vectorise.
+template <typename C>
+inline C zero_where_set(C done, C x) {
+    using U = std::conditional_t<sizeof(C) == 4, std::uint32_t, std::uint64_t>;
+    U f, v;
+    std::memcpy(&f, &done, sizeof f);
+    std::memcpy(&v, &x, sizeof v);
+    v &= f == 0 ? ~U(0) : U(0);
+    std::memcpy(&x, &v, sizeof x);
+    return x;
+}
+
+template <typename C>
+struct row_scratch {
+    std::vector<C> lines;
+};
+
+// Rows [first, first + count), each whole: W1 (e), the bootstraps V' and the done flags of
+// a row, then the levels in place, ascending, so that w[j + 1] is still the level before.
+template <typename C, typename F, typename Source>
+PUFF_SIMD_CLONES bad_step windows_along_time(const arrays& a, const n_step_scalars<C>& p, Source& source,
+                                             std::int64_t first, int count) {
+    const std::int64_t T = a.horizon;
+    const int levels = static_cast<int>(std::max<std::int64_t>(1, p.n));  // n < T here
+    const std::size_t pitch = std::size_t(T) + 16;
+    static thread_local row_scratch<C> scratch;
+    if (scratch.lines.size() < 4 * pitch) scratch.lines.resize(4 * pitch);
+    C* const e = scratch.lines.data();
+    C* const boot = e + pitch;
+    C* const done = boot + pitch;
+    C* const w = done + pitch;
+    const C gamma = p.gamma, gl = p.gamma * p.lambda;
+    const bool want_sums = wants_sums(a);
+    bad_step bad;
+    for (std::int64_t row = first; row < first + count; ++row) {
+        const lines l = source.row(row);
+        const C* r = reinterpret_cast<const C*>(l.at[int(role::rewards)]);
+        const C* v = reinterpret_cast<const C*>(l.at[int(role::values)]);
+        const F* term = reinterpret_cast<const F*>(l.at[int(role::terminated)]);
+        const F* trunc = reinterpret_cast<const F*>(l.at[int(role::truncated)]);
+        const C* next = reinterpret_cast<const C*>(l.at[int(role::next_values)]);
+        if (next) {
+            std::copy(next, next + T, boot);
+        } else {
+            for (std::int64_t j = 0; j + 1 < T; ++j) boot[j] = v[j + 1];
+            boot[T - 1] = p.value_after_end(a, row);
+        }
+        for (std::int64_t j = 0; j < T; ++j) done[j] = term[j] != F(0) ? C(1) : C(0);
+        if (trunc)
+            for (std::int64_t j = 0; j < T; ++j)
+                // rare: a branch, not a stream; a step flagged both is terminated (issue 33): no bootstrap read
+                if (trunc[j] != F(0) && done[j] == C(0) && !next)
+                    boot[j] = element<C>(a[role::bootstrap_values], row, j);
+        for (std::int64_t j = 0; j < T; ++j) w[j] = e[j] = r[j] + zero_where_set(done[j], gamma * boot[j]);
+        if (trunc)
+            for (std::int64_t j = 0; j < T; ++j) done[j] = trunc[j] != F(0) ? C(1) : done[j];
+        done[T - 1] = C(1);  // nothing follows the row's last step: all its windows are W1
+        for (int level = 2; level <= levels; ++level)
+            for (std::int64_t j = 0; j + 1 < T; ++j) w[j] = e[j] + zero_where_set(done[j], gl * (w[j + 1] - boot[j]));
+        C* adv = const_cast<C*>(reinterpret_cast<const C*>(l.at[int(role::advantages)]));
+        C* ret = const_cast<C*>(reinterpret_cast<const C*>(l.at[int(role::returns)]));
+        double sums[3] = {0, 0, 0};
+        if (adv || want_sums)
+            for (std::int64_t j = 0; j < T; ++j) {
+                const C x = w[j] - v[j];
+                if (adv) adv[j] = x;
+                if (want_sums) sums[0] += std::fabs(double(x)), sums[1] += double(x), sums[2] += double(x) * double(x);
+            }
+        if (ret) std::copy(w, w + T, ret);  // G^(n) itself, not (G - V) + V
+        source.row_done(row);
+        if (want_sums) write_sums(a, row, sums);
+    }
     return bad;
 }
 
@@ -134,29 +232,28 @@ const C* line_along(const view& v, std::int64_t row, std::int64_t t, int count, 
 }
 
 // ---- n_step_returns with 64 < n < T: O(T) per row ----
-//
-// The window code costs O(T min(n, T)) per row (n = 10^5 on rows of 131072 steps: minutes). For
-// long windows each row is one backward pass instead, over the TD(lambda) return Lambda (the
-// n >= T result) and D_t = Lambda_t - W1_t = gamma lambda (1 - done_t) (Lambda_{t+1} - V'_t)
-// (0 at the row's last step). Lambda - Wj obeys the same decay as Lambda, so
-//     G^(n)_t = Lambda_t - (gamma lambda)^(n - 1) D_{t+n-1}  where no step in [t, t+n-2] is done
-//                                                            and t + n - 1 < T,
-//             = Lambda_t                                     otherwise (the window is cut).
-// In double: in float32 the subtraction cancels when gamma lambda is near 1. One difference from
-// the window: a NaN or inf past the window but inside the episode reaches G_t (through Lambda_t
-// and D_{t+n-1}); it stays in its row.
-constexpr int kLongChunk = 512;  // steps loaded, produced and stored at a time
+// The windows cost O(T min(n, T)) a row, so long ones compose maps: f_s(x) = u_s + c x with
+// c = gamma lambda, u_s = W1_s - c V'_s, or f_s(x) = W1_s at a cut step (done, the row's last):
+//     G^(n)_t = (f_t o ... o f_{t+n-2})(W1_{t+n-1}) where t + n - 1 < T, else Lambda_t (TD(lambda)).
+// A window of L = n - 1 maps is a suffix of its block of L steps then a prefix of the next (van
+// Herk / Gil-Werman), each block's suffixes and prefixes one pass each: only the window's own steps
+// enter, with decays in [0, 1]. (Lambda_t minus the part past the window cancelled: a 1e15 bootstrap
+// past a window of n = 65 put G_0 at 4.375 for 4.34537.) In double, converted at the store.
+constexpr int kLongChunk = 512;  // steps loaded at a time
 
-// Rows [first, first + count), one at a time; scratch: D (T doubles) and a few chunk lines,
-// released on return.
+struct affine_map { double k, d; };  // x -> d + k x
+// outer o inner: `inner` (the later steps) first.
+inline affine_map then(affine_map outer, affine_map inner) { return {outer.k * inner.k, outer.d + outer.k * inner.d}; }
+
+// Rows [first, first + count), one at a time; scratch of 9 doubles a step, released on return.
 template <typename C>
 bad_step long_windows(const arrays& a, const n_step_scalars<C>& p, std::int64_t first, std::int64_t count) {
-    const std::int64_t T = a.horizon;
+    const std::int64_t T = a.horizon, L = p.n - 1;
     const double gamma = double(p.gamma), gl = double(p.gamma) * double(p.lambda);
-    // (gamma lambda)^(n - 1); 0 when it underflows (a cut window then, as in double arithmetic).
-    const double decay = std::pow(gl, double(p.n - 1));
     const bool sum = wants_sums(a);
-    std::vector<double> d(static_cast<std::size_t>(T));
+    const auto size = static_cast<std::size_t>(T);
+    std::vector<affine_map> step(size), suffix(size), prefix(size);
+    std::vector<double> w1(size), lambda(size), values(size);
     std::vector<C> lines(static_cast<std::size_t>(6 * kLongChunk));
     C* const r_buf = lines.data();
     C* const v_buf = r_buf + kLongChunk;
@@ -166,10 +263,9 @@ bad_step long_windows(const arrays& a, const n_step_scalars<C>& p, std::int64_t 
     C* const adv = g + kLongChunk;
     bad_step bad;
     for (std::int64_t row = first; row < first + count; ++row) {
-        double lambda_later = 0;         // Lambda_{t+1}
-        double v_later = 0;              // V_{t+1}
-        std::int64_t next_done = T;      // the first done step at or after t (T: none)
-        double sums[3] = {0, 0, 0};
+        // Each step's map, W1 and Lambda, backwards.
+        double lambda_later = 0;  // Lambda_{t+1}
+        double v_later = 0;       // V_{t+1}
         for (std::int64_t hi = T; hi > 0; hi -= kLongChunk) {
             const std::int64_t lo = std::max<std::int64_t>(0, hi - kLongChunk);
             const int m = static_cast<int>(hi - lo);
@@ -182,37 +278,113 @@ bad_step long_windows(const arrays& a, const n_step_scalars<C>& p, std::int64_t 
                 std::fill(trunc, trunc + m, C(0));
             for (int j = m - 1; j >= 0; --j) {
                 const std::int64_t t = lo + j;
+                const auto i = static_cast<std::size_t>(t);
                 const bool terminated = term[j] != C(0), truncated = trunc[j] != C(0);
-                // V'_t: V_{t+1} inside the row, the bootstrap at truncations and after the last step.
+                // V'_t: next_values; or V_{t+1} inside the row, the bootstrap at truncations and
+                // after the last step.
                 double boot;
-                if (truncated && !terminated)  // flagged both: terminated (issue 33), no bootstrap read
+                if (a[role::next_values].present)
+                    boot = double(load_one<C>(a[role::next_values], row, t));
+                else if (truncated && !terminated)  // flagged both: terminated (issue 33), no bootstrap read
                     boot = double(load_one<C>(a[role::bootstrap_values], row, t));
                 else if (t == T - 1)
                     boot = double(p.value_after_end(a, row));
                 else
                     boot = v_later;
-                // A terminated step never reads V' (a NaN there stays out), nor a done one Lambda_{t+1}.
-                const double w1 = double(r[j]) + (terminated ? 0.0 : gamma * boot);
-                const double dt = (terminated || truncated || t == T - 1) ? 0.0 : gl * (lambda_later - boot);
-                const double lambda_t = w1 + dt;
-                d[static_cast<std::size_t>(t)] = dt;
-                if (terminated || truncated) next_done = t;
-                const std::int64_t far = t + p.n - 1;  // the window's last step
-                double gt = lambda_t;
-                if (far < T && next_done >= far && decay != 0.0) gt -= decay * d[static_cast<std::size_t>(far)];
-                g[j] = C(gt);
-                adv[j] = C(gt - double(v[j]));
-                lambda_later = lambda_t;
-                v_later = double(v[j]);
+                // A terminated step never reads V' (a NaN there stays out), nor a cut one what follows.
+                w1[i] = double(r[j]) + (terminated ? 0.0 : gamma * boot);
+                const bool cut = terminated || truncated || t == T - 1;
+                step[i] = cut ? affine_map{0.0, w1[i]} : affine_map{gl, w1[i] - gl * boot};
+                lambda[i] = cut ? w1[i] : w1[i] + gl * (lambda_later - boot);
+                lambda_later = lambda[i];
+                v_later = values[i] = double(v[j]);
             }
-            if (a[role::advantages].present) store<C>(a[role::advantages].type, a[role::advantages].at(row, lo), a[role::advantages].col_stride, m, adv);
-            if (a[role::returns].present)
-                store<C>(a[role::returns].type, a[role::returns].at(row, lo), a[role::returns].col_stride, m, g);
-            if (sum)
-                for (int j = 0; j < m; ++j) {
+        }
+        // Each block's suffix (backwards) and prefix (forwards) compositions.
+        for (std::int64_t start = 0; start < T; start += L) {
+            const std::int64_t end = std::min(T, start + L);  // the block is [start, end)
+            suffix[std::size_t(end - 1)] = step[std::size_t(end - 1)];
+            for (std::int64_t t = end - 2; t >= start; --t)
+                suffix[std::size_t(t)] = then(step[std::size_t(t)], suffix[std::size_t(t + 1)]);
+            prefix[std::size_t(start)] = step[std::size_t(start)];
+            for (std::int64_t t = start + 1; t < end; ++t)
+                prefix[std::size_t(t)] = then(prefix[std::size_t(t - 1)], step[std::size_t(t)]);
+        }
+        double sums[3] = {0, 0, 0};
+        for (std::int64_t lo = 0; lo < T; lo += kLongChunk) {
+            const int m = static_cast<int>(std::min<std::int64_t>(kLongChunk, T - lo));
+            for (int j = 0; j < m; ++j) {
+                const std::int64_t t = lo + j, far = t + L;  // the window's last step
+                double gt = lambda[std::size_t(t)];
+                if (far < T) {
+                    // Maps t .. far - 1: block t's suffix, then the next block's prefix (none
+                    // where t starts a block: its suffix is the whole window).
+                    const affine_map window = t % L == 0 ? suffix[std::size_t(t)]
+                                                         : then(suffix[std::size_t(t)], prefix[std::size_t(far - 1)]);
+                    gt = window.d + window.k * w1[std::size_t(far)];
+                }
+                g[j] = C(gt);
+                adv[j] = C(gt - values[std::size_t(t)]);
+                if (sum) {
                     const double x = adv[j];
                     sums[0] += std::fabs(x), sums[1] += x, sums[2] += x * x;
                 }
+            }
+            if (a[role::advantages].present)
+                store<C>(a[role::advantages].type, a[role::advantages].at(row, lo), a[role::advantages].col_stride, m,
+                         adv);
+            if (a[role::returns].present)
+                store<C>(a[role::returns].type, a[role::returns].at(row, lo), a[role::returns].col_stride, m, g);
+        }
+        if (sum) write_sums(a, row, sums);
+    }
+    return bad;
+}
+
+// Per-step gamma / lambda with kWindowSteps < n < T: each window's own backward loop, from its
+// last step (or the first done step) down to t, O(min(n, T)) per step (the power of one gamma
+// lambda that long_windows uses has no per-step form short of a product per window).
+template <typename C>
+bad_step per_step_windows(const arrays& a, const n_step_scalars<C>& p, std::int64_t first, std::int64_t count) {
+    const std::int64_t T = a.horizon;
+    std::vector<double> w1(static_cast<std::size_t>(T)), next(w1), k(w1);
+    std::vector<std::uint8_t> done(static_cast<std::size_t>(T));
+    auto read = [](const view& v, std::int64_t row, std::int64_t t, bool flag) {
+        C x;
+        load<C>(v.type, v.at(row, t), 1, 1, &x, flag);
+        return double(x);
+    };
+    const bool sum = wants_sums(a);
+    bad_step bad;
+    for (std::int64_t row = first; row < first + count; ++row) {
+        for (std::int64_t s = 0; s < T; ++s) {
+            const bool terminated = read(a[role::terminated], row, s, true) != 0.0;
+            const bool truncated = a[role::truncated].present && read(a[role::truncated], row, s, true) != 0.0;
+            double boot = s + 1 < T ? read(a[role::values], row, s + 1, false) : double(p.value_after_end(a, row));
+            if (truncated && !terminated) boot = read(a[role::bootstrap_values], row, s, false);
+            const double g = a[role::gamma].present ? read(a[role::gamma], row, s, false) : double(p.gamma);
+            const double l = a[role::lambda].present ? read(a[role::lambda], row, s, false) : double(p.lambda);
+            const std::size_t i = static_cast<std::size_t>(s);
+            w1[i] = read(a[role::rewards], row, s, false) + (terminated ? 0.0 : g * boot);
+            next[i] = boot;
+            k[i] = g * l;
+            done[i] = terminated || truncated || s + 1 == T;
+        }
+        double sums[3] = {0, 0, 0};
+        for (std::int64_t t = 0; t < T; ++t) {
+            std::int64_t stop = t;  // the window's last step: t + n - 1, the row's end or a done step
+            const std::int64_t far = p.n - 1 >= T - t ? T - 1 : t + p.n - 1;
+            while (stop < far && !done[static_cast<std::size_t>(stop)]) ++stop;
+            double x = w1[static_cast<std::size_t>(stop)];
+            for (std::int64_t s = stop - 1; s >= t; --s) {
+                const std::size_t i = static_cast<std::size_t>(s);
+                x = w1[i] + k[i] * (x - next[i]);
+            }
+            const C g = C(x), adv = C(x - read(a[role::values], row, t, false));
+            if (a[role::returns].present) store<C>(a[role::returns].type, a[role::returns].at(row, t), 1, 1, &g);
+            if (a[role::advantages].present)
+                store<C>(a[role::advantages].type, a[role::advantages].at(row, t), 1, 1, &adv);
+            sums[0] += std::fabs(double(adv)), sums[1] += double(adv), sums[2] += double(adv) * double(adv);
         }
         if (sum) write_sums(a, row, sums);
     }
@@ -226,18 +398,42 @@ void n_step_returns_in(const arrays& a, const standard_params& params, bool conv
     const n_step_scalars<C> p{C(params.gamma), C(params.lambda), params.n};
     shared_bad_step bad;
     const std::int64_t by_work = std::max<std::int64_t>(1, a.rows * a.horizon / kElementsPerThread);
-    if (p.n > kWindowSteps) {  // whole rows per thread, in O(T) each
+    const bool steps = a[role::gamma].present || a[role::lambda].present;
+    if (p.n > kWindowSteps) {  // whole rows per thread, in O(T) each (per step: O(T min(n, T)))
         const int threads = static_cast<int>(std::min<std::int64_t>({cpu_thread_count(), a.rows, by_work}));
         parallel_ranges(threads, a.rows, [&](std::int64_t begin, std::int64_t end) {
-            bad.keep(long_windows<C>(a, p, begin, end - begin));
+            bad.keep(steps ? per_step_windows<C>(a, p, begin, end - begin)
+                           : long_windows<C>(a, p, begin, end - begin));
+        });
+        return;  // a step flagged both is terminated (issue 33): `bad` is not an error
+    }
+    // Rows whose steps are adjacent in the call (or converted whole) go along time; per-step
+    // gamma / lambda take the windows across rows, which read them through the lanes.
+    const plan how = plan_of(a, converting);
+    if (how.along_time && !steps) {
+        const std::int64_t units = (a.rows + how.unit - 1) / how.unit;
+        const int threads = static_cast<int>(std::min<std::int64_t>({cpu_thread_count(), units, by_work}));
+        const bool byte_flags_in_place = !converting && byte_flags(a[role::terminated].type);
+        parallel_ranges(threads, units, [&](std::int64_t begin, std::int64_t end) {
+            for (std::int64_t u = begin; u < end; ++u) {
+                const std::int64_t first = u * how.unit;
+                const int count = static_cast<int>(std::min<std::int64_t>(how.unit, a.rows - first));
+                if (!converting) {
+                    call_lines source(a);
+                    bad.keep(byte_flags_in_place ? windows_along_time<C, std::uint8_t>(a, p, source, first, count)
+                                                 : windows_along_time<C, C>(a, p, source, first, count));
+                } else {
+                    converting_lines<C> source(a, false, false, a.horizon, false);
+                    bad.keep(windows_along_time<C, C>(a, p, source, first, count));
+                }
+            }
         });
         return;  // a step flagged both is terminated (issue 33): `bad` is not an error
     }
     // Where a step's rows are adjacent, long lines stream from memory (simd_block_rows); elsewhere
     // the block's cache lines stay in L1 through the steps that share them. Each block keeps
     // min(n, T) lines of W besides.
-    const bool adjacent = layout_of(a) == layout::row_adjacent || a.rows <= 1 ||
-                          (layout_of(a) == layout::time_contiguous && a.horizon <= 1);
+    const bool adjacent = layout_of(a) == layout::row_adjacent || a.rows <= 1;
     const std::int64_t rows = adjacent ? simd_block_rows(a.rows) : kStridedBlockRows;
     const std::int64_t fit = kWindowScratchBytes / (std::max<std::int64_t>(1, p.n) * std::int64_t(sizeof(C)));
     const std::int64_t unit = std::clamp<std::int64_t>(fit, 1, rows);
@@ -251,12 +447,17 @@ void n_step_returns_in(const arrays& a, const standard_params& params, bool conv
             const std::int64_t first = u * unit;
             const int count = static_cast<int>(std::min<std::int64_t>(unit, a.rows - first));
             if (in_place) {
-                call_lines source{a};
-                bad.keep(bytes ? windows_across_rows<C, std::uint8_t>(a, p, source, first, count)
-                               : windows_across_rows<C, C>(a, p, source, first, count));
+                call_lines source(a);
+                if (steps)
+                    bad.keep(bytes ? windows_across_rows<C, std::uint8_t, true>(a, p, source, first, count)
+                                   : windows_across_rows<C, C, true>(a, p, source, first, count));
+                else
+                    bad.keep(bytes ? windows_across_rows<C, std::uint8_t, false>(a, p, source, first, count)
+                                   : windows_across_rows<C, C, false>(a, p, source, first, count));
             } else {
-                converting_lines<C> source(a, false, count, true);
-                bad.keep(windows_across_rows<C, C>(a, p, source, first, count));
+                converting_lines<C> source(a, false, false, count, true);
+                bad.keep(steps ? windows_across_rows<C, C, true>(a, p, source, first, count)
+                               : windows_across_rows<C, C, false>(a, p, source, first, count));
             }
         }
     });

@@ -29,11 +29,27 @@ __device__ __forceinline__ affine<T> identity_map() {
     return {T(1), T(0)};
 }
 
+/// The decay of two composed maps, a * b. A composed run multiplies many steps'
+/// decays, and that product overflows where every step's own arithmetic stays
+/// finite (decays of 1e5: 1e5^8 > FLT_MAX); inf then met a 0 (a zero input, a
+/// done's k = 0) as NaN where the recurrence is 0 (issue 31). Finite factors
+/// whose product overflows give the largest finite value of its sign instead,
+/// so 0 times it stays 0; an inf or NaN factor (an input's) keeps IEEE arithmetic.
+/// Comparisons, not isinf/isfinite: one spelling for CUDA, HIP and the HIP CPU runtime.
+template <typename T>
+__device__ __forceinline__ T decay_product(T a, T b) {
+    constexpr T largest = sizeof(T) == 4 ? T(3.4028234663852886e38) : T(1.7976931348623157e308);
+    const T p = a * b;
+    const bool overflowed = (p > largest || p < -largest) && a <= largest && a >= -largest &&
+                            b <= largest && b >= -largest;
+    return overflowed ? (p > 0 ? largest : -largest) : p;
+}
+
 /// outer o inner: apply `inner` (later steps) first, then `outer` (an earlier step).
 template <typename T>
 __device__ __forceinline__ affine<T> compose(affine<T> outer, affine<T> inner) {
     if (outer.end) return outer;
-    return {outer.k * inner.k, outer.d + outer.k * inner.d, inner.end};
+    return {decay_product(outer.k, inner.k), outer.d + outer.k * inner.d, inner.end};
 }
 
 template <typename T>

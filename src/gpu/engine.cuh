@@ -97,6 +97,13 @@ void estimate_as(const standard_arrays& a, const standard_params& p, cudaStream_
     const bool sums = a.fused.abs_sums || a.fused.sums || a.fused.square_sums;
     const matrix* summed = summed_output(a);
     if (sums && !summed) unsupported("row sums without the advantages output");
+    // Issue 29's forms not yet in the GPU kernels (the core runs td_lambda with next_values,
+    // and n-step with n >= horizon, as q_lambda: a td_lambda call here bypassed it).
+    if (a.next_values && (p.kind == estimator::gae || p.kind == estimator::vtrace ||
+                          p.kind == estimator::n_step_returns || p.kind == estimator::td_lambda))
+        unsupported("next_values for gae, vtrace and n_step_returns");
+    if (p.kind == estimator::vtrace && (a.sample_mask || (a.importance && p.alpha != 1.0)))
+        unsupported("vtrace's sample_mask and leaky alpha");
     switch (p.kind) {
         case estimator::puff_advantage:
             if (plain_puff_call(a))

@@ -1,6 +1,6 @@
 // The kinds table of the GPU engine: every estimator as a step producer and
-// an epilogue (puff_steps.cuh, standard_steps.cuh, family_steps.cuh) with
-// what the planner (planner.cuh) needs to know of it, and nothing of any
+// an epilogue (puff_steps.cuh, standard_steps.cuh, family_steps.cuh,
+// action_value_steps.cuh) with what the planner (planner.cuh) needs to know of it, and nothing of any
 // traversal. A scan kind says:
 //   static constexpr bool reversed;        the scan runs over reversed time
 //   static void read(call_layout&, arrays) the [rows, horizon] arrays it reads and writes
@@ -20,6 +20,7 @@
 
 #include <puffadv/conventions.hpp>
 
+#include "gpu/action_value_steps.cuh"
 #include "gpu/family_steps.cuh"
 #include "gpu/planner.cuh"
 #include "gpu/puff_steps.cuh"

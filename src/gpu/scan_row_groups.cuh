@@ -28,7 +28,7 @@ constexpr int row_group_warp = 32;
 /// outer o inner inside one row: compose() without the row-end flag.
 template <typename T>
 __device__ __forceinline__ affine<T> chain(affine<T> outer, affine<T> inner) {
-    return {outer.k * inner.k, outer.d + outer.k * inner.d, false};
+    return {decay_product(outer.k, inner.k), outer.d + outer.k * inner.d, false};
 }
 
 template <typename T>

@@ -102,7 +102,10 @@ void view_roles(fake_arrays& fake, const nb::dict& arrays, standard_arrays& a) {
         {"target_probs", role::target_probs},
         {"behaviour_probs", role::behaviour_probs},
         {"greedy", role::greedy},
-        {"decay", role::decay}};
+        {"decay", role::decay},
+        {"gamma_steps", role::gamma},
+        {"lambda_steps", role::lambda},
+        {"sample_mask", role::sample_mask}};
     const auto view = [&](const char* key) {
         nb::handle spec = arrays[key];
         return fake.view(spec, nb::cast<const char*>(spec[2]));
@@ -116,7 +119,7 @@ void view_roles(fake_arrays& fake, const nb::dict& arrays, standard_arrays& a) {
 void check_standard(const std::string& kind, const nb::dict& arrays, double gamma, double lambda,
                     double rho_clip, double c_clip, double rho_pg_clip, std::int64_t n, bool log_probs,
                     bool reset_at_start, std::int64_t time_axis, const std::string& lambda_name,
-                    bool advantages) {
+                    bool advantages, double alpha) {
     fake_arrays fake;
     standard_arrays a;
     view_roles(fake, arrays, a);
@@ -140,6 +143,7 @@ void check_standard(const std::string& kind, const nb::dict& arrays, double gamm
     p.n = n;
     p.log_probs = log_probs;
     p.reset_at_start = reset_at_start;
+    p.alpha = alpha;
     detail::throw_problem(layer::find_problem(a, p));
 }
 
@@ -153,7 +157,7 @@ void register_argument_checks(nb::module_& m) {
     m.def("jax_check_standard", &check_standard, nb::arg("kind"), nb::arg("arrays"), nb::arg("gamma"),
           nb::arg("lambda_"), nb::arg("rho_clip"), nb::arg("c_clip"), nb::arg("rho_pg_clip"), nb::arg("n"),
           nb::arg("log_probs"), nb::arg("reset_at_start"), nb::arg("time_axis"), nb::arg("lambda_name"),
-          nb::arg("advantages"),
+          nb::arg("advantages"), nb::arg("alpha") = 1.0,
           "Raises what the estimator `kind` of the puffadv module would for arrays given by role as\n"
           "(shape, dtype name, argument name) triples.");
 }

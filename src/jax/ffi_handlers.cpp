@@ -98,6 +98,9 @@ enum optional_input : std::int32_t {
     has_behaviour_probs = 64,
     has_greedy = 128,
     has_values = 256,
+    has_gamma_steps = 512,   // per-step gamma_t
+    has_lambda_steps = 1024, // per-step lambda_t
+    has_sample_mask = 2048,
 };
 
 /// The estimator family (GAE, TD(lambda), V-trace, discounted returns, Retrace,
@@ -118,14 +121,16 @@ struct family_signature {
                           .RemainingRets();                // advantages (vtrace: pg advantages), when asked for
         auto scalars = attributes<Scalar>(attributes<std::int32_t>(std::move(arrays), "kind", "present"), "gamma",
                                           "lambda_", "rho_clip", "c_clip", "rho_pg_clip");
-        return attributes<bool>(attributes<std::int64_t>(std::move(scalars), "n"), "log_probs", "reset_at_start");
+        auto flags =
+            attributes<bool>(attributes<std::int64_t>(std::move(scalars), "n"), "log_probs", "reset_at_start");
+        return attributes<Scalar>(std::move(flags), "alpha");  // vtrace's leaky mix (issue 29)
     }
 
     static ffi::Error run(device where, gpu_stream stream, ffi::AnyBuffer rewards, ffi::AnyBuffer terminated,
                           ffi::RemainingArgs optional, ffi::Result<ffi::AnyBuffer> returns,
                           ffi::RemainingRets more_outputs, std::int32_t kind, std::int32_t present, Scalar gamma,
                           Scalar lambda, Scalar rho_clip, Scalar c_clip, Scalar rho_pg_clip, std::int64_t n,
-                          bool log_probs, bool reset_at_start) {
+                          bool log_probs, bool reset_at_start, Scalar alpha) {
         if (kind < 0 || kind > static_cast<std::int32_t>(estimator::episodic_sum))
             return ffi::Error::InvalidArgument("puffadv: kind must be 0 (gae) to 7 (episodic_sum), got " +
                                                std::to_string(kind));
@@ -147,6 +152,7 @@ struct family_signature {
         p.n = n;
         p.log_probs = log_probs;
         p.reset_at_start = reset_at_start;
+        p.alpha = alpha;
         return compute(a, p, stream);
     }
 
@@ -166,7 +172,10 @@ struct family_signature {
                      {has_next_values, "next_values", role::next_values, false},
                      {has_target_probs, "target_probs", role::target_probs, false},
                      {has_behaviour_probs, "behaviour_probs", role::behaviour_probs, false},
-                     {has_greedy, "greedy", role::greedy, false}};
+                     {has_greedy, "greedy", role::greedy, false},
+                     {has_gamma_steps, "gamma", role::gamma, false},
+                     {has_lambda_steps, "lambda", role::lambda, false},
+                     {has_sample_mask, "sample_mask", role::sample_mask, false}};
         std::size_t next = 0;
         for (const auto& slot : slots) {
             if (!(present & slot.bit)) continue;

@@ -18,9 +18,12 @@ namespace puffadv::torch_ops {
 enum class arg : std::uint8_t {
     rewards, values, terminated, truncated, last_value, bootstrap_values, importance,
     next_values, target_probs, behaviour_probs, greedy, decay,
+    gamma_steps, lambda_steps,  // per-step gamma_t and lambda_t (optional tensors, last in each schema)
+    sample_mask,
     advantages,  // an output the caller passes (the in-place op)
     gamma, lambda, rho_clip, c_clip, rho_pg_clip, n, log_probs, reset_at_start, time_axis,
     reverse,  // linear_recurrence's direction
+    alpha,  // vtrace: leaky V-trace's mix (issue 29)
 };
 inline constexpr std::size_t tensor_roles = static_cast<std::size_t>(arg::advantages) + 1;
 constexpr bool is_tensor(arg a) { return static_cast<std::size_t>(a) < tensor_roles; }
@@ -53,7 +56,7 @@ struct fixed_list {
     constexpr const T* end() const { return items + size; }
 };
 
-using op_arguments = fixed_list<op_argument, 13>;
+using op_arguments = fixed_list<op_argument, 20>;
 
 struct op_spec {
     const char* name;
@@ -76,6 +79,8 @@ constexpr op_argument truncated_ = optional(arg::truncated), last_value_ = optio
 constexpr op_arguments value_inputs = {arg::rewards,   arg::values,  arg::terminated,
                                        truncated_,     last_value_,  bootstrap_};
 constexpr op_arguments off_policy_value_inputs = {value_inputs, {optional(arg::importance)}};
+/// Issue 29's arrays, appended after time_axis so that every earlier argument keeps its place.
+constexpr op_argument next_values_ = optional(arg::next_values), sample_mask_ = optional(arg::sample_mask);
 /// The puff advantage's inputs (PufferLib's order).
 constexpr op_arguments puff_inputs = {arg::values, arg::rewards, arg::terminated, arg::importance};
 }  // namespace table
@@ -103,59 +108,69 @@ inline constexpr op_spec op_table[] = {
      "gae(Tensor rewards, Tensor values, Tensor terminated, Tensor? truncated=None, "
      "Tensor? last_value=None, Tensor? bootstrap_values=None, Tensor? importance=None, "
      "float gamma=0.99, float gae_lambda=0.95, float rho_clip=1.0, float c_clip=1.0, "
-     "int? time_axis=None) -> (Tensor advantages, Tensor returns)",
+     "int? time_axis=None, Tensor? gamma_steps=None, Tensor? lambda_steps=None, Tensor? next_values=None) "
+     "-> (Tensor advantages, Tensor returns)",
      estimator::gae, arg::rewards, false,
-     {table::off_policy_value_inputs, {arg::gamma, arg::lambda, arg::rho_clip, arg::c_clip, arg::time_axis}},
+     {table::off_policy_value_inputs, {arg::gamma, arg::lambda, arg::rho_clip, arg::c_clip, arg::time_axis,
+      optional(arg::gamma_steps), optional(arg::lambda_steps), table::next_values_}},
      {result::advantages, result::returns}},
     {"td_lambda_returns",
      "td_lambda_returns(Tensor rewards, Tensor values, Tensor terminated, Tensor? truncated=None, "
      "Tensor? last_value=None, Tensor? bootstrap_values=None, Tensor? importance=None, "
      "float gamma=0.99, float lambda_=0.95, float rho_clip=1.0, float c_clip=1.0, "
-     "int? time_axis=None) -> Tensor",
+     "int? time_axis=None, Tensor? gamma_steps=None, Tensor? lambda_steps=None, Tensor? next_values=None) -> Tensor",
      estimator::td_lambda, arg::rewards, false,
-     {table::off_policy_value_inputs, {arg::gamma, arg::lambda, arg::rho_clip, arg::c_clip, arg::time_axis}},
+     {table::off_policy_value_inputs, {arg::gamma, arg::lambda, arg::rho_clip, arg::c_clip, arg::time_axis,
+      optional(arg::gamma_steps), optional(arg::lambda_steps), table::next_values_}},
      {result::returns}},
     {"vtrace",
      "vtrace(Tensor rewards, Tensor values, Tensor terminated, Tensor? truncated=None, "
      "Tensor? last_value=None, Tensor? bootstrap_values=None, Tensor? importance=None, "
      "float gamma=0.99, float lambda_=1.0, float rho_clip=1.0, float c_clip=1.0, "
-     "float rho_pg_clip=1.0, int? time_axis=None) -> (Tensor vs, Tensor pg_advantages)",
+     "float rho_pg_clip=1.0, int? time_axis=None, Tensor? gamma_steps=None, Tensor? lambda_steps=None, "
+     "Tensor? next_values=None, Tensor? sample_mask=None, float alpha=1.0) -> (Tensor vs, Tensor pg_advantages)",
      estimator::vtrace, arg::rewards, false,
      {table::off_policy_value_inputs,
-      {arg::gamma, arg::lambda, arg::rho_clip, arg::c_clip, arg::rho_pg_clip, arg::time_axis}},
+      {arg::gamma, arg::lambda, arg::rho_clip, arg::c_clip, arg::rho_pg_clip, arg::time_axis,
+       optional(arg::gamma_steps), optional(arg::lambda_steps), table::next_values_, table::sample_mask_, arg::alpha}},
      {result::returns, result::advantages}},
     // lambda is not read: the returns-to-go are TD(1) on zero values.
     {"discounted_returns",
      "discounted_returns(Tensor rewards, Tensor terminated, Tensor? truncated=None, "
      "Tensor? last_value=None, Tensor? bootstrap_values=None, float gamma=0.99, "
-     "int? time_axis=None) -> Tensor",
+     "int? time_axis=None, Tensor? gamma_steps=None) -> Tensor",
      estimator::discounted_returns, arg::rewards, false,
      {arg::rewards, arg::terminated, table::truncated_, table::last_value_, table::bootstrap_, arg::gamma,
-      arg::time_axis},
+      arg::time_axis, optional(arg::gamma_steps)},
      {result::returns}},
     {"n_step_returns",
      "n_step_returns(Tensor rewards, Tensor values, Tensor terminated, Tensor? truncated=None, "
      "Tensor? last_value=None, Tensor? bootstrap_values=None, int n=1, float gamma=0.99, "
-     "float lambda_=1.0, int? time_axis=None) -> Tensor",
+     "float lambda_=1.0, int? time_axis=None, Tensor? gamma_steps=None, Tensor? lambda_steps=None, "
+     "Tensor? next_values=None) -> Tensor",
      estimator::n_step_returns, arg::rewards, false,
-     {table::value_inputs, {arg::n, arg::gamma, arg::lambda, arg::time_axis}},
+     {table::value_inputs, {arg::n, arg::gamma, arg::lambda, arg::time_axis,
+      optional(arg::gamma_steps), optional(arg::lambda_steps), table::next_values_}},
      {result::returns}},
     {"retrace",
      "retrace(Tensor rewards, Tensor q_values, Tensor next_values, Tensor terminated, "
      "Tensor? truncated=None, Tensor? target_probs=None, Tensor? behaviour_probs=None, "
      "bool log_probs=False, float gamma=0.99, float lambda_=1.0, float c_clip=1.0, "
-     "int? time_axis=None) -> (Tensor returns, Tensor advantages)",
+     "int? time_axis=None, Tensor? gamma_steps=None, Tensor? lambda_steps=None) "
+     "-> (Tensor returns, Tensor advantages)",
      estimator::retrace, arg::rewards, false,
      {arg::rewards, arg::values, arg::next_values, arg::terminated, table::truncated_, optional(arg::target_probs),
-      optional(arg::behaviour_probs), arg::log_probs, arg::gamma, arg::lambda, arg::c_clip, arg::time_axis},
+      optional(arg::behaviour_probs), arg::log_probs, arg::gamma, arg::lambda, arg::c_clip, arg::time_axis,
+      optional(arg::gamma_steps), optional(arg::lambda_steps)},
      {result::returns, result::advantages}},
     {"q_lambda",
      "q_lambda(Tensor rewards, Tensor q_values, Tensor next_values, Tensor terminated, "
      "Tensor? truncated=None, Tensor? greedy=None, float gamma=0.99, float lambda_=0.9, "
-     "int? time_axis=None) -> (Tensor returns, Tensor advantages)",
+     "int? time_axis=None, Tensor? gamma_steps=None, Tensor? lambda_steps=None) "
+     "-> (Tensor returns, Tensor advantages)",
      estimator::q_lambda, arg::rewards, false,
      {arg::rewards, arg::values, arg::next_values, arg::terminated, table::truncated_, optional(arg::greedy),
-      arg::gamma, arg::lambda, arg::time_axis},
+      arg::gamma, arg::lambda, arg::time_axis, optional(arg::gamma_steps), optional(arg::lambda_steps)},
      {result::returns, result::advantages}},
     // episodic_sum: C_t = inputs_t + gamma lambda (1 - reset_t) C_{t-1}; `seed` is C_{-1}.
     {"episodic_cumsum",
@@ -166,9 +181,10 @@ inline constexpr op_spec op_table[] = {
      {result::returns}},
     {"eligibility_traces",
      "eligibility_traces(Tensor inputs, Tensor dones, float gamma, float lambda_, "
-     "Tensor? seed=None, int? time_axis=None) -> Tensor",
+     "Tensor? seed=None, int? time_axis=None, Tensor? gamma_steps=None, Tensor? lambda_steps=None) -> Tensor",
      estimator::episodic_sum, arg::rewards, false,
-     {arg::rewards, arg::terminated, arg::gamma, arg::lambda, table::last_value_, arg::time_axis},
+     {arg::rewards, arg::terminated, arg::gamma, arg::lambda, table::last_value_, arg::time_axis,
+      optional(arg::gamma_steps), optional(arg::lambda_steps)},
      {result::returns}},
     // The engine's scan: y_t = inputs_t + decay_t y_{t-1} (reverse: y_{t+1}); `seed` is the y
     // outside the row. Direction and layout are required: neither is ever guessed.

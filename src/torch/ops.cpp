@@ -72,6 +72,7 @@ op_call unbox(const op_spec& op, StableIValue* stack) {
             case arg::rho_clip: p.rho_clip = to<double>(v); break;
             case arg::c_clip: p.c_clip = to<double>(v); break;
             case arg::rho_pg_clip: p.rho_pg_clip = to<double>(v); break;
+            case arg::alpha: p.alpha = to<double>(v); break;
             case arg::n: p.n = to<std::int64_t>(v); break;
             case arg::log_probs: p.log_probs = to<bool>(v); break;
             case arg::reset_at_start: p.reset_at_start = to<bool>(v); break;

@@ -34,6 +34,7 @@ struct episodes {
     std::int64_t rows, horizon;
     grid rewards, values, terminated, truncated, bootstrap, next_values, target, behaviour, greedy;
     std::vector<double> last_value;
+    grid gamma, lambda;  // per-step gamma_t, lambda_t in [0, 1) (read with call_options::per_step)
 };
 
 /// Random episodes: ~10 % terminations, ~8 % truncations (never both), both also
@@ -46,8 +47,12 @@ episodes random_episodes(std::int64_t rows, std::int64_t horizon, std::uint64_t 
     std::uniform_real_distribution<double> uniform(0.0, 1.0);
     episodes e{rows, horizon, grid(rows, horizon), grid(rows, horizon), grid(rows, horizon), grid(rows, horizon),
                grid(rows, horizon), grid(rows, horizon), grid(rows, horizon), grid(rows, horizon),
-               grid(rows, horizon), std::vector<double>(static_cast<std::size_t>(rows))};
+               grid(rows, horizon), std::vector<double>(static_cast<std::size_t>(rows)), grid(rows, horizon),
+               grid(rows, horizon)};
     auto real = [&](double x) { return static_cast<double>(static_cast<T>(x)); };
+    std::mt19937_64 steps(seed + 1);  // apart, so the other arrays are those of the seed alone
+    for (std::size_t i = 0; i < e.gamma.data.size(); ++i)
+        e.gamma.data[i] = real(uniform(steps)), e.lambda.data[i] = real(uniform(steps));
     for (std::int64_t r = 0; r < rows; ++r) {
         e.last_value[static_cast<std::size_t>(r)] = real(normal(rng));
         for (std::int64_t t = 0; t < horizon; ++t) {
@@ -70,7 +75,8 @@ episodes random_episodes(std::int64_t rows, std::int64_t horizon, std::uint64_t 
 /// What a call passes besides rewards and terminated.
 struct call_options {
     bool values = false, truncated = false, last_value = false, bootstrap = false, next_values = false,
-         probs = false, log_probs = false, greedy = false, reset_at_start = false;
+         probs = false, log_probs = false, greedy = false, reset_at_start = false, per_step = false,
+         per_step_lambda = true;  // with per_step: lambda too (discounted_returns refuses it)
     std::int64_t n = 1;
 };
 
@@ -97,12 +103,17 @@ inline estimate reference(estimator kind, const episodes& e, const call_options&
         return term(r, t) || (o.truncated && e.truncated.at(r, t) != 0.0);
     };
     auto value = [&](std::int64_t r, std::int64_t t) { return o.values ? e.values.at(r, t) : 0.0; };
+    // gamma_t and lambda_t, each read at step t (docs/semantics.md: per-step discounts and lambda).
+    auto gamma_at = [&](std::int64_t r, std::int64_t t) { return o.per_step ? e.gamma.at(r, t) : kGamma; };
+    auto lambda_at = [&](std::int64_t r, std::int64_t t) {
+        return o.per_step && o.per_step_lambda ? e.lambda.at(r, t) : kLambda;
+    };
     for (std::int64_t r = 0; r < e.rows; ++r) {
         if (kind == estimator::episodic_sum) {
             double c = o.last_value ? e.last_value[static_cast<std::size_t>(r)] : 0.0;
             for (std::int64_t t = 0; t < H; ++t) {
                 const bool reset = o.reset_at_start ? term(r, t) : (t > 0 && term(r, t - 1));
-                c = e.rewards.at(r, t) + (reset ? 0.0 : kGamma * kLambda * c);
+                c = e.rewards.at(r, t) + (reset ? 0.0 : gamma_at(r, t) * lambda_at(r, t) * c);
                 out.advantages.at(r, t) = out.returns.at(r, t) = c;
             }
             continue;
@@ -113,11 +124,12 @@ inline estimate reference(estimator kind, const episodes& e, const call_options&
                 double w = 0.0;
                 for (std::int64_t s = end - 1; s >= t; --s) {
                     const double vp = value_after(e, o, r, s);
-                    const double boot = term(r, s) ? 0.0 : kGamma * vp;
+                    const double g = gamma_at(r, s), l = lambda_at(r, s);
+                    const double boot = term(r, s) ? 0.0 : g * vp;
                     if (s == end - 1 || done(r, s))
                         w = e.rewards.at(r, s) + boot;
                     else
-                        w = e.rewards.at(r, s) + kGamma * ((1 - kLambda) * vp + kLambda * w);
+                        w = e.rewards.at(r, s) + g * ((1 - l) * vp + l * w);
                 }
                 out.returns.at(r, t) = w;
                 out.advantages.at(r, t) = w - value(r, t);
@@ -127,20 +139,21 @@ inline estimate reference(estimator kind, const episodes& e, const call_options&
         double later = 0.0;  // G_{t+1} or Delta_{t+1}
         for (std::int64_t t = H - 1; t >= 0; --t) {
             const bool cut = done(r, t) || t == H - 1;
+            const double gamma_t = gamma_at(r, t), lambda_t = lambda_at(r, t);  // step t's
             double result = 0.0;
             switch (kind) {
                 case estimator::discounted_returns:
-                    result = e.rewards.at(r, t) + (term(r, t) ? 0.0 : kGamma * value_after(e, o, r, t)) +
-                             (cut ? 0.0 : kGamma * later);
+                    result = e.rewards.at(r, t) + (term(r, t) ? 0.0 : gamma_t * value_after(e, o, r, t)) +
+                             (cut ? 0.0 : gamma_t * later);
                     out.returns.at(r, t) = out.advantages.at(r, t) = result;
                     break;
                 case estimator::retrace: {
-                    result = e.rewards.at(r, t) + (term(r, t) ? 0.0 : kGamma * e.next_values.at(r, t)) -
+                    result = e.rewards.at(r, t) + (term(r, t) ? 0.0 : gamma_t * e.next_values.at(r, t)) -
                              e.values.at(r, t);
                     if (!cut) {
                         // With log_probs the call gets log pi and log mu of these same probabilities.
                         const double ratio = e.target.at(r, t + 1) / e.behaviour.at(r, t + 1);
-                        result += kGamma * kLambda * std::fmin(kClip, ratio) * later;
+                        result += gamma_t * lambda_t * std::fmin(kClip, ratio) * later;
                     }
                     out.advantages.at(r, t) = result;
                     out.returns.at(r, t) = result + e.values.at(r, t);
@@ -149,10 +162,10 @@ inline estimate reference(estimator kind, const episodes& e, const call_options&
                 case estimator::q_lambda: {
                     double g;
                     if (cut) {
-                        g = e.rewards.at(r, t) + (term(r, t) ? 0.0 : kGamma * e.next_values.at(r, t));
+                        g = e.rewards.at(r, t) + (term(r, t) ? 0.0 : gamma_t * e.next_values.at(r, t));
                     } else {
-                        const double lt = kLambda * (o.greedy ? e.greedy.at(r, t + 1) : 1.0);
-                        g = e.rewards.at(r, t) + kGamma * ((1 - lt) * e.next_values.at(r, t) + lt * later);
+                        const double lt = lambda_t * (o.greedy ? e.greedy.at(r, t + 1) : 1.0);
+                        g = e.rewards.at(r, t) + gamma_t * ((1 - lt) * e.next_values.at(r, t) + lt * later);
                     }
                     result = g;
                     out.returns.at(r, t) = g;
@@ -174,7 +187,7 @@ template <typename T>
 struct family_call {
     static constexpr puffadv::dtype type = sizeof(T) == 4 ? puffadv::dtype::float32 : puffadv::dtype::float64;
     strided_array<T> rewards, values, terminated, truncated, bootstrap, next_values, target, behaviour, greedy;
-    strided_array<T> advantages, returns;
+    strided_array<T> advantages, returns, gamma, lambda;
     std::vector<T> last_value;
     std::vector<double> sums;
     puffadv::standard_arrays arrays;
@@ -183,7 +196,8 @@ struct family_call {
         : rewards(e.rows, e.horizon, l), values(e.rows, e.horizon, l), terminated(e.rows, e.horizon, l),
           truncated(e.rows, e.horizon, l), bootstrap(e.rows, e.horizon, l), next_values(e.rows, e.horizon, l),
           target(e.rows, e.horizon, l), behaviour(e.rows, e.horizon, l), greedy(e.rows, e.horizon, l),
-          advantages(e.rows, e.horizon, l), returns(e.rows, e.horizon, l),
+          advantages(e.rows, e.horizon, l), returns(e.rows, e.horizon, l), gamma(e.rows, e.horizon, l),
+          lambda(e.rows, e.horizon, l),
           sums(static_cast<std::size_t>(e.rows), std::numeric_limits<double>::quiet_NaN()) {
         rewards.fill_from(e.rewards);
         terminated.fill_from(e.terminated);
@@ -198,6 +212,8 @@ struct family_call {
         if (o.bootstrap) add(bootstrap, e.bootstrap, arrays.bootstrap_values);
         if (o.next_values) add(next_values, e.next_values, arrays.next_values);
         if (o.greedy) add(greedy, e.greedy, arrays.greedy);
+        if (o.per_step) add(gamma, e.gamma, arrays.gamma);
+        if (o.per_step && o.per_step_lambda) add(lambda, e.lambda, arrays.lambda);
         if (o.probs) {
             grid t = e.target, b = e.behaviour;
             if (o.log_probs)

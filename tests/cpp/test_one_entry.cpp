@@ -135,7 +135,7 @@ TEST(one_entry, puff_advantage_kind_checks_as_find_puff_problem) {
 // Every input role filled; `take` picks which a call passes.
 struct all_arrays {
     std::vector<float> floats[8];  // rewards, values, last_value, bootstrap, importance, next, target, behaviour
-    std::vector<std::uint8_t> flags[3];  // terminated, truncated, greedy
+    std::vector<std::uint8_t> flags[4];  // terminated, truncated, greedy, sample_mask
     std::vector<float> out;
     all_arrays() {
         for (auto& f : floats) f.assign(rows * horizon, 0.5f);
@@ -147,9 +147,9 @@ struct all_arrays {
 };
 
 enum role { values, truncated, last_value, bootstrap_values, importance, next_values, target_probs,
-            behaviour_probs, greedy, role_end };
+            behaviour_probs, greedy, sample_mask, role_end };
 const char* const role_names[] = {"values", "truncated", "last_value", "bootstrap_values", "importance",
-                                  "next_values", "target_probs", "behaviour_probs", "greedy"};
+                                  "next_values", "target_probs", "behaviour_probs", "greedy", "sample_mask"};
 
 puffadv::standard_arrays call_with(all_arrays& all, const std::vector<role>& roles) {
     puffadv::standard_arrays a;
@@ -173,6 +173,7 @@ puffadv::standard_arrays call_with(all_arrays& all, const std::vector<role>& rol
             case target_probs: a.target_probs = all.f(6); break;
             case behaviour_probs: a.behaviour_probs = all.f(7); break;
             case greedy: a.greedy = all.flag(2); break;
+            case sample_mask: a.sample_mask = all.flag(3); break;
             case role_end: break;
         }
     }
@@ -193,7 +194,8 @@ std::string message_of(all_arrays& all, estimator kind, const std::vector<role>&
 
 TEST(one_entry, every_kind_names_its_refused_arrays) {
     const std::string importance_reason = " (only gae, td_lambda and vtrace take importance ratios)";
-    const std::string next_reason = " (only retrace and q_lambda take next_values)";
+    const std::string next_reason =
+        " (only gae, td_lambda, vtrace, n_step_returns, retrace and q_lambda take next_values)";
     const std::string probs_reason = " (only retrace takes probabilities)";
     const std::string greedy_reason = " (only q_lambda takes greedy flags)";
     const std::string bootstrap_reason = " (next_values is its bootstrap at every step)";
@@ -207,7 +209,16 @@ TEST(one_entry, every_kind_names_its_refused_arrays) {
     const std::vector<role> retrace_call{values, next_values, target_probs, behaviour_probs};
     const std::vector<role> q_call{values, next_values};
     const std::vector<refusal> cases = {
-        {estimator::gae, gae_call, next_values, "gae takes no next_values" + next_reason},
+        // next_values replaces the bootstrap pair (issue 29).
+        {estimator::gae, gae_call, next_values, "gae takes no last_value with next_values" + bootstrap_reason},
+        {estimator::n_step_returns, {values, bootstrap_values}, next_values,
+         "n_step_returns takes no bootstrap_values with next_values" + bootstrap_reason},
+        {estimator::td_lambda, {values, next_values}, importance,
+         "td_lambda takes no importance with next_values (it then scans the lambda-return r_t + gamma "
+         "(1 - terminated_t) [(1 - lambda) next_values_t + lambda G_{t+1}], which has no ratios; vtrace "
+         "gives off-policy targets)"},
+        {estimator::gae, gae_call, sample_mask, "gae takes no sample_mask (only vtrace takes a sample_mask)"},
+        {estimator::retrace, retrace_call, sample_mask, "retrace takes no sample_mask (only vtrace takes a sample_mask)"},
         {estimator::gae, gae_call, target_probs, "gae takes no target_probs" + probs_reason},
         {estimator::vtrace, gae_call, greedy, "vtrace takes no greedy" + greedy_reason},
         {estimator::td_lambda, gae_call, behaviour_probs, "td_lambda takes no behaviour_probs" + probs_reason},

@@ -162,7 +162,7 @@ inputs make_inputs(const call_case& c) {
             in.truncated->set(r, t, also || (in.terminated->get(r, t) == 0 && (edge || unit(rng) < 0.05)));
         });
     }
-    if (takes_next_values(c.kind)) {
+    if (takes_next_values(c.kind) || c.next_values) {
         in.next_values = grid(c.type), fill(in.next_values, -1, 1);
     } else if (c.truncations || c.kind == estimator::n_step_returns) {
         in.bootstrap = grid(c.type), fill(in.bootstrap, -1, 1);
@@ -182,6 +182,12 @@ inputs make_inputs(const call_case& c) {
             for (slot* s : {&in.target, &in.behaviour})
                 (*s)->each([&](std::int64_t r, std::int64_t t) { (*s)->set(r, t, std::log((*s)->get(r, t))); });
         }
+    }
+    if (c.huge_decays) {  // every decay 1e5 (retrace: target / behaviour), every input 0
+        for (slot* s : {&in.rewards, &in.values, &in.next_values, &in.bootstrap, &in.last_value})
+            if (*s) fill(*s, 0, 0);
+        if (in.importance) fill(in.importance, 1e5, 1e5);
+        if (in.target) fill(in.target, 1, 1), fill(in.behaviour, 1e-5, 1e-5);
     }
     if (c.greedy) {
         in.greedy = grid(flag_type);
@@ -243,6 +249,7 @@ puffadv::standard_params params_of(const call_case& c) {
     p.reset_at_start = c.reset_at_start;
     p.reverse = c.reverse;
     if (c.kind == estimator::puff_advantage) p.lambda_name = "gae_lambda";
+    if (c.huge_decays) p.gamma = p.lambda = 1.0, p.rho_clip = p.c_clip = p.rho_pg_clip = 1e5;
     return p;
 }
 
@@ -302,6 +309,8 @@ std::string call_case::label() const {
     if (no_last_value) s << " no-bootstrap";
     if (reverse) s << " reverse";
     if (kind == estimator::n_step_returns) s << " n=" << n;
+    if (huge_decays) s << " huge-decays";
+    if (next_values) s << " next_values";
     s << " seed " << seed;
     return s.str();
 }

@@ -42,6 +42,10 @@ struct call_case {
     bool no_last_value = false;   ///< discounted_returns / episodic_sum / linear_recurrence: no bootstrap (seed)
     bool reverse = false;         ///< linear_recurrence: backwards over time
     std::int64_t n = 3;        ///< n_step_returns
+    /// Zero rewards and values, ratios and clips of 1e5, gamma = lambda = 1: every
+    /// step's decay is 1e5, their products overflow, and the answer is 0 (issue 31).
+    bool huge_decays = false;
+    bool next_values = false;  ///< issue 29: next_values for gae, td_lambda, vtrace, n_step_returns
     /// Through the core's public call (checks, require_gpu_backend, dispatch)
     /// instead of detail::estimate_hip.
     bool public_route = false;

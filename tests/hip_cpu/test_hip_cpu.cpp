@@ -237,6 +237,48 @@ TEST(estimators, puff_advantage) {
             with(scan_traversals, {"whole rows, long-8", "split rows, long-8", "row groups, vector-8"}));
 }
 
+// Decays whose products overflow over zero inputs (issue 31): the composed runs
+// met 0 as inf * 0 = NaN where the recurrence is 0. Every traversal, both backends 0.
+TEST(reliability, decays_whose_product_overflows_leave_zero_inputs_zero) {
+    for (estimator k : {estimator::gae, estimator::td_lambda, estimator::vtrace, estimator::retrace,
+                        estimator::puff_advantage}) {
+        for (call_case c : traversal_cases(k)) {
+            c.huge_decays = true;
+            c.importance = k != estimator::retrace;
+            EXPECT_EQ(run_case(c), "") << c.label();
+        }
+    }
+}
+
+// ---- issue 29: next_values on rocm arrays ------------------------------------
+
+// td_lambda with next_values (and n-step with n >= horizon) run as Q(lambda)'s
+// kernel through the core's route: the CPU's numbers. The forms the GPU kernels
+// do not compute yet are refused, named, before any launch.
+TEST(next_values, td_lambda_runs_as_q_lambda_and_the_rest_is_refused_by_name) {
+    std::vector<call_case> v = {make(estimator::td_lambda, dtype::float32, 19, 64),
+                                make(estimator::td_lambda, dtype::float64, 7, 91, layout::misaligned),
+                                make(estimator::td_lambda, dtype::bfloat16, 5, 40, layout::time_major),
+                                make(estimator::n_step_returns, dtype::float32, 11, 40)};
+    v.back().n = 100;
+    for (call_case c : v) {
+        c.next_values = c.public_route = c.returns = c.truncations = true;
+        EXPECT_EQ(run_case(c), "") << c.label();
+    }
+    for (estimator k : {estimator::gae, estimator::vtrace, estimator::n_step_returns}) {
+        call_case c = make(k, dtype::float32, 19, 64);
+        c.next_values = c.public_route = true;
+        try {
+            run_case(c);
+            ADD_FAILURE() << c.label() << " was not refused";
+        } catch (const std::exception& e) {
+            EXPECT_EQ(std::string(e.what()),
+                      "next_values for gae, vtrace and n_step_returns on the GPU is not in this build; "
+                      "pass host arrays");
+        }
+    }
+}
+
 // ---- the core's own routes onto the backend ---------------------------------
 
 // compute_standard_estimate and compute_puff_advantage on "rocm" arrays: the

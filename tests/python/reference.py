@@ -72,6 +72,12 @@ def random_puff_inputs(rng, rows, horizon, dtype=np.float32, done_rate=0.1):
 
 # ---- standard conventions (SPEC section 6) ----
 
+def per_step(x, shape):
+    """gamma or lambda as a float64 array of `shape`: a scalar at every step, or the
+    per-step array itself (gamma_t, lambda_t: each estimator reads step t's)."""
+    return np.broadcast_to(np.asarray(x, dtype=np.float64), shape)
+
+
 def standard_estimate(kind, rewards, values, terminated, truncated=None, last_value=None,
                       bootstrap_values=None, importance=None, gamma=0.99, lam=0.95, rho_clip=1.0,
                       c_clip=1.0, rho_pg_clip=1.0):
@@ -84,6 +90,7 @@ def standard_estimate(kind, rewards, values, terminated, truncated=None, last_va
     boot = None if bootstrap_values is None else np.asarray(bootstrap_values, dtype=np.float64)
     ratio = None if importance is None else np.asarray(importance, dtype=np.float64)
     rows, horizon = r.shape
+    gammas, lams = per_step(gamma, r.shape), per_step(lam, r.shape)
     adv = np.zeros((rows, horizon))
     pg = np.zeros((rows, horizon))
     for b in range(rows):
@@ -99,16 +106,16 @@ def standard_estimate(kind, rewards, values, terminated, truncated=None, last_va
             done = term[b, t] or trunc[b, t]
             rho = 1.0 if ratio is None else np.fmin(ratio[b, t], rho_clip)
             c = 1.0 if ratio is None else np.fmin(ratio[b, t], c_clip)
-            bootstrap = 0.0 if term[b, t] else gamma * next_value[t]
+            bootstrap = 0.0 if term[b, t] else gammas[b, t] * next_value[t]
             delta = rho * (r[b, t] + bootstrap - v[b, t])
-            a = delta + (0.0 if done else gamma * lam * c * a)
+            a = delta + (0.0 if done else gammas[b, t] * lams[b, t] * c * a)
             adv[b, t] = a
         vs = adv[b] + v[b]
         for t in range(horizon):
             rho_pg = 1.0 if ratio is None else np.fmin(ratio[b, t], rho_pg_clip)
             inside = not (term[b, t] or trunc[b, t]) and t < horizon - 1
             vs_next = vs[t + 1] if inside else next_value[t]
-            pg[b, t] = rho_pg * (r[b, t] + (0.0 if term[b, t] else gamma * vs_next) - v[b, t])
+            pg[b, t] = rho_pg * (r[b, t] + (0.0 if term[b, t] else gammas[b, t] * vs_next) - v[b, t])
     if kind == "vtrace":
         return pg, adv + v
     return adv, adv + v
@@ -123,6 +130,7 @@ def td_lambda_return(rewards, values, terminated, truncated=None, last_value=Non
     trunc = np.zeros_like(term) if truncated is None else np.asarray(truncated).astype(bool)
     boot = None if bootstrap_values is None else np.asarray(bootstrap_values, dtype=np.float64)
     rows, horizon = r.shape
+    gammas, lams = per_step(gamma, r.shape), per_step(lam, r.shape)
     out = np.zeros((rows, horizon))
     for b in range(rows):
         g = 0.0
@@ -133,7 +141,7 @@ def td_lambda_return(rewards, values, terminated, truncated=None, last_value=Non
                 nv = v[b, t + 1]
             if term[b, t] or trunc[b, t] or t == horizon - 1:
                 g = nv
-            g = r[b, t] + (0.0 if term[b, t] else gamma * ((1 - lam) * nv + lam * g))
+            g = r[b, t] + (0.0 if term[b, t] else gammas[b, t] * ((1 - lams[b, t]) * nv + lams[b, t] * g))
             out[b, t] = g
     return out
 
@@ -187,10 +195,12 @@ def discounted_returns(rewards, terminated, truncated=None, last_value=None, boo
     r = np.asarray(rewards, np.float64)
     term, trunc = _flags(terminated, r), _flags(truncated, r)
     boot = None if bootstrap_values is None else np.asarray(bootstrap_values, np.float64)
+    gammas = per_step(gamma, r.shape)
     out = np.zeros(r.shape)
     for b in range(r.shape[0]):
         g = 0.0
         for t in range(r.shape[1] - 1, -1, -1):
+            gamma = gammas[b, t]
             at_end = trunc[b, t] or t == r.shape[1] - 1
             bootstrap = _bootstrap(r, trunc, last_value, boot, b, t) if at_end else 0.0
             done = term[b, t] or trunc[b, t]
@@ -208,8 +218,10 @@ def n_step_returns(rewards, values, terminated, truncated=None, last_value=None,
     term, trunc = _flags(terminated, r), _flags(truncated, r)
     boot = None if bootstrap_values is None else np.asarray(bootstrap_values, np.float64)
     rows, horizon = r.shape
+    gammas, lams = per_step(gamma, r.shape), per_step(lam, r.shape)
     out = np.zeros(r.shape)
     for b in range(rows):
+        gamma, lam = gammas[b], lams[b]
         nv = np.array([_bootstrap(v, trunc, last_value, boot, b, t) for t in range(horizon)])
         one = r[b] + np.where(term[b], 0.0, gamma * nv)
         cut = term[b] | trunc[b] | (np.arange(horizon) == horizon - 1)
@@ -230,10 +242,12 @@ def retrace(rewards, q_values, next_values, terminated, truncated=None, target_p
     pi, mu = np.asarray(target_probs, np.float64), np.asarray(behaviour_probs, np.float64)
     ratio = np.exp(pi - mu) if log_probs else pi / mu
     term, trunc = _flags(terminated, r), _flags(truncated, r)
+    gammas, lams = per_step(gamma, r.shape), per_step(lam, r.shape)
     out = np.zeros(r.shape)
     for b in range(r.shape[0]):
         delta = 0.0
         for t in range(r.shape[1] - 1, -1, -1):
+            gamma, lam = gammas[b, t], lams[b, t]  # step t's: lambda_t scales c_{t+1}
             done = term[b, t] or trunc[b, t]
             later = 0.0
             if not done and t + 1 < r.shape[1]:
@@ -249,10 +263,12 @@ def q_lambda(rewards, q_values, next_values, terminated, truncated=None, greedy=
     Returns (G - q, G)."""
     r, q, nv = (np.asarray(a, np.float64) for a in (rewards, q_values, next_values))
     term, trunc = _flags(terminated, r), _flags(truncated, r)
+    gammas, lams = per_step(gamma, r.shape), per_step(lam, r.shape)
     out = np.zeros(r.shape)
     for b in range(r.shape[0]):
         g = 0.0
         for t in range(r.shape[1] - 1, -1, -1):
+            gamma, lam = gammas[b, t], lams[b, t]
             bootstrap = 0.0 if term[b, t] else gamma * nv[b, t]
             if term[b, t] or trunc[b, t] or t + 1 == r.shape[1]:
                 g = r[b, t] + bootstrap
@@ -265,15 +281,17 @@ def q_lambda(rewards, q_values, next_values, terminated, truncated=None, greedy=
 
 def episodic_sum(inputs, dones, seed=None, decay=1.0, reset_at_start=False):
     """C_t = x_t + decay (1 - reset_t) C_{t-1}, C_{-1} = seed (or 0); reset_t = dones[t-1]
-    ('ends_at', dones[-1] = 0) or dones[t] ('starts_at'). A forward scan."""
+    ('ends_at', dones[-1] = 0) or dones[t] ('starts_at'). A forward scan. `decay` is
+    gamma lambda, a scalar or per step: C_t reads decay_t, its own step's."""
     x = np.asarray(inputs, np.float64)
     d = _flags(dones, x)
+    decays = per_step(decay, x.shape)
     out = np.zeros(x.shape)
     for b in range(x.shape[0]):
         c = 0.0 if seed is None else float(seed[b])
         for t in range(x.shape[1]):
             reset = d[b, t] if reset_at_start else (t > 0 and d[b, t - 1])
-            c = x[b, t] + (0.0 if reset else decay * c)
+            c = x[b, t] + (0.0 if reset else decays[b, t] * c)
             out[b, t] = c
     return out
 
@@ -292,3 +310,62 @@ def random_off_policy(rng, rows, horizon, dtype=np.float32, end_rate=0.15):
     e["behaviour_log_probs"] = np.log(e["behaviour_probs"]).astype(dtype)
     e["greedy"] = rng.random((rows, horizon)) < 0.7
     return e
+
+
+# ---- issue 29: next_values, V-trace's sample_mask and leaky alpha ----
+
+def with_next_values(kind, rewards, values, terminated, truncated, next_values, importance=None, gamma=0.99,
+                     lam=0.95, rho_clip=1.0, c_clip=1.0, rho_pg_clip=1.0, sample_mask=None, alpha=1.0):
+    """GAE / TD(lambda) / V-trace with next_values_t = V'_t at every step, in float64,
+    one step at a time, from docs/conventions.md. Returns (advantages, returns):
+    gae: A, A + V; td_lambda: G - V, G (G the lambda-return scanned itself);
+    vtrace: pg, vs = V + A with vs'_t = V_{t+1} + A_{t+1} inside an episode and
+    next_values_t where it ends; a step with sample_mask 0 has A_t = A_{t+1} (rlax);
+    alpha mixes every clipped ratio with the raw one (leaky V-trace)."""
+    r, v, nv = (np.asarray(a, dtype=np.float64) for a in (rewards, values, next_values))
+    term, trunc = _flags(terminated, r), _flags(truncated, r)
+    mask = np.ones(r.shape, bool) if sample_mask is None else np.asarray(sample_mask).astype(bool)
+    ratio = np.ones(r.shape) if importance is None else np.asarray(importance, dtype=np.float64)
+    mix = lambda x, clip: alpha * np.fmin(x, clip) + (1 - alpha) * x if alpha != 1.0 else np.fmin(x, clip)
+    rows, horizon = r.shape
+    adv, ret = np.zeros(r.shape), np.zeros(r.shape)
+    for b in range(rows):
+        a = 0.0  # A_{t+1} (td_lambda: G_{t+1})
+        for t in range(horizon - 1, -1, -1):
+            assert not (term[b, t] and trunc[b, t])
+            done = term[b, t] or trunc[b, t]
+            boot = 0.0 if term[b, t] else gamma * nv[b, t]
+            if kind == "td_lambda":
+                cut = done or t == horizon - 1
+                a = r[b, t] + (boot if cut else gamma * (1 - lam) * nv[b, t] + gamma * lam * a)
+                adv[b, t], ret[b, t] = a - v[b, t], a
+                continue
+            td = r[b, t] + boot - v[b, t]
+            later = a
+            if mask[b, t]:
+                a = mix(ratio[b, t], rho_clip) * td + (0.0 if done else gamma * lam * mix(ratio[b, t], c_clip) * a)
+            ret[b, t] = a + v[b, t]
+            if kind == "gae":
+                adv[b, t] = a
+                continue
+            inside = not done and t < horizon - 1
+            vs_next = v[b, t + 1] + later if inside else nv[b, t]
+            adv[b, t] = mix(ratio[b, t], rho_pg_clip) * (r[b, t] + (0.0 if term[b, t] else gamma * vs_next) - v[b, t])
+    return adv, ret
+
+
+def n_step_with_next_values(rewards, terminated, truncated, next_values, n=1, gamma=0.99, lam=1.0):
+    """n_step_returns with V'_s = next_values_s at every step (rlax's v_t)."""
+    r, nv = np.asarray(rewards, np.float64), np.asarray(next_values, np.float64)
+    term, trunc = _flags(terminated, r), _flags(truncated, r)
+    rows, horizon = r.shape
+    out = np.zeros(r.shape)
+    for b in range(rows):
+        one = r[b] + np.where(term[b], 0.0, gamma * nv[b])
+        cut = term[b] | trunc[b] | (np.arange(horizon) == horizon - 1)
+        w = one
+        for _ in range(min(n, horizon) - 1):
+            later = np.append(w[1:], 0.0)
+            w = np.where(cut, one, r[b] + gamma * ((1 - lam) * nv[b] + lam * later))
+        out[b] = w
+    return out

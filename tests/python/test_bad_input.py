@@ -378,3 +378,4 @@ def test_zero_d_meta_tensor_is_not_a_number():
     torch = pytest.importorskip("torch")
     with pytest.raises(TypeError, match="^rho_clip is a 0-d tensor on the meta device, which holds no value"):
         call(rho_clip=torch.tensor(0.5, device="meta"))
+

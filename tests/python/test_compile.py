@@ -207,7 +207,8 @@ def test_custom_ops_pass_opcheck(rng):
                           (v, r, d, i, out, returns, None, sums, None, *PARAMS, None))
     terminated = d > 0
     torch.library.opcheck(torch.ops.puffadv_python.standard_estimate,
-                          (r, v, terminated, None, v[:, 0].contiguous(), None, i, None, None, None, None, out,
+                          (r, v, terminated, None, v[:, 0].contiguous(), None, i, None, None, None, None,
+                           None, None, out,  # (per-step gamma and lambda: none)
                            None, None, sums, None, "vtrace", 0.97, 1.0, 1.5, 0.8, 1.2, -1, 1, False, False, None))
 
 

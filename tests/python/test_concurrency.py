@@ -1,19 +1,16 @@
-"""Calls from several Python threads at once (issue 7), and fork() and signals
-around calls (issue 15).
+"""Calls from several Python threads at once (issue 7); fork() and signals around
+calls are in test_fork.py and test_signals.py (issue 15).
 
 The calls release the GIL, so they really overlap: each must give the float64
 reference's answer, bitwise the result of the same call made alone, whatever
 the other threads are doing (calling, dropping arrays, collecting garbage,
-changing PUFFADV_NUM_THREADS). A process forked after (or during) a threaded
-call computes in the child with threads of its own. Under the sanitizer CI
-step (40-sanitize.sh) these double as use-after-free and data-race probes.
+changing PUFFADV_NUM_THREADS). Under the sanitizer CI step (40-sanitize.sh)
+these double as use-after-free and data-race probes.
 """
 from __future__ import annotations
 
 import gc
-import multiprocessing
 import os
-import signal
 import threading
 import time
 
@@ -29,7 +26,8 @@ try:
 except ImportError:
     torch = None
 
-PARAMS = dict(gamma=0.99, gae_lambda=0.95, rho_clip=2.0, c_clip=1.0)
+from pool_processes import PARAMS  # noqa: E402
+
 N_THREADS = 8
 
 
@@ -286,173 +284,3 @@ def test_the_gil_is_released_during_a_call(monkeypatch, kind):
     busy = sum(b - a for a, b in middles)
     share = inside / (solo * busy)
     assert share > 0.3, f"the other thread ran at {share:.0%} of its speed during {busy:.3f} s of calls"
-
-
-# ---- fork() and signals (issue 15) ----------------------------------------------
-#
-# Found 2026-12-01: with GNU OpenMP, a process that called puffadv with several
-# threads and then forked hung for ever at its child's next large call (libgomp's
-# threads do not survive fork). puffadv's own pool gives the child a fresh one.
-
-FORK_ROWS, FORK_STEPS = 512, 257  # 131584 elements: enough work for 4 threads
-fork_only = pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork() on this platform")
-# Python >= 3.12 warns about fork() in a process with threads (ours, sleeping at the fork).
-# JAX (when a test imported it) warns about any fork.
-no_fork_warning = pytest.mark.filterwarnings("ignore:This process .* is multi-threaded:DeprecationWarning",
-                                             r"ignore:os.fork\(\) was called:RuntimeWarning")
-
-
-def child_error(seed):
-    """In a child: one threaded call's relative error against the reference."""
-    inputs = reference.random_puff_inputs(np.random.default_rng(seed), FORK_ROWS, FORK_STEPS)
-    out = puffadv.compute_puff_advantage(*inputs, **PARAMS)
-    return relative_error(out, reference.puff_advantage_by_step(*inputs, **PARAMS))
-
-
-def pool_threads():
-    """puffadv's worker threads in this process (Linux names them puffadv-cpu)."""
-    tasks = "/proc/self/task"
-    names = []
-    for tid in os.listdir(tasks):
-        try:
-            with open(f"{tasks}/{tid}/comm") as f:
-                names.append(f.read().strip())
-        except OSError:  # a thread that just ended
-            pass
-    return sum(name == "puffadv-cpu" for name in names)
-
-
-@pytest.fixture
-def threaded_parent(monkeypatch):
-    """This process has made a call with 4 threads (its pool has workers)."""
-    monkeypatch.setenv("PUFFADV_NUM_THREADS", "4")
-    assert child_error(0) <= 1e-5
-    if os.path.isdir("/proc/self/task"):
-        assert pool_threads() >= 3
-
-
-def wait_for(pid, seconds=60.0):
-    """The child's exit code, or a test failure (after killing it) if it hangs."""
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        done, status = os.waitpid(pid, os.WNOHANG)
-        if done:
-            return os.waitstatus_to_exitcode(status)
-        time.sleep(0.02)
-    os.kill(pid, signal.SIGKILL)
-    os.waitpid(pid, 0)
-    pytest.fail(f"the forked child did not finish one call in {seconds:.0f} s")
-
-
-def fork_and_check(seed):
-    """Forks a child that makes one threaded call; returns the child's exit code:
-    0 right answer (and, on Linux, computed with fresh pool threads), 2 wrong, 3 no threads."""
-    pid = os.fork()
-    if pid == 0:
-        code = 1
-        try:
-            code = 0 if child_error(seed) <= 1e-5 else 2
-            if code == 0 and os.path.isdir("/proc/self/task") and pool_threads() < 3:
-                code = 3
-        finally:
-            os._exit(code)
-    return wait_for(pid)
-
-
-@fork_only
-@no_fork_warning
-def test_os_fork_after_a_threaded_call(threaded_parent):
-    assert fork_and_check(1) == 0
-    assert child_error(2) <= 1e-5  # and the parent goes on as before
-
-
-@fork_only
-@no_fork_warning
-def test_multiprocessing_fork_pool_after_a_threaded_call(threaded_parent):
-    # multiprocessing's fork pools and vectorised-environment workers fork exactly like this.
-    with multiprocessing.get_context("fork").Pool(2) as workers:
-        errors = workers.map_async(child_error, range(4)).get(timeout=120)
-    assert max(errors) <= 1e-5
-
-
-@fork_only
-@no_fork_warning
-def test_fork_while_another_thread_computes(threaded_parent):
-    """fork() waits for a call that holds the pool to finish, so the child never
-    inherits a half-done job; the calling thread goes on in the parent."""
-    inputs = reference.random_puff_inputs(np.random.default_rng(9), 1024, 1024)
-    want = reference.puff_advantage_by_step(*inputs, **PARAMS)
-    first = puffadv.compute_puff_advantage(*inputs, **PARAMS)
-    assert relative_error(first, want) <= 1e-5
-    stop = threading.Event()
-    same = []
-
-    def compute():
-        # No BLAS here (np.linalg.norm): NumPy's OpenBLAS hangs a thread that is inside
-        # it when another thread forks (its fork handler stops its pool), puffadv or not.
-        while not stop.is_set():
-            same.append(bool(np.array_equal(puffadv.compute_puff_advantage(*inputs, **PARAMS), first)))
-
-    thread = threading.Thread(target=compute)
-    thread.start()
-    try:
-        codes = [fork_and_check(seed) for seed in range(3, 8)]
-    finally:
-        stop.set()
-        thread.join()
-    assert codes == [0] * 5
-    assert same and all(same)
-
-
-def test_pool_threads_block_signals(threaded_parent):
-    """Signals go to the callers' threads, never to puffadv's workers."""
-    if not os.path.isdir("/proc/self/task"):
-        pytest.skip("reads /proc")
-    checked = 0
-    for tid in os.listdir("/proc/self/task"):
-        try:
-            with open(f"/proc/self/task/{tid}/comm") as f:
-                if f.read().strip() != "puffadv-cpu":
-                    continue
-            with open(f"/proc/self/task/{tid}/status") as f:
-                blocked = next(int(line.split()[1], 16) for line in f if line.startswith("SigBlk:"))
-        except OSError:
-            continue
-        for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGCHLD, signal.SIGALRM):
-            assert blocked & (1 << (signum - 1)), f"{signal.Signals(signum).name} reaches worker {tid}"
-        checked += 1
-    assert checked >= 3
-
-
-def test_ctrl_c_during_a_call_comes_after_it(monkeypatch):
-    """A call cannot be interrupted half-way: SIGINT during one is handled when it
-    returns (KeyboardInterrupt), and the output is complete and right."""
-    monkeypatch.setenv("PUFFADV_NUM_THREADS", "2")
-    # Python raises KeyboardInterrupt only where SIGINT was not ignored at its start; a
-    # shell ignores it for background jobs (nohup ... &), where this test ran then.
-    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
-    inputs = reference.random_puff_inputs(np.random.default_rng(4), 2048, 2048)
-    want = reference.puff_advantage_by_step(*inputs, **PARAMS)
-    out = np.full(inputs[0].shape, np.nan, np.float32)
-    puffadv.compute_puff_advantage(*inputs, out, **PARAMS)  # warm: page faults outside the timing
-    out[...] = np.nan
-    started = threading.Event()
-
-    def interrupt_once_writing():  # the call has begun once its output changes
-        while np.isnan(out[:, 0]).all() and not started.is_set():
-            time.sleep(0.0002)
-        # To the main thread: a process-directed SIGINT may land on this thread, and then
-        # the main thread's sleep below is not cut short (seen under load in CI runs).
-        signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)
-
-    sender = threading.Thread(target=interrupt_once_writing)
-    sender.start()
-    try:
-        with pytest.raises(KeyboardInterrupt):
-            puffadv.compute_puff_advantage(*inputs, out, **PARAMS)
-            time.sleep(10)  # a signal that came after the call interrupts this instead
-    finally:
-        started.set()
-        sender.join()
-        signal.signal(signal.SIGINT, previous)
-    assert relative_error(out, want) <= 1e-5

@@ -173,11 +173,11 @@ def test_strided_views_and_flag_dtypes(rng, variant, flag_dtype):
     assert_matches(got, want, 1e-5)
 
 
-# Shapes that select each CPU kernel (conventions_cpu_family*.cpp): the one-pass SIMD kernels take
-# float32/float64 data with flags of that type or bool/uint8 in [B, T] when the horizon is a
-# multiple of the vector width (8 float32, 4 float64; else the general kernel), and in [T, B] the
-# rows of a block in whole vectors (the rest, and fewer rows than a vector, the general kernel).
-# n_step_returns in [B, T] (and n >= T, or 64 < n) and log-probabilities take the general kernels.
+# Shapes that select each group of the CPU engine's lanes (src/cpu/engine.hpp): in [B, T] whole
+# vectors of steps when the horizon is a multiple of the vector width (8 float32, 4 float64; else
+# edge groups, each lane checked), in [T, B] the rows of a block in whole vectors (the rest, and
+# fewer rows than a vector, an edge group). n_step_returns in [B, T] reads converted lines
+# (engine_sources.hpp); n >= T and 64 < n take their own passes (n_step_returns.cpp).
 KERNEL_SHAPES = {"simd": (19, 64), "simd+general": (19, 62), "general": (3, 61)}
 
 

@@ -140,7 +140,7 @@ def test_gpu_arrays_without_a_usable_backend_fall_back_to_the_host(rng, monkeypa
     assert ref.relative_error(counter.host, ref.episodic_sum(e["rewards"], e["terminated"], e["last_value"])) <= 1e-5
 
 
-# ---- row sums without the advantages on a GPU (conventions_family.cuh refuses them for
+# ---- row sums without the advantages on a GPU (the GPU engine, gpu/engine.cuh, refuses them for
 # n_step_returns, retrace and q_lambda: the Python layer allocates the advantages itself) ----
 
 def _gpu_sum_kinds():

@@ -1,7 +1,8 @@
-"""puffadv.jax: the XLA FFI handlers under jit and vmap, on every JAX device this
-machine has (CPU here; CPU and CUDA on the GPU machine). Compared with the float64
-reference, with a lax.scan implementation of SPEC section 1 written here, and with
-rlax's truncated GAE where the conventions meet (importance = 1)."""
+"""puffadv.jax: the XLA FFI handlers under jit, on every JAX device this machine has
+(CPU here; CPU and CUDA on the GPU machine). Compared with the float64 reference,
+with a lax.scan implementation of SPEC section 1 written here, and with rlax's
+truncated GAE where the conventions meet (importance = 1). vmap: test_jax_vmap.py;
+errors: test_jax_errors.py; shared pieces: jax_cases.py."""
 from __future__ import annotations
 
 import os
@@ -13,51 +14,10 @@ import numpy as np
 import pytest
 
 import reference
-
-jax = pytest.importorskip("jax", reason="jax is not installed: the JAX handlers are untested")
-import jax.numpy as jnp  # noqa: E402
+from jax_cases import (KINDS, OPTIONS, PARAMS, RLAX_MISSING, SHAPES, _convention_call,  # noqa: F401
+                       _convention_reference, _platforms, _x64, device, jax, jnp, on_cpu, pjax, put, rlax)
 
 import puffadv  # noqa: E402
-import puffadv.jax as pjax  # noqa: E402  (an ImportError here means a build without handlers)
-
-try:
-    import rlax
-    RLAX_MISSING = None
-except Exception as error:  # rlax pulls in distrax/tfp; any import failure is a skip reason
-    rlax = None
-    RLAX_MISSING = f"rlax is not importable ({type(error).__name__}: {error})"
-
-PARAMS = [dict(gamma=0.99, gae_lambda=0.95, rho_clip=1.0, c_clip=1.0),
-          dict(gamma=0.97, gae_lambda=0.9, rho_clip=5.0, c_clip=0.0),  # shipped configs
-          dict(gamma=0.9, gae_lambda=0.8, rho_clip=1.5, c_clip=0.7)]
-SHAPES = [(1, 1), (3, 1), (5, 2), (7, 33), (64, 128), (2, 1000)]
-
-
-def _x64():
-    """Context manager enabling float64 (its home moved between jax releases)."""
-    if hasattr(jax, "enable_x64"):
-        return jax.enable_x64(True)
-    from jax.experimental import enable_x64
-    return enable_x64()
-
-
-def _platforms():
-    platforms = ["cpu"]
-    try:
-        if jax.devices("gpu"):
-            platforms.append("gpu")  # CUDA or ROCm
-    except RuntimeError:  # no GPU backend in this jaxlib
-        pass
-    return platforms
-
-
-@pytest.fixture(params=_platforms())
-def device(request):
-    return jax.devices(request.param)[0]
-
-
-def put(device, arrays):
-    return [jax.device_put(a, device) for a in arrays]
 
 
 def scan_puff_advantage(values, rewards, dones, importance, gamma, gae_lambda, rho_clip, c_clip):
@@ -176,42 +136,6 @@ def test_empty_arrays(device):
         assert out.shape == shape
 
 
-# ----------------------------------------------------------------- vmap
-
-
-def test_vmap_over_batch_axis(device, rng):
-    batch = [reference.random_puff_inputs(rng, 6, 21) for _ in range(4)]
-    stacked = [np.stack(parts) for parts in zip(*batch)]  # [4, 6, 21] each
-    out = jax.jit(jax.vmap(lambda *a: pjax.compute_puff_advantage(*a, gamma=0.9)))(
-        *put(device, stacked))
-    assert out.shape == (4, 6, 21)
-    for b, inputs in enumerate(batch):
-        ref = reference.puff_advantage(*inputs, gamma=0.9)
-        assert reference.relative_error(out[b], ref) <= 1e-5
-
-
-def test_vmap_with_unbatched_argument_and_other_axis(device, rng):
-    v, r, d, i = reference.random_puff_inputs(rng, 3 * 5, 12)
-    v3 = v.reshape(3, 5, 12)
-    # batch axis 1 of a [5, 3, 12] array; dones shared by every batch element
-    v_axis1 = np.ascontiguousarray(v3.transpose(1, 0, 2))
-    d_shared = d[:5]
-    r3, i3 = r.reshape(3, 5, 12), i.reshape(3, 5, 12)
-    f = jax.vmap(pjax.compute_puff_advantage, in_axes=(1, 0, None, 0))
-    out = jax.jit(f)(*put(device, [v_axis1, r3, d_shared, i3]))
-    for b in range(3):
-        ref = reference.puff_advantage(v3[b], r3[b], d_shared, i3[b])
-        assert reference.relative_error(out[b], ref) <= 1e-5
-
-
-def test_nested_vmap(device, rng):
-    inputs = reference.random_puff_inputs(rng, 2 * 3 * 4, 9)
-    shaped = [x.reshape(2, 3, 4, 9) for x in inputs]
-    out = jax.jit(jax.vmap(jax.vmap(pjax.compute_puff_advantage)))(*put(device, shaped))
-    ref = reference.puff_advantage(*inputs).reshape(2, 3, 4, 9)
-    assert reference.relative_error(out, ref) <= 1e-5
-
-
 # ----------------------------------------------------------------- rlax
 
 
@@ -230,130 +154,7 @@ def test_matches_rlax_truncated_gae(device, rng, gamma, lam):
     assert np.all(np.asarray(out)[:, -1] == 0)
 
 
-# ----------------------------------------------------------------- autodiff
-
-
-def test_grad():
-    """Issue 30: differentiable (test_gradients_jax.py checks the gradients)."""
-    inputs = [jnp.asarray(x) for x in reference.random_puff_inputs(np.random.default_rng(), 4, 8)]
-
-    def loss(v):
-        return pjax.compute_puff_advantage(v, *inputs[1:]).sum()
-
-    grad = jax.grad(loss)(inputs[0])
-    assert grad.shape == inputs[0].shape and float(jnp.abs(grad).sum()) > 0
-
-
-def test_grad_through_stopped_inputs_is_zero():
-    v, r, d, i = [jnp.asarray(x) for x in reference.random_puff_inputs(np.random.default_rng(), 4, 8)]
-
-    def loss(v):
-        a = pjax.compute_puff_advantage(jax.lax.stop_gradient(v), r, d, i)
-        return (a * v).sum()  # the usual use: advantages weigh a differentiated term
-
-    grad = jax.grad(loss)(v)
-    assert np.allclose(grad, pjax.compute_puff_advantage(v, r, d, i))
-
-
-# ----------------------------------------------------------------- bad input
-
-
-def _numpy_error(args, kwargs):
-    with pytest.raises((TypeError, ValueError)) as info:
-        puffadv.compute_puff_advantage(*args, **kwargs)
-    return info
-
-
-def _bad_cases():
-    ok = np.ones((4, 8), np.float32)
-    return {
-        "3-D values": ([ok[None], ok, ok, ok], {}),
-        "1-D importance": ([ok, ok, ok, ok[0]], {}),
-        "shape mismatch": ([ok, ok[:, :7], ok, ok], {}),
-        "int dones": ([ok, ok, ok.astype(np.int32), ok], {}),
-        "int16 values": ([ok.astype(np.int16)] * 4, {}),  # float16 is read since issue 6
-        "mixed dtype": ([ok, ok.astype(np.float16), ok, ok], {}),
-        "uint8 values": ([ok.astype(np.uint8), ok, ok, ok], {}),
-        "float64 dones": ([ok, ok, ok.astype(np.float64), ok], {}),
-        "gamma > 1": ([ok] * 4, {"gamma": 1.5}),
-        "nan lambda": ([ok] * 4, {"gae_lambda": float("nan")}),
-        "negative rho_clip": ([ok] * 4, {"rho_clip": -0.5}),
-        "inf c_clip": ([ok] * 4, {"c_clip": float("inf")}),
-        "string gamma": ([ok] * 4, {"gamma": "0.9"}),
-    }
-
-
-@pytest.mark.parametrize("case", list(_bad_cases()))
-def test_bad_input_matches_core_message(case):
-    """Raised before lowering, with the type and message the NumPy path raises."""
-    args, kwargs = _bad_cases()[case]
-    expected = _numpy_error(args, kwargs)
-    with _x64(), pytest.raises(expected.type) as got:  # x64: float64 stays float64
-        jax.jit(lambda *a: pjax.compute_puff_advantage(*a, **kwargs))(*[jnp.asarray(a) for a in args])
-    assert str(got.value) == str(expected.value)
-
-
-def test_traced_parameter_is_a_type_error():
-    ok = jnp.ones((4, 8), jnp.float32)
-    with pytest.raises(TypeError, match="gamma must be a concrete number.*static_argnames"):
-        jax.jit(lambda g: pjax.compute_puff_advantage(ok, ok, ok, ok, gamma=g))(0.9)
-
-
-def test_non_array_is_a_type_error():
-    ok = jnp.ones((4, 8), jnp.float32)
-    with pytest.raises(TypeError, match="rewards must be an array"):
-        pjax.compute_puff_advantage(ok, [[1.0] * 8] * 4, ok, ok)
-
-
-def test_refuses_an_older_jaxlib(monkeypatch):
-    built = puffadv._core.jax_ffi_build()["api_version"]
-    from puffadv import _jax_common  # where registration lives (puffadv.jax and its family share it)
-    monkeypatch.setattr(_jax_common, "_registered", False)
-    monkeypatch.setattr(_jax_common, "_running_ffi_api", lambda: (built[0], built[1] - 1))
-    with pytest.raises(RuntimeError, match=r"compiled against XLA FFI API \d+\.\d+ .*cannot load"):
-        pjax.compute_puff_advantage(*[jnp.ones((2, 3))] * 4)
-
-
 # ----------------------------------------------------------------- standard conventions
-
-@pytest.fixture
-def on_cpu():
-    """Runs a test on the CPU even where JAX's default device is a GPU: for CPU-only
-    behaviour and for tests one platform covers. The GPU has test_conventions_on_gpu and
-    the `device` parametrisation of test_conventions_match_reference."""
-    with jax.default_device(jax.devices("cpu")[0]):
-        yield
-
-
-KINDS = {"gae": ("gae_lambda", pjax.gae), "td_lambda": ("lambda_", pjax.td_lambda_returns),
-         "vtrace": ("lambda_", pjax.vtrace)}
-# Which optional inputs a call passes: the shapes of real use.
-OPTIONS = {"last_value": ("last_value",),
-           "truncated": ("truncated", "bootstrap_values"),
-           "importance": ("truncated", "bootstrap_values", "importance"),
-           "last_value+importance": ("last_value", "importance")}
-
-
-def _convention_call(kind, episodes, option, time_axis=-1, lam=0.9, **extra):
-    name, function = KINDS[kind]
-    data = {k: episodes[k] for k in ("rewards", "values", "terminated") + OPTIONS[option]}
-    if time_axis == 0:
-        data = {k: (v.T if v.ndim == 2 else v) for k, v in data.items()}
-    kwargs = {k: data.pop(k) for k in ("last_value", "bootstrap_values", "importance") if k in data}
-    out = function(*data.values(), gamma=0.97, time_axis=time_axis, **{name: lam}, **kwargs, **extra)
-    first, second = out[:2]
-    if kind == "vtrace":  # VTraceEstimate(vs, pg_advantages): compare as (pg, vs)
-        first, second = second, first
-    if time_axis == 0:
-        first, second = first.T, second.T
-    return first, second
-
-
-def _convention_reference(kind, episodes, option, lam=0.9, **extra):
-    present = {k: episodes[k] for k in OPTIONS[option]}
-    return reference.standard_estimate(kind, episodes["rewards"], episodes["values"],
-                                       episodes["terminated"], gamma=0.97, lam=lam, **present, **extra)
-
 
 @pytest.mark.parametrize("kind", list(KINDS))
 @pytest.mark.parametrize("option", list(OPTIONS))
@@ -396,25 +197,6 @@ def test_conventions_float64_and_reduced_inputs(on_cpu, rng):
     assert reference.relative_error(out.advantages, ref[0]) <= 1e-5
 
 
-def test_conventions_vmap(on_cpu, rng):
-    parts = [reference.random_episodes(rng, 4, 16) for _ in range(3)]
-    stacked = {k: np.stack([p[k] for p in parts]) for k in parts[0]}
-    f = jax.vmap(lambda r, v, t, tr, b, i: pjax.vtrace(r, v, t, tr, bootstrap_values=b, importance=i, time_axis=-1))
-    vs, pg = jax.jit(f)(*(stacked[k] for k in ("rewards", "values", "terminated", "truncated",
-                                                "bootstrap_values", "importance")))[:2]
-    g = jax.vmap(lambda r, v, t, lv: pjax.gae(r.T, v.T, t.T, last_value=lv, time_axis=0))
-    adv = jax.jit(g)(*(stacked[k] for k in ("rewards", "values", "terminated", "last_value")))[0]
-    for b, p in enumerate(parts):
-        ref_pg, ref_vs = reference.standard_estimate(
-            "vtrace", p["rewards"], p["values"], p["terminated"], p["truncated"],
-            bootstrap_values=p["bootstrap_values"], importance=p["importance"], gamma=0.99, lam=1.0)
-        assert reference.relative_error(vs[b], ref_vs) <= 1e-5
-        assert reference.relative_error(pg[b], ref_pg) <= 1e-5
-        ref_adv = reference.standard_estimate("gae", p["rewards"], p["values"], p["terminated"],
-                                              last_value=p["last_value"], gamma=0.99, lam=0.95)[0]
-        assert reference.relative_error(adv[b].T, ref_adv) <= 1e-5
-
-
 @pytest.mark.skipif(rlax is None, reason=RLAX_MISSING or "")
 def test_gae_matches_rlax(on_cpu, rng):
     """rlax indexes like puffadv.gae: r_t = rewards[t], discount_t = gamma (1 - terminated[t]),
@@ -426,61 +208,6 @@ def test_gae_matches_rlax(on_cpu, rng):
     rl = jax.vmap(rlax.truncated_generalized_advantage_estimation, in_axes=(0, 0, None, 0))(
         e["rewards"], 0.97 * (1.0 - e["terminated"].astype(np.float32)), 0.9, values)
     assert reference.relative_error(out.advantages, rl) <= 1e-5
-
-
-def test_conventions_grad(on_cpu, rng):
-    """Issue 30: differentiable (test_gradients_jax.py checks every function)."""
-    e = reference.random_episodes(rng, 3, 8)
-    grad = jax.grad(lambda v: pjax.gae(e["rewards"], v, e["terminated"],
-                                       last_value=e["last_value"], time_axis=-1).advantages.sum())(jnp.asarray(e["values"]))
-    assert grad.shape == e["values"].shape and bool(jnp.isfinite(grad).all()) and float(jnp.abs(grad).sum()) > 0
-
-
-def test_terminated_and_truncated_on_one_step_is_terminated(on_cpu, rng):
-    """Gymnasium's meaning (issue 33): the step's bootstrap is never read."""
-    e = reference.random_episodes(rng, 3, 8)
-    both = e["terminated"]
-    poisoned = np.where(both, np.nan, e["bootstrap_values"]).astype(np.float32)
-    got = pjax.gae(e["rewards"], e["values"], both, both | e["truncated"], bootstrap_values=poisoned, time_axis=-1)
-    want = pjax.gae(e["rewards"], e["values"], both, e["truncated"] & ~both, bootstrap_values=poisoned,
-                    time_axis=-1)
-    np.testing.assert_array_equal(np.asarray(got.advantages), np.asarray(want.advantages))
-    assert np.isfinite(np.asarray(got.advantages)).all()
-
-
-def _bad_convention_cases():
-    e = reference.random_episodes(np.random.default_rng(1), 4, 6)
-    base = (e["rewards"], e["values"], e["terminated"])
-    return {
-        "no bootstrap": ("gae", base, {}),
-        "both bootstraps": ("gae", base, {"last_value": e["last_value"],
-                                          "bootstrap_values": e["bootstrap_values"]}),
-        "truncated without bootstrap_values": ("gae", base + (e["truncated"],),
-                                               {"last_value": e["last_value"]}),
-        "last_value shape": ("vtrace", base, {"last_value": e["last_value"][:3]}),
-        "values shape": ("gae", (e["rewards"], e["values"][:, :5], e["terminated"]),
-                         {"last_value": e["last_value"]}),
-        "int rewards": ("gae", (e["rewards"].astype(np.int32),) + base[1:], {"last_value": e["last_value"]}),
-        "float64 terminated": ("gae", base[:2] + (e["terminated"].astype(np.float64),),
-                               {"last_value": e["last_value"]}),
-        "time_axis 2": ("gae", base, {"last_value": e["last_value"], "time_axis": 2}),
-        "time_axis str": ("gae", base, {"last_value": e["last_value"], "time_axis": "0"}),
-        "gamma > 1": ("gae", base, {"last_value": e["last_value"], "gamma": 1.2}),
-        "negative lambda_": ("td_lambda", base, {"last_value": e["last_value"], "lambda_": -0.1}),
-        "nan rho_pg_clip": ("vtrace", base, {"last_value": e["last_value"], "rho_pg_clip": float("nan")}),
-    }
-
-
-@pytest.mark.parametrize("case", list(_bad_convention_cases()))
-def test_conventions_bad_input_matches_numpy(case):
-    kind, args, kwargs = _bad_convention_cases()[case]
-    numpy_function = {"gae": puffadv.gae, "td_lambda": puffadv.td_lambda_returns,
-                      "vtrace": puffadv.vtrace}[kind]
-    with pytest.raises((TypeError, ValueError)) as expected:
-        numpy_function(*args, **kwargs)
-    with _x64(), pytest.raises(expected.type) as got:
-        KINDS[kind][1](*args, **kwargs)
-    assert str(got.value) == str(expected.value)
 
 
 # ----------------------------------------------------------------- GPU only
@@ -542,3 +269,47 @@ def test_cuda_command_buffer_replay(tmp_path):
     if not any("command_buffer" in text and "puffadv_puff_advantage" in text for text in optimised):
         pytest.skip("results right, but XLA formed no command buffer around the handler here: "
                     "the kCmdBufferCompatible trait went untested")
+
+
+@pytest.mark.parametrize("call", ["episodic_cumsum", "gae", "puff", "puff_fused"])
+def test_jax_arrays_are_refused_as_outputs(call):
+    # Found 2026-12-03 (issue 31): a jax.Array given as out=/advantages= was written in
+    # place, changing an earlier JAX result still being computed. JAX arrays are immutable.
+    jnp = pytest.importorskip("jax.numpy")
+    x = jnp.ones((4, 8), jnp.float32)
+    pending = x * 3 + 1
+    ones, no = jnp.ones((4, 8), jnp.float32), jnp.zeros((4, 8), bool)
+    name = {"episodic_cumsum": "out", "gae": "advantages", "puff": "advantages", "puff_fused": "returns"}[call]
+    with pytest.raises(TypeError, match=f"^{name} is a jax.Array, which is immutable and cannot be written in "
+                                        f"place; omit {name}= \\(a new array is returned\\), or use puffadv.jax"):
+        if call == "episodic_cumsum":
+            puffadv.episodic_cumsum(ones, no, out=x, time_axis=1)
+        elif call == "gae":
+            puffadv.gae(ones, ones, no, last_value=jnp.zeros(4, jnp.float32), advantages=x, time_axis=1)
+        elif call == "puff":
+            puffadv.compute_puff_advantage(ones, ones, ones * 0, ones, x)
+        else:
+            puffadv.compute_puff_advantage(ones, ones, ones * 0, ones, returns=x)
+    assert float(x.sum()) == 32.0 and float(pending.sum()) == 128.0
+
+
+@pytest.mark.parametrize("flag", ["np.True_", "jnp.array(True)", "np.bool_(False)", "complex"])
+@pytest.mark.parametrize("function", ["compute_puff_advantage", "gae"])
+def test_jax_refuses_bool_and_complex_parameters_like_the_numpy_api(flag, function):
+    # Found 2026-12-03 (issue 31): puffadv.jax read gamma=np.True_ / jnp.array(True) as 1.0
+    # where the NumPy-style API refuses bool parameters.
+    import puffadv.jax as pj
+    value = {"np.True_": np.True_, "jnp.array(True)": jnp.array(True), "np.bool_(False)": np.bool_(False),
+             "complex": np.complex64(0.5)}[flag]
+    ones, zeros = jnp.ones((2, 8), jnp.float32), jnp.zeros((2, 8), jnp.float32)
+    host = np.ones((2, 8), np.float32)
+    messages = []
+    for module, x, z in ((pj, ones, zeros), (puffadv, host, host * 0)):
+        with pytest.raises(TypeError) as caught:
+            if function == "gae":
+                module.gae(x, x, z, last_value=x[:, 0], gamma=value, time_axis=1)
+            else:
+                module.compute_puff_advantage(x, x, z, x, gamma=value)
+        messages.append(str(caught.value))
+    assert messages[0] == messages[1]
+    assert messages[0].startswith("gamma must be a real number, got a 0-d ")

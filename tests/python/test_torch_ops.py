@@ -17,6 +17,7 @@ torch = pytest.importorskip("torch")
 import puffadv  # noqa: E402
 import puffadv.torch  # noqa: E402,F401  (a failure to load is a test failure, not a skip)
 from puffadv import _torch_status  # noqa: E402
+from puffadv._torch_kernels import ConstantInputWarning  # noqa: E402
 
 ops = torch.ops.puffadv
 PUFFERLIB_SCHEMA = (
@@ -143,16 +144,20 @@ def test_compile_fullgraph_matches_eager(device):
 
 @pytest.mark.parametrize("device", DEVICES)
 def test_inputs_requiring_grad(device):
-    """Issue 30: the functional op records its graph; PufferLib's in-place schema op refuses
-    inputs that require grad under grad mode (never a silently detached target)."""
+    """Issue 30: the functional op records its graph; PufferLib's in-place schema op records
+    none, as PufferLib's own (its trainer passes the live ratio), and says so with a warning."""
     _, inputs = next(sample_inputs(device))
     tracked = [inputs[0].clone().requires_grad_(), *inputs[1:]]
     functional = ops.puff_advantage(*tracked, *PARAMS)
     assert functional.requires_grad and functional.grad_fn is not None
     check_result(functional.detach(), inputs)
     out = poisoned_like(inputs[0])
-    with pytest.raises(ValueError, match="values requires grad, but torch.ops.puffadv.compute_puff_advantage"):
+    with pytest.warns(ConstantInputWarning,
+                      match="values requires grad, but torch.ops.puffadv.compute_puff_advantage"):
         ops.compute_puff_advantage(*tracked, out, *PARAMS)
+    assert not out.requires_grad
+    check_result(out, inputs)
+    out = poisoned_like(inputs[0])
     with torch.no_grad():
         ops.compute_puff_advantage(*tracked, out, *PARAMS)
     assert not out.requires_grad
