@@ -197,8 +197,8 @@ def test_episode_starts_with_next_values(rng, api_name):
 
 
 def test_torch_gradcheck_with_leading_batch_axes(rng):
-    """torch.autograd.gradcheck on one [2, 3, T] call (float64): GAE's advantages and returns
-    through rewards, values and the bootstrap values."""
+    """torch.autograd.gradcheck on [2, 3, T] calls (float64): GAE's advantages and returns through
+    rewards, values and the bootstrap values; V-trace's through next_values and importance."""
     torch = pytest.importorskip("torch")
     e = {k: torch.from_numpy(v) for k, v in _episodes(rng).items()}
     shape = (*BATCH, HORIZON)
@@ -212,6 +212,13 @@ def test_torch_gradcheck_with_leading_batch_axes(rng):
     leaves = [e[k].reshape(shape).clone().requires_grad_() for k in ("rewards", "values", "bootstrap_values")]
     assert torch.autograd.gradcheck(gae, leaves)
 
+    def vtrace_next_values(rewards, values, next_values, importance):  # next_values has its VJP too
+        out = puffadv.vtrace(rewards, values, term, trunc, next_values=next_values, importance=importance,
+                             gamma=GAMMA, lambda_=LAM, rho_clip=1.3, time_axis=-1)
+        return out.vs, out.pg_advantages
+
+    leaves = [e[k].reshape(shape).clone().requires_grad_() for k in ("rewards", "values", "next_values", "importance")]
+    assert torch.autograd.gradcheck(vtrace_next_values, leaves)
 
 
 def test_jax_grad_with_leading_batch_axes(rng):
