@@ -60,13 +60,13 @@ def rel(a, b):
 def estimate(kind, arrays, **kw):
     sums = dict(abs_sums=True, sums=True, square_sums=True)
     if kind == "gae":
-        return tuple(puffadv.gae(*arrays, **sums, **kw))
+        return tuple(puffadv.gae(*arrays, **sums, **{"time_axis": -1, **kw}))
     if kind == "td_lambda":
         kw["lambda_"] = kw.pop("gae_lambda")
-        return tuple(puffadv.td_lambda_returns(*arrays, advantages=True, **sums, **kw))
+        return tuple(puffadv.td_lambda_returns(*arrays, advantages=True, **sums, **{"time_axis": -1, **kw}))
     kw["lambda_"] = kw.pop("gae_lambda")
     kw["rho_pg_clip"] = RHO_PG
-    out = puffadv.vtrace(*arrays, **sums, **kw)
+    out = puffadv.vtrace(*arrays, **sums, **{"time_axis": -1, **kw})
     return (out.pg_advantages, out.vs, *out[2:])
 
 
@@ -195,16 +195,16 @@ def benchmark(quick, copy=None):
             "puff f16 in, f32 out": (lambda: puffadv.compute_puff_advantage(hf["v"], hf["r"], hf["d"], hf["imp"], out32, 0.99, 0.95, 5.0, 1.0), 12),
             "puff f32, uint8 dones": (lambda: puffadv.compute_puff_advantage(v, r, du, imp, out32, 0.99, 0.95, 5.0, 1.0), 17),
             "puff f32 + returns": (lambda: puffadv.compute_puff_advantage(v, r, df, imp, out32, 0.99, 0.95, 5.0, 1.0, returns=vs32), 24),
-            "gae f32, f32 flags": (lambda: puffadv.gae(r, v, df, last_value=last, advantages=out32, returns=False), 16),
-            "gae bf16, bf16 flags, f32 out": (lambda: puffadv.gae(bf["r"], bf["v"], bf["d"], last_value=bf["last"], advantages=out32, returns=False), 10),
-            "gae bf16, bf16 flags, bf16 out": (lambda: puffadv.gae(bf["r"], bf["v"], bf["d"], last_value=bf["last"], advantages=out16, returns=False), 8),
-            "gae f32, bool flags": (lambda: puffadv.gae(r, v, d, last_value=last, advantages=out32, returns=False), 13),
-            "gae bf16, bool flags, f32 out": (lambda: puffadv.gae(bf["r"], bf["v"], d, last_value=bf["last"], advantages=out32, returns=False), 9),
-            "gae bf16, bool flags, bf16 out": (lambda: puffadv.gae(bf["r"], bf["v"], d, last_value=bf["last"], advantages=out16, returns=False), 7),
+            "gae f32, f32 flags": (lambda: puffadv.gae(r, v, df, last_value=last, advantages=out32, returns=False, time_axis=-1), 16),
+            "gae bf16, bf16 flags, f32 out": (lambda: puffadv.gae(bf["r"], bf["v"], bf["d"], last_value=bf["last"], advantages=out32, returns=False, time_axis=-1), 10),
+            "gae bf16, bf16 flags, bf16 out": (lambda: puffadv.gae(bf["r"], bf["v"], bf["d"], last_value=bf["last"], advantages=out16, returns=False, time_axis=-1), 8),
+            "gae f32, bool flags": (lambda: puffadv.gae(r, v, d, last_value=last, advantages=out32, returns=False, time_axis=-1), 13),
+            "gae bf16, bool flags, f32 out": (lambda: puffadv.gae(bf["r"], bf["v"], d, last_value=bf["last"], advantages=out32, returns=False, time_axis=-1), 9),
+            "gae bf16, bool flags, bf16 out": (lambda: puffadv.gae(bf["r"], bf["v"], d, last_value=bf["last"], advantages=out16, returns=False, time_axis=-1), 7),
             # scan 17 bytes (r, v, flags, A, returns), then the sums re-read A (4)
-            "gae f32 + returns + 3 sums": (lambda: puffadv.gae(r, v, d, last_value=last, advantages=out32, returns=vs32, abs_sums=True, sums=True, square_sums=True), 21),
+            "gae f32 + returns + 3 sums": (lambda: puffadv.gae(r, v, d, last_value=last, advantages=out32, returns=vs32, abs_sums=True, sums=True, square_sums=True, time_axis=-1), 21),
             # one pass: r, v, bool flags, ratio read; vs, pg written
-            "vtrace f32 (vs + pg)": (lambda: puffadv.vtrace(r, v, d, last_value=last, importance=imp, vs=vs32, pg_advantages=out32), 21),
+            "vtrace f32 (vs + pg)": (lambda: puffadv.vtrace(r, v, d, last_value=last, importance=imp, vs=vs32, pg_advantages=out32, time_axis=-1), 21),
         }
         times = {}
         for name, (fn, bytes_per) in cases.items():

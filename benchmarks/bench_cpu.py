@@ -132,13 +132,13 @@ def puffadv_call(kind, x, last_value, out, time_axis):
     common = dict(last_value=last_value, gamma=GAMMA, time_axis=time_axis)
     if kind == "GAE":
         return lambda: puffadv.gae(x["rewards"], x["values"], x["terminated"], gae_lambda=LAM,
-                                   advantages=out[0], returns=out[1], **common)
+                                   advantages=out[0], returns=out[1], **{"time_axis": -1, **common})
     if kind == "TD(lambda)":
         return lambda: puffadv.td_lambda_returns(x["rewards"], x["values"], x["terminated"], lambda_=LAM,
-                                                 returns=out[0], **common)
+                                                 returns=out[0], **{"time_axis": -1, **common})
     return lambda: puffadv.vtrace(x["rewards"], x["values"], x["terminated"], importance=x["importance"],
                                   lambda_=1.0, rho_clip=RHO, c_clip=C_CLIP, rho_pg_clip=RHO_PG,
-                                  vs=out[0], pg_advantages=out[1], **common)
+                                  vs=out[0], pg_advantages=out[1], **{"time_axis": -1, **common})
 
 
 def numpy_call(kind, tb, last_value, out):

@@ -60,9 +60,9 @@ def main():
     for offsets in OFFSETS:
         r, v, d, adv, ret = (at(k, x) for k, x in zip(offsets, (rewards, values, terminated, 0, 0)))
         low = [a.ctypes.data % 4096 for a in (r, v, d, adv, ret)]
-        gae = best(lambda: puffadv.gae(r, v, d, last_value=last, advantages=adv, returns=ret))
-        td = best(lambda: puffadv.td_lambda_returns(r, v, d, last_value=last, returns=ret, advantages=adv))
-        adv_only = best(lambda: puffadv.gae(r, v, d, last_value=last, advantages=adv, returns=False))
+        gae = best(lambda: puffadv.gae(r, v, d, last_value=last, advantages=adv, returns=ret, time_axis=-1))
+        td = best(lambda: puffadv.td_lambda_returns(r, v, d, last_value=last, returns=ret, advantages=adv, time_axis=-1))
+        adv_only = best(lambda: puffadv.gae(r, v, d, last_value=last, advantages=adv, returns=False, time_axis=-1))
         puff = best(lambda: puffadv.compute_puff_advantage(v, r, d, ones, adv, gamma=0.99, gae_lambda=0.95,
                                                            rho_clip=1.0, c_clip=1.0))
         print(f"{offsets} | {low} | {gae:.2f} | {td:.2f} | {adv_only:.2f} | {puff:.2f}", flush=True)

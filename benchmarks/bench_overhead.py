@@ -93,21 +93,21 @@ def public_calls(framework, a):
         "puff, allocated": lambda: puffadv.compute_puff_advantage(v, r, d, i, None, g, lam, rho, c),
         "puff + returns + 3 sums": lambda: puffadv.compute_puff_advantage(
             v, r, d, i, out, g, lam, rho, c, returns=out2, abs_sums=True, sums=True, square_sums=True),
-        "gae": lambda: puffadv.gae(r, v, t, last_value=last),
-        "gae, advantages given": lambda: puffadv.gae(r, v, t, last_value=last, advantages=out, returns=False),
-        "td_lambda_returns": lambda: puffadv.td_lambda_returns(r, v, t, last_value=last),
-        "vtrace": lambda: puffadv.vtrace(r, v, t, last_value=last, importance=i),
+        "gae": lambda: puffadv.gae(r, v, t, last_value=last, time_axis=-1),
+        "gae, advantages given": lambda: puffadv.gae(r, v, t, last_value=last, advantages=out, returns=False, time_axis=-1),
+        "td_lambda_returns": lambda: puffadv.td_lambda_returns(r, v, t, last_value=last, time_axis=-1),
+        "vtrace": lambda: puffadv.vtrace(r, v, t, last_value=last, importance=i, time_axis=-1),
         # The estimator family (issue 20): the same _estimate, eleven inputs and three options.
-        "discounted_returns": lambda: puffadv.discounted_returns(r, t, last_value=last),
-        "n_step_returns": lambda: puffadv.n_step_returns(r, v, t, n=3, last_value=last),
-        "retrace": lambda: puffadv.retrace(r, v, v, t, target_probs=i, behaviour_probs=i),
-        "q_lambda": lambda: puffadv.q_lambda(r, v, v, t),
-        "episodic_cumsum": lambda: puffadv.episodic_cumsum(r, t),
+        "discounted_returns": lambda: puffadv.discounted_returns(r, t, last_value=last, time_axis=-1),
+        "n_step_returns": lambda: puffadv.n_step_returns(r, v, t, n=3, last_value=last, time_axis=-1),
+        "retrace": lambda: puffadv.retrace(r, v, v, t, target_probs=i, behaviour_probs=i, time_axis=-1),
+        "q_lambda": lambda: puffadv.q_lambda(r, v, v, t, time_axis=-1),
+        "episodic_cumsum": lambda: puffadv.episodic_cumsum(r, t, time_axis=-1),
     }
     if framework == "jax":
         import puffadv.jax as pjax
         calls["puffadv.jax: puff"] = lambda: pjax.compute_puff_advantage(v, r, d, i, g, lam, rho, c)
-        calls["puffadv.jax: gae"] = lambda: pjax.gae(r, v, t, last_value=last)
+        calls["puffadv.jax: gae"] = lambda: pjax.gae(r, v, t, last_value=last, time_axis=-1)
     return calls
 
 
@@ -132,9 +132,9 @@ def reference_calls(framework, a):
             v, r, d, i, out, 0.99, 0.95, 1.0, 1.0)
         refs["op puff_advantage (allocating)"] = lambda: ops.puff_advantage(v, r, d, i, 0.99, 0.95, 1.0, 1.0)
         if hasattr(ops, "gae"):
-            refs["op gae"] = lambda: ops.gae(*std)
-            refs["op td_lambda_returns"] = lambda: ops.td_lambda_returns(*std)
-            refs["op vtrace"] = lambda: ops.vtrace(r, v, t, None, last, None, i)
+            refs["op gae"] = lambda: ops.gae(*std, time_axis=-1)
+            refs["op td_lambda_returns"] = lambda: ops.td_lambda_returns(*std, time_axis=-1)
+            refs["op vtrace"] = lambda: ops.vtrace(r, v, t, None, last, None, i, time_axis=-1)
     return refs
 
 
@@ -195,11 +195,11 @@ def gpu_times(rows, horizon, repeats):
             return puffadv.compute_puff_advantage(v, r, d, i, a["out"], *PUFF)
         if name == "puffadv.gae (advantages given)":
             return puffadv.gae(a["rewards"], v, a["terminated"], last_value=a["last_value"],
-                               advantages=a["out"], returns=False)
+                               advantages=a["out"], returns=False, time_axis=-1)
         if name == "op compute_puff_advantage (given)":
             return ops.compute_puff_advantage(v, r, d, i, a["out"], 0.99, 0.95, 1.0, 1.0)
         if name == "op gae":
-            return ops.gae(a["rewards"], v, a["terminated"], None, a["last_value"])
+            return ops.gae(a["rewards"], v, a["terminated"], None, a["last_value"], time_axis=-1)
         if name == "floor: direct _core.puff_advantage":
             return _core.puff_advantage(v, r, d, i, a["out"], *PUFF, raw_stream(v.get_device()))
         return torch.add(v, r, out=a["out"])  # floor: a torch kernel launch reading 2 arrays

@@ -133,38 +133,38 @@ def puffadv_call(estimator, d):
     """The puffadv call (outputs preallocated) and the arrays to compare."""
     if estimator == "gae last_value":
         return lambda: puffadv.gae(d["r"], d["v"], d["term"], last_value=d["lv"], gamma=GAMMA, gae_lambda=LAM,
-                                   advantages=d["out"], returns=False), ("out",)
+                                   advantages=d["out"], returns=False, time_axis=-1), ("out",)
     if estimator == "gae trunc+bootstrap":
         return lambda: puffadv.gae(d["r"], d["v"], d["term"], d["trunc"], bootstrap_values=d["bv"], gamma=GAMMA,
-                                   gae_lambda=LAM, advantages=d["out"], returns=False), ("out",)
+                                   gae_lambda=LAM, advantages=d["out"], returns=False, time_axis=-1), ("out",)
     if estimator == "td_lambda returns":
         return lambda: puffadv.td_lambda_returns(d["r"], d["v"], d["term"], last_value=d["lv"], gamma=GAMMA,
-                                                 lambda_=LAM, returns=d["out"]), ("out",)
+                                                 lambda_=LAM, returns=d["out"], time_axis=-1), ("out",)
     if estimator == "vtrace vs+pg":
         return lambda: puffadv.vtrace(d["r"], d["v"], d["term"], last_value=d["lv"], importance=d["ratio"],
                                       gamma=GAMMA, lambda_=1.0, rho_clip=RHO_BAR, c_clip=C_BAR,
-                                      rho_pg_clip=RHO_BAR, vs=d["out"], pg_advantages=d["out2"]), ("out", "out2")
+                                      rho_pg_clip=RHO_BAR, vs=d["out"], pg_advantages=d["out2"], time_axis=-1), ("out", "out2")
     if estimator == "discounted last_value":
         return lambda: puffadv.discounted_returns(d["r"], d["term"], last_value=d["lv"], gamma=GAMMA,
-                                                  returns=d["out"]), ("out",)
+                                                  returns=d["out"], time_axis=-1), ("out",)
     if estimator == "discounted trunc+bootstrap":
         return lambda: puffadv.discounted_returns(d["r"], d["term"], d["trunc"], bootstrap_values=d["bv"],
-                                                  gamma=GAMMA, returns=d["out"]), ("out",)
+                                                  gamma=GAMMA, returns=d["out"], time_axis=-1), ("out",)
     if estimator == "retrace Q_ret+delta":
         return lambda: puffadv.retrace(d["r"], d["v"], d["retrace_nv"], d["term"], d["trunc"], target_probs=d["pi"],
                                        behaviour_probs=d["mu"], gamma=GAMMA, lambda_=LAM, c_clip=C_BAR,
-                                       returns=d["out"], advantages=d["out2"]), ("out",)
+                                       returns=d["out"], advantages=d["out2"], time_axis=-1), ("out",)
     if estimator == "q_lambda peng returns":
         return lambda: puffadv.q_lambda(d["r"], d["v"], d["next_values"], d["term"], gamma=GAMMA, lambda_=LAM,
-                                        returns=d["out"], advantages=False), ("out",)
+                                        returns=d["out"], advantages=False, time_axis=-1), ("out",)
     if estimator == "episodic cumsum":
-        return lambda: puffadv.episodic_cumsum(d["r"], d["dones"], out=d["out"]), ("out",)
+        return lambda: puffadv.episodic_cumsum(d["r"], d["dones"], out=d["out"], time_axis=-1), ("out",)
     if estimator == "eligibility traces":
         return lambda: puffadv.eligibility_traces(d["r"], d["dones"], gamma=GAMMA, lambda_=LAM,
-                                                  out=d["out"]), ("out",)
+                                                  out=d["out"], time_axis=-1), ("out",)
     if estimator == "n_step n=3 returns":
         return lambda: puffadv.n_step_returns(d["r"], d["v"], d["term"], n=3, last_value=d["lv"], gamma=GAMMA,
-                                              lambda_=1.0, returns=d["out"]), ("out",)
+                                              lambda_=1.0, returns=d["out"], time_axis=-1), ("out",)
     if estimator.startswith("linear_recurrence"):
         reverse = estimator.endswith("reverse")
         return lambda: puffadv.linear_recurrence(d["r"], d["decay"], seed=d["lv"], reverse=reverse, time_axis=1,

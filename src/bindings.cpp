@@ -14,6 +14,7 @@
 
 #include "python/bindings_arrays.hpp"
 #include "core/backends.hpp"  // as_standard_params
+#include "core/conventions_detail.hpp"  // time_axis_required_message
 #include "python/bindings_conventions.hpp"
 #include "python/bindings_estimate.hpp"
 
@@ -118,6 +119,9 @@ NB_MODULE(_core, m) {
     m.def("describe_array", &describe_array, nb::arg("array"), nb::arg("name"),
           "(shape or None, dtype name, device type) of an array, as the core reads it.");
     m.def("build_info", &build_info_dict, "What this build of the core contains.");
+    m.def("time_axis_required_message", [](const std::string& function) {
+        return detail::time_axis_required_message(function.c_str());
+    }, nb::arg("function"), "The TypeError's message for a family call without time_axis (issue 33).");
     m.def("gpu_status", &gpu_status_dict, nb::arg("kind"), "What a GPU backend sees right now.");
     // Reads PUFFADV_NUM_THREADS with the GIL held, where os.environ changes happen.
     m.def("cpu_thread_count", &cpu_thread_count, "Threads a CPU call uses now.");

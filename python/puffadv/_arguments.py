@@ -1,6 +1,6 @@
 """A public call's arguments by role, from its estimator's description
 (_estimators.py), and the rules that only Python applies (the window length n,
-episodic_cumsum's boundary, retrace's probability pair, time_axis's type);
+episodic_cumsum's boundary, retrace's probability pair; time_axis: _shapes);
 shared by the NumPy/DLPack functions and puffadv.jax. The core checks the rest."""
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ class Call(NamedTuple):
     n: int
     log_probs: bool
     reset_at_start: bool
-    time_axis: object   # as passed (check_time_axis checks it)
+    time_axis: object   # as passed (_shapes.required_time_axis checks it)
     stream: object
     reverse: bool = False  # linear_recurrence: y_t from y_{t+1}
 
@@ -67,15 +67,6 @@ def reset_at_start(boundary) -> bool:
         raise ValueError(f"boundary must be 'ends_at' (dones[t] ends an episode at t) or 'starts_at' "
                          f"(dones[t] starts one at t), got {boundary!r}")
     return boundary == "starts_at"
-
-
-def check_time_axis(time_axis) -> int:
-    if type(time_axis) is int:
-        return time_axis
-    if isinstance(time_axis, bool) or not isinstance(time_axis, numbers.Integral):
-        raise TypeError(f"time_axis must be an int (0: time-major [T, B], 1: batch-major [B, T]), "
-                        f"got {_frameworks.describe(time_axis)}")
-    return int(time_axis)
 
 
 class Layout(NamedTuple):

@@ -18,7 +18,8 @@ from __future__ import annotations
 import torch
 
 from . import _eager, _frameworks, _outputs
-from ._arguments import Call, add_steps, check_time_axis, layout
+from ._arguments import Call, add_steps, layout
+from ._shapes import required_time_axis
 from ._estimators import (ESTIMATORS, INPUT_ROLES, OUTPUT_ROLES, PUFF_ADVANTAGE, SCALAR_ROLES, STEP_ROLES, SUM_ROLES,
                           Estimate)
 
@@ -106,21 +107,27 @@ def puff_advantage(values, rewards, dones, importance, advantages, scalars, stre
 def estimate(estimator, call: Call) -> dict:
     """_eager.estimate while dynamo traces (same arguments and result)."""
     _require_tensors(zip(call.check_names, (*call.arrays.values(), *call.outputs.values())))
-    time_axis = check_time_axis(call.time_axis)
+    time_axis = required_time_axis(call.time_axis, estimator.function)
     scalars = _frameworks.real_parameters(tuple(call.scalars.values()), call.scalar_names)
-    rewards = call.arrays["rewards"]
-    like = call.arrays.get("values")
+    arrays, given, plan, time_axis = _eager.as_views("torch", call.arrays, _outputs.given(call.outputs), time_axis,
+                                                     call.names)
+    rewards = arrays["rewards"]
+    like = arrays.get("values")
     like = rewards if like is None else like
     specs = call.outputs
     # The GPU kernels of these kinds sum only beside the advantages: allocate them, hand back None.
     hidden = _eager.sums_without_advantages(estimator, specs) and rewards.device.type == "cuda"
     if hidden:
         specs = {**specs, "advantages": True}
-    outputs = _allocate(rewards, like, time_axis, specs)
-    _standard_estimate_op(*_detached(call.arrays.get(role) for role in _LEADING_INPUTS), *outputs.values(),
+    outputs = _allocate(rewards, like, time_axis, {role: given[role] if given[role] is not None else spec
+                                                   for role, spec in specs.items()})
+    _standard_estimate_op(*_detached(arrays.get(role) for role in _LEADING_INPUTS), *outputs.values(),
                           estimator.function, *scalars[:5], time_axis, call.n, call.log_probs, call.reset_at_start,
-                          _stream(call.stream), *_detached(call.arrays.get(role) for role in _APPENDED_INPUTS),
+                          _stream(call.stream), *_detached(arrays.get(role) for role in _APPENDED_INPUTS),
                           scalars[5])
+    if plan is not None:  # in the caller's shapes (as _eager.estimate)
+        outputs = {role: out if out is None else call.outputs[role] if specs[role] is not True else
+                   out.reshape(plan.batch if role in SUM_ROLES else plan.shape) for role, out in outputs.items()}
     if hidden:
         outputs["advantages"] = None
     return outputs

@@ -1,7 +1,8 @@
 """The common call of a family estimator, direct: NumPy arrays (np.ndarray itself, no
 subclass), float scalars, an int time_axis, no stream and no log-probability pair.
 
-For such a call every check that Python applies is decided by type alone, so each
+For such a call (2-D arrays, a [B] last_value; leading batch axes take the general
+path: _shapes) every check that Python applies is decided by type alone, so each
 estimator's plan (its roles and names: _arguments.layout) is read once, at import,
 and a call only reads its arguments, allocates the outputs it asks for and calls
 the core's one entry, as _eager.estimate would with the same arrays, scalars and
@@ -111,6 +112,11 @@ def direct(estimator: Estimator):
         # Check each output and allocate those asked for (as _outputs.allocate), in one pass:
         # an allocation before a refused output is only dropped, with the call's other work.
         rewards = arrays["rewards"]
+        if rewards.ndim != 2:
+            return MISSED  # leading batch axes (_shapes): the general path
+        seed = arrays.get("last_value")
+        if seed is not None and seed.ndim != 1:
+            return MISSED
         like = arrays.get("values")
         if like is None:
             like = rewards

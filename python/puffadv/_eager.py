@@ -5,9 +5,10 @@ functions come here through _route; so does the body of each torch.compile
 operator (_compiled), with every output given."""
 from __future__ import annotations
 
-from . import _engine, _frameworks, _outputs
-from ._arguments import Call, check_time_axis
-from ._estimators import PUFF_ADVANTAGE, Estimate, Estimator
+from . import _engine, _frameworks, _outputs, _shapes
+from ._arguments import Call
+from ._estimators import PUFF_ADVANTAGE, SUM_ROLES, Estimate, Estimator
+from ._shapes import required_time_axis
 
 # The GPU backends produce these kinds' row sums only beside the advantages (the window and
 # the lookahead kernels sum what they store: the GPU engine, src/gpu/engine.cuh, refuses the rest).
@@ -39,9 +40,10 @@ def estimate(estimator: Estimator, call: Call) -> dict:
     framework = _frameworks.framework_of_call(arrays[:call.required], (*arrays[call.required:], *given.values()),
                                               call.check_names)
     _outputs.refuse_immutable(framework, given, call.names)
-    time_axis = check_time_axis(call.time_axis)
+    time_axis = required_time_axis(call.time_axis, estimator.function)
     scalars = _frameworks.real_parameters(tuple(call.scalars.values()), call.scalar_names)
-    rewards, values = call.arrays["rewards"], call.arrays.get("values")
+    inputs, given, plan, time_axis = as_views(framework, call.arrays, given, time_axis, call.names)
+    rewards, values = inputs["rewards"], inputs.get("values")
     specs = call.outputs
     hidden = advantages_for_sums(estimator, framework, rewards, specs)  # the advantages only the kernel sees
     if hidden:
@@ -50,11 +52,44 @@ def estimate(estimator: Estimator, call: Call) -> dict:
     kernel = _engine.kernel(estimator.kind, scalars, lambda_name=estimator.lambda_name, n=call.n,
                             log_probs=call.log_probs, reset_at_start=call.reset_at_start, time_axis=time_axis,
                             reverse=call.reverse)
-    _engine.run(kernel, framework, call.arrays, outputs, call.stream, call.names)
+    _engine.run(kernel, framework, inputs, outputs, call.stream, call.names)
     outputs = _outputs.finish(framework, rewards if values is None else values, specs, outputs)
+    if plan is not None:  # in the caller's shapes: its own arrays where given, the allocated ones reshaped
+        outputs = {role: out if out is None else call.outputs[role] if specs[role] is not True else
+                   _shapes.back(out, plan.batch if role in SUM_ROLES else plan.shape)
+                   for role, out in outputs.items()}
     if hidden:
         outputs["advantages"] = None
     return outputs
+
+
+def as_views(framework: str, arrays: dict, given: dict, time_axis: int, names: dict):
+    """(inputs, given outputs, plan or None, the core's time_axis): a call's arrays as
+    the core's 2-D and [rows] views (_shapes), shared by the eager and compiled paths."""
+    rewards = arrays["rewards"]
+    plan = _shapes.plan(rewards, time_axis, names.get("rewards", "rewards"))
+    if plan is None:  # 2-D: only a per-row array of extra axes of 1 ([B, 1], [1, B]) changes
+        shape = tuple(getattr(rewards, "shape", ()) or ())
+        if len(shape) == 2 and _shaped(arrays.get("last_value"), 1):
+            rows = shape[1] if time_axis in (0, -2) else shape[0]
+            arrays = {**arrays, "last_value": _shapes.row_view(arrays["last_value"], rows, (rows,), names.get(
+                "last_value", "last_value"), framework)}
+        return arrays, given, None, time_axis
+    rows = plan.view[1] if plan.time_axis == 0 else plan.view[0]
+
+    def view(role, x):
+        name = names.get(role, role)
+        if role in SUM_ROLES or role == "last_value":
+            return _shapes.row_view(x, rows, plan.batch, name, framework)
+        return _shapes.series_view(x, plan, name, framework)
+    inputs = {role: None if x is None else view(role, x) for role, x in arrays.items()}
+    given = {role: None if x is None else view(role, x) for role, x in given.items()}
+    return inputs, given, plan, plan.time_axis
+
+
+def _shaped(x, ndim: int) -> bool:
+    """x is an array of more than `ndim` dimensions."""
+    return x is not None and len(getattr(x, "shape", ()) or ()) > ndim
 
 
 _PUFF_INPUTS = ("values", "rewards", "dones", "importance", "advantages")

@@ -72,6 +72,7 @@ class Estimator(NamedTuple):
     torch_outputs: tuple = ()  # output roles torch.ops.puffadv.<function> returns (its schema: src/torch)
     window: bool = False       # takes `n`, the window length (n_step_returns)
     boundary: bool = False     # takes `boundary`, the core's reset_at_start (episodic_cumsum)
+    episode_starts: bool = False  # takes SB3's/CleanRL's episode_starts for terminated (_episode_starts)
     direction: bool = False    # takes `reverse`, the core's direction (linear_recurrence)
 
     def names(self, log_probs: bool = False) -> dict:
@@ -106,8 +107,9 @@ def _optional(*names: str, roles: Optional[dict] = None) -> tuple:
 
 _STANDARD_OUTPUTS = {role: role for role in OUTPUT_ROLES}
 _BOOTSTRAP = _optional("truncated", "last_value", "bootstrap_values")
+# terminated may come as episode_starts instead (issue 33): optional to the signature, required by the core.
 # next_values (issue 29): V(s_{t+1}) at every step, in place of the bootstrap pair.
-_VALUE_ARGUMENTS = (*_required("rewards", "values", "terminated"), *_BOOTSTRAP,
+_VALUE_ARGUMENTS = (*_required("rewards", "values"), *_optional("terminated"), *_BOOTSTRAP,
                     *_optional("importance", "next_values"))
 _CLIPS = {"rho_clip": ("rho_clip", 1.0), "c_clip": ("c_clip", 1.0)}
 _ACTION_VALUES = _required("rewards", "q_values", "next_values", "terminated", roles={"q_values": "values"})
@@ -118,27 +120,27 @@ _EPISODIC_OUTPUT = {"advantages": "out"}
 GAE = Estimator(
     "gae", "gae", 0, _VALUE_ARGUMENTS, _STANDARD_OUTPUTS,
     {"gamma": ("gamma", 0.99), "lambda": ("gae_lambda", 0.95), **_CLIPS}, "gae_lambda", "Estimate",
-    torch_outputs=("advantages", "returns"))
+    torch_outputs=("advantages", "returns"), episode_starts=True)
 TD_LAMBDA = Estimator(
     "td_lambda_returns", "td_lambda", 1, _VALUE_ARGUMENTS, _STANDARD_OUTPUTS,
     {"gamma": ("gamma", 0.99), "lambda": ("lambda_", 0.95), **_CLIPS}, "lambda_", "Estimate",
-    torch_outputs=("returns",))
+    torch_outputs=("returns",), episode_starts=True)
 VTRACE = Estimator(
     "vtrace", "vtrace", 2, (*_VALUE_ARGUMENTS, *_optional("sample_mask")),
     {"advantages": "pg_advantages", "returns": "vs", "abs_sums": "abs_sums", "sums": "sums",
      "square_sums": "square_sums"},
     {"gamma": ("gamma", 0.99), "lambda": ("lambda_", 1.0), **_CLIPS, "rho_pg_clip": ("rho_pg_clip", 1.0),
      "alpha": ("alpha", 1.0)},
-    "lambda_", "VTraceEstimate", torch_outputs=("returns", "advantages"))
+    "lambda_", "VTraceEstimate", torch_outputs=("returns", "advantages"), episode_starts=True)
 DISCOUNTED_RETURNS = Estimator(
-    "discounted_returns", "discounted_returns", 3, (*_required("rewards", "terminated"), *_BOOTSTRAP),
+    "discounted_returns", "discounted_returns", 3, (*_required("rewards"), *_optional("terminated"), *_BOOTSTRAP),
     {role: role for role in OUTPUT_ROLES[1:]}, {"gamma": ("gamma", 0.99)}, "lambda_", "Estimate",
-    torch_outputs=("returns",))
+    torch_outputs=("returns",), episode_starts=True)
 N_STEP_RETURNS = Estimator(
     "n_step_returns", "n_step_returns", 6,
-    (*_required("rewards", "values", "terminated"), *_BOOTSTRAP, *_optional("next_values")),
+    (*_required("rewards", "values"), *_optional("terminated"), *_BOOTSTRAP, *_optional("next_values")),
     _STANDARD_OUTPUTS, {"gamma": ("gamma", 0.99), "lambda": ("lambda_", 1.0)}, "lambda_", "Estimate",
-    torch_outputs=("returns",), window=True)
+    torch_outputs=("returns",), window=True, episode_starts=True)
 RETRACE = Estimator(
     "retrace", "retrace", 4,
     (*_ACTION_VALUES, *_optional("truncated", "target_probs", "behaviour_probs"),

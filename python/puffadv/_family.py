@@ -16,9 +16,10 @@ from ._estimators import (DISCOUNTED_RETURNS, ELIGIBILITY_TRACES, EPISODIC_CUMSU
 from ._types import Array, PerStep, Real, Stream
 
 
-def discounted_returns(rewards: Array, terminated: Array, truncated: Optional[Array] = None, *,
+def discounted_returns(rewards: Array, terminated: Optional[Array] = None, truncated: Optional[Array] = None, *,
+                       episode_starts: Optional[Array] = None, last_episode_start: Optional[Array] = None,
                        last_value: Optional[Array] = None, bootstrap_values: Optional[Array] = None,
-                       gamma: PerStep = 0.99, time_axis: int = -1, returns: _Output = True,
+                       gamma: PerStep = 0.99, time_axis: Optional[int] = None, returns: _Output = True,
                        abs_sums: _Output = False, sums: _Output = False, square_sums: _Output = False,
                        stream: Optional[Stream] = None) -> Estimate:
     """Discounted returns (returns-to-go) with termination and an optional
@@ -35,24 +36,27 @@ def discounted_returns(rewards: Array, terminated: Array, truncated: Optional[Ar
     ``truncated``) B is 0: the plain discounted sum of each episode's rewards.
     Equal to :func:`td_lambda_returns` with lambda = 1 and values = 0.
 
-    Arrays, dtypes, ``truncated``/bootstrap rules and fused outputs as :func:`gae`;
+    Arrays, dtypes, the required ``time_axis``, ``truncated``/bootstrap rules,
+    ``episode_starts``/``last_episode_start`` and fused outputs as :func:`gae`;
     returns an :class:`Estimate` whose ``advantages`` is None, ``returns`` is G
     and the sums are over G.
     """
     # The arguments by name, spelled out: torch.compile (2.11) cannot trace locals().
     return _route.estimate(DISCOUNTED_RETURNS, {
-        "rewards": rewards, "terminated": terminated, "truncated": truncated, "last_value": last_value,
+        "rewards": rewards, "terminated": terminated, "truncated": truncated,
+        "episode_starts": episode_starts, "last_episode_start": last_episode_start, "last_value": last_value,
         "bootstrap_values": bootstrap_values, "gamma": gamma, "time_axis": time_axis, "returns": returns,
         "abs_sums": abs_sums, "sums": sums, "square_sums": square_sums, "stream": stream,
     })
 
 
-def n_step_returns(rewards: Array, values: Array, terminated: Array, truncated: Optional[Array] = None, *,
-                   n: int, last_value: Optional[Array] = None, bootstrap_values: Optional[Array] = None,
-                   next_values: Optional[Array] = None, gamma: PerStep = 0.99, lambda_: PerStep = 1.0,
-                   time_axis: int = -1, returns: _Output = True,
-                   advantages: _Output = False, abs_sums: _Output = False, sums: _Output = False,
-                   square_sums: _Output = False, stream: Optional[Stream] = None) -> Estimate:
+def n_step_returns(rewards: Array, values: Array, terminated: Optional[Array] = None,
+                   truncated: Optional[Array] = None, *, n: int, episode_starts: Optional[Array] = None,
+                   last_episode_start: Optional[Array] = None, last_value: Optional[Array] = None,
+                   bootstrap_values: Optional[Array] = None, next_values: Optional[Array] = None,
+                   gamma: PerStep = 0.99, lambda_: PerStep = 1.0, time_axis: Optional[int] = None,
+                   returns: _Output = True, advantages: _Output = False, abs_sums: _Output = False,
+                   sums: _Output = False, square_sums: _Output = False, stream: Optional[Stream] = None) -> Estimate:
     """n-step bootstrapped returns as rlax's ``n_step_bootstrapped_returns``
     defines them (scalar lambda), an episode's end cutting the window. With
     ``V'_t`` the bootstrap of :func:`gae` (values[t+1] inside the buffer, the
@@ -70,13 +74,16 @@ def n_step_returns(rewards: Array, values: Array, terminated: Array, truncated: 
     ``v_t``) gives ``V'_s`` at every step, as in :func:`gae`.
 
     Outputs: ``returns`` G (default) and ``advantages`` G - values; arguments
-    otherwise as :func:`gae`. Returns an :class:`Estimate`.
+    otherwise as :func:`gae` (``time_axis`` required; ``episode_starts`` and
+    ``last_episode_start`` for SB3's and CleanRL's flags). Returns an :class:`Estimate`.
     """
     # The arguments by name, spelled out: torch.compile (2.11) cannot trace locals().
     return _route.estimate(N_STEP_RETURNS, {
-        "rewards": rewards, "values": values, "terminated": terminated, "truncated": truncated, "n": n,
+        "rewards": rewards, "values": values, "terminated": terminated, "truncated": truncated,
+        "n": n, "episode_starts": episode_starts, "last_episode_start": last_episode_start,
         "last_value": last_value, "bootstrap_values": bootstrap_values, "next_values": next_values,
-        "gamma": gamma, "lambda_": lambda_, "time_axis": time_axis, "returns": returns, "advantages": advantages, "abs_sums": abs_sums,
+        "gamma": gamma, "lambda_": lambda_,
+        "time_axis": time_axis, "returns": returns, "advantages": advantages, "abs_sums": abs_sums,
         "sums": sums, "square_sums": square_sums, "stream": stream,
     })
 
@@ -85,8 +92,8 @@ def retrace(rewards: Array, q_values: Array, next_values: Array, terminated: Arr
             truncated: Optional[Array] = None, *, target_probs: Optional[Array] = None,
             behaviour_probs: Optional[Array] = None, target_log_probs: Optional[Array] = None,
             behaviour_log_probs: Optional[Array] = None, gamma: PerStep = 0.99, lambda_: PerStep = 1.0,
-            c_clip: Real = 1.0, time_axis: int = -1, returns: _Output = True, advantages: _Output = True,
-            abs_sums: _Output = False, sums: _Output = False, square_sums: _Output = False,
+            c_clip: Real = 1.0, time_axis: Optional[int] = None, returns: _Output = True,
+            advantages: _Output = True, abs_sums: _Output = False, sums: _Output = False, square_sums: _Output = False,
             stream: Optional[Stream] = None) -> Estimate:
     """Retrace(lambda) targets on action values (Munos et al. 2016, "Safe and
     efficient off-policy reinforcement learning"; rlax's ``retrace``, rl-triton's
@@ -110,7 +117,7 @@ def retrace(rewards: Array, q_values: Array, next_values: Array, terminated: Arr
     ``target_log_probs`` and ``behaviour_log_probs`` (a mix is a ValueError).
     No ``last_value``, ``bootstrap_values`` or ``importance``: ``next_values``
     is the bootstrap everywhere, so ``truncated`` only cuts the trace.
-    Arguments otherwise as :func:`gae`. Returns an :class:`Estimate`.
+    Arguments otherwise as :func:`gae` (``time_axis`` required). Returns an :class:`Estimate`.
     """
     # The arguments by name, spelled out: torch.compile (2.11) cannot trace locals().
     return _route.estimate(RETRACE, {
@@ -125,8 +132,8 @@ def retrace(rewards: Array, q_values: Array, next_values: Array, terminated: Arr
 
 def q_lambda(rewards: Array, q_values: Array, next_values: Array, terminated: Array,
              truncated: Optional[Array] = None, *, greedy: Optional[Array] = None, gamma: PerStep = 0.99,
-             lambda_: PerStep = 0.9, time_axis: int = -1, returns: _Output = True, advantages: _Output = True,
-             abs_sums: _Output = False, sums: _Output = False, square_sums: _Output = False,
+             lambda_: PerStep = 0.9, time_axis: Optional[int] = None, returns: _Output = True,
+             advantages: _Output = True, abs_sums: _Output = False, sums: _Output = False, square_sums: _Output = False,
              stream: Optional[Stream] = None) -> Estimate:
     """Q(lambda) returns as rlax's ``q_lambda`` defines them: Peng's without
     ``greedy``, Watkins' with it. ``q_values[t] = Q(s_t, a_t)``,
@@ -142,7 +149,8 @@ def q_lambda(rewards: Array, q_values: Array, next_values: Array, terminated: Ar
 
     Outputs: ``returns`` G and ``advantages`` G - q_values (rlax's result);
     ``greedy[:, 0]`` is never read. No ``last_value``, ``bootstrap_values`` or
-    ``importance``. Arguments otherwise as :func:`gae`. Returns an :class:`Estimate`.
+    ``importance``. Arguments otherwise as :func:`gae` (``time_axis`` required).
+    Returns an :class:`Estimate`.
     """
     # The arguments by name, spelled out: torch.compile (2.11) cannot trace locals().
     return _route.estimate(Q_LAMBDA, {
@@ -154,7 +162,8 @@ def q_lambda(rewards: Array, q_values: Array, next_values: Array, terminated: Ar
 
 
 def episodic_cumsum(inputs: Array, dones: Array, *, seed: Optional[Array] = None, boundary: str = "ends_at",
-                    time_axis: int = -1, out: Optional[Array] = None, stream: Optional[Stream] = None) -> Any:
+                    time_axis: Optional[int] = None, out: Optional[Array] = None,
+                    stream: Optional[Stream] = None) -> Any:
     """Cumulative sums over time that restart at episode boundaries (a FORWARD
     scan; rl-triton's ``compute_episodic_prefix_sum``). For every row::
 
@@ -162,8 +171,8 @@ def episodic_cumsum(inputs: Array, dones: Array, *, seed: Optional[Array] = None
                 = dones[t]     (boundary="starts_at": dones[t] starts one at t)
         C_t     = inputs[t] + (1 - reset_t) C_{t-1},    C_{-1} = seed (0 without a seed)
 
-    ``seed`` is ``[B]``: a sum carried in from the previous buffer. Arrays as
-    :func:`gae` (``dones`` a flag array); ``out`` is written when given, else
+    ``seed`` is ``[B]``: a sum carried in from the previous buffer. Arrays and
+    the required ``time_axis`` as :func:`gae` (``dones`` a flag array); ``out`` is written when given, else
     allocated (float32 for bfloat16/float16 inputs). Returns C.
     """
     # The arguments by name, spelled out: torch.compile (2.11) cannot trace locals().
@@ -174,14 +183,16 @@ def episodic_cumsum(inputs: Array, dones: Array, *, seed: Optional[Array] = None
 
 
 def eligibility_traces(inputs: Array, dones: Array, *, gamma: PerStep, lambda_: PerStep, seed: Optional[Array] = None,
-                       time_axis: int = -1, out: Optional[Array] = None, stream: Optional[Stream] = None) -> Any:
+                       time_axis: Optional[int] = None, out: Optional[Array] = None,
+                    stream: Optional[Stream] = None) -> Any:
     """Accumulating eligibility traces, reset at episode ends (a FORWARD scan;
     rl-triton's ``compute_eligibility_traces``). For every row::
 
         e_t = inputs[t] + gamma lambda_ (1 - dones[t-1]) e_{t-1},    e_{-1} = seed (0 without one)
 
     (``dones[t]`` ends an episode at t, so the trace restarts at t + 1;
-    ``dones[-1] = 0``). Otherwise as :func:`episodic_cumsum`. Returns e.
+    ``dones[-1] = 0``). Otherwise as :func:`episodic_cumsum` (``time_axis`` required).
+    Returns e.
     """
     # The arguments by name, spelled out: torch.compile (2.11) cannot trace locals().
     return _route.estimate(ELIGIBILITY_TRACES, {

@@ -10,7 +10,6 @@ Imported by puffadv.jax (import that, not this module)."""
 from __future__ import annotations
 
 import functools
-import numbers
 
 import jax
 import jax.numpy as jnp
@@ -18,6 +17,9 @@ import numpy as np
 
 from . import _core, _jax_common, _vjp
 from ._arguments import call_of, window
+from ._eager import as_views
+from ._episode_starts import with_terminated
+from ._shapes import required_time_axis
 from ._estimators import (DISCOUNTED_RETURNS, ELIGIBILITY_TRACES, EPISODIC_CUMSUM, ESTIMATORS, FLAG_ROLES, GAE,
                           N_STEP_RETURNS, Q_LAMBDA, RETRACE, TD_LAMBDA, VTRACE, Estimate, Estimator,
                           VTraceEstimate)
@@ -87,17 +89,12 @@ _estimate.defvjp(_estimate_fwd, _estimate_bwd)
 _estimate_jit = jax.jit(_estimate, static_argnums=(0, 1))
 
 
-def _time_axis(time_axis) -> int:
-    if isinstance(time_axis, bool) or not isinstance(time_axis, numbers.Integral):
-        raise TypeError(f"time_axis must be an int (0: time-major [T, B], 1: batch-major [B, T]), "
-                        f"got {type(time_axis).__name__}")
-    return int(time_axis)
-
-
 def _call(estimator: Estimator, args: dict):
     """One call of the family from the public function's arguments by name: the
     handler's operands by role (the rewards and terminated roles first, then the
     required ones, then the optional ones given, in the signature's order)."""
+    if estimator.episode_starts and (args["episode_starts"] is not None or args["last_episode_start"] is not None):
+        args = with_terminated(estimator.function, args)
     args = _traced_scalars_per_step(estimator, args)
     # n is checked after the arrays and scalars here, as puffadv.jax always has.
     request = call_of(estimator, {"time_axis": None, "stream": None, **args, "n": 1,
@@ -107,7 +104,10 @@ def _call(estimator: Estimator, args: dict):
     required = set(list(request.arrays)[:request.required])
     named = {role: (request.names[role], _jax_common._array(request.arrays[role], request.names[role]))
              for role in order if request.arrays[role] is not None or role in required}
-    time_axis = _time_axis(args["time_axis"])
+    time_axis = required_time_axis(args["time_axis"], estimator.function)
+    views, _, plan, time_axis = as_views("jax", {role: x for role, (_, x) in named.items()}, {}, time_axis,
+                                         {role: name for role, (name, _) in named.items()})
+    named = {role: (name, views[role]) for role, (name, _) in named.items()}
     params = tuple(_jax_common._scalar(request.scalars[role], name) for role, name in
                    zip(request.scalars, request.scalar_names))
     n = window(args["n"]) if estimator.window else 1
@@ -136,6 +136,8 @@ def _call(estimator: Estimator, args: dict):
                             prepare("terminated"), tuple(prepare(role) for role in present_roles))
     if time_major:
         outputs = tuple(jnp.swapaxes(x, 0, 1) for x in outputs)
+    if plan is not None:  # in the caller's shape (_shapes)
+        outputs = tuple(x.reshape(plan.shape) for x in outputs)
     returns, advantages = outputs[0], (outputs[1] if advantages else None)
     if estimator.result == "array":
         return returns
@@ -162,16 +164,20 @@ def _absent_outputs(estimator: Estimator, args: dict) -> tuple:
 
 _COMMON_DOC = """
 
-    Arrays are 2-D JAX (or NumPy) arrays, ``[B, T]`` with ``time_axis=-1`` (default)
-    or ``[T, B]`` with ``time_axis=0`` (XLA transposes those around the call);
-    per-row arrays are ``[B]``. Floats: float32, float64 (``jax_enable_x64``),
-    bfloat16/float16 (computed in float32, float32 results); flags bool, uint8 or
-    the float dtype. Shapes, dtypes and scalars are checked before lowering with
-    the messages of the NumPy function; a step both terminated and truncated
-    depends on the data and fails when the call runs. Scalars must be concrete
-    (static under ``jit``), but for ``gamma`` and the lambda, which may also be
-    arrays of the rewards' shape (per step) and, under ``jit``, traced (a traced
-    0-d one is broadcast to the rewards' shape). ``jax.vmap`` adds leading batch axes to one call.
+    Arrays are JAX (or NumPy) arrays and ``time_axis`` is REQUIRED (a TypeError
+    naming both layouts when it is missing): ``0`` for time-major ``[T, B]`` or
+    ``[T, *B]``, ``-1`` for batch-major ``[B, T]`` or ``[*B, T]``, ``-2`` for
+    ``[*B, T, 1]`` (XLA transposes and reshapes around the call; outputs come back
+    in the rewards' shape); per-row arrays are ``[B]`` (or ``[*B]``, ``[B, 1]``,
+    ``[1, B]``). ``episode_starts`` and ``last_episode_start`` (SB3's and
+    CleanRL's flags, where the function takes them) as :func:`puffadv.gae`.
+    Floats: float32, float64 (``jax_enable_x64``), bfloat16/float16 (computed in
+    float32, float32 results); flags bool, uint8 or the float dtype; a step both
+    terminated and truncated is terminated (Gymnasium's meaning). Shapes, dtypes
+    and scalars are checked before lowering with the messages of the NumPy
+    function. Scalars must be concrete (static under ``jit``), but for ``gamma`` and the lambda, which may also be
+    arrays of the rewards' shape (per step) and, under ``jit``, traced (a traced 0-d one is broadcast
+    to the rewards' shape). ``jax.vmap`` adds leading batch axes to one call.
     Under ``jit``, arrays sharded over the batch axis ``B`` (axis 0, or axis 1
     with ``time_axis=0``) stay sharded: no collective, outputs sharded alike.
     Differentiable (``jax.custom_vjp``): ``jax.grad``/``jax.vjp`` give the gradient of
@@ -179,15 +185,14 @@ _COMMON_DOC = """
     them here (torch tensors give gamma's and lambda's). Clips pass the gradient
     below the clip and none at or above it. ``jax.lax.stop_gradient`` is the
     caller's choice, as in rlax.
-    On a GPU the GPU kernels run, on XLA's stream; there a step both terminated
-    and truncated gives NaN in its row instead of an error (the host never waits
-    for the GPU to check the data).
+    On a GPU the GPU kernels run, on XLA's stream.
 """
 
 
-def gae(rewards, values, terminated, truncated=None, *, last_value=None, bootstrap_values=None,
+def gae(rewards, values, terminated=None, truncated=None, *, episode_starts=None,
+        last_episode_start=None, last_value=None, bootstrap_values=None,
         importance=None, next_values=None, gamma=0.99, gae_lambda=0.95, rho_clip=1.0, c_clip=1.0,
-        time_axis=-1) -> Estimate:
+        time_axis=None) -> Estimate:
     """Generalised advantage estimation as TorchRL, SB3, CleanRL and rlax define it
     (same numbers as :func:`puffadv.gae`), as an XLA custom call. Pass exactly one of
     ``last_value`` (``[B]``) and ``bootstrap_values`` (rewards' shape); ``truncated``
@@ -197,18 +202,20 @@ def gae(rewards, values, terminated, truncated=None, *, last_value=None, bootstr
     return _call(GAE, locals())
 
 
-def td_lambda_returns(rewards, values, terminated, truncated=None, *, last_value=None,
+def td_lambda_returns(rewards, values, terminated=None, truncated=None, *, episode_starts=None,
+                      last_episode_start=None, last_value=None,
                       bootstrap_values=None, importance=None, next_values=None, gamma=0.99, lambda_=0.95,
-                      rho_clip=1.0, c_clip=1.0, time_axis=-1) -> Estimate:
+                      rho_clip=1.0, c_clip=1.0, time_axis=None) -> Estimate:
     """TD(lambda) returns as rlax's ``lambda_returns`` and TorchRL define them (same
     numbers as :func:`puffadv.td_lambda_returns`), as an XLA custom call. Returns an
     :class:`Estimate`: ``returns`` G and ``advantages`` G - values."""
     return _call(TD_LAMBDA, locals())
 
 
-def vtrace(rewards, values, terminated, truncated=None, *, last_value=None, bootstrap_values=None,
+def vtrace(rewards, values, terminated=None, truncated=None, *, episode_starts=None,
+           last_episode_start=None, last_value=None, bootstrap_values=None,
            importance=None, next_values=None, sample_mask=None, gamma=0.99, lambda_=1.0, rho_clip=1.0,
-           c_clip=1.0, rho_pg_clip=1.0, alpha=1.0, time_axis=-1) -> VTraceEstimate:
+           c_clip=1.0, rho_pg_clip=1.0, alpha=1.0, time_axis=None) -> VTraceEstimate:
     """V-trace (IMPALA), same numbers as :func:`puffadv.vtrace` (``next_values``,
     ``sample_mask`` and leaky ``alpha`` included), as an XLA custom
     call. Returns a :class:`VTraceEstimate`: targets ``vs`` and the policy-gradient
@@ -216,8 +223,9 @@ def vtrace(rewards, values, terminated, truncated=None, *, last_value=None, boot
     return _call(VTRACE, locals())
 
 
-def discounted_returns(rewards, terminated, truncated=None, *, last_value=None, bootstrap_values=None,
-                       gamma=0.99, time_axis=-1) -> Estimate:
+def discounted_returns(rewards, terminated=None, truncated=None, *, episode_starts=None,
+                       last_episode_start=None, last_value=None, bootstrap_values=None,
+                       gamma=0.99, time_axis=None) -> Estimate:
     """Returns-to-go ``G_t = r_t + gamma (1 - terminated_t) B_t + gamma (1 - done_t) G_{t+1}``
     (same numbers as :func:`puffadv.discounted_returns`), ``B_t`` the bootstrap at
     truncated steps and the last step (``last_value`` or ``bootstrap_values``; none
@@ -226,8 +234,9 @@ def discounted_returns(rewards, terminated, truncated=None, *, last_value=None, 
     return _call(DISCOUNTED_RETURNS, locals())
 
 
-def n_step_returns(rewards, values, terminated, truncated=None, *, n, last_value=None,
-                   bootstrap_values=None, next_values=None, gamma=0.99, lambda_=1.0, time_axis=-1) -> Estimate:
+def n_step_returns(rewards, values, terminated=None, truncated=None, *, episode_starts=None,
+                   last_episode_start=None, n, last_value=None,
+                   bootstrap_values=None, next_values=None, gamma=0.99, lambda_=1.0, time_axis=None) -> Estimate:
     """rlax's n-step bootstrapped returns ``G^(n)`` (same numbers as
     :func:`puffadv.n_step_returns`): windows of ``n >= 1`` steps, cut where an
     episode ends, bootstrapped as :func:`gae` (``last_value`` or
@@ -239,7 +248,7 @@ def n_step_returns(rewards, values, terminated, truncated=None, *, n, last_value
 
 def retrace(rewards, q_values, next_values, terminated, truncated=None, *, target_probs=None,
             behaviour_probs=None, target_log_probs=None, behaviour_log_probs=None, gamma=0.99,
-            lambda_=1.0, c_clip=1.0, time_axis=-1) -> Estimate:
+            lambda_=1.0, c_clip=1.0, time_axis=None) -> Estimate:
     """Retrace(lambda) on action values (same numbers as :func:`puffadv.retrace`):
     ``Delta_t = r_t + gamma (1 - terminated_t) next_values_t - q_values_t
     + gamma (1 - done_t) c_{t+1} Delta_{t+1}`` with ``c_t = lambda_ min(c_clip, pi_t / mu_t)``,
@@ -250,7 +259,7 @@ def retrace(rewards, q_values, next_values, terminated, truncated=None, *, targe
 
 
 def q_lambda(rewards, q_values, next_values, terminated, truncated=None, *, greedy=None, gamma=0.99,
-             lambda_=0.9, time_axis=-1) -> Estimate:
+             lambda_=0.9, time_axis=None) -> Estimate:
     """Q(lambda) as rlax defines it (same numbers as :func:`puffadv.q_lambda`): Peng's,
     or Watkins's with ``greedy`` flags (the trace is cut after a non-greedy action);
     ``next_values`` is ``max_a Q(s_{t+1}, a)``. Returns an :class:`Estimate`:
@@ -258,7 +267,7 @@ def q_lambda(rewards, q_values, next_values, terminated, truncated=None, *, gree
     return _call(Q_LAMBDA, locals())
 
 
-def episodic_cumsum(inputs, dones, *, seed=None, boundary="ends_at", time_axis=-1):
+def episodic_cumsum(inputs, dones, *, seed=None, boundary="ends_at", time_axis=None):
     """Cumulative sums over time that restart at episode boundaries (same numbers
     as :func:`puffadv.episodic_cumsum`): ``C_t = inputs_t + (1 - reset_t) C_{t-1}``,
     ``C_{-1} = seed`` (``[B]``, absent: 0). ``boundary="ends_at"``: ``dones[t]`` ends an
@@ -267,7 +276,7 @@ def episodic_cumsum(inputs, dones, *, seed=None, boundary="ends_at", time_axis=-
     return _call(EPISODIC_CUMSUM, locals())
 
 
-def eligibility_traces(inputs, dones, *, gamma, lambda_, seed=None, time_axis=-1):
+def eligibility_traces(inputs, dones, *, gamma, lambda_, seed=None, time_axis=None):
     """Eligibility traces ``e_t = inputs_t + gamma lambda_ (1 - dones_{t-1}) e_{t-1}``,
     ``e_{-1} = seed`` (``[B]``, absent: 0), as rl-triton defines them (same numbers as
     :func:`puffadv.eligibility_traces`). Returns the traces, shaped like ``inputs``."""

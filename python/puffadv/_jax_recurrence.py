@@ -13,6 +13,7 @@ import numpy as np
 
 from . import _core, _jax_common, _vjp
 from ._autograd import JaxOps, jax_vjp
+from ._eager import as_views
 from ._jax_sharding import RowwiseCall, result_type
 from ._recurrence import _REQUIRED, check_direction, is_scalar
 from ._recurrence_vjp import linear_recurrence_vjp
@@ -60,8 +61,9 @@ def linear_recurrence(inputs, decay, *, reverse=_REQUIRED, time_axis=_REQUIRED, 
         reverse=False:  y_t = inputs[t] + decay[t] y_{t-1},   y_{-1} = seed
         reverse=True:   y_t = inputs[t] + decay[t] y_{t+1},   y_T    = seed
 
-    as an XLA custom call. ``inputs``: 2-D, ``[B, T]`` with ``time_axis=1`` (or -1),
-    ``[T, B]`` with ``time_axis=0`` (or -2); ``reverse`` and ``time_axis`` are required.
+    as an XLA custom call. ``inputs``: ``[B, T]`` with ``time_axis=1`` (or -1),
+    ``[T, B]`` with ``time_axis=0`` (or -2), or with more batch axes as :func:`puffadv.gae`
+    (``[*B, T]``, ``[T, *B]``, ``[*B, T, 1]``); ``reverse`` and ``time_axis`` are required.
     ``decay``: the inputs' shape, or a scalar (a number or 0-d array) for every step;
     ``seed``: ``[B]`` (absent: 0). float32, float64 (x64), bfloat16/float16 (float32
     arithmetic and result). Works under ``jax.jit`` and ``jax.vmap``; arrays sharded
@@ -75,6 +77,10 @@ def linear_recurrence(inputs, decay, *, reverse=_REQUIRED, time_axis=_REQUIRED, 
     x = _jax_common._array(inputs, "inputs")
     a = _decay_array(decay, x) if is_scalar(decay) else _jax_common._array(decay, "decay")
     s = None if seed is None else _jax_common._array(seed, "seed")
+    # [*B, T], [T, *B], [*B, T, 1]: the 2-D views every surface reads (_shapes), reshaped back below.
+    views, _, plan, time_axis = as_views("jax", {"rewards": x, "decay": a, "last_value": s}, {}, time_axis,
+                                         {"rewards": "inputs", "decay": "decay", "last_value": "seed"})
+    x, a, s = views["rewards"], views["decay"], views["last_value"]
     named = {"rewards": (x, "inputs"), "decay": (a, "decay"), "last_value": (s, "seed")}
     specs = {role: (*_jax_common._spec(v), name) for role, (v, name) in named.items() if v is not None}
     _core.jax_check_standard("linear_recurrence", specs, 1.0, 1.0, 1.0, 1.0, 1.0, 1, False, False, time_axis,
@@ -86,7 +92,8 @@ def linear_recurrence(inputs, decay, *, reverse=_REQUIRED, time_axis=_REQUIRED, 
             (_jax_common._as_float(x, compute), _jax_common._as_float(a, compute)))
     s = None if s is None else _jax_common._as_float(s, compute)
     y = _differentiable_jit((bool(reverse), 1), x, a, s)
-    return jnp.swapaxes(y, 0, 1) if time_major else y
+    y = jnp.swapaxes(y, 0, 1) if time_major else y
+    return y if plan is None else y.reshape(plan.shape)
 
 
 def _scan_rows(inputs, decay, reverse: bool):

@@ -117,8 +117,10 @@ def linear_recurrence(inputs: Array, decay: Any, *, reverse: bool = _REQUIRED, t
     step t + 1. ``decay = gamma (1 - done)`` gives discounted returns
     (``reverse=True``), ``decay = gamma lambda (1 - done)`` over TD errors GAE.
 
-    ``inputs``: 2-D, ``[B, T]`` with ``time_axis=1`` (or -1) or ``[T, B]`` with
-    ``time_axis=0`` (or -2); ``time_axis`` and ``reverse`` are required keywords
+    ``inputs``: ``[B, T]`` with ``time_axis=1`` (or -1) or ``[T, B]`` with
+    ``time_axis=0`` (or -2), or with more batch axes as :func:`gae` (``[*B, T]``,
+    ``[T, *B]``, ``[*B, T, 1]``: views, never copies, the result in the inputs'
+    shape; ``decay`` and ``seed`` alike); ``time_axis`` and ``reverse`` are required keywords
     (TypeError when missing: neither the layout nor the direction is guessed).
     ``decay``: an array of the inputs' shape and dtype, or a scalar (a real number
     or 0-d array) for every step. ``seed``: ``[B]``, the y outside the row (absent:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import _eager, _frameworks
+from . import _eager, _episode_starts, _frameworks
 from ._arguments import call_of
 from ._direct import MISSED, direct
 from ._estimators import ESTIMATORS, Estimator
@@ -35,6 +35,8 @@ def needs_graph(arrays, scalars, outputs=()) -> bool:
 
 def estimate(estimator: Estimator, args: dict):
     """A family estimator's public result from its function's arguments by name."""
+    if estimator.episode_starts and (args["episode_starts"] is not None or args["last_episode_start"] is not None):
+        args = _episode_starts.with_terminated(estimator.function, args)
     result = _DIRECT[estimator.function](args)
     if result is not MISSED:
         return result

@@ -15,8 +15,7 @@ from typing import Callable, NamedTuple
 
 import torch
 
-from . import _eager, _frameworks, _vjp
-from ._arguments import check_time_axis
+from . import _eager, _frameworks, _shapes, _vjp
 from ._estimators import ESTIMATORS, FLAG_ROLES, OUTPUT_ROLES, PUFF_ADVANTAGE, SUM_ROLES, Estimate
 
 _SERIES = ("advantages", "returns")
@@ -144,11 +143,17 @@ def _deliver(specs: dict, made: dict) -> dict:
 
 
 def estimate(estimator, call) -> dict:
-    """_eager.estimate (same arguments and result) recording a graph."""
+    """_eager.estimate (same arguments and result) recording a graph. Arrays of more
+    than 2 dimensions ([*B, T], [T, *B], [*B, T, 1]) become the same 2-D views as on
+    the eager path (_eager.as_views: reshapes, which autograd follows; a ValueError
+    where the batch axes do not collapse), and the outputs come back in the caller's shape."""
+    time_axis = _shapes.required_time_axis(call.time_axis, estimator.function)
     numbers, tensors = _split_scalars(call.scalars, dict(zip(call.scalars, call.scalar_names)))
     specs = call.outputs
     produced = (*(r for r in _SERIES if r in estimator.outputs),
                 *(r for r in OUTPUT_ROLES if r in SUM_ROLES and specs[r] is not False and specs[r] is not None))
+    viewed, _, shapes, time_axis = _eager.as_views("torch", call.arrays, {}, time_axis, call.names)
+    call = call._replace(arrays=viewed, time_axis=time_axis)
     arrays = {role: x for role, x in call.arrays.items() if x is not None}
 
     def run(given, scalars):
@@ -161,8 +166,12 @@ def estimate(estimator, call) -> dict:
 
     _vjp.check_differentiable(estimator.kind, arrays, call.scalars.get("alpha", 1.0))
     plan = Plan(estimator.kind, tuple(arrays), tuple(tensors), produced, numbers,
-                check_time_axis(call.time_axis) in (0, -2), call.n, call.log_probs, call.reset_at_start, run)
-    return _deliver(specs, _apply(plan, arrays, tensors))
+                time_axis in (0, -2), call.n, call.log_probs, call.reset_at_start, run)
+    made = _apply(plan, arrays, tensors)
+    if shapes is not None:  # the caller's shapes (reshape: the gradient follows)
+        made = {role: _shapes.back(x, shapes.batch if role in SUM_ROLES else shapes.shape)
+                for role, x in made.items()}
+    return _deliver(specs, made)
 
 
 _PUFF_SCALARS = ("gamma", "lambda", "rho_clip", "c_clip")

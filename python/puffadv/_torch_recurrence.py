@@ -10,7 +10,7 @@ import numbers
 
 import torch
 
-from . import _autograd, _frameworks, _torch_conventions, _torch_kernels, _torch_rules
+from . import _autograd, _eager, _frameworks, _torch_conventions, _torch_kernels, _torch_rules
 from ._recurrence_vjp import linear_recurrence_vjp
 
 _NAMES = ("inputs", "decay", "seed")
@@ -34,6 +34,9 @@ def _decay_tensor(inputs, decay):
     return torch.full(inputs.shape, value, dtype=inputs.dtype, device=inputs.device)
 
 
+_NAMES = {"rewards": "inputs", "decay": "decay", "last_value": "seed"}
+
+
 def through_op(inputs, decay, seed, out, stream, reverse: bool, time_axis: int, differentiable: bool):
     """puffadv.linear_recurrence on torch tensors through the op (autograd, torch.compile);
     `out` given: the result copied in (torch's in-place autograd rules apply to the copy)."""
@@ -47,10 +50,17 @@ def through_op(inputs, decay, seed, out, stream, reverse: bool, time_axis: int, 
                         f"got {_frameworks.describe(time_axis)}")
     time_axis = int(time_axis)
     decay = _decay_tensor(inputs, decay)
+    shape = None
+    if isinstance(inputs, torch.Tensor) and inputs.ndim > 2:  # [*B, T], [T, *B], [*B, T, 1]: 2-D views (_shapes)
+        views, _, plan, time_axis = _eager.as_views("torch", {"rewards": inputs, "decay": decay, "last_value": seed},
+                                                    {}, time_axis, _NAMES)
+        inputs, decay, seed, shape = views["rewards"], views["decay"], views["last_value"], plan.shape
     if _frameworks.torch_compiling():  # the op's own autograd (register_torch): what dynamo traces
         y = torch.ops.puffadv.linear_recurrence(inputs, decay, seed, reverse=bool(reverse), time_axis=time_axis)
     else:  # the autograd.Function over the op, which torch.func's transforms can also run
         y = FUNCTION.apply(inputs, decay, seed, bool(reverse), time_axis)
+    if shape is not None:
+        y = y.reshape(shape)  # the caller's shape (a reshape: the gradient follows)
     if out is None:
         return y
     if not isinstance(out, torch.Tensor):

@@ -149,8 +149,9 @@ def _value_family(xp, kind, x, f, s, out, cot):
     last = _last(xp, term)
     end, done = trunc | last, term | trunc
     keep = ~done & ~last
-    boot = _Bootstrap(xp, x, end, v)
-    nv = boot.value
+    # next_values (issue 29): V'_t at every step, truncated only cuts; else the bootstrap pair.
+    boot = None if x.get("next_values") is not None else _Bootstrap(xp, x, end, v)
+    nv = x["next_values"] if boot is None else boot.value
     gamma, lam = s["gamma"], s["lambda"]
     (rho, rho_passes), (c, c_passes) = ((1.0, None), (1.0, None)) if imp is None else \
         (_clip(xp, imp, s["rho_clip"]), _clip(xp, imp, s["c_clip"]))
@@ -199,7 +200,10 @@ def _value_family(xp, kind, x, f, s, out, cot):
         g_c = g_k * gamma * lam
         grads["importance"] = _add(grads.get("importance"),
                                    _select(xp, rho_passes, a * td) + _select(xp, c_passes, g_c))
-    boot.vjp(g_nv, grads)
+    if boot is None:
+        grads["next_values"] = g_nv
+    else:
+        boot.vjp(g_nv, grads)
     return grads
 
 
@@ -259,7 +263,10 @@ def _n_step(xp, x, f, s, out, cot, n):
     grads["rewards"] = grads["rewards"] + g_one
     g_nv = g_nv + _select(xp, ~term, g_one * gamma)
     grads["gamma"], grads["lambda"] = g_gamma + _select(xp, ~term, g_one * nv), g_lam
-    boot.vjp(g_nv, grads)
+    if boot is None:
+        grads["next_values"] = g_nv
+    else:
+        boot.vjp(g_nv, grads)
     return grads
 
 
@@ -365,9 +372,11 @@ def _puff(xp, x, f, s, out, cot):
 
 
 # Forms of issue 29 built beside the VJPs and not yet in them: a call with one is refused
-# when a gradient is asked for, never given a gradient that ignores it.
+# when a gradient is asked for, never given a gradient that ignores it. next_values has its
+# VJP in gae, vtrace (_value_family) and td_lambda (Peng's Q(lambda) on state values, as the
+# core computes it), not yet in n_step_returns.
 _NO_GRADIENT_YET = ("gamma_steps", "lambda_steps", "sample_mask")
-_NEW_NEXT_VALUES = ("gae", "td_lambda", "vtrace", "n_step_returns")
+_NEW_NEXT_VALUES = ("n_step_returns",)
 
 
 def check_differentiable(kind: str, roles, alpha=1.0) -> None:
@@ -397,6 +406,8 @@ def vjp(xp, kind: str, inputs: dict, flags: dict, scalars: dict, outputs: dict, 
     (advantages, returns [B, T]; abs_sums, sums, square_sums [B]; None: no gradient)."""
     x = {role: a for role, a in inputs.items() if a is not None}
     f = {role: a for role, a in flags.items() if a is not None}
+    if kind == "td_lambda" and x.get("next_values") is not None:  # src/core/estimate.cpp: Q(lambda)'s scan
+        return _q_lambda(xp, x, f, scalars, outputs, cotangents)
     if kind in ("gae", "td_lambda", "vtrace"):
         return _value_family(xp, kind, x, f, scalars, outputs, cotangents)
     if kind == "discounted_returns":

@@ -40,13 +40,13 @@ def main():
                 return t.T.contiguous().T if layout == "time" and t.ndim == 2 else t
             d = {k: put(x) for k, x in host.items()}
             out = {}
-            out["gae"] = puffadv.gae(d["r"], d["v"], d["term"], last_value=d["lv"], abs_sums=True)
-            out["gae_trunc"] = puffadv.gae(d["r"], d["v"], d["term"], d["trunc"], bootstrap_values=d["bv"])
-            out["td"] = puffadv.td_lambda_returns(d["r"], d["v"], d["term"], last_value=d["lv"])
+            out["gae"] = puffadv.gae(d["r"], d["v"], d["term"], last_value=d["lv"], abs_sums=True, time_axis=-1)
+            out["gae_trunc"] = puffadv.gae(d["r"], d["v"], d["term"], d["trunc"], bootstrap_values=d["bv"], time_axis=-1)
+            out["td"] = puffadv.td_lambda_returns(d["r"], d["v"], d["term"], last_value=d["lv"], time_axis=-1)
             out["vtrace"] = puffadv.vtrace(d["r"], d["v"], d["term"], d["trunc"], bootstrap_values=d["bv"],
-                                           importance=d["ratio"], sums=True)
+                                           importance=d["ratio"], sums=True, time_axis=-1)
             out["vtrace_pg_only"] = puffadv.vtrace(d["r"], d["v"], d["term"], last_value=d["lv"],
-                                                   importance=d["ratio"], vs=False)
+                                                   importance=d["ratio"], vs=False, time_axis=-1)
             out["puff"] = puffadv.compute_puff_advantage(d["v"], d["r"], d["term"], d["ratio"], None,
                                                          0.99, 0.95, 1.5, 1.0, returns=True)
             results[device] = out

@@ -70,9 +70,9 @@ def next_values_and_flags():
     for rows, horizon in ((19, 64), (4096, 33), (3, 5000)):
         r, v, term, trunc, nv = episodes(rows, horizon, g, torch.float64)
         args = dict(gamma=0.97, lambda_=0.9, time_axis=-1, next_values=nv)
-        want = puffadv.td_lambda_returns(r, v, term, trunc, **args).returns
+        want = puffadv.td_lambda_returns(r, v, term, trunc, **{"time_axis": -1, **args}).returns
         got = puffadv.td_lambda_returns(*(t.to(DEV) for t in (r, v, term, trunc)),
-                                        **{**args, "next_values": nv.to(DEV)}).returns
+                                        **{"time_axis": -1, **{**args, "next_values": nv.to(DEV)}}).returns
         same(f"td_lambda next_values {rows}x{horizon}", got, want, 1e-12)
         boot = torch.full_like(v, float("nan"))  # read only at truncations that are not terminations
         boot[trunc & ~term] = 1.5

@@ -195,6 +195,12 @@ std::string time_axis_message(const char* name, const std::string& got) {
                 name, ", got ", got);
 }
 
+std::string time_axis_required_message(const char* function) {
+    return join(function, "() needs time_axis, which has no default: time_axis=0 for time-major arrays "
+                "([T, B] or [T, *B], as SB3, CleanRL and skrl store them) or time_axis=-1 for batch-major "
+                "ones ([B, T] or [*B, T], as PufferLib and TorchRL store them; -2 for [*B, T, 1])");
+}
+
 }  // namespace detail
 
 argument_problem find_standard_problem(const standard_arrays& arrays, const standard_params& params) {

@@ -43,4 +43,9 @@ argument_problem check_fused_outputs(const fused_outputs& fused, const matrix& r
 /// The message for a time_axis that is none of 0, -2, 1, -1 (`got`: as the caller wrote it).
 std::string time_axis_message(const char* name, const std::string& got);
 
+/// The message for a family call without time_axis (issue 33: no default layout, so
+/// that a time-major [T, B] buffer is never read as batch-major [B, T]). Every
+/// surface raises it as a TypeError: the Python functions, puffadv.jax, torch.ops.
+std::string time_axis_required_message(const char* function);
+
 }  // namespace puffadv::detail

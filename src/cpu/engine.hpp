@@ -264,25 +264,17 @@ inline C element(const view& v, std::int64_t row, std::int64_t t) {
 }
 
 /// `next` with bootstrap_values at the lanes whose `truncated` is set; a lane
-/// both truncated and `terminated` is kept in lanes.bad (an error the caller
-/// reports). Out of line in effect (rare): a scalar loop over the lanes.
+/// also `terminated` is terminated (Gymnasium's meaning, issue 33): its bootstrap
+/// is never read. Out of line in effect (rare): a scalar loop over the lanes.
 template <typename C, typename Lanes>
 PUFF_SIMD_INLINE V<C> bootstrap_truncated(const Lanes& lanes, V<C> next, M<C> truncated, M<C> terminated) {
     alignas(32) C x[W<C>];
     simd::store<C>(x, next);
     for (int i = 0; i < W<C>; ++i) {
-        if (!truncated[i]) continue;
+        if (!truncated[i] || terminated[i]) continue;  // flagged both: terminated (issue 33)
         x[i] = element<C>(lanes.a[role::bootstrap_values], lanes.row_of(i), lanes.step_of(i));
-        if (terminated[i]) lanes.bad.keep_first(lanes.row_of(i), lanes.step_of(i));
     }
     return simd::load<C>(x);
-}
-
-/// The lanes both terminated and truncated, into lanes.bad.
-template <typename C, typename Lanes>
-PUFF_SIMD_INLINE void keep_both_set(const Lanes& lanes, M<C> both) {
-    for (int i = 0; i < W<C>; ++i)
-        if (both[i]) lanes.bad.keep_first(lanes.row_of(i), lanes.step_of(i));
 }
 
 /// A per-step scalar of a group of lanes (gamma_t or lambda_t at each lane's step):

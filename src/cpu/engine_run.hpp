@@ -84,11 +84,6 @@ inline bool streams(const arrays& a) {
 
 constexpr std::int64_t kElementsPerThread = 1 << 15;  // below this, extra threads cost more than they give
 
-[[noreturn]] inline void throw_both_set(const bad_step& first) {
-    throw value_error("terminated and truncated are both set at row " + std::to_string(first.row) + ", step " +
-                      std::to_string(first.step) +
-                      " (in [rows, horizon] order); a step ends its episode one way or the other");
-}
 
 /// How a call is walked: the traversal, and whether its lines are converted.
 struct plan {
@@ -169,7 +164,8 @@ void run_engine(const P& p, const arrays& a, bool converting, bool arithmetic_do
             }
         }
     });
-    if (bad.first.row >= 0) throw_both_set(bad.first);
+    // A step flagged both terminated and truncated is terminated (issue 33), no error:
+    // the producers read no bootstrap there (bootstrap_truncated), `bad` stays unused.
 }
 
 }  // namespace puffadv::detail::engine

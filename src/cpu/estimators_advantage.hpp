@@ -164,11 +164,8 @@ struct standard_producer {
         if (in.present(role::truncated)) {
             const M<C> truncated = in.template flags<F>(role::truncated, 0);
             if (simd::any_lane<C>(truncated)) {  // rare: a branch per vector, not a stream
-                if constexpr (kNext) {
-                    if (simd::any_lane<C>(truncated & terminated)) keep_both_set<C>(in, truncated & terminated);
-                } else {
-                    next = bootstrap_truncated<C>(in, next, truncated, terminated);
-                }
+                // kNext: truncated only cuts the scan; a step flagged both is terminated (issue 33)
+                if constexpr (!kNext) next = bootstrap_truncated<C>(in, next, truncated, terminated);
                 done |= truncated;
             }
         }

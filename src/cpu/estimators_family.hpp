@@ -82,8 +82,7 @@ struct discounted_producer : family_base<C> {
 };
 
 // Retrace (probabilities, or log-probabilities: c from exp of their difference,
-// lane by lane) and Q(lambda) (kQ) read next_values and, at truncations, only
-// report a step both set.
+// lane by lane) and Q(lambda) (kQ) read next_values; a truncation only cuts the trace.
 template <typename C, typename F, bool kQ, bool kSteps = false>
 struct action_value_producer : family_base<C> {
     using family_base<C>::family_base;
@@ -104,10 +103,7 @@ struct action_value_producer : family_base<C> {
         M<C> done = terminated;
         if (in.present(role::truncated)) {
             const M<C> truncated = in.template flags<F>(role::truncated, 0);
-            if (simd::any_lane<C>(truncated)) {
-                if (simd::any_lane<C>(truncated & terminated)) keep_both_set<C>(in, truncated & terminated);
-                done |= truncated;
-            }
+            done |= truncated;  // a step also terminated is terminated: next is zeroed below
         }
         step s;
         s.q = q_read ? in.values(role::values, 0, this->zero) : V<C>{};

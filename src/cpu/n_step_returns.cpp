@@ -81,10 +81,8 @@ PUFF_SIMD_INLINE void window_group(const arrays& a, const n_step_scalars<C>& p, 
     if (in.present(role::truncated)) {
         const M<C> truncated = in.template flags<F>(role::truncated, 0);
         if (simd::any_lane<C>(truncated)) {  // rare: a branch per vector
-            if (!next_values)
+            if (!next_values)  // next_values: truncated only cuts the window
                 boot = bootstrap_truncated<C>(in, boot, truncated, terminated);
-            else if (simd::any_lane<C>(truncated & terminated))
-                keep_both_set<C>(in, truncated & terminated);
             done |= truncated;
         }
     }
@@ -196,10 +194,9 @@ PUFF_SIMD_CLONES bad_step windows_along_time(const arrays& a, const n_step_scala
         for (std::int64_t j = 0; j < T; ++j) done[j] = term[j] != F(0) ? C(1) : C(0);
         if (trunc)
             for (std::int64_t j = 0; j < T; ++j)
-                if (trunc[j] != F(0)) {  // rare: a branch, not a stream
-                    if (!next) boot[j] = element<C>(a[role::bootstrap_values], row, j);
-                    if (done[j] != C(0)) bad.keep_first(row, j);
-                }
+                // rare: a branch, not a stream; a step flagged both is terminated (issue 33): no bootstrap read
+                if (trunc[j] != F(0) && done[j] == C(0) && !next)
+                    boot[j] = element<C>(a[role::bootstrap_values], row, j);
         for (std::int64_t j = 0; j < T; ++j) w[j] = e[j] = r[j] + zero_where_set(done[j], gamma * boot[j]);
         if (trunc)
             for (std::int64_t j = 0; j < T; ++j) done[j] = trunc[j] != F(0) ? C(1) : done[j];
@@ -283,13 +280,12 @@ bad_step long_windows(const arrays& a, const n_step_scalars<C>& p, std::int64_t 
                 const std::int64_t t = lo + j;
                 const auto i = static_cast<std::size_t>(t);
                 const bool terminated = term[j] != C(0), truncated = trunc[j] != C(0);
-                if (terminated && truncated) bad.keep_first(row, t);
                 // V'_t: next_values; or V_{t+1} inside the row, the bootstrap at truncations and
                 // after the last step.
                 double boot;
                 if (a[role::next_values].present)
                     boot = double(load_one<C>(a[role::next_values], row, t));
-                else if (truncated)
+                else if (truncated && !terminated)  // flagged both: terminated (issue 33), no bootstrap read
                     boot = double(load_one<C>(a[role::bootstrap_values], row, t));
                 else if (t == T - 1)
                     boot = double(p.value_after_end(a, row));
@@ -364,12 +360,12 @@ bad_step per_step_windows(const arrays& a, const n_step_scalars<C>& p, std::int6
         for (std::int64_t s = 0; s < T; ++s) {
             const bool terminated = read(a[role::terminated], row, s, true) != 0.0;
             const bool truncated = a[role::truncated].present && read(a[role::truncated], row, s, true) != 0.0;
-            if (terminated && truncated) bad.keep_first(row, s);
-            // V'_s: next_values_s where given (no bootstrap_values then), else as the other windows.
+            // V'_s: next_values_s where given (no bootstrap_values then), else as the other windows;
+            // a step flagged both terminated and truncated is terminated: its bootstrap is not read.
             double boot = s + 1 < T ? read(a[role::values], row, s + 1, false) : double(p.value_after_end(a, row));
             if (a[role::next_values].present)
                 boot = read(a[role::next_values], row, s, false);
-            else if (truncated)
+            else if (truncated && !terminated)
                 boot = read(a[role::bootstrap_values], row, s, false);
             const double g = a[role::gamma].present ? read(a[role::gamma], row, s, false) : double(p.gamma);
             const double l = a[role::lambda].present ? read(a[role::lambda], row, s, false) : double(p.lambda);
@@ -414,8 +410,7 @@ void n_step_returns_in(const arrays& a, const standard_params& params, bool conv
             bad.keep(steps ? per_step_windows<C>(a, p, begin, end - begin)
                            : long_windows<C>(a, p, begin, end - begin));
         });
-        if (bad.first.row >= 0) throw_both_set(bad.first);
-        return;
+        return;  // a step flagged both is terminated (issue 33): `bad` is not an error
     }
     // Rows whose steps are adjacent in the call (or converted whole) go along time; per-step
     // gamma / lambda take the windows across rows, which read them through the lanes.
@@ -438,8 +433,7 @@ void n_step_returns_in(const arrays& a, const standard_params& params, bool conv
                 }
             }
         });
-        if (bad.first.row >= 0) throw_both_set(bad.first);
-        return;
+        return;  // a step flagged both is terminated (issue 33): `bad` is not an error
     }
     // Where a step's rows are adjacent, long lines stream from memory (simd_block_rows); elsewhere
     // the block's cache lines stay in L1 through the steps that share them. Each block keeps
@@ -472,7 +466,7 @@ void n_step_returns_in(const arrays& a, const standard_params& params, bool conv
             }
         }
     });
-    if (bad.first.row >= 0) throw_both_set(bad.first);
+    // a step flagged both terminated and truncated is terminated (issue 33): `bad` is not an error
 }
 
 void n_step_returns_cpu(const standard_arrays& call, arrays& a, const standard_params& params, bool converting) {

@@ -10,8 +10,7 @@
 // "0 where terminated, else X" (a NaN in X at a terminated step stays out),
 // (1 - done_t) multiplies (0 * NaN = NaN reaches the earlier steps of the row),
 // a ratio is clipped by an explicit select (a NaN ratio gives the clip), and a
-// step both terminated and truncated (an error the host cannot see without a
-// sync) makes a NaN that marks its row.
+// step both terminated and truncated is terminated (episode_flags, issue 33).
 #pragma once
 
 #include <type_traits>
@@ -29,17 +28,16 @@ __device__ __forceinline__ T exp_of(T x) {
         return exp(x);
 }
 
-/// Bit 0: terminated, bit 1: truncated (flags are set when non-zero).
+/// Bit 0: terminated, bit 1: truncated (flags are set when non-zero); a step
+/// flagged both is terminated (Gymnasium's meaning, issue 33), never both bits.
 template <typename T>
 __device__ __forceinline__ std::uint32_t episode_flags(T terminated, T truncated) {
-    return std::uint32_t(terminated != T(0)) | (std::uint32_t(truncated != T(0)) << 1);
+    return terminated != T(0) ? 1u : truncated != T(0) ? 2u : 0u;
 }
 
-/// r_t + gamma (1 - terminated_t) next_t - q_t, or NaN for a step both
-/// terminated and truncated.
+/// r_t + gamma (1 - terminated_t) next_t - q_t.
 template <typename T>
 __device__ __forceinline__ T one_step_error(T reward, T next, T q, std::uint32_t flags, T gamma) {
-    if ((flags & 3u) == 3u) return quiet_nan<T>();
     return reward + (flags & 1u ? T(0) : gamma * next) - q;
 }
 
@@ -129,8 +127,7 @@ struct returns_producer {
     __device__ __forceinline__ lookahead load_ahead(std::int64_t, std::int64_t) const { return {}; }
 
     __device__ __forceinline__ affine<T> map(const step& cur, const lookahead&, bool last) const {
-        const T g = (cur.flags & 3u) == 3u ? quiet_nan<T>() : cur.reward;
-        return {cur.flags & 3u ? T(0) : gamma_of(cur), g, last};
+        return {cur.flags & 3u ? T(0) : gamma_of(cur), cur.reward, last};
     }
 };
 

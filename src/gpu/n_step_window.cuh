@@ -102,8 +102,8 @@ __device__ __forceinline__ void write_run(const strided_view<S>& v, std::int64_t
 ///   W^1_s = r_s + gamma (1 - term_s) V'_s,
 ///   W^j_s = r_s + gamma [(1 - lambda) V'_s + lambda W^{j-1}_{s+1}]  if not done_s and s + 1 < T,
 ///         = W^1_s otherwise,
-/// V'_s the bootstrap as in standard_producer, and a NaN at a step both
-/// terminated and truncated. Writes returns G and advantages G - V_t. The
+/// V'_s the bootstrap as in standard_producer (a step both terminated and
+/// truncated is terminated). Writes returns G and advantages G - V_t. The
 /// arrays and parameters of both kernels; compute() is the generic kernel's
 /// output: one thread walks its window forward (at most n steps, cut by the
 /// episode's end or the row's), summing (gamma lambda)^i times each step's
@@ -160,9 +160,8 @@ struct n_step_window {
                 weight *= gamma_lambda;
                 continue;
             }
-            const T last_term = (f & 3u) == 3u ? quiet_nan<T>()
-                                : f & 1u       ? r
-                                               : r + gamma_s * (own_next ? v_next : bootstrap(row, s, f & 2u));
+            // terminated first: a step flagged both reads no bootstrap
+            const T last_term = f & 1u ? r : r + gamma_s * (own_next ? v_next : bootstrap(row, s, f & 2u));
             g += weight * last_term;
             break;
         }
@@ -244,7 +243,7 @@ __global__ void __launch_bounds__(n_step_threads)
         } else if (end) {
             bootstrap = end_value;
         }
-        last_term[s] = terminated ? (truncated ? quiet_nan<T>() : r[s]) : r[s] + w.gamma * bootstrap;
+        last_term[s] = terminated ? r[s] : r[s] + w.gamma * bootstrap;  // terminated first (issue 33)
         passing[s] = r[s] + gamma_rest * later_value;
         goes_on[s] = terminated || truncated || end ? bit_mask<T>(0) : ~bit_mask<T>(0);
     }

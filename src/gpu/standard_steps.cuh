@@ -18,9 +18,6 @@ inline namespace PUFF_GPU_ABI {  // CUDA and HIP builds may share one library
 template <typename T>
 __device__ __forceinline__ T clip_to(T x, T limit) { return x < limit ? x : limit; }  // NaN -> the clip
 
-template <typename T>
-__device__ __forceinline__ T quiet_nan() { return T(__int_as_float(0x7fc00000)); }
-
 /// SPEC section 6. A step loads its value, reward, flags and ratio. Where the
 /// buffer does not hold V_{t+1} (truncation, last step) the bootstrap is read
 /// then and folded into the reward, r_t + gamma V'_t, so that a step stays four
@@ -123,7 +120,9 @@ struct standard_producer {
     static __device__ __forceinline__ step make_step(T value, T reward, T term, T trunc, T ratio) {
         step s;
         s.value = value, s.reward = reward, s.ratio = ratio;
-        s.flags = std::uint32_t(term != T(0)) | (std::uint32_t(trunc != T(0)) << 1);
+        // Bit 0: terminated, bit 1: truncated; a step flagged both is terminated
+        // (Gymnasium's meaning, issue 33): its bootstrap is never read.
+        s.flags = term != T(0) ? 1u : trunc != T(0) ? 2u : 0u;
         return s;
     }
     /// The step's gamma and gamma lambda: its own (steps), else the scalars.
@@ -249,12 +248,9 @@ struct standard_producer {
         const bool ratio = has_ratio();
         const T rho = ratio ? clipped(cur.ratio, rho_clip) : T(1);
         const T c = ratio ? clipped(cur.ratio, c_clip) : T(1);
-        // Both flags on one step is an error the host cannot see without a sync:
-        // a NaN marks the row (the CPU backend raises ValueError instead).
-        T delta = rho * td_error(cur, gamma_of(cur, gamma), next.value);
-        if (has_truncations() && (cur.flags & 3u) == 3u) delta = quiet_nan<T>();
+        const T delta = rho * td_error(cur, gamma_of(cur, gamma), next.value);
         if constexpr (forms) {  // rlax: acc_t = m (delta + k acc_{t+1}) + (1 - m) acc_{t+1}
-            if (cur.flags & 16u) return {T(1), (cur.flags & 3u) == 3u ? quiet_nan<T>() : T(0), last};  // both: marked
+            if (cur.flags & 16u) return {T(1), T(0), last};
         }
         return {cur.flags & 3u ? T(0) : gamma_lambda_of(cur, gamma_lambda) * c, delta, last};
     }
@@ -288,12 +284,11 @@ struct store_estimate {
             const T vs_next = row_end ? T(0) : a_next + value_next;
             const T not_terminated = s.flags & 1u ? T(0) : T(1);
             const T next_term = gamma * (s.flags & 4u ? T(0) * vs_next : vs_next * not_terminated);
-            return rho * ((s.flags & 3u) == 3u ? quiet_nan<T>() : s.reward + next_term - s.value);
+            return rho * (s.reward + next_term - s.value);
         }
         const bool done = s.flags & 3u;
         const T v_after = done || row_end ? s.next_value : value_next;
-        const T td = (s.flags & 3u) == 3u ? quiet_nan<T>()
-                                           : s.reward + (s.flags & 1u ? T(0) : gamma * v_after) - s.value;
+        const T td = s.reward + (s.flags & 1u ? T(0) : gamma * v_after) - s.value;
         const T a_after = row_end ? T(0) : a_next;
         return rho * td + (done ? T(0) : gamma * rho) * a_after;
     }
@@ -316,7 +311,7 @@ struct store_estimate {
             const T not_terminated = s.flags & 1u ? T(0) : T(1);
             next_term = gamma * (s.flags & 4u ? T(0) * vs_next : vs_next * not_terminated);
         }
-        const T td = (s.flags & 3u) == 3u ? quiet_nan<T>() : s.reward + next_term - s.value;
+        const T td = s.reward + next_term - s.value;
         return rho * td;
     }
 

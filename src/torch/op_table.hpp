@@ -108,7 +108,7 @@ inline constexpr op_spec op_table[] = {
      "gae(Tensor rewards, Tensor values, Tensor terminated, Tensor? truncated=None, "
      "Tensor? last_value=None, Tensor? bootstrap_values=None, Tensor? importance=None, "
      "float gamma=0.99, float gae_lambda=0.95, float rho_clip=1.0, float c_clip=1.0, "
-     "int time_axis=-1, Tensor? gamma_steps=None, Tensor? lambda_steps=None, Tensor? next_values=None) "
+     "int? time_axis=None, Tensor? gamma_steps=None, Tensor? lambda_steps=None, Tensor? next_values=None) "
      "-> (Tensor advantages, Tensor returns)",
      estimator::gae, arg::rewards, false,
      {table::off_policy_value_inputs, {arg::gamma, arg::lambda, arg::rho_clip, arg::c_clip, arg::time_axis,
@@ -118,7 +118,7 @@ inline constexpr op_spec op_table[] = {
      "td_lambda_returns(Tensor rewards, Tensor values, Tensor terminated, Tensor? truncated=None, "
      "Tensor? last_value=None, Tensor? bootstrap_values=None, Tensor? importance=None, "
      "float gamma=0.99, float lambda_=0.95, float rho_clip=1.0, float c_clip=1.0, "
-     "int time_axis=-1, Tensor? gamma_steps=None, Tensor? lambda_steps=None, Tensor? next_values=None) -> Tensor",
+     "int? time_axis=None, Tensor? gamma_steps=None, Tensor? lambda_steps=None, Tensor? next_values=None) -> Tensor",
      estimator::td_lambda, arg::rewards, false,
      {table::off_policy_value_inputs, {arg::gamma, arg::lambda, arg::rho_clip, arg::c_clip, arg::time_axis,
       optional(arg::gamma_steps), optional(arg::lambda_steps), table::next_values_}},
@@ -127,7 +127,7 @@ inline constexpr op_spec op_table[] = {
      "vtrace(Tensor rewards, Tensor values, Tensor terminated, Tensor? truncated=None, "
      "Tensor? last_value=None, Tensor? bootstrap_values=None, Tensor? importance=None, "
      "float gamma=0.99, float lambda_=1.0, float rho_clip=1.0, float c_clip=1.0, "
-     "float rho_pg_clip=1.0, int time_axis=-1, Tensor? gamma_steps=None, Tensor? lambda_steps=None, "
+     "float rho_pg_clip=1.0, int? time_axis=None, Tensor? gamma_steps=None, Tensor? lambda_steps=None, "
      "Tensor? next_values=None, Tensor? sample_mask=None, float alpha=1.0) -> (Tensor vs, Tensor pg_advantages)",
      estimator::vtrace, arg::rewards, false,
      {table::off_policy_value_inputs,
@@ -138,7 +138,7 @@ inline constexpr op_spec op_table[] = {
     {"discounted_returns",
      "discounted_returns(Tensor rewards, Tensor terminated, Tensor? truncated=None, "
      "Tensor? last_value=None, Tensor? bootstrap_values=None, float gamma=0.99, "
-     "int time_axis=-1, Tensor? gamma_steps=None) -> Tensor",
+     "int? time_axis=None, Tensor? gamma_steps=None) -> Tensor",
      estimator::discounted_returns, arg::rewards, false,
      {arg::rewards, arg::terminated, table::truncated_, table::last_value_, table::bootstrap_, arg::gamma,
       arg::time_axis, optional(arg::gamma_steps)},
@@ -146,7 +146,7 @@ inline constexpr op_spec op_table[] = {
     {"n_step_returns",
      "n_step_returns(Tensor rewards, Tensor values, Tensor terminated, Tensor? truncated=None, "
      "Tensor? last_value=None, Tensor? bootstrap_values=None, int n=1, float gamma=0.99, "
-     "float lambda_=1.0, int time_axis=-1, Tensor? gamma_steps=None, Tensor? lambda_steps=None, "
+     "float lambda_=1.0, int? time_axis=None, Tensor? gamma_steps=None, Tensor? lambda_steps=None, "
      "Tensor? next_values=None) -> Tensor",
      estimator::n_step_returns, arg::rewards, false,
      {table::value_inputs, {arg::n, arg::gamma, arg::lambda, arg::time_axis,
@@ -156,7 +156,7 @@ inline constexpr op_spec op_table[] = {
      "retrace(Tensor rewards, Tensor q_values, Tensor next_values, Tensor terminated, "
      "Tensor? truncated=None, Tensor? target_probs=None, Tensor? behaviour_probs=None, "
      "bool log_probs=False, float gamma=0.99, float lambda_=1.0, float c_clip=1.0, "
-     "int time_axis=-1, Tensor? gamma_steps=None, Tensor? lambda_steps=None) "
+     "int? time_axis=None, Tensor? gamma_steps=None, Tensor? lambda_steps=None) "
      "-> (Tensor returns, Tensor advantages)",
      estimator::retrace, arg::rewards, false,
      {arg::rewards, arg::values, arg::next_values, arg::terminated, table::truncated_, optional(arg::target_probs),
@@ -166,7 +166,7 @@ inline constexpr op_spec op_table[] = {
     {"q_lambda",
      "q_lambda(Tensor rewards, Tensor q_values, Tensor next_values, Tensor terminated, "
      "Tensor? truncated=None, Tensor? greedy=None, float gamma=0.99, float lambda_=0.9, "
-     "int time_axis=-1, Tensor? gamma_steps=None, Tensor? lambda_steps=None) "
+     "int? time_axis=None, Tensor? gamma_steps=None, Tensor? lambda_steps=None) "
      "-> (Tensor returns, Tensor advantages)",
      estimator::q_lambda, arg::rewards, false,
      {arg::rewards, arg::values, arg::next_values, arg::terminated, table::truncated_, optional(arg::greedy),
@@ -175,13 +175,13 @@ inline constexpr op_spec op_table[] = {
     // episodic_sum: C_t = inputs_t + gamma lambda (1 - reset_t) C_{t-1}; `seed` is C_{-1}.
     {"episodic_cumsum",
      "episodic_cumsum(Tensor inputs, Tensor dones, Tensor? seed=None, bool reset_at_start=False, "
-     "int time_axis=-1) -> Tensor",
+     "int? time_axis=None) -> Tensor",
      estimator::episodic_sum, arg::rewards, false,
      {arg::rewards, arg::terminated, table::last_value_, arg::reset_at_start, arg::time_axis},
      {result::returns}},
     {"eligibility_traces",
      "eligibility_traces(Tensor inputs, Tensor dones, float gamma, float lambda_, "
-     "Tensor? seed=None, int time_axis=-1, Tensor? gamma_steps=None, Tensor? lambda_steps=None) -> Tensor",
+     "Tensor? seed=None, int? time_axis=None, Tensor? gamma_steps=None, Tensor? lambda_steps=None) -> Tensor",
      estimator::episodic_sum, arg::rewards, false,
      {arg::rewards, arg::terminated, arg::gamma, arg::lambda, table::last_value_, arg::time_axis,
       optional(arg::gamma_steps), optional(arg::lambda_steps)},

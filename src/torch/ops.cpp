@@ -77,7 +77,16 @@ op_call unbox(const op_spec& op, StableIValue* stack) {
             case arg::log_probs: p.log_probs = to<bool>(v); break;
             case arg::reset_at_start: p.reset_at_start = to<bool>(v); break;
             case arg::reverse: p.reverse = to<bool>(v); break;
-            case arg::time_axis: call.time_axis = to<std::int64_t>(v); break;  // the schema's int64, unnarrowed
+            case arg::time_axis:  // int64 unnarrowed
+                if (op.kind == estimator::linear_recurrence) {  // its schema's `int time_axis`, a required keyword
+                    call.time_axis = to<std::int64_t>(v);
+                    break;
+                }
+                // The family's `int? time_axis=None`: required all the same (issue 33).
+                call.time_axis = to<std::optional<std::int64_t>>(v);
+                if (!call.time_axis)
+                    throw_problem({argument_problem::type, detail::time_axis_required_message(op.name)});
+                break;
             default: {
                 std::optional<Tensor>& slot = call.tensors[index(a.what)];
                 if (!a.optional) {

@@ -157,13 +157,19 @@ inputs make_inputs(const call_case& c) {
         in.truncated = grid(flag_type);
         in.truncated->each([&](std::int64_t r, std::int64_t t) {
             const bool edge = (t == 0 && r % 3 == 2) || (t == c.horizon - 1 && r % 3 == 2);
-            in.truncated->set(r, t, in.terminated->get(r, t) == 0 && (edge || unit(rng) < 0.05));
+            // Some terminated steps truncated too: terminated, both backends (issue 33).
+            const bool also = in.terminated->get(r, t) != 0 && unit(rng) < 0.25;
+            in.truncated->set(r, t, also || (in.terminated->get(r, t) == 0 && (edge || unit(rng) < 0.05)));
         });
     }
     if (takes_next_values(c.kind) || c.next_values) {
         in.next_values = grid(c.type), fill(in.next_values, -1, 1);
     } else if (c.truncations || c.kind == estimator::n_step_returns) {
         in.bootstrap = grid(c.type), fill(in.bootstrap, -1, 1);
+        if (c.truncations)  // never read where terminated, truncated or not
+            in.bootstrap->each([&](std::int64_t r, std::int64_t t) {
+                if (in.terminated->get(r, t) != 0 && in.truncated->get(r, t) != 0) in.bootstrap->set(r, t, nan());
+            });
     } else if (!c.no_last_value && c.kind != estimator::puff_advantage) {
         in.last_value = std::make_unique<array>(c.type, c.rows, 1, c.memory, 0, true);
         fill(in.last_value, -1, 1);

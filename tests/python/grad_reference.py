@@ -31,12 +31,18 @@ def _flags(x, like):
 
 
 def standard(kind, rewards, values, terminated, truncated=None, last_value=None, bootstrap_values=None,
-             importance=None, gamma=0.99, lam=0.95, rho_clip=1.0, c_clip=1.0, rho_pg_clip=1.0):
-    """gae / td_lambda: (advantages, returns); vtrace: (pg advantages, vs)."""
+             importance=None, gamma=0.99, lam=0.95, rho_clip=1.0, c_clip=1.0, rho_pg_clip=1.0, next_values=None):
+    """gae / td_lambda: (advantages, returns); vtrace: (pg advantages, vs). next_values: V'_t at every
+    step (td_lambda then scans the lambda-return itself: q_lambda on state values)."""
     truncated = _flags(truncated, rewards)
+    if next_values is not None:
+        next_values = torch.where(terminated, 0.0, next_values)  # never read there (may be NaN)
+        if kind == "td_lambda":
+            return q_lambda(rewards, values, next_values, terminated, truncated, None, gamma, lam)
     horizon = rewards.shape[1]
     ones = torch.ones(rewards.shape[0], dtype=torch.float64)
-    nv = [_next_value(values, truncated, last_value, bootstrap_values, t) for t in range(horizon)]
+    nv = [next_values[:, t] if next_values is not None else
+          _next_value(values, truncated, last_value, bootstrap_values, t) for t in range(horizon)]
     a, adv = torch.zeros_like(ones), [None] * horizon
     for t in range(horizon - 1, -1, -1):
         rho = ones if importance is None else _fmin(importance[:, t], rho_clip)

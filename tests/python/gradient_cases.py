@@ -24,6 +24,14 @@ CASES = {
                {"vs": True, "pg_advantages": True, "abs_sums": True, "sums": True, "square_sums": True}),
     "vtrace_last_value": (("rewards", "values", "last_value", "importance"), ("terminated",), {},
                           ("gamma", "lambda_"), {"vs": True, "pg_advantages": True}),
+    # next_values (issue 29): V'_t at every step; TD(lambda)'s takes no importance with it.
+    "gae_next_values": (("rewards", "values", "next_values", "importance"), ("terminated", "truncated"),
+                        {"rho_clip": 1.2, "c_clip": 0.9}, ("gamma", "gae_lambda"), _VALUE_OUTPUTS),
+    "td_lambda_returns_next_values": (("rewards", "values", "next_values"), ("terminated", "truncated"), {},
+                                      ("gamma", "lambda_"), _VALUE_OUTPUTS),
+    "vtrace_next_values": (("rewards", "values", "next_values", "importance"), ("terminated", "truncated"),
+                           {"rho_clip": 1.5, "c_clip": 1.1, "rho_pg_clip": 1.3}, ("gamma", "lambda_"),
+                           {"vs": True, "pg_advantages": True, "abs_sums": True, "sums": True, "square_sums": True}),
     "discounted_returns": (("rewards", "bootstrap_values"), ("terminated", "truncated"), {}, ("gamma",),
                            {"returns": True, "abs_sums": True, "sums": True, "square_sums": True}),
     "discounted_returns_last_value": (("rewards", "last_value"), ("terminated",), {}, ("gamma",),
@@ -52,7 +60,7 @@ SCALARS = {"gamma": 0.9, "gae_lambda": 0.8, "lambda_": 0.7}
 
 
 def function_of(case: str) -> str:
-    for suffix in ("_last_value", "_long", "_log_probs", "_peng", "_starts_at"):
+    for suffix in ("_last_value", "_long", "_log_probs", "_peng", "_starts_at", "_next_values"):
         if case.endswith(suffix):
             return case[: -len(suffix)]
     return case

@@ -56,8 +56,7 @@ def put(device, arrays):
 @pytest.fixture
 def on_cpu():
     """Runs a test on the CPU even where JAX's default device is a GPU: for CPU-only
-    behaviour (a step both terminated and truncated is an error on the CPU, NaN on a
-    GPU) and for tests one platform covers. The GPU has test_conventions_on_gpu and
+    behaviour and for tests one platform covers. The GPU has test_conventions_on_gpu and
     the `device` parametrisation of test_conventions_match_reference."""
     with jax.default_device(jax.devices("cpu")[0]):
         yield

@@ -162,10 +162,10 @@ def test_negative_view_is_a_value_error(which):
                 puffadv.compute_puff_advantage(**args, advantages=neg)
             elif which == "gae-rewards":
                 puffadv.gae(neg, args["values"], args["dones"] > 0, last_value=last_value,
-                            advantages=out, returns=False)
+                            advantages=out, returns=False, time_axis=-1)
             elif which == "gae-returns":
                 puffadv.gae(args["rewards"], args["values"], args["dones"] > 0,
-                            last_value=last_value, advantages=out, returns=neg)
+                            last_value=last_value, advantages=out, returns=neg, time_axis=-1)
             else:
                 args[which] = neg
                 puffadv.compute_puff_advantage(**args, advantages=out)
@@ -178,7 +178,7 @@ def test_negative_view_is_a_value_error(which):
         if which.startswith("gae"):
             plain = {k: v.cpu().numpy() for k, v in args.items()}
             result = puffadv.gae(resolved if which == "gae-rewards" else args["rewards"], args["values"],
-                                 args["dones"] > 0, last_value=last_value, advantages=out, returns=False)
+                                 args["dones"] > 0, last_value=last_value, advantages=out, returns=False, time_axis=-1)
             want, _ = reference.standard_estimate(
                 "gae", resolved.cpu().numpy() if which == "gae-rewards" else plain["rewards"], plain["values"],
                 plain["dones"] > 0, last_value=plain["values"][:, 0])
@@ -271,7 +271,7 @@ def test_gae_names_a_meta_tensor_too():
     e = reference.random_episodes(np.random.default_rng(1), R, H, np.float32)
     t = {k: torch.from_numpy(np.ascontiguousarray(v)) for k, v in e.items()}
     with pytest.raises(TypeError, match="^terminated is on the meta device"):
-        puffadv.gae(t["rewards"], t["values"], t["terminated"].to("meta"), last_value=t["last_value"])
+        puffadv.gae(t["rewards"], t["values"], t["terminated"].to("meta"), last_value=t["last_value"], time_axis=-1)
 
 
 def test_deleted_jax_array():
@@ -297,7 +297,7 @@ def test_masked_array_is_refused(argument):
         call(**{argument: masked})
     e = reference.random_episodes(np.random.default_rng(1), R, H, np.float32)
     with pytest.raises(TypeError, match="^values is a numpy.ma.MaskedArray"):
-        puffadv.gae(e["rewards"], np.ma.masked_array(e["values"]), e["terminated"], last_value=e["last_value"])
+        puffadv.gae(e["rewards"], np.ma.masked_array(e["values"]), e["terminated"], last_value=e["last_value"], time_axis=-1)
     # An ndarray subclass without a mask is read as the array it is.
     subclass = type("Subclass", (np.ndarray,), {})
     want = reference.puff_advantage(data["values"], data["rewards"], data["dones"], data["importance"])
@@ -330,7 +330,7 @@ def test_bad_stream_is_named(stream, error, fragment, function):
     with pytest.raises(error) as info:
         if function == "gae":
             puffadv.gae(args["rewards"], args["values"], args["dones"] > 0, last_value=args["values"][:, 0],
-                        stream=stream)
+                        stream=stream, time_axis=-1)
         else:
             puffadv.compute_puff_advantage(**args, stream=stream, returns=function == "puff-fused" or None)
     assert fragment in str(info.value)

@@ -29,9 +29,9 @@ def calls():
         "puff fused": lambda a: puffadv.compute_puff_advantage(*a[:4], a[4], *PARAMS, returns=True,
                                                                sums=True),
         "gae": lambda a: puffadv.gae(a[1], a[0], a[2] > 0, last_value=a[0][:, 0], importance=a[3],
-                                     abs_sums=True),
+                                     abs_sums=True, time_axis=-1),
         "vtrace": lambda a: puffadv.vtrace(a[1], a[0], a[2] > 0, last_value=a[0][:, 0],
-                                           importance=a[3], pg_advantages=a[4]),
+                                           importance=a[3], pg_advantages=a[4], time_axis=-1),
     }
 
 
@@ -71,7 +71,7 @@ def test_results_carry_the_graph_of_inputs_that_require_grad():
     arrays = [torch.nn.Parameter(torch.rand(3, 6)) for _ in range(4)]
     assert puffadv.compute_puff_advantage(*arrays).requires_grad
     assert all(x.requires_grad for x in puffadv.gae(arrays[1], arrays[0], arrays[2] > 0.5,
-                                                     last_value=arrays[0][:, 0])[:2])
+                                                     last_value=arrays[0][:, 0], time_axis=-1)[:2])
     with torch.no_grad():
         assert not puffadv.compute_puff_advantage(*arrays).requires_grad
 
@@ -120,9 +120,9 @@ def _python_api_writes(out, torch):
         ("puff", lambda: puffadv.compute_puff_advantage(v, r, d.float(), i, out, *PARAMS)),
         ("puff fused returns", lambda: puffadv.compute_puff_advantage(
             v, r, d.float(), i, None, *PARAMS, returns=out)),
-        ("gae advantages", lambda: puffadv.gae(r, v, d, last_value=lv, advantages=out)),
-        ("td returns", lambda: puffadv.td_lambda_returns(r, v, d, last_value=lv, returns=out)),
-        ("vtrace vs", lambda: puffadv.vtrace(r, v, d, last_value=lv, importance=i, vs=out)),
+        ("gae advantages", lambda: puffadv.gae(r, v, d, last_value=lv, advantages=out, time_axis=-1)),
+        ("td returns", lambda: puffadv.td_lambda_returns(r, v, d, last_value=lv, returns=out, time_axis=-1)),
+        ("vtrace vs", lambda: puffadv.vtrace(r, v, d, last_value=lv, importance=i, vs=out, time_axis=-1)),
     ]
 
 

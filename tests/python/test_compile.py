@@ -101,12 +101,12 @@ def test_conventions(device, rng):
     gamma, lam, rho, c = PARAMS
 
     def estimates(r, v, term, trunc, boot, last, imp, vs_out):
-        g = puffadv.gae(r, v, term | trunc, last_value=last, gamma=gamma, gae_lambda=lam, sums=True)
+        g = puffadv.gae(r, v, term | trunc, last_value=last, gamma=gamma, gae_lambda=lam, sums=True, time_axis=-1)
         t = puffadv.td_lambda_returns(r.T, v.T, term.T, trunc.T, bootstrap_values=boot.T, importance=imp.T,
                                       gamma=gamma, lambda_=lam, rho_clip=rho, c_clip=c, time_axis=0,
                                       advantages=True)
         x = puffadv.vtrace(r, v, term, trunc, bootstrap_values=boot, importance=imp, gamma=gamma,
-                           rho_clip=rho, c_clip=c, rho_pg_clip=1.2, vs=vs_out, abs_sums=True)
+                           rho_clip=rho, c_clip=c, rho_pg_clip=1.2, vs=vs_out, abs_sums=True, time_axis=-1)
         return g, t, x
 
     vs_compiled, vs_eager = poison((7, 30), torch.float32, device), poison((7, 30), torch.float32, device)
@@ -129,14 +129,14 @@ def test_estimator_family(device, rng):
     arrays = on(device, [e[k] for k in keys])
 
     def estimates(r, v, term, trunc, boot, q, nv, log_pi, log_mu, greedy, seed, out):
-        return (puffadv.discounted_returns(r, term, trunc, bootstrap_values=boot, gamma=0.9, sums=True),
+        return (puffadv.discounted_returns(r, term, trunc, bootstrap_values=boot, gamma=0.9, sums=True, time_axis=-1),
                 puffadv.n_step_returns(r.T, v.T, term.T, trunc.T, n=3, bootstrap_values=boot.T, time_axis=0,
                                        advantages=True),
                 puffadv.retrace(r, q, nv, term, trunc, target_log_probs=log_pi, behaviour_log_probs=log_mu,
-                                c_clip=1.3),
-                puffadv.q_lambda(r, q, nv, term, trunc, greedy=greedy, returns=out),
-                puffadv.episodic_cumsum(r, term | trunc, seed=seed, boundary="starts_at"),
-                puffadv.eligibility_traces(r, term | trunc, gamma=0.9, lambda_=0.8))
+                                c_clip=1.3, time_axis=-1),
+                puffadv.q_lambda(r, q, nv, term, trunc, greedy=greedy, returns=out, time_axis=-1),
+                puffadv.episodic_cumsum(r, term | trunc, seed=seed, boundary="starts_at", time_axis=-1),
+                puffadv.eligibility_traces(r, term | trunc, gamma=0.9, lambda_=0.8, time_axis=-1))
 
     out_compiled, out_eager = poison((7, 30), torch.float32, device), poison((7, 30), torch.float32, device)
     compiled = torch.compile(estimates, fullgraph=True)(*arrays, out_compiled)
@@ -152,7 +152,7 @@ def test_estimator_family(device, rng):
 def test_reduced_precision_gives_float32_as_eager(device, rng):
     def both(v, r, d, i, last):
         return (puffadv.compute_puff_advantage(v, r, d, i, None, *PARAMS),
-                puffadv.gae(r, v, d > 0, last_value=last))
+                puffadv.gae(r, v, d > 0, last_value=last, time_axis=-1))
 
     arrays = on(device, ref.random_puff_inputs(rng, 6, 17))
     inputs = [t.to(torch.bfloat16) for t in arrays]
@@ -194,7 +194,7 @@ def test_errors_are_the_eager_calls(rng):
         torch.compile(lambda *a: puffadv.compute_puff_advantage(*a, stream="default"),
                       fullgraph=True)(*inputs)
     with pytest.raises(torch._dynamo.exc.Unsupported, match="values must be a torch tensor"):
-        torch.compile(lambda r, d: puffadv.gae(r, [[0.5] * 5] * 3, d > 0), fullgraph=True)(*inputs[1:3])
+        torch.compile(lambda r, d: puffadv.gae(r, [[0.5] * 5] * 3, d > 0, time_axis=-1), fullgraph=True)(*inputs[1:3])
 
 
 def test_custom_ops_pass_opcheck(rng):

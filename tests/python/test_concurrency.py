@@ -53,7 +53,7 @@ def call(kind, inputs):
         return as_numpy(puffadv.compute_puff_advantage(*inputs, **PARAMS))
     rewards, values, dones, importance = inputs[1], inputs[0], inputs[2], inputs[3]
     estimate = puffadv.gae(rewards, values, dones.astype(bool) if isinstance(dones, np.ndarray) else dones > 0,
-                           last_value=values[:, 0], importance=importance, gamma=0.99, gae_lambda=0.95)
+                           last_value=values[:, 0], importance=importance, gamma=0.99, gae_lambda=0.95, time_axis=-1)
     return as_numpy(estimate.advantages)
 
 

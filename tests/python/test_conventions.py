@@ -16,14 +16,14 @@ def run(kind, rewards, values, terminated, truncated=None, **kw):
     """One estimator with every output requested; returns (advantages, returns, sums triple)."""
     sums = dict(abs_sums=True, sums=True, square_sums=True)
     if kind == "gae":
-        out = puffadv.gae(rewards, values, terminated, truncated, **sums, **kw)
+        out = puffadv.gae(rewards, values, terminated, truncated, **sums, **{"time_axis": -1, **kw})
         return out.advantages, out.returns, out[2:]
     if kind == "td_lambda":
         kw["lambda_"] = kw.pop("gae_lambda", LAM)
-        out = puffadv.td_lambda_returns(rewards, values, terminated, truncated, advantages=True, **sums, **kw)
+        out = puffadv.td_lambda_returns(rewards, values, terminated, truncated, advantages=True, **sums, **{"time_axis": -1, **kw})
         return out.advantages, out.returns, out[2:]
     kw["lambda_"] = kw.pop("gae_lambda", LAM)
-    out = puffadv.vtrace(rewards, values, terminated, truncated, **sums, **kw)
+    out = puffadv.vtrace(rewards, values, terminated, truncated, **sums, **{"time_axis": -1, **kw})
     return out.pg_advantages, out.vs, out[2:]
 
 
@@ -74,7 +74,7 @@ def test_matches_reference(target, rng, kind, dtype, bootstrap, importance, time
 def test_td_lambda_matches_its_own_recursion(rng):
     e = ref.random_episodes(rng, 7, 257, np.float64)
     out = puffadv.td_lambda_returns(e["rewards"], e["values"], e["terminated"], e["truncated"],
-                                    bootstrap_values=e["bootstrap_values"], gamma=GAMMA, lambda_=LAM)
+                                    bootstrap_values=e["bootstrap_values"], gamma=GAMMA, lambda_=LAM, time_axis=-1)
     want = ref.td_lambda_return(e["rewards"], e["values"], e["terminated"], e["truncated"], None,
                                 e["bootstrap_values"], GAMMA, LAM)
     assert ref.relative_error(out.returns, want) <= 1e-12
@@ -90,7 +90,7 @@ def test_flag_dtypes_and_strided_views(rng, flag_dtype):
     view = lambda x: wide(x)[::2, ::3]
     out = puffadv.gae(view(e["rewards"]), view(e["values"]), view(e["terminated"].astype(flag_dtype)),
                       view(e["truncated"].astype(flag_dtype)), bootstrap_values=view(e["bootstrap_values"]),
-                      importance=view(e["importance"]), gamma=GAMMA, gae_lambda=LAM, rho_clip=RHO, c_clip=C)
+                      importance=view(e["importance"]), gamma=GAMMA, gae_lambda=LAM, rho_clip=RHO, c_clip=C, time_axis=-1)
     assert ref.relative_error(out.advantages, want_adv) <= 1e-5
     assert ref.relative_error(out.returns, want_ret) <= 1e-5
 
@@ -119,18 +119,26 @@ def test_many_rows_in_blocks_tiles_and_threads(rng, kind, flag_dtype, time_axis)
 
 @pytest.mark.parametrize("time_axis", [-1, 0])
 @pytest.mark.parametrize("flag_dtype", [bool, np.float32])
-def test_first_step_both_terminated_and_truncated_is_named(time_axis, flag_dtype):
-    """The error names the first such step in [rows, horizon] order, whatever
-    order the kernels and threads met them in."""
+def test_steps_both_terminated_and_truncated_are_terminated(time_axis, flag_dtype):
+    """Gymnasium's meaning (issue 33), in every kernel and thread: equal to the call
+    with those steps terminated alone; their bootstrap (NaN here) is never read."""
     e = ref.random_episodes(np.random.default_rng(1), 603, 45, np.float32)
     term, trunc = e["terminated"].copy(), e["truncated"].copy()
+    boot = e["bootstrap_values"].copy()
     for row, t in [(590, 3), (301, 40), (301, 17), (412, 0)]:
         term[row, t] = trunc[row, t] = True
+        boot[row, t] = np.nan
     lay = (lambda x: x) if time_axis == -1 else (lambda x: np.ascontiguousarray(x.T))
-    with pytest.raises(ValueError, match="both set at row 301, step 17 "):
-        puffadv.gae(lay(e["rewards"]), lay(e["values"]), lay(term.astype(flag_dtype)),
-                    lay(trunc.astype(flag_dtype)), bootstrap_values=lay(e["bootstrap_values"]),
-                    time_axis=time_axis)
+    run = lambda u: puffadv.gae(lay(e["rewards"]), lay(e["values"]), lay(term.astype(flag_dtype)),
+                                lay(u.astype(flag_dtype)), bootstrap_values=lay(boot), sums=True,
+                                time_axis=time_axis)
+    got, want = run(trunc), run(trunc & ~term)
+    assert np.isfinite(got.advantages).all()
+    for a, b in zip(got[:3], want[:3]):
+        np.testing.assert_array_equal(a, b)
+    adv, _ = ref.standard_estimate("gae", e["rewards"], e["values"], term, trunc & ~term, None,
+                                   np.nan_to_num(e["bootstrap_values"]), gamma=0.99, lam=0.95)
+    assert ref.relative_error(got.advantages if time_axis == -1 else got.advantages.T, adv) <= 1e-5
 
 
 def _by_step(rewards, values, terminated, last_value, importance, lam):
@@ -166,11 +174,11 @@ def test_large_outputs_streamed_past_the_caches(rng, time_axis, offset):
     out = [np.full(shape[0] * shape[1] + 8, np.nan, np.float32)[offset:offset + shape[0] * shape[1]].reshape(shape)
            for _ in range(2)]
     kw = dict(last_value=last, importance=lay(imp), gamma=GAMMA, rho_clip=RHO, c_clip=C, time_axis=time_axis)
-    puffadv.gae(lay(r), lay(v), lay(term), gae_lambda=LAM, advantages=out[0], returns=out[1], **kw)
+    puffadv.gae(lay(r), lay(v), lay(term), gae_lambda=LAM, advantages=out[0], returns=out[1], **{"time_axis": -1, **kw})
     assert ref.relative_error(back(out[0]), want_adv) <= 1e-5
     assert ref.relative_error(back(out[1]), want_ret) <= 1e-5
     puffadv.vtrace(lay(r), lay(v), lay(term), lambda_=LAM, rho_pg_clip=RHO_PG, vs=out[0], pg_advantages=out[1],
-                   **kw)
+                   **{"time_axis": -1, **kw})
     assert ref.relative_error(back(out[0]), want_ret) <= 1e-5
     assert ref.relative_error(back(out[1]), want_pg) <= 1e-5
 
@@ -181,7 +189,7 @@ def test_outputs_written_in_place_and_poisoned_first(rng):
     ret = np.full((6, 40), np.nan, np.float32)
     sums = np.full(6, np.nan, np.float64)
     out = puffadv.gae(e["rewards"], e["values"], e["terminated"], e["truncated"],
-                      bootstrap_values=e["bootstrap_values"], advantages=adv, returns=ret, sums=sums)
+                      bootstrap_values=e["bootstrap_values"], advantages=adv, returns=ret, sums=sums, time_axis=-1)
     assert out.advantages is adv and out.returns is ret and out.sums is sums
     want_adv, want_ret = expected("gae", e, "bootstrap_values", False, gamma=0.99, lam=0.95)
     assert ref.relative_error(adv, want_adv) <= 1e-5
@@ -189,7 +197,7 @@ def test_outputs_written_in_place_and_poisoned_first(rng):
     assert ref.relative_error(sums, want_adv.sum(1)) <= 1e-5
     # Only what was asked for: a skipped output stays None.
     only = puffadv.gae(e["rewards"], e["values"], e["terminated"], last_value=e["last_value"],
-                       returns=False)
+                       returns=False, time_axis=-1)
     assert only.returns is None and only.advantages is not None
 
 
@@ -198,42 +206,42 @@ def test_facts(rng):
     args = (e["rewards"], e["values"], e["terminated"], e["truncated"])
     kw = dict(bootstrap_values=e["bootstrap_values"])
     # gamma * lambda == 0: the one-step TD error, with the bootstrap at truncations.
-    one_step = puffadv.gae(*args, gamma=0.9, gae_lambda=0.0, **kw).advantages
+    one_step = puffadv.gae(*args, gamma=0.9, gae_lambda=0.0, **{"time_axis": -1, **kw}).advantages
     nxt = np.concatenate([e["values"][:, 1:], e["bootstrap_values"][:, -1:]], axis=1)
     nxt = np.where(e["truncated"], e["bootstrap_values"], nxt)
     td = e["rewards"] + 0.9 * np.where(e["terminated"], 0.0, nxt) - e["values"]
     assert ref.relative_error(one_step, td) <= 1e-12
     # gamma == 0: the reward minus the value.
-    assert ref.relative_error(puffadv.gae(*args, gamma=0.0, **kw).advantages,
+    assert ref.relative_error(puffadv.gae(*args, gamma=0.0, **{"time_axis": -1, **kw}).advantages,
                               e["rewards"] - e["values"]) <= 1e-12
     # TD(lambda) returns are GAE's returns; V-trace without ratios at lambda = 1 is GAE(1).
-    g = puffadv.gae(*args, gamma=GAMMA, gae_lambda=LAM, **kw)
-    t = puffadv.td_lambda_returns(*args, gamma=GAMMA, lambda_=LAM, advantages=True, **kw)
+    g = puffadv.gae(*args, gamma=GAMMA, gae_lambda=LAM, **{"time_axis": -1, **kw})
+    t = puffadv.td_lambda_returns(*args, gamma=GAMMA, lambda_=LAM, advantages=True, **{"time_axis": -1, **kw})
     assert ref.relative_error(t.returns, g.returns) <= 1e-12
     assert ref.relative_error(t.advantages, g.advantages) <= 1e-12
-    v = puffadv.vtrace(*args, gamma=GAMMA, **kw)
-    g1 = puffadv.gae(*args, gamma=GAMMA, gae_lambda=1.0, **kw)
+    v = puffadv.vtrace(*args, gamma=GAMMA, **{"time_axis": -1, **kw})
+    g1 = puffadv.gae(*args, gamma=GAMMA, gae_lambda=1.0, **{"time_axis": -1, **kw})
     assert ref.relative_error(v.vs, g1.returns) <= 1e-12
     # Importance ratios all 1 change nothing; rho_clip == 0 zeroes the advantages.
     ones = np.ones_like(e["rewards"])
-    assert ref.relative_error(puffadv.gae(*args, importance=ones, **kw).advantages,
-                              puffadv.gae(*args, **kw).advantages) <= 1e-12
-    zero = puffadv.gae(*args, importance=e["importance"], rho_clip=0.0, **kw).advantages
+    assert ref.relative_error(puffadv.gae(*args, importance=ones, **{"time_axis": -1, **kw}).advantages,
+                              puffadv.gae(*args, **{"time_axis": -1, **kw}).advantages) <= 1e-12
+    zero = puffadv.gae(*args, importance=e["importance"], rho_clip=0.0, **{"time_axis": -1, **kw}).advantages
     assert np.all(zero == 0)
     # Values past the end of a terminated step are never read: NaN there changes nothing.
     boot = np.where(e["terminated"], np.nan, e["bootstrap_values"])
-    assert np.all(np.isfinite(puffadv.gae(*args, bootstrap_values=boot).advantages))
+    assert np.all(np.isfinite(puffadv.gae(*args, bootstrap_values=boot, time_axis=-1).advantages))
 
 
 def test_shapes_edge_cases():
     for rows, horizon in [(0, 5), (3, 0), (0, 0)]:
         z = np.zeros((rows, horizon), np.float32)
-        out = puffadv.gae(z, z, z.astype(bool), last_value=np.zeros(rows, np.float32), sums=True)
+        out = puffadv.gae(z, z, z.astype(bool), last_value=np.zeros(rows, np.float32), sums=True, time_axis=-1)
         assert out.advantages.shape == (rows, horizon) and out.sums.shape == (rows,)
         assert np.all(out.sums == 0)
     # H == 1: the step bootstraps from last_value directly.
     r, v = np.array([[1.0], [2.0]]), np.array([[0.5], [0.25]])
-    out = puffadv.gae(r, v, np.array([[False], [True]]), last_value=np.array([4.0, 8.0]), gamma=0.5)
+    out = puffadv.gae(r, v, np.array([[False], [True]]), last_value=np.array([4.0, 8.0]), gamma=0.5, time_axis=-1)
     assert np.allclose(out.advantages, [[1.0 + 2.0 - 0.5], [2.0 - 0.25]])
 
 
@@ -241,7 +249,7 @@ def test_vtrace_pg_advantage_by_hand():
     """One row, no ratios: pg_t = r_t + gamma vs_{t+1} - V_t inside, bootstrap at the end."""
     r = np.array([[1.0, 2.0, 3.0]])
     v = np.array([[0.5, -1.0, 2.0]])
-    out = puffadv.vtrace(r, v, np.zeros((1, 3), bool), last_value=np.array([10.0]), gamma=0.5)
+    out = puffadv.vtrace(r, v, np.zeros((1, 3), bool), last_value=np.array([10.0]), gamma=0.5, time_axis=-1)
     vs2 = 3.0 + 0.5 * 10.0
     vs1 = 2.0 + 0.5 * vs2
     vs0 = 1.0 + 0.5 * vs1
@@ -257,14 +265,13 @@ def _episode():
 
 
 @pytest.mark.parametrize("change, error, words", [
-    (dict(truncated="terminated"), ValueError, "terminated and truncated are both set at row 0, step 0"),
     (dict(last_value="both"), ValueError, "either last_value"),
     (dict(bootstrap_values=None), ValueError, "a bootstrap is needed"),
     (dict(bootstrap_values=None, last_value="ok"), ValueError, "truncated needs bootstrap_values"),
     (dict(bootstrap_values=np.zeros((4, 9), np.float32)), ValueError, "bootstrap_values has shape"),
     (dict(bootstrap_values=None, truncated=None, last_value=np.zeros(3, np.float32)),
      ValueError, "last_value has 3 elements"),
-    (dict(bootstrap_values=None, truncated=None, last_value=np.zeros((4, 1), np.float32)),
+    (dict(bootstrap_values=None, truncated=None, last_value=np.zeros((4, 2), np.float32)),  # [B, 1]: accepted (issue 33)
      ValueError, "last_value must be a 1-D array"),
     (dict(time_axis=2), ValueError, "time_axis must be 0 or -2"),
     (dict(time_axis=-3), ValueError, "time_axis must be 0 or -2"),
@@ -308,16 +315,16 @@ def test_bad_input(change, error, words):
             continue
         kw[key] = value
     with pytest.raises(error, match=words.replace("[", r"\[").replace("]", r"\]")):
-        puffadv.gae(**kw)
+        puffadv.gae(**{"time_axis": -1, **kw})
 
 
 def test_vtrace_and_td_lambda_name_their_lambda():
     e = _episode()
     with pytest.raises(ValueError, match="lambda_ must be finite"):
-        puffadv.vtrace(e["rewards"], e["values"], e["terminated"], last_value=e["last_value"], lambda_=2.0)
+        puffadv.vtrace(e["rewards"], e["values"], e["terminated"], last_value=e["last_value"], lambda_=2.0, time_axis=-1)
     with pytest.raises(ValueError, match="rho_pg_clip must be finite and >= 0"):
         puffadv.vtrace(e["rewards"], e["values"], e["terminated"], last_value=e["last_value"],
-                       rho_pg_clip=-1.0)
+                       rho_pg_clip=-1.0, time_axis=-1)
 
 
 # ---- the puff advantage's fused outputs and dtypes ----
@@ -427,7 +434,7 @@ def test_half_conversions_are_exact(device):
         x = bits.view(dtype).reshape(-1, 1)
         zero = torch.zeros_like(x)
         out = puffadv.gae(x, zero, torch.zeros(x.shape, dtype=torch.bool, device=device),
-                          last_value=zero[:, 0], gamma=0.0, returns=False).advantages
+                          last_value=zero[:, 0], gamma=0.0, returns=False, time_axis=-1).advantages
         assert torch.equal(out.isnan(), x.float().isnan())
         assert torch.equal(out.nan_to_num(), x.float().nan_to_num())
         # r - v in float32, stored as `dtype`: compare with torch's own rounding.
@@ -437,7 +444,7 @@ def test_half_conversions_are_exact(device):
         own = torch.empty(64, 512, dtype=dtype, device=device)
         # Terminated everywhere: each step is r - V, whatever the later steps hold.
         puffadv.gae(a, b, torch.ones(64, 512, dtype=torch.bool, device=device), last_value=b[:, 0],
-                    gamma=0.5, advantages=own, returns=False)
+                    gamma=0.5, advantages=own, returns=False, time_axis=-1)
         assert torch.equal(own, (a.float() - b.float()).to(dtype))
 
 
@@ -468,7 +475,7 @@ def test_gpu_arrays_without_a_usable_backend_fall_back_to_the_host(rng, monkeypa
         warnings.simplefilter("ignore", puffadv.FallbackWarning)  # the once-per-process fallback warning
         out = puffadv.gae(fake(e["rewards"]), fake(e["values"]), fake(e["terminated"]), fake(e["truncated"]),
                           bootstrap_values=fake(e["bootstrap_values"]), gamma=GAMMA, gae_lambda=LAM,
-                          advantages=adv, returns=False, sums=sums)
+                          advantages=adv, returns=False, sums=sums, time_axis=-1)
     assert out.advantages is adv and out.sums is sums and out.returns is None
     want, _ = expected("gae", e, "bootstrap_values", False)
     assert ref.relative_error(adv.host, want) <= 1e-5
@@ -511,7 +518,7 @@ def test_sums_of_an_unreadable_dtype_say_what_sums_take(name, function):
     with pytest.raises(TypeError) as info:
         if function == "gae":
             puffadv.gae(e["rewards"], e["values"], e["terminated"], last_value=e["last_value"],
-                        **{name: np.zeros(4, np.int32)})
+                        **{"time_axis": -1, **{name: np.zeros(4, np.int32)}})
         else:
             puffadv.compute_puff_advantage(e["values"], e["rewards"], e["terminated"].astype(np.float32),
                                            e["importance"], **{name: np.zeros(4, np.int32)})
@@ -525,17 +532,17 @@ def test_outputs_overlapping_each_other_are_not_called_inputs():
     with pytest.raises(ValueError, match="^returns overlaps advantages in memory; two outputs must not share "
                                          "memory$"):
         puffadv.gae(e["rewards"], e["values"], e["terminated"], last_value=e["last_value"],
-                    advantages=buffer[:, :10], returns=buffer[:, 2:])
+                    advantages=buffer[:, :10], returns=buffer[:, 2:], time_axis=-1)
     with pytest.raises(ValueError, match="^returns overlaps advantages in memory; two outputs must not share"):
         puffadv.compute_puff_advantage(e["values"], e["rewards"], e["terminated"].astype(np.float32),
                                        e["importance"], buffer[:, :10], returns=buffer[:, 2:])
     with pytest.raises(ValueError, match="^abs_sums overlaps sums in memory; two outputs must not share"):
         sums = np.zeros(4, np.float32)
         puffadv.gae(e["rewards"], e["values"], e["terminated"], last_value=e["last_value"],
-                    abs_sums=sums, sums=sums)
+                    abs_sums=sums, sums=sums, time_axis=-1)
     with pytest.raises(ValueError, match="^returns overlaps values in memory; the output must not alias an "
                                          "input$"):
-        puffadv.gae(e["rewards"], e["values"], e["terminated"], last_value=e["last_value"], returns=e["values"])
+        puffadv.gae(e["rewards"], e["values"], e["terminated"], last_value=e["last_value"], returns=e["values"], time_axis=-1)
 
 
 FUSED = ["returns", "abs_sums", "sums", "square_sums"]

@@ -33,25 +33,25 @@ def _calls(e, poisoned):
     r, v, t, last, i, nv, p = (e[k] for k in ("rewards", "values", "terminated", "last_value", "importance",
                                               "next_values", "probs"))
     return [
-        ("gae", lambda: puffadv.gae(r, v, t, last_value=last, gamma=0.9, gae_lambda=0.8)),
+        ("gae", lambda: puffadv.gae(r, v, t, last_value=last, gamma=0.9, gae_lambda=0.8, time_axis=-1)),
         ("gae all outputs", lambda: puffadv.gae(r, v, t, last_value=last, importance=i, abs_sums=True,
                                                 sums=True, square_sums=True, time_axis=1)),
-        ("gae given", lambda: puffadv.gae(r, v, t, last_value=last, advantages=poisoned(), returns=False)),
+        ("gae given", lambda: puffadv.gae(r, v, t, last_value=last, advantages=poisoned(), returns=False, time_axis=-1)),
         ("gae time-major", lambda: puffadv.gae(np.ascontiguousarray(r.T), np.ascontiguousarray(v.T),
                                                np.ascontiguousarray(t.T), last_value=last, time_axis=0,
                                                sums=True)),
-        ("td_lambda", lambda: puffadv.td_lambda_returns(r, v, t, bootstrap_values=v, lambda_=0.7, sums=True)),
+        ("td_lambda", lambda: puffadv.td_lambda_returns(r, v, t, bootstrap_values=v, lambda_=0.7, sums=True, time_axis=-1)),
         ("vtrace", lambda: puffadv.vtrace(r, v, t, last_value=last, importance=i, rho_pg_clip=0.8,
-                                          vs=poisoned(), abs_sums=True)),
-        ("discounted", lambda: puffadv.discounted_returns(r, t, last_value=last, square_sums=True)),
-        ("n_step", lambda: puffadv.n_step_returns(r, v, t, n=3, last_value=last, advantages=True)),
-        ("n_step huge n", lambda: puffadv.n_step_returns(r, v, t, n=2**70, last_value=last)),
+                                          vs=poisoned(), abs_sums=True, time_axis=-1)),
+        ("discounted", lambda: puffadv.discounted_returns(r, t, last_value=last, square_sums=True, time_axis=-1)),
+        ("n_step", lambda: puffadv.n_step_returns(r, v, t, n=3, last_value=last, advantages=True, time_axis=-1)),
+        ("n_step huge n", lambda: puffadv.n_step_returns(r, v, t, n=2**70, last_value=last, time_axis=-1)),
         ("retrace", lambda: puffadv.retrace(r, v, nv, t, target_probs=p, behaviour_probs=p[:, ::-1].copy(),
-                                            c_clip=0.9, sums=True, advantages=True)),
-        ("q_lambda", lambda: puffadv.q_lambda(r, v, nv, t, lambda_=0.6)),
-        ("episodic_cumsum", lambda: puffadv.episodic_cumsum(r, t, boundary="starts_at")),
-        ("episodic_cumsum out", lambda: puffadv.episodic_cumsum(r, t, out=poisoned())),
-        ("eligibility", lambda: puffadv.eligibility_traces(r, t, gamma=0.9, lambda_=0.5)),
+                                            c_clip=0.9, sums=True, advantages=True, time_axis=-1)),
+        ("q_lambda", lambda: puffadv.q_lambda(r, v, nv, t, lambda_=0.6, time_axis=-1)),
+        ("episodic_cumsum", lambda: puffadv.episodic_cumsum(r, t, boundary="starts_at", time_axis=-1)),
+        ("episodic_cumsum out", lambda: puffadv.episodic_cumsum(r, t, out=poisoned(), time_axis=-1)),
+        ("eligibility", lambda: puffadv.eligibility_traces(r, t, gamma=0.9, lambda_=0.5, time_axis=-1)),
     ]
 
 
@@ -90,21 +90,21 @@ def test_calls_the_direct_path_leaves_to_the_general_one(rng, monkeypatch):
     taken = []
     real = _eager.estimate
     monkeypatch.setattr(_eager, "estimate", lambda *a: (taken.append(a[0].function), real(*a))[1])
-    puffadv.gae(r, v, t, last_value=last, gamma=1)  # an int gamma
-    puffadv.gae(r, v, t, last_value=last, gamma=np.float32(0.9))
+    puffadv.gae(r, v, t, last_value=last, gamma=1, time_axis=-1)  # an int gamma
+    puffadv.gae(r, v, t, last_value=last, gamma=np.float32(0.9), time_axis=-1)
     puffadv.gae(r, v, t, last_value=last, time_axis=np.int64(-1))
-    puffadv.retrace(r, v, v, t, target_log_probs=np.log(p), behaviour_log_probs=np.log(p))
-    puffadv.n_step_returns(r, v, t, n=np.int64(3), last_value=last)
-    puffadv.q_lambda(r, v, v, t, advantages=False, sums=True)  # sums alone: _eager decides hidden advantages
+    puffadv.retrace(r, v, v, t, target_log_probs=np.log(p), behaviour_log_probs=np.log(p), time_axis=-1)
+    puffadv.n_step_returns(r, v, t, n=np.int64(3), last_value=last, time_axis=-1)
+    puffadv.q_lambda(r, v, v, t, advantages=False, sums=True, time_axis=-1)  # sums alone: _eager decides hidden advantages
     assert len(taken) == 6, taken
     with pytest.raises(TypeError, match="time_axis must be an int"):
         puffadv.gae(r, v, t, last_value=last, time_axis=1.0)
     with pytest.raises(TypeError, match="truncated must be an array"):
-        puffadv.gae(r, v, t, [1.0])
+        puffadv.gae(r, v, t, [1.0], time_axis=-1)
     with pytest.raises(ValueError, match="boundary must be"):
-        puffadv.episodic_cumsum(r, t, boundary="start")
+        puffadv.episodic_cumsum(r, t, boundary="start", time_axis=-1)
     with pytest.raises(TypeError, match="is a numpy.ma.MaskedArray"):
-        puffadv.gae(r, v, t, last_value=np.ma.masked_array(last))
+        puffadv.gae(r, v, t, last_value=np.ma.masked_array(last), time_axis=-1)
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16])

@@ -73,13 +73,13 @@ def test_the_core_entry_switch_gets_every_array_by_role(monkeypatch, rng):
     assert kind == "gae" and arrays["rewards"] is r and arrays["terminated"] is term
     assert arrays["advantages"].shape == (3, 7) and arrays["sums"].shape == (3,) and arrays["abs_sums"] is None
     assert (kw["lambda_"], kw["lambda_name"], kw["time_axis"], kw["stream"]) == (0.8, "gae_lambda", 1, 0)
-    puffadv.retrace(r, v, v, term, target_log_probs=i, behaviour_log_probs=i, c_clip=0.7)
+    puffadv.retrace(r, v, v, term, target_log_probs=i, behaviour_log_probs=i, c_clip=0.7, time_axis=-1)
     kind, arrays, kw = seen.pop()
     assert kind == "retrace" and arrays["target_probs"] is i and arrays["next_values"] is v
     assert kw["log_probs"] is True and kw["c_clip"] == 0.7 and kw["lambda_name"] == "lambda_"
-    puffadv.n_step_returns(r, v, term, n=3, last_value=v[:, -1])
+    puffadv.n_step_returns(r, v, term, n=3, last_value=v[:, -1], time_axis=-1)
     assert seen.pop()[2]["n"] == 3
-    puffadv.episodic_cumsum(r, term, boundary="starts_at")
+    puffadv.episodic_cumsum(r, term, boundary="starts_at", time_axis=-1)
     kind, arrays, kw = seen.pop()
     assert kind == "episodic_sum" and arrays["rewards"] is r and kw["reset_at_start"] is True
     assert arrays["returns"] is None and arrays["advantages"].shape == r.shape

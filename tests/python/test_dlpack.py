@@ -163,7 +163,7 @@ def test_allocating_beside_a_lying_producer_checks_it_first(lie):
     with pytest.raises((TypeError, ValueError), match="^values[ .]"):
         puffadv.compute_puff_advantage(LyingProducer(inputs()[0], **lie), r, d, i)
     with pytest.raises((TypeError, ValueError), match="^rewards[ .]"):
-        puffadv.gae(LyingProducer(inputs()[0], **lie), r, d, last_value=LyingProducer(np.zeros(R, np.float32)))
+        puffadv.gae(LyingProducer(inputs()[0], **lie), r, d, last_value=LyingProducer(np.zeros(R, np.float32)), time_axis=-1)
 
 
 # ---- flags ----
@@ -251,7 +251,7 @@ def test_bare_producer_gets_allocated_outputs_from_gae(dtype):
     # Found 2026-12-01: puffadv.gae(...) with allocated outputs raised AttributeError (.dtype).
     e = reference.random_episodes(np.random.default_rng(3), R, H, dtype)
     out = puffadv.gae(Bare(e["rewards"]), Bare(e["values"]), Bare(e["terminated"]),
-                      last_value=Bare(e["last_value"]), gamma=0.9, gae_lambda=0.8, sums=True)
+                      last_value=Bare(e["last_value"]), gamma=0.9, gae_lambda=0.8, sums=True, time_axis=-1)
     want_adv, want_ret = reference.standard_estimate("gae", e["rewards"], e["values"], e["terminated"],
                                                      last_value=e["last_value"], gamma=0.9, lam=0.8)
     assert out.advantages.dtype == dtype and out.returns.dtype == dtype

@@ -62,9 +62,12 @@ def _check_parameters(estimator, function, *, numpy: bool):
     for role, (name, default) in estimator.scalars.items():
         want = inspect.Parameter.empty if default is _estimators.NO_DEFAULT else default
         assert parameters[name].default == want, (role, name)
-    assert parameters["time_axis"].default == -1
+    assert parameters["time_axis"].default is None  # required (issue 33): None is "not passed", a TypeError
     assert ("n" in parameters) == estimator.window and ("boundary" in parameters) == estimator.boundary
     taken = {*names, *(name for name, _ in estimator.scalars.values()), "time_axis", "stream", "n", "boundary"}
+    assert ("episode_starts" in parameters) == ("last_episode_start" in parameters) == estimator.episode_starts
+    if estimator.episode_starts:
+        taken |= {"episode_starts", "last_episode_start"}
     if numpy:
         taken |= set(estimator.outputs.values())
     assert set(parameters) <= taken, set(parameters) - taken

@@ -200,17 +200,21 @@ def test_simd_and_general_kernels(rng, variant, dtype, flag_dtype, time_axis, ke
 @pytest.mark.parametrize("variant", ["discounted/bootstrap_values", "retrace/probs", "q_lambda/watkins"])
 @pytest.mark.parametrize("time_axis", [-1, 0])
 @pytest.mark.parametrize("flag_dtype", [bool, np.float32])
-def test_both_flags_found_by_every_kernel(rng, variant, time_axis, flag_dtype):
-    """The first step with terminated and truncated both set (in [rows, horizon] order) is
-    named, whichever kernel found it: 19 x 64 float32 runs SIMD in both layouts except for
-    [T, B] rows 16-18."""
+def test_both_flags_are_terminated_in_every_kernel(rng, variant, time_axis, flag_dtype):
+    """A step with terminated and truncated both set is terminated (Gymnasium's meaning,
+    issue 33), whichever kernel meets it: 19 x 64 float32 runs SIMD in both layouts
+    except for [T, B] rows 16-18. Equal to the call with truncated cleared there."""
     for row, step in [(17, 40), (5, 63), (5, 0), (12, 9)]:
         e = ref.random_off_policy(rng, 19, 64, np.float32, end_rate=0.1)
         e["terminated"][row, step] = e["truncated"][row, step] = True
-        e["terminated"][18, 50] = e["truncated"][18, 50] = True  # later in [rows, horizon] order
-        e = {k: v.astype(flag_dtype) if k in ("terminated", "truncated") else v for k, v in e.items()}
-        with pytest.raises(ValueError, match=f"both set at row {row}, step {step} "):
-            call(variant, e, time_axis=time_axis)
+        e["terminated"][18, 50] = e["truncated"][18, 50] = True
+        clean = dict(e, truncated=e["truncated"] & ~e["terminated"])
+        cast = lambda e: {k: v.astype(flag_dtype) if k in ("terminated", "truncated") else v for k, v in e.items()}
+        got, _, _ = call(variant, cast(e), time_axis=time_axis)
+        same, want, _ = call(variant, cast(clean), time_axis=time_axis)
+        for name in want:
+            np.testing.assert_array_equal(got[name], same[name])
+        assert_matches(got, want, 1e-5)
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
@@ -276,7 +280,8 @@ def test_reduced_precision(rng, variant, dtype, give):
     got, want, given = call(variant, e, put, -1, give, out_dtype=np.float32)
     assert_matches(got, want, 1e-5)
     fn, args, kw, params, _ = VARIANTS[variant](e)
-    result = fn(*(None if a is None else put(a) for a in args), **{k: put(v) for k, v in kw.items()}, **params)
+    result = fn(*(None if a is None else put(a) for a in args), **{k: put(v) for k, v in kw.items()}, **params,
+                time_axis=-1)
     main = result if torch.is_tensor(result) else result.returns
     assert main.dtype == torch.float32
 
@@ -287,44 +292,44 @@ def test_identities(rng):
     e = ref.random_off_policy(rng, 5, 60, np.float64)
     r, v, term, trunc, boot = e["rewards"], e["values"], e["terminated"], e["truncated"], e["bootstrap_values"]
     td = lambda lam, values=v: puffadv.td_lambda_returns(r, values, term, trunc, bootstrap_values=boot,
-                                                         gamma=GAMMA, lambda_=lam).returns
+                                                         gamma=GAMMA, lambda_=lam, time_axis=-1).returns
     close = lambda a, b: ref.relative_error(a, b) <= 1e-12
     # Discounted returns are TD(1) returns over zero values.
-    assert close(puffadv.discounted_returns(r, term, trunc, bootstrap_values=boot, gamma=GAMMA).returns,
+    assert close(puffadv.discounted_returns(r, term, trunc, bootstrap_values=boot, gamma=GAMMA, time_axis=-1).returns,
                  td(1.0, np.zeros_like(v)))
     # n >= T: TD(lambda) returns; n = 1: one-step targets (TD(0)).
     n_step = lambda n, lam: puffadv.n_step_returns(r, v, term, trunc, n=n, bootstrap_values=boot, gamma=GAMMA,
-                                                   lambda_=lam).returns
+                                                   lambda_=lam, time_axis=-1).returns
     assert close(n_step(60, LAM), td(LAM)) and close(n_step(10**30, LAM), td(LAM))
     assert close(n_step(np.int64(1), LAM), td(0.0))
     # Watkins with every action greedy is Peng; lambda 0 is the one-step target either way.
-    q = lambda **kw: puffadv.q_lambda(r, e["q_values"], e["next_values"], term, trunc, gamma=GAMMA, **kw).returns
+    q = lambda **kw: puffadv.q_lambda(r, e["q_values"], e["next_values"], term, trunc, gamma=GAMMA, **{"time_axis": -1, **kw}).returns
     assert close(q(greedy=np.ones_like(term), lambda_=LAM), q(lambda_=LAM))
     assert close(q(greedy=e["greedy"], lambda_=0.0), q(lambda_=0.0))
     # Retrace with ratios all above c_clip = lambda-weighted Q(lambda) over E_pi targets: c = lambda.
     ones = np.ones_like(r)
     ret = puffadv.retrace(r, e["q_values"], e["next_values"], term, trunc, target_probs=ones, behaviour_probs=ones,
-                          gamma=GAMMA, lambda_=LAM, c_clip=1.0)
+                          gamma=GAMMA, lambda_=LAM, c_clip=1.0, time_axis=-1)
     want, _ = ref.retrace(r, e["q_values"], e["next_values"], term, trunc, ones, ones, False, GAMMA, LAM, 1.0)
     assert close(ret.advantages, want)
     # Eligibility traces with gamma = lambda = 1 are the episodic cumulative sums.
     dones = term | trunc
-    assert close(puffadv.eligibility_traces(r, dones, gamma=1.0, lambda_=1.0), puffadv.episodic_cumsum(r, dones))
+    assert close(puffadv.eligibility_traces(r, dones, gamma=1.0, lambda_=1.0, time_axis=-1), puffadv.episodic_cumsum(r, dones, time_axis=-1))
 
 
 def test_by_hand():
     r = np.array([[1.0, 2.0, 3.0, 4.0]])
     d = np.array([[False, True, False, False]])
-    assert np.array_equal(puffadv.episodic_cumsum(r, d), [[1, 3, 3, 7]])
-    assert np.array_equal(puffadv.episodic_cumsum(r, d, boundary="starts_at"), [[1, 2, 5, 9]])
-    assert np.array_equal(puffadv.episodic_cumsum(r, d, seed=np.array([10.0])), [[11, 13, 3, 7]])
-    assert np.allclose(puffadv.eligibility_traces(r, d, gamma=0.5, lambda_=0.5), [[1, 2.25, 3, 4.75]])
-    g = puffadv.discounted_returns(r, d, gamma=0.5).returns
+    assert np.array_equal(puffadv.episodic_cumsum(r, d, time_axis=-1), [[1, 3, 3, 7]])
+    assert np.array_equal(puffadv.episodic_cumsum(r, d, boundary="starts_at", time_axis=-1), [[1, 2, 5, 9]])
+    assert np.array_equal(puffadv.episodic_cumsum(r, d, seed=np.array([10.0]), time_axis=-1), [[11, 13, 3, 7]])
+    assert np.allclose(puffadv.eligibility_traces(r, d, gamma=0.5, lambda_=0.5, time_axis=-1), [[1, 2.25, 3, 4.75]])
+    g = puffadv.discounted_returns(r, d, gamma=0.5, time_axis=-1).returns
     assert np.allclose(g, [[2.0, 2.0, 5.0, 4.0]])
-    g = puffadv.discounted_returns(r, d, last_value=np.array([8.0]), gamma=0.5).returns
+    g = puffadv.discounted_returns(r, d, last_value=np.array([8.0]), gamma=0.5, time_axis=-1).returns
     assert np.allclose(g, [[2.0, 2.0, 3 + 0.5 * 8, 8.0]])
     v = np.array([[0.0, 10.0, 20.0, 30.0]])
-    g = puffadv.n_step_returns(r, v, np.zeros_like(d), n=2, last_value=np.array([40.0]), gamma=0.5).returns
+    g = puffadv.n_step_returns(r, v, np.zeros_like(d), n=2, last_value=np.array([40.0]), gamma=0.5, time_axis=-1).returns
     assert np.allclose(g, [[1 + 0.5 * 2 + 0.25 * 20, 2 + 0.5 * 3 + 0.25 * 30, 3 + 0.5 * 4 + 0.25 * 40, 4 + 20]])
 
 
@@ -336,12 +341,12 @@ def large_episodes():
 LARGE = {  # one output of each kind of kernel, given as `out`
     "n_step": lambda a, out, **kw: puffadv.n_step_returns(
         a["rewards"], a["values"], a["terminated"], a["truncated"], n=3, bootstrap_values=a["bootstrap_values"],
-        returns=out, **kw).returns,
+        returns=out, **{"time_axis": -1, **kw}).returns,
     "retrace": lambda a, out, **kw: puffadv.retrace(
         a["rewards"], a["q_values"], a["next_values"], a["terminated"], a["truncated"], target_probs=a["target_probs"],
-        behaviour_probs=a["behaviour_probs"], advantages=out, returns=False, **kw).advantages,
+        behaviour_probs=a["behaviour_probs"], advantages=out, returns=False, **{"time_axis": -1, **kw}).advantages,
     "episodic_cumsum": lambda a, out, **kw: puffadv.episodic_cumsum(
-        a["rewards"], a["terminated"], seed=a["last_value"], boundary="starts_at", out=out, **kw),
+        a["rewards"], a["terminated"], seed=a["last_value"], boundary="starts_at", out=out, **{"time_axis": -1, **kw}),
 }
 
 
@@ -372,7 +377,7 @@ def test_q_lambda_float32_error_scales_with_returns_not_next_values():
     """Peng (lambda = 1): G_0 = r_0 + gamma G_1 whatever next_values[0] is; computed as
     r - q + gamma nv + gamma (delta_1 + q_1 - nv), a next value of 1e3 costs 6e-5."""
     r, q, nv = (np.array([x], np.float32) for x in ([-0.5357, 0.3616], [-0.2188, -1.2459], [1e3, 0.0]))
-    g = puffadv.q_lambda(r, q, nv, np.array([[False, True]]), gamma=0.9, lambda_=1.0).returns
+    g = puffadv.q_lambda(r, q, nv, np.array([[False, True]]), gamma=0.9, lambda_=1.0, time_axis=-1).returns
     assert ref.relative_error(g, [[-0.5357 + 0.9 * 0.3616, 0.3616]]) <= 1e-6
 
 
@@ -423,7 +428,7 @@ def test_q_lambda_nan_q_value_reaches_its_own_advantage_only(rng, watkins, time_
     unlayout = (lambda x: x) if time_axis == -1 else (lambda x: x.T)
     args = [layout(x) for x in (e["rewards"], q, e["next_values"], e["terminated"], e["truncated"])]
     kw = dict(greedy=None if greedy is None else layout(greedy), gamma=GAMMA, lambda_=LAM, time_axis=time_axis)
-    got = puffadv.q_lambda(*args, **kw)
+    got = puffadv.q_lambda(*args, **{"time_axis": -1, **kw})
     returns, adv = unlayout(got.returns), unlayout(got.advantages)
     assert np.isfinite(returns).all()
     assert ref.relative_error(returns, g_want) <= ref.TOLERANCE[np.dtype(dtype)]
@@ -432,7 +437,7 @@ def test_q_lambda_nan_q_value_reaches_its_own_advantage_only(rng, watkins, time_
     assert np.isfinite(adv[:, finite]).all()
     assert ref.relative_error(adv[:, finite], adv_want[:, finite]) <= ref.TOLERANCE[np.dtype(dtype)]
     args[1] = np.full_like(args[1], np.nan)
-    only_returns = puffadv.q_lambda(*args, **kw, advantages=False).returns
+    only_returns = puffadv.q_lambda(*args, **{"time_axis": -1, **kw}, advantages=False).returns
     np.testing.assert_array_equal(unlayout(only_returns), returns)
 
 
@@ -444,10 +449,10 @@ def test_n_step_returns_past_the_horizon_take_the_td_lambda_scan(rng):
     r, v, term, trunc, boot = e["rewards"], e["values"], e["terminated"], e["truncated"], e["bootstrap_values"]
     started = time.perf_counter()
     got = puffadv.n_step_returns(r, v, term, trunc, n=10**9, bootstrap_values=boot, gamma=GAMMA, lambda_=LAM,
-                                 advantages=True)
+                                 advantages=True, time_axis=-1)
     elapsed = time.perf_counter() - started
     want = puffadv.td_lambda_returns(r, v, term, trunc, bootstrap_values=boot, gamma=GAMMA, lambda_=LAM,
-                                     advantages=True)
+                                     advantages=True, time_axis=-1)
     np.testing.assert_array_equal(got.returns, want.returns)
     np.testing.assert_array_equal(got.advantages, want.advantages)
     assert elapsed < 10, elapsed
@@ -455,7 +460,7 @@ def test_n_step_returns_past_the_horizon_take_the_td_lambda_scan(rng):
     e = ref.random_off_policy(rng, 3, 40, np.float64)
     args = [e[k] for k in ("rewards", "values", "terminated", "truncated")]
     want = ref.n_step_returns(*args, None, e["bootstrap_values"], 40, GAMMA, LAM)
-    got = puffadv.n_step_returns(*args, n=40, bootstrap_values=e["bootstrap_values"], gamma=GAMMA, lambda_=LAM)
+    got = puffadv.n_step_returns(*args, n=40, bootstrap_values=e["bootstrap_values"], gamma=GAMMA, lambda_=LAM, time_axis=-1)
     assert ref.relative_error(got.returns, want) <= 1e-12
 
 
@@ -465,7 +470,7 @@ def _n_step_identity(r, v, term, trunc, boot, n, gamma, lam):
     done and t + n - 1 < T; Lambda_t where the window is cut. W1 = r + gamma (1 - term) V'."""
     r, v, boot = (np.asarray(x, np.float64) for x in (r, v, boot))
     lam_ret = puffadv.td_lambda_returns(r, v, term, trunc, bootstrap_values=boot, gamma=gamma,
-                                        lambda_=lam).returns
+                                        lambda_=lam, time_axis=-1).returns
     rows, horizon = r.shape
     nv = np.concatenate([v[:, 1:], boot[:, -1:]], axis=1)
     nv = np.where(trunc, boot, nv)
@@ -528,7 +533,7 @@ def test_n_step_long_window_on_a_long_row_is_linear_in_time(rng):
     for n in (horizon - 1, horizon // 2, 65_000):
         started = time.perf_counter()
         got = puffadv.n_step_returns(r, v, term, trunc, n=n, bootstrap_values=boot, gamma=gamma, lambda_=lam,
-                                     advantages=True)
+                                     advantages=True, time_axis=-1)
         elapsed = time.perf_counter() - started
         assert elapsed < 5, (n, elapsed)
         want = _n_step_identity(r, v, term, trunc, boot, n, gamma, lam)
@@ -543,7 +548,7 @@ def test_n_step_long_window_on_a_long_row_is_linear_in_time(rng):
 
 
 @pytest.mark.parametrize("time_axis", [-1, 0])
-def test_n_step_long_windows_nan_stays_in_its_row_and_both_flags_are_refused(rng, time_axis):
+def test_n_step_long_windows_nan_stays_in_its_row_and_both_flags_are_terminated(rng, time_axis):
     layout = (lambda x: x) if time_axis == -1 else (lambda x: np.ascontiguousarray(x.T))
     unlayout = (lambda x: x) if time_axis == -1 else (lambda x: x.T)
     e = ref.random_off_policy(rng, 4, 300, np.float32, end_rate=0.01)
@@ -558,7 +563,12 @@ def test_n_step_long_windows_nan_stays_in_its_row_and_both_flags_are_refused(rng
     assert ref.relative_error(got[others], want[others]) <= ref.TOLERANCE[np.dtype(np.float32)]
     assert np.isnan(got[2, 123])
     args[0][2, 123] = 0.0
-    args[2][1, 200], args[3][1, 200] = True, True
-    with pytest.raises(ValueError, match="terminated and truncated are both set at row 1, step 200"):
-        puffadv.n_step_returns(*map(layout, args), n=100, bootstrap_values=layout(e["bootstrap_values"]),
-                               time_axis=time_axis)
+    args[2][1, 200], args[3][1, 200] = True, True  # terminated (issue 33): its bootstrap is never read
+    boot = e["bootstrap_values"].copy()
+    boot[1, 200] = np.nan
+    got = unlayout(puffadv.n_step_returns(*map(layout, args), n=100, bootstrap_values=layout(boot), gamma=GAMMA,
+                                          lambda_=LAM, time_axis=time_axis).returns)
+    args[3][1, 200] = False
+    want = ref.n_step_returns(*args, None, e["bootstrap_values"], 100, GAMMA, LAM)
+    assert np.isfinite(got).all()
+    assert ref.relative_error(got, want) <= ref.TOLERANCE[np.dtype(np.float32)]

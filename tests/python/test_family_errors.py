@@ -25,57 +25,57 @@ def _args(rng=np.random.default_rng(0)):
 
 @pytest.mark.parametrize("call_it, error, words", [
     (lambda e: puffadv.retrace(e["rewards"], e["q_values"], e["next_values"], e["terminated"],
-                               target_probs=e["target_probs"], behaviour_log_probs=e["behaviour_probs"]),
+                               target_probs=e["target_probs"], behaviour_log_probs=e["behaviour_probs"], time_axis=-1),
      ValueError, "not a mix"),
     (lambda e: puffadv.retrace(e["rewards"], e["q_values"], e["next_values"], e["terminated"],
-                               target_log_probs=e["target_probs"]), ValueError, "^behaviour_log_probs"),
+                               target_log_probs=e["target_probs"], time_axis=-1), ValueError, "^behaviour_log_probs"),
     (lambda e: puffadv.retrace(e["rewards"], e["q_values"], e["next_values"], e["terminated"],
-                               target_probs=e["target_probs"]), ValueError, "behaviour_probs"),
-    (lambda e: puffadv.retrace(e["rewards"], e["q_values"], e["next_values"], e["terminated"]),
+                               target_probs=e["target_probs"], time_axis=-1), ValueError, "behaviour_probs"),
+    (lambda e: puffadv.retrace(e["rewards"], e["q_values"], e["next_values"], e["terminated"], time_axis=-1),
      ValueError, "target_probs"),
     (lambda e: puffadv.retrace(e["rewards"], None, e["next_values"], e["terminated"], target_probs=e["target_probs"],
-                               behaviour_probs=e["behaviour_probs"]), TypeError, "^q_values must be an array"),
+                               behaviour_probs=e["behaviour_probs"], time_axis=-1), TypeError, "^q_values must be an array"),
     (lambda e: puffadv.retrace(e["rewards"], e["q_values"], e["next_values"][:, :9], e["terminated"],
-                               target_probs=e["target_probs"], behaviour_probs=e["behaviour_probs"]),
+                               target_probs=e["target_probs"], behaviour_probs=e["behaviour_probs"], time_axis=-1),
      ValueError, "^next_values"),
     (lambda e: puffadv.retrace(e["rewards"], e["q_values"], e["next_values"], e["terminated"],
-                               target_probs=e["target_probs"], behaviour_probs=e["behaviour_probs"], c_clip=-1.0),
+                               target_probs=e["target_probs"], behaviour_probs=e["behaviour_probs"], c_clip=-1.0, time_axis=-1),
      ValueError, "^c_clip"),
     (lambda e: puffadv.retrace(e["rewards"], e["q_values"], e["next_values"], e["terminated"],
                                target_log_probs=e["target_log_probs"][:, :9],
-                               behaviour_log_probs=e["behaviour_log_probs"]),
+                               behaviour_log_probs=e["behaviour_log_probs"], time_axis=-1),
      ValueError, "^target_log_probs has shape"),
     (lambda e: puffadv.q_lambda(e["rewards"], e["q_values"], e["next_values"], e["terminated"],
-                                greedy=e["greedy"][:3]), ValueError, "^greedy"),
-    (lambda e: puffadv.q_lambda(e["rewards"], e["q_values"], e["next_values"].astype(np.float64), e["terminated"]),
+                                greedy=e["greedy"][:3], time_axis=-1), ValueError, "^greedy"),
+    (lambda e: puffadv.q_lambda(e["rewards"], e["q_values"], e["next_values"].astype(np.float64), e["terminated"], time_axis=-1),
      TypeError, "next_values"),
     (lambda e: puffadv.q_lambda(e["rewards"], e["q_values"], e["next_values"], e["terminated"],
-                                greedy=e["greedy"].astype(np.int32)),
+                                greedy=e["greedy"].astype(np.int32), time_axis=-1),
      TypeError, "^greedy has dtype int32.*expected bool, uint8"),
     (lambda e: puffadv.n_step_returns(e["rewards"], e["values"], e["terminated"], n=2.0,
-                                      last_value=e["last_value"]), TypeError, "^n must be an int"),
+                                      last_value=e["last_value"], time_axis=-1), TypeError, "^n must be an int"),
     (lambda e: puffadv.n_step_returns(e["rewards"], e["values"], e["terminated"], n=True,
-                                      last_value=e["last_value"]), TypeError, "^n must be an int"),
+                                      last_value=e["last_value"], time_axis=-1), TypeError, "^n must be an int"),
     (lambda e: puffadv.n_step_returns(e["rewards"], e["values"], e["terminated"], n=0,
-                                      last_value=e["last_value"]), ValueError, "^n must be"),
+                                      last_value=e["last_value"], time_axis=-1), ValueError, "^n must be"),
     (lambda e: puffadv.n_step_returns(e["rewards"], e["values"], e["terminated"], n=-10**30,
-                                      last_value=e["last_value"]), ValueError, "^n must be"),
-    (lambda e: puffadv.n_step_returns(e["rewards"], e["values"], e["terminated"], n=2),
+                                      last_value=e["last_value"], time_axis=-1), ValueError, "^n must be"),
+    (lambda e: puffadv.n_step_returns(e["rewards"], e["values"], e["terminated"], n=2, time_axis=-1),
      ValueError, "bootstrap"),
-    (lambda e: puffadv.discounted_returns(e["rewards"], e["terminated"], e["truncated"]),
+    (lambda e: puffadv.discounted_returns(e["rewards"], e["terminated"], e["truncated"], time_axis=-1),
      ValueError, "truncated needs bootstrap_values"),
-    (lambda e: puffadv.discounted_returns(e["rewards"], e["terminated"], gamma=1.5), ValueError, "^gamma"),
-    (lambda e: puffadv.episodic_cumsum(e["rewards"], e["terminated"], boundary="end"), ValueError, "^boundary"),
-    (lambda e: puffadv.episodic_cumsum(e["rewards"], e["terminated"], boundary=None), ValueError, "^boundary"),
-    (lambda e: puffadv.episodic_cumsum(e["rewards"], e["terminated"][:, :5]), ValueError, "^dones"),
-    (lambda e: puffadv.episodic_cumsum(e["rewards"].astype(np.int32), e["terminated"]), TypeError, "^inputs"),
-    (lambda e: puffadv.episodic_cumsum(e["rewards"], e["terminated"], seed=e["last_value"][:2]),
+    (lambda e: puffadv.discounted_returns(e["rewards"], e["terminated"], gamma=1.5, time_axis=-1), ValueError, "^gamma"),
+    (lambda e: puffadv.episodic_cumsum(e["rewards"], e["terminated"], boundary="end", time_axis=-1), ValueError, "^boundary"),
+    (lambda e: puffadv.episodic_cumsum(e["rewards"], e["terminated"], boundary=None, time_axis=-1), ValueError, "^boundary"),
+    (lambda e: puffadv.episodic_cumsum(e["rewards"], e["terminated"][:, :5], time_axis=-1), ValueError, "^dones"),
+    (lambda e: puffadv.episodic_cumsum(e["rewards"].astype(np.int32), e["terminated"], time_axis=-1), TypeError, "^inputs"),
+    (lambda e: puffadv.episodic_cumsum(e["rewards"], e["terminated"], seed=e["last_value"][:2], time_axis=-1),
      ValueError, "^seed"),
-    (lambda e: puffadv.episodic_cumsum(e["rewards"], e["terminated"], out=np.zeros((4, 9), np.float32)),
+    (lambda e: puffadv.episodic_cumsum(e["rewards"], e["terminated"], out=np.zeros((4, 9), np.float32), time_axis=-1),
      ValueError, "^out has shape"),
-    (lambda e: puffadv.eligibility_traces(e["rewards"], e["terminated"], gamma=0.9, lambda_=-0.1),
+    (lambda e: puffadv.eligibility_traces(e["rewards"], e["terminated"], gamma=0.9, lambda_=-0.1, time_axis=-1),
      ValueError, "^lambda_"),
-    (lambda e: puffadv.eligibility_traces(e["rewards"], [[1]], gamma=0.9, lambda_=0.5), TypeError, "^dones"),
+    (lambda e: puffadv.eligibility_traces(e["rewards"], [[1]], gamma=0.9, lambda_=0.5, time_axis=-1), TypeError, "^dones"),
 ], ids=lambda x: x if isinstance(x, str) else None)
 def test_bad_input_is_named(call_it, error, words):
     with pytest.raises(error, match=words):
@@ -87,24 +87,24 @@ def test_mixed_frameworks_name_the_new_arguments():
     e = _args()
     t = lambda x: torch.from_numpy(x)
     with pytest.raises(TypeError, match="^next_values is a numpy array but rewards is a torch array"):
-        puffadv.q_lambda(t(e["rewards"]), t(e["q_values"]), e["next_values"], t(e["terminated"]))
+        puffadv.q_lambda(t(e["rewards"]), t(e["q_values"]), e["next_values"], t(e["terminated"]), time_axis=-1)
     with pytest.raises(TypeError, match="^behaviour_probs is a numpy array"):
         puffadv.retrace(t(e["rewards"]), t(e["q_values"]), t(e["next_values"]), t(e["terminated"]),
-                        target_probs=t(e["target_probs"]), behaviour_probs=e["behaviour_probs"])
+                        target_probs=t(e["target_probs"]), behaviour_probs=e["behaviour_probs"], time_axis=-1)
     with pytest.raises(TypeError, match="^seed is a numpy array but inputs is a torch array"):
-        puffadv.episodic_cumsum(t(e["rewards"]), t(e["terminated"]), seed=e["last_value"])
+        puffadv.episodic_cumsum(t(e["rewards"]), t(e["terminated"]), seed=e["last_value"], time_axis=-1)
 
 
 def test_outputs_must_not_alias_inputs():
     e = _args()
     with pytest.raises(ValueError, match="^returns overlaps q_values in memory"):
-        puffadv.q_lambda(e["rewards"], e["q_values"], e["next_values"], e["terminated"], returns=e["q_values"])
+        puffadv.q_lambda(e["rewards"], e["q_values"], e["next_values"], e["terminated"], returns=e["q_values"], time_axis=-1)
 
 
 def test_out_aliasing_inputs_is_named():
     e = _args()
     with pytest.raises(ValueError, match="^out overlaps inputs in memory"):
-        puffadv.episodic_cumsum(e["rewards"], e["terminated"], out=e["rewards"])
+        puffadv.episodic_cumsum(e["rewards"], e["terminated"], out=e["rewards"], time_axis=-1)
 
 
 def test_gpu_arrays_without_a_usable_backend_fall_back_to_the_host(rng, monkeypatch):
@@ -130,8 +130,8 @@ def test_gpu_arrays_without_a_usable_backend_fall_back_to_the_host(rng, monkeypa
         got = puffadv.retrace(*map(fake, (e["rewards"], e["q_values"], e["next_values"], e["terminated"])),
                               target_log_probs=fake(e["target_log_probs"]),
                               behaviour_log_probs=fake(e["behaviour_log_probs"]), gamma=GAMMA, lambda_=LAM,
-                              advantages=out, returns=False, sums=sums)
-        puffadv.episodic_cumsum(fake(e["rewards"]), fake(e["terminated"]), seed=fake(e["last_value"]), out=counter)
+                              advantages=out, returns=False, sums=sums, time_axis=-1)
+        puffadv.episodic_cumsum(fake(e["rewards"]), fake(e["terminated"]), seed=fake(e["last_value"]), out=counter, time_axis=-1)
     assert got.advantages is out and got.sums is sums and got.returns is None
     want, _ = ref.retrace(e["rewards"], e["q_values"], e["next_values"], e["terminated"], None,
                           e["target_log_probs"], e["behaviour_log_probs"], True, GAMMA, LAM, 1.0)
@@ -189,13 +189,13 @@ def test_hidden_advantages_reach_the_kernel_and_stay_hidden(rng, monkeypatch, wh
     call = {
         "n_step": lambda **kw: puffadv.n_step_returns(
             e["rewards"], e["values"], e["terminated"], e["truncated"], n=3,
-            bootstrap_values=e["bootstrap_values"], gamma=GAMMA, lambda_=LAM, **kw),
+            bootstrap_values=e["bootstrap_values"], gamma=GAMMA, lambda_=LAM, **{"time_axis": -1, **kw}),
         "retrace": lambda **kw: puffadv.retrace(
             e["rewards"], e["q_values"], e["next_values"], e["terminated"], e["truncated"],
-            target_probs=e["target_probs"], behaviour_probs=e["behaviour_probs"], gamma=GAMMA, lambda_=LAM, **kw),
+            target_probs=e["target_probs"], behaviour_probs=e["behaviour_probs"], gamma=GAMMA, lambda_=LAM, **{"time_axis": -1, **kw}),
         "q_lambda": lambda **kw: puffadv.q_lambda(
             e["rewards"], e["q_values"], e["next_values"], e["terminated"], e["truncated"], gamma=GAMMA,
-            lambda_=LAM, **kw),
+            lambda_=LAM, **{"time_axis": -1, **kw}),
     }[which]
     plain = call(advantages=True, sums=True, square_sums=True)
     passed = []
@@ -219,7 +219,7 @@ def test_gpu_row_sums_without_advantages_are_computed(rng):
     e = ref.random_off_policy(rng, 4, 50, np.float32)
     cuda = lambda x: torch.from_numpy(np.ascontiguousarray(x)).cuda()
     got = puffadv.n_step_returns(*map(cuda, (e["rewards"], e["values"], e["terminated"], e["truncated"])), n=3,
-                                 bootstrap_values=cuda(e["bootstrap_values"]), gamma=GAMMA, lambda_=LAM, sums=True)
+                                 bootstrap_values=cuda(e["bootstrap_values"]), gamma=GAMMA, lambda_=LAM, sums=True, time_axis=-1)
     want = ref.n_step_returns(e["rewards"], e["values"], e["terminated"], e["truncated"], None,
                               e["bootstrap_values"], 3, GAMMA, LAM) - e["values"]
     assert got.advantages is None
@@ -232,5 +232,5 @@ def test_gpu_row_sums_without_advantages_are_computed(rng):
     # Under torch.compile (python/puffadv/_compiled.py decides the same).
     args = [cuda(e[k]) for k in ("rewards", "values", "terminated", "truncated", "bootstrap_values")]
     compiled = torch.compile(lambda r, v, d, t, b: puffadv.n_step_returns(
-        r, v, d, t, n=3, bootstrap_values=b, gamma=GAMMA, lambda_=LAM, sums=True).sums, fullgraph=True)
+        r, v, d, t, n=3, bootstrap_values=b, gamma=GAMMA, lambda_=LAM, sums=True, time_axis=-1).sums, fullgraph=True)
     assert ref.relative_error(compiled(*args).cpu().numpy(), want.sum(1)) <= 1e-4

@@ -70,7 +70,8 @@ def bind(fn, args, kw, params, **extra):
     def call(*traced):
         it = iter(traced)
         return fn(*[None if a is None else next(it) for a in args],
-                  **{k: None if v is None else next(it) for k, v in kw.items()}, **params, **extra)
+                  **{k: None if v is None else next(it) for k, v in kw.items()}, **params,
+                  **{"time_axis": -1, **extra})
 
     return call, arrays
 
@@ -107,9 +108,9 @@ def test_equal_to_the_python_api(variant):
     """The same core and kernel as puffadv.<estimator> on NumPy arrays: equal bit for bit."""
     fn, args, kw, params, _ = split(variant, episodes())
     api = getattr(puffadv, fn.__name__)
-    got = results(fn, fn(*args, **kw, **params))
+    got = results(fn, fn(*args, **kw, **params, time_axis=-1))
     requests = {} if fn.__name__ in ONE_OUTPUT else {name: True for name in got}
-    want = api(*args, **kw, **params, **requests)
+    want = api(*args, **kw, **params, **requests, time_axis=-1)
     for name, array in got.items():
         np.testing.assert_array_equal(np.asarray(array), want if name == "out" else getattr(want, name))
 
@@ -132,8 +133,8 @@ def test_reduced_inputs_compute_float32(variant, dtype):
     exact = results(fn, fn(*[cast(a).astype(jnp.float32) if a is not None and a.dtype != bool else a
                              for a in args],
                            **{k: None if v is None else cast(v).astype(jnp.float32) for k, v in kw.items()},
-                           **params))
-    got = results(fn, fn(*map(cast, args), **{k: cast(v) for k, v in kw.items()}, **params))
+                           **params, time_axis=-1))
+    got = results(fn, fn(*map(cast, args), **{k: cast(v) for k, v in kw.items()}, **params, time_axis=-1))
     for name, array in got.items():
         assert array.dtype == jnp.float32
         np.testing.assert_array_equal(np.asarray(array), np.asarray(exact[name]))
@@ -150,7 +151,7 @@ def test_vmap_over_a_leading_axis(variant):
                         {k: stack([c[2][k] for c in calls]) for k in kw}, params)
     batched = jax.vmap(call)(*arrays)
     for s, (_, a, k, _, _) in enumerate(calls):
-        one = results(fn, fn(*a, **k, **params))
+        one = results(fn, fn(*a, **k, **params, time_axis=-1))
         for name, array in results(fn, batched).items():
             np.testing.assert_array_equal(np.asarray(array[s]), np.asarray(one[name]))
 
@@ -158,9 +159,9 @@ def test_vmap_over_a_leading_axis(variant):
 def test_grad():
     """Issue 30: differentiable (test_gradients_jax.py checks every function)."""
     e = episodes()
-    for grad in (jax.grad(lambda r: pjax.discounted_returns(r, e["terminated"]).returns.sum())(
+    for grad in (jax.grad(lambda r: pjax.discounted_returns(r, e["terminated"], time_axis=-1).returns.sum())(
                      jnp.asarray(e["rewards"])),
-                 jax.grad(lambda x: pjax.eligibility_traces(x, e["terminated"], gamma=0.9, lambda_=0.9).sum())(
+                 jax.grad(lambda x: pjax.eligibility_traces(x, e["terminated"], gamma=0.9, lambda_=0.9, time_axis=-1).sum())(
                      jnp.asarray(e["rewards"]))):
         assert grad.shape == e["rewards"].shape and float(jnp.abs(grad).sum()) > 0
 
@@ -170,7 +171,7 @@ def _both(fn_name, *args, **kwargs):
     caught = []
     for module in (puffadv, pjax):
         with pytest.raises((TypeError, ValueError)) as info:
-            getattr(module, fn_name)(*args, **kwargs)
+            getattr(module, fn_name)(*args, **{"time_axis": -1, **kwargs})
         caught.append(info.value)
     return caught
 
@@ -205,10 +206,11 @@ def test_bad_input_matches_numpy(case):
     assert str(jax_error) == str(numpy_error)
 
 
-def test_terminated_and_truncated_on_one_step_fails_when_run():
+def test_terminated_and_truncated_on_one_step_is_terminated():
+    """Gymnasium's meaning (issue 33): the call with truncated cleared there."""
     e = episodes()
     terminated, truncated = e["terminated"].copy(), e["truncated"].copy()
     terminated[2, 5] = truncated[2, 5] = True
-    with pytest.raises(Exception, match="row 2, step 5"):
-        jax.block_until_ready(pjax.discounted_returns(e["rewards"], terminated, truncated,
-                                                      bootstrap_values=e["bootstrap_values"]).returns)
+    run = lambda u: np.asarray(pjax.discounted_returns(e["rewards"], terminated, u,
+                                                       bootstrap_values=e["bootstrap_values"], time_axis=-1).returns)
+    np.testing.assert_array_equal(run(truncated), run(truncated & ~terminated))

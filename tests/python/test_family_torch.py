@@ -156,7 +156,7 @@ def test_public_functions_compile_fullgraph_equal_eager(device, variant):
     requests = {} if "out" in want else {name: True for name in want}
 
     def step(*arrays):
-        result = fn(*arrays, **kw, **params, **requests)
+        result = fn(*arrays, **kw, **params, **requests, time_axis=-1)
         return tuple(api_results(fn, result, tuple(want)).values())
 
     compiled = torch.compile(step, fullgraph=True)
@@ -181,23 +181,25 @@ def test_errors_are_the_cores_naming_the_callers_arguments():
     e = {k: torch.from_numpy(np.asarray(v)) for k, v in episodes().items()}
     with pytest.raises(ValueError, match=r"\bn\b"):
         ops.n_step_returns(e["rewards"], e["values"], e["terminated"], e["truncated"], None,
-                           e["bootstrap_values"], n=0)
+                           e["bootstrap_values"], n=0, time_axis=-1)
     with pytest.raises(TypeError, match="^q_values must be a tensor, got None$"):
-        ops.q_lambda(e["rewards"], None, e["next_values"], e["terminated"])
+        ops.q_lambda(e["rewards"], None, e["next_values"], e["terminated"], time_axis=-1)
     with pytest.raises(TypeError, match="^inputs has dtype int64"):
-        ops.episodic_cumsum(e["rewards"].long(), e["terminated"])
+        ops.episodic_cumsum(e["rewards"].long(), e["terminated"], time_axis=-1)
     with pytest.raises(ValueError, match="seed"):  # [B] expected
-        ops.eligibility_traces(e["rewards"], e["terminated"], 0.9, 0.9, seed=e["rewards"])
+        ops.eligibility_traces(e["rewards"], e["terminated"], 0.9, 0.9, seed=e["rewards"], time_axis=-1)
     with pytest.raises(ValueError, match="target_probs|behaviour_probs"):
         ops.retrace(e["rewards"], e["q_values"], e["next_values"], e["terminated"],
-                    target_probs=e["target_probs"])
+                    target_probs=e["target_probs"], time_axis=-1)
     with pytest.raises(ValueError, match="gamma"):
-        ops.discounted_returns(e["rewards"], e["terminated"], gamma=1.5)
+        ops.discounted_returns(e["rewards"], e["terminated"], gamma=1.5, time_axis=-1)
     with pytest.raises(ValueError, match="time_axis must be 0 or -2 .* got 2"):
         ops.discounted_returns(e["rewards"], e["terminated"], time_axis=2)
     bad = e["terminated"].clone()
     bad[2, 5] = True
     truncated = torch.zeros_like(bad)
     truncated[2, 5] = True
-    with pytest.raises(ValueError, match="row 2, step 5"):
-        ops.discounted_returns(e["rewards"], bad, truncated, None, e["bootstrap_values"])
+    # Flagged both: terminated (issue 33), no error: the call with truncated cleared there.
+    got = ops.discounted_returns(e["rewards"], bad, truncated, None, e["bootstrap_values"], time_axis=-1)
+    want = ops.discounted_returns(e["rewards"], bad, torch.zeros_like(bad), None, e["bootstrap_values"], time_axis=-1)
+    assert torch.equal(got, want)

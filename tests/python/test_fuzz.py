@@ -472,7 +472,7 @@ CONVENTIONS = {  # function, its lambda's name, its two [B, T] outputs (referenc
     "vtrace": (puffadv.vtrace, "lambda_", ("pg_advantages", "vs")),
 }
 CONVENTION_FAULTS = ["dtype", "shape", "ndim", "not-array", "framework", "param", "time_axis",
-                     "terminated-and-truncated", "truncated-without-bootstrap", "both-bootstraps",
+                     "truncated-without-bootstrap", "both-bootstraps",
                      "no-bootstrap", "last_value-shape", "nothing-requested", "alias", "read-only-output",
                      "misaligned"]
 SUMS = ("abs_sums", "sums", "square_sums")
@@ -510,11 +510,6 @@ def convention_calls(draw, kind):
         names += ["bootstrap_values"]
     if with_importance:
         names += ["importance"]
-    if fault == "terminated-and-truncated":
-        if mode != "bootstrap":
-            mode, names = "bootstrap", [n for n in names if n != "bootstrap_values"] + ["truncated", "bootstrap_values"]
-        ep["terminated"][0, 0] = ep["truncated"][0, 0] = True
-        faults.append(("terminated", "terminated and truncated on one step", ValueError))
     flag_dtype = draw(st.sampled_from([np.bool_, np.uint8, dtype]))
     victim = draw(st.sampled_from(names))
 

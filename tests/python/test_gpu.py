@@ -214,10 +214,10 @@ def test_second_device_conventions_and_reduced_precision(rng, shape):
     on = lambda x, device, dtype=torch.float32: torch.from_numpy(x).to(dtype).to(device)
     results = {}
     for device in ("cpu", "cuda:1"):
-        gae = puffadv.gae(on(r, device), on(v, device), on(d, device) > 0.5, last_value=on(v[:, 0].copy(), device))
+        gae = puffadv.gae(on(r, device), on(v, device), on(d, device) > 0.5, last_value=on(v[:, 0].copy(), device), time_axis=-1)
         bf16 = puffadv.compute_puff_advantage(*(on(x, device, torch.bfloat16) for x in (v, r, d, i)), **PARAMS)
         sliced = puffadv.gae(on(r, device)[:, 1:], on(v, device)[:, 1:], on(d, device)[:, 1:] > 0.5,
-                             last_value=on(v[:, 0].copy(), device))  # unaligned: the generic kernel
+                             last_value=on(v[:, 0].copy(), device), time_axis=-1)  # unaligned: the generic kernel
         results[device] = [gae.advantages, gae.returns, bf16, sliced.advantages]
     assert torch.cuda.current_device() == 0
     for cpu, gpu in zip(results["cpu"], results["cuda:1"]):

@@ -99,7 +99,8 @@ def test_the_issue_example_is_no_longer_zero():
     pytest.importorskip("puffadv.torch")
     r = torch.arange(1.0, 7.0, dtype=torch.float64).reshape(2, 3)
     terminated = torch.zeros(2, 3, dtype=torch.bool)
-    grad = torch.func.grad(lambda r: (torch.ops.puffadv.discounted_returns(r, terminated, gamma=0.99) * r).sum())(r)
+    grad = torch.func.grad(
+        lambda r: (torch.ops.puffadv.discounted_returns(r, terminated, gamma=0.99, time_axis=-1) * r).sum())(r)
     reference = r.clone().requires_grad_()
     g = r.new_zeros(2)
     out = []

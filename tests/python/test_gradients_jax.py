@@ -115,7 +115,7 @@ def test_backward_keeps_batch_sharding():
         r, v = (jax.device_put(rng.standard_normal((8, 16)).astype(np.float32), rows) for _ in range(2))
         d = jax.device_put(np.zeros((8, 16), bool), rows)
         lv = jax.device_put(rng.standard_normal(8).astype(np.float32), NamedSharding(mesh, P("rows")))
-        loss = lambda r, v: (pjax.gae(r, v, d, last_value=lv).advantages ** 2).sum()  # a gradient that depends on r
+        loss = lambda r, v: (pjax.gae(r, v, d, last_value=lv, time_axis=-1).advantages ** 2).sum()  # a gradient that depends on r
         grad = jax.jit(jax.grad(loss, argnums=(0, 1)))
         text = grad.lower(r, v).compile().as_text()
         gr, gv = grad(r, v)

@@ -121,6 +121,8 @@ def _op_kwargs(case, leaves):
     kwargs.update({k: v for k, v in fixed.items() if k != "boundary"})
     if case.endswith("log_probs"):
         kwargs["log_probs"] = True
+    if case != "compute_puff_advantage":
+        kwargs["time_axis"] = -1  # op_call's leaves are batch-major [B, T]
     return kwargs
 
 
@@ -137,13 +139,27 @@ def test_every_float_tensor_argument_of_every_op_is_gradchecked():
     for name in _torch_kernels._FUNCTIONAL:
         schema = getattr(torch.ops.puffadv, name).default._schema
         tensors = {a.name for a in schema.arguments if "Tensor" in str(a.type)} - flags
-        if name not in ("retrace", "q_lambda"):  # their next_values has its gradient
+        if name == "n_step_returns":  # the others' next_values has its gradient
             tensors -= refused
         tensors -= {"gamma_steps", "lambda_steps"}
         assert tensors <= covered.get(name, set()), (name, tensors - covered.get(name, set()))
 
 
-@pytest.mark.parametrize("extra", ["gamma_steps", "lambda_steps", "next_values", "sample_mask", "alpha"])
+def test_n_step_next_values_has_no_gradient_yet():
+    """n_step_returns with next_values: a ValueError naming it (gae, td_lambda and vtrace have
+    theirs: gradient_cases' *_next_values)."""
+    import puffadv
+    g = torch.Generator().manual_seed(0)
+    r = torch.randn(3, 6, dtype=torch.float64, generator=g, requires_grad=True)
+    v, nv = (torch.randn(3, 6, dtype=torch.float64, generator=g) for _ in range(2))
+    term = torch.zeros(3, 6, dtype=torch.bool)
+    with pytest.raises(ValueError, match="no gradient yet for n_step_returns with next_values"):
+        puffadv.n_step_returns(r, v, term, n=2, next_values=nv, time_axis=-1)
+    with pytest.raises(ValueError, match="no gradient yet for n_step_returns with next_values"):
+        torch.ops.puffadv.n_step_returns(r, v, term, n=2, next_values=nv, time_axis=-1)
+
+
+@pytest.mark.parametrize("extra", ["gamma_steps", "lambda_steps", "sample_mask", "alpha"])
 def test_no_gradient_yet_is_refused_by_name(extra):
     """Issue 29's forms have no VJP yet: asking for a gradient through a call with one is a
     ValueError naming it (the op and the Python API), never a gradient that ignores it."""

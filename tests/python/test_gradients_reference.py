@@ -21,11 +21,12 @@ def _reference(case: str, a: dict, const: dict, fixed: dict):
     t, tr = const.get("terminated"), const.get("truncated")
     boot = {"last_value": a.get("last_value"), "bootstrap_values": a.get("bootstrap_values")}
     clips = {k: v for k, v in fixed.items() if k in ("rho_clip", "c_clip", "rho_pg_clip")}
+    nxt = {"next_values": a.get("next_values")}  # gae, td_lambda, vtrace: issue 29's V'_t at every step
     if case.startswith(("gae", "td_lambda")):
-        return R.standard("gae", a["rewards"], a["values"], t, tr, **boot, importance=a.get("importance"),
-                          gamma=g, lam=lam, **clips)
+        return R.standard("td_lambda" if case.startswith("td_lambda") else "gae", a["rewards"], a["values"], t, tr,
+                          **boot, **nxt, importance=a.get("importance"), gamma=g, lam=lam, **clips)
     if case.startswith("vtrace"):
-        pg, vs = R.standard("vtrace", a["rewards"], a["values"], t, tr, **boot, importance=a.get("importance"),
+        pg, vs = R.standard("vtrace", a["rewards"], a["values"], t, tr, **boot, **nxt, importance=a.get("importance"),
                             gamma=g, lam=lam, **clips)
         return vs, pg
     if case.startswith("discounted"):

@@ -174,7 +174,7 @@ def test_conventions_match_reference(device, rng, kind, option, time_axis):
 def test_td_lambda_returns_match_their_own_recursion(on_cpu, rng):
     e = reference.random_episodes(rng, 9, 40)
     out = pjax.td_lambda_returns(e["rewards"], e["values"], e["terminated"], e["truncated"],
-                                 bootstrap_values=e["bootstrap_values"], gamma=0.95, lambda_=0.8)
+                                 bootstrap_values=e["bootstrap_values"], gamma=0.95, lambda_=0.8, time_axis=-1)
     ref = reference.td_lambda_return(e["rewards"], e["values"], e["terminated"], e["truncated"],
                                      bootstrap_values=e["bootstrap_values"], gamma=0.95, lam=0.8)
     assert reference.relative_error(out.returns, ref) <= 1e-5
@@ -183,13 +183,13 @@ def test_td_lambda_returns_match_their_own_recursion(on_cpu, rng):
 def test_conventions_float64_and_reduced_inputs(on_cpu, rng):
     e = reference.random_episodes(rng, 7, 30, dtype=np.float64)
     with _x64():
-        out = pjax.gae(e["rewards"], e["values"], e["terminated"], last_value=e["last_value"])
+        out = pjax.gae(e["rewards"], e["values"], e["terminated"], last_value=e["last_value"], time_axis=-1)
         assert out.advantages.dtype == jnp.float64
         ref = reference.standard_estimate("gae", e["rewards"], e["values"], e["terminated"],
                                           last_value=e["last_value"], gamma=0.99, lam=0.95)
         assert reference.relative_error(out.advantages, ref[0]) <= 1e-12
     e16 = {k: (v.astype(jnp.bfloat16) if v.dtype == np.float64 else v) for k, v in e.items()}
-    out = pjax.gae(e16["rewards"], e16["values"], e16["terminated"], last_value=e16["last_value"])
+    out = pjax.gae(e16["rewards"], e16["values"], e16["terminated"], last_value=e16["last_value"], time_axis=-1)
     assert out.advantages.dtype == jnp.float32
     ref = reference.standard_estimate("gae", *(e16[k].astype(np.float64) for k in ("rewards", "values")),
                                       e16["terminated"], last_value=e16["last_value"].astype(np.float64),
@@ -203,7 +203,7 @@ def test_gae_matches_rlax(on_cpu, rng):
     values [T+1] with the bootstrap last (terminations only: rlax has no truncation)."""
     e = reference.random_episodes(rng, 6, 45)
     out = pjax.gae(e["rewards"], e["values"], e["terminated"], last_value=e["last_value"],
-                   gamma=0.97, gae_lambda=0.9)
+                   gamma=0.97, gae_lambda=0.9, time_axis=-1)
     values = np.concatenate([e["values"], e["last_value"][:, None]], axis=1)
     rl = jax.vmap(rlax.truncated_generalized_advantage_estimation, in_axes=(0, 0, None, 0))(
         e["rewards"], 0.97 * (1.0 - e["terminated"].astype(np.float32)), 0.9, values)

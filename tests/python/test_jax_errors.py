@@ -103,15 +103,20 @@ def test_conventions_grad(on_cpu, rng):
     """Issue 30: differentiable (test_gradients_jax.py checks every function)."""
     e = reference.random_episodes(rng, 3, 8)
     grad = jax.grad(lambda v: pjax.gae(e["rewards"], v, e["terminated"],
-                                       last_value=e["last_value"]).advantages.sum())(jnp.asarray(e["values"]))
+                                       last_value=e["last_value"], time_axis=-1).advantages.sum())(jnp.asarray(e["values"]))
     assert grad.shape == e["values"].shape and bool(jnp.isfinite(grad).all()) and float(jnp.abs(grad).sum()) > 0
 
 
-def test_terminated_and_truncated_on_one_step_fails_when_run(on_cpu, rng):
+def test_terminated_and_truncated_on_one_step_is_terminated(on_cpu, rng):
+    """Gymnasium's meaning (issue 33): the step's bootstrap is never read."""
     e = reference.random_episodes(rng, 3, 8)
-    with pytest.raises(jax.errors.JaxRuntimeError, match="terminated and truncated are both set"):
-        pjax.gae(e["rewards"], e["values"], e["terminated"], e["terminated"],
-                 bootstrap_values=e["bootstrap_values"]).advantages.block_until_ready()
+    both = e["terminated"]
+    poisoned = np.where(both, np.nan, e["bootstrap_values"]).astype(np.float32)
+    got = pjax.gae(e["rewards"], e["values"], both, both | e["truncated"], bootstrap_values=poisoned, time_axis=-1)
+    want = pjax.gae(e["rewards"], e["values"], both, e["truncated"] & ~both, bootstrap_values=poisoned,
+                    time_axis=-1)
+    np.testing.assert_array_equal(np.asarray(got.advantages), np.asarray(want.advantages))
+    assert np.isfinite(np.asarray(got.advantages)).all()
 
 
 def _bad_convention_cases():

@@ -44,7 +44,7 @@ def test_nested_vmap(device, rng):
 def test_conventions_vmap(on_cpu, rng):
     parts = [reference.random_episodes(rng, 4, 16) for _ in range(3)]
     stacked = {k: np.stack([p[k] for p in parts]) for k in parts[0]}
-    f = jax.vmap(lambda r, v, t, tr, b, i: pjax.vtrace(r, v, t, tr, bootstrap_values=b, importance=i))
+    f = jax.vmap(lambda r, v, t, tr, b, i: pjax.vtrace(r, v, t, tr, bootstrap_values=b, importance=i, time_axis=-1))
     vs, pg = jax.jit(f)(*(stacked[k] for k in ("rewards", "values", "terminated", "truncated",
                                                 "bootstrap_values", "importance")))[:2]
     g = jax.vmap(lambda r, v, t, lv: pjax.gae(r.T, v.T, t.T, last_value=lv, time_axis=0))

@@ -99,13 +99,13 @@ def test_next_values_is_never_read_where_terminated_and_a_nan_stays_in_its_row(r
     assert np.isnan(e["next_values"][e["terminated"]]).all() and e["terminated"].any()
     for kind in ("gae", "td_lambda", "vtrace"):
         function, arrays, kw, _ = _case(kind, e)
-        adv, ret = _outputs(kind, function(*arrays, **kw))
+        adv, ret = _outputs(kind, function(*arrays, **kw, time_axis=-1))
         assert np.isfinite(adv).all() and np.isfinite(ret).all(), kind
     poisoned = e["next_values"].copy()
     poisoned[2, 10] = np.nan
     e["terminated"][2, 10] = e["truncated"][2, 10] = False
     out = puffadv.gae(e["rewards"], e["values"], e["terminated"], e["truncated"], next_values=poisoned,
-                      gamma=GAMMA, gae_lambda=LAM)
+                      gamma=GAMMA, gae_lambda=LAM, time_axis=-1)
     bad = ~np.isfinite(out.advantages)
     assert bad[2, 10] and not bad[np.arange(ROWS) != 2].any() and not bad[2, 11:].any()
 
@@ -115,9 +115,9 @@ def test_sample_mask_holds_the_later_error_and_alpha_one_is_vtrace(rng):
     e["next_values"] = np.nan_to_num(e["next_values"])
     base = dict(importance=e["importance"], next_values=e["next_values"], gamma=GAMMA, lambda_=LAM, rho_clip=1.2)
     args = (e["rewards"], e["values"], e["terminated"], e["truncated"])
-    plain = puffadv.vtrace(*args, **base)
-    assert np.array_equal(puffadv.vtrace(*args, alpha=1.0, **base).vs, plain.vs)
-    masked = puffadv.vtrace(*args, sample_mask=e["sample_mask"], **base)
+    plain = puffadv.vtrace(*args, **{"time_axis": -1, **base})
+    assert np.array_equal(puffadv.vtrace(*args, alpha=1.0, **{"time_axis": -1, **base}).vs, plain.vs)
+    masked = puffadv.vtrace(*args, sample_mask=e["sample_mask"], **{"time_axis": -1, **base})
     a = masked.vs - e["values"]
     off = ~e["sample_mask"][:, :-1]
     np.testing.assert_allclose(a[:, :-1][off], a[:, 1:][off], rtol=0, atol=1e-12)
@@ -125,7 +125,7 @@ def test_sample_mask_holds_the_later_error_and_alpha_one_is_vtrace(rng):
     # A masked step's NaN reward or ratio goes nowhere (rlax would carry 0 * NaN).
     r = e["rewards"].copy()
     r[~e["sample_mask"]] = np.nan
-    out = puffadv.vtrace(r, *args[1:], sample_mask=e["sample_mask"], **base)
+    out = puffadv.vtrace(r, *args[1:], sample_mask=e["sample_mask"], **{"time_axis": -1, **base})
     assert np.isfinite(out.vs).all()
 
 
@@ -139,7 +139,7 @@ def test_reduced_precision_inputs_compute_in_float32(dtype, rng):
     flags = {k: torch.from_numpy(e[k]) for k in ("terminated", "truncated", "sample_mask")}
     out = puffadv.vtrace(as_low("rewards"), as_low("values"), flags["terminated"], flags["truncated"],
                          next_values=as_low("next_values"), importance=as_low("importance"),
-                         sample_mask=flags["sample_mask"].T.contiguous().T, alpha=0.5, gamma=GAMMA, lambda_=LAM)
+                         sample_mask=flags["sample_mask"].T.contiguous().T, alpha=0.5, gamma=GAMMA, lambda_=LAM, time_axis=-1)
     want_pg, want_vs = ref.with_next_values("vtrace", low["rewards"], low["values"], e["terminated"],
                                             e["truncated"], low["next_values"], low["importance"], GAMMA, LAM,
                                             sample_mask=e["sample_mask"], alpha=0.5)
@@ -153,34 +153,35 @@ def test_new_arguments_are_named_in_errors(rng):
     r, v, term, trunc, nv = e["rewards"], e["values"], e["terminated"], e["truncated"], e["next_values"]
     with pytest.raises(ValueError, match=r"^gae takes no last_value with next_values \(next_values is its "
                                          r"bootstrap at every step\)$"):
-        puffadv.gae(r, v, term, next_values=nv, last_value=v[:, 0])
+        puffadv.gae(r, v, term, next_values=nv, last_value=v[:, 0], time_axis=-1)
     with pytest.raises(ValueError, match="^vtrace takes no bootstrap_values with next_values"):
-        puffadv.vtrace(r, v, term, trunc, next_values=nv, bootstrap_values=nv)
+        puffadv.vtrace(r, v, term, trunc, next_values=nv, bootstrap_values=nv, time_axis=-1)
     with pytest.raises(ValueError, match="^n_step_returns takes no last_value with next_values"):
-        puffadv.n_step_returns(r, v, term, n=3, next_values=nv, last_value=v[:, 0])
+        puffadv.n_step_returns(r, v, term, n=3, next_values=nv, last_value=v[:, 0], time_axis=-1)
     with pytest.raises(ValueError, match=r"^td_lambda takes no importance with next_values \(it then scans"):
-        puffadv.td_lambda_returns(r, v, term, next_values=nv, importance=e["importance"])
+        puffadv.td_lambda_returns(r, v, term, next_values=nv, importance=e["importance"], time_axis=-1)
     with pytest.raises(ValueError, match="^next_values has shape"):
-        puffadv.gae(r, v, term, next_values=nv[:, :-1])
+        puffadv.gae(r, v, term, next_values=nv[:, :-1], time_axis=-1)
     with pytest.raises(TypeError, match="^next_values"):
-        puffadv.gae(r, v, term, next_values=np.nan_to_num(nv).astype(np.int32))
+        puffadv.gae(r, v, term, next_values=np.nan_to_num(nv).astype(np.int32), time_axis=-1)
     with pytest.raises(TypeError, match="^next_values"):
-        puffadv.gae(r, v, term, next_values=nv.astype(np.float64))
+        puffadv.gae(r, v, term, next_values=nv.astype(np.float64), time_axis=-1)
     with pytest.raises(ValueError, match=r"^sample_mask has shape"):
-        puffadv.vtrace(r, v, term, next_values=nv, sample_mask=e["sample_mask"][:-1])
+        puffadv.vtrace(r, v, term, next_values=nv, sample_mask=e["sample_mask"][:-1], time_axis=-1)
     with pytest.raises(TypeError, match=r"^sample_mask"):
-        puffadv.vtrace(r, v, term, next_values=nv, sample_mask=e["sample_mask"].astype(np.int64))
+        puffadv.vtrace(r, v, term, next_values=nv, sample_mask=e["sample_mask"].astype(np.int64), time_axis=-1)
     with pytest.raises(ValueError, match=r"^alpha must be finite and in \[0, 1\], got 1.5$"):
-        puffadv.vtrace(r, v, term, next_values=nv, alpha=1.5)
+        puffadv.vtrace(r, v, term, next_values=nv, alpha=1.5, time_axis=-1)
     with pytest.raises(ValueError, match=r"^alpha must be finite and in \[0, 1\], got nan$"):
-        puffadv.vtrace(r, v, term, next_values=nv, alpha=float("nan"))
+        puffadv.vtrace(r, v, term, next_values=nv, alpha=float("nan"), time_axis=-1)
     with pytest.raises(TypeError, match="^alpha"):
-        puffadv.vtrace(r, v, term, next_values=nv, alpha="0.5")
-    # A step both terminated and truncated is still refused with next_values.
+        puffadv.vtrace(r, v, term, next_values=nv, alpha="0.5", time_axis=-1)
+    # A step both terminated and truncated is terminated with next_values too (issue 33).
     both = trunc.copy()
     both[3, 5] = term[3, 5] = True
-    with pytest.raises(ValueError, match="^terminated and truncated are both set at row 3, step 5"):
-        puffadv.gae(r, v, term, both, next_values=nv)
+    cleared = both & ~term
+    np.testing.assert_array_equal(puffadv.gae(r, v, term, both, next_values=nv, time_axis=-1).advantages,
+                                  puffadv.gae(r, v, term, cleared, next_values=nv, time_axis=-1).advantages)
 
 
 def test_torch_eager_and_compiled(rng):
@@ -193,7 +194,7 @@ def test_torch_eager_and_compiled(rng):
 
     def call(rewards, values, terminated, truncated, next_values, importance, sample_mask):
         return puffadv.vtrace(rewards, values, terminated, truncated, next_values=next_values,
-                              importance=importance, sample_mask=sample_mask, alpha=0.7, gamma=GAMMA, lambda_=LAM)
+                              importance=importance, sample_mask=sample_mask, alpha=0.7, gamma=GAMMA, lambda_=LAM, time_axis=-1)
 
     names = ("rewards", "values", "terminated", "truncated", "next_values", "importance", "sample_mask")
     for fn in (call, torch.compile(call, fullgraph=True)):
@@ -210,17 +211,17 @@ def test_jax_jit_and_vmap(rng):
     want_pg, want_vs = ref.with_next_values("vtrace", *args, e["next_values"], e["importance"], GAMMA, LAM,
                                             sample_mask=e["sample_mask"], alpha=0.7)
     fn = jax.jit(lambda r, v, d, u, nv, w, m: pjax.vtrace(r, v, d, u, next_values=nv, importance=w, sample_mask=m,
-                                                          alpha=0.7, gamma=GAMMA, lambda_=LAM))
+                                                          alpha=0.7, gamma=GAMMA, lambda_=LAM, time_axis=-1))
     out = fn(*args, e["next_values"], e["importance"], e["sample_mask"])
     assert ref.relative_error(np.asarray(out.vs), want_vs) <= 2e-5
     assert ref.relative_error(np.asarray(out.pg_advantages), want_pg) <= 2e-5
     stacked = [np.stack([x, x]) for x in (*args, e["next_values"])]
     td = jax.vmap(lambda r, v, d, u, nv: pjax.td_lambda_returns(r, v, d, u, next_values=nv, gamma=GAMMA,
-                                                                lambda_=LAM).returns)(*stacked)
+                                                                lambda_=LAM, time_axis=-1).returns)(*stacked)
     want = ref.with_next_values("td_lambda", *args, e["next_values"], gamma=GAMMA, lam=LAM)[1]
     assert ref.relative_error(np.asarray(td)[1], want) <= 2e-5
     with pytest.raises(ValueError, match="^gae takes no last_value with next_values"):
-        pjax.gae(*args[:3], next_values=e["next_values"], last_value=e["values"][:, 0])
+        pjax.gae(*args[:3], next_values=e["next_values"], last_value=e["values"][:, 0], time_axis=-1)
 
 
 def test_torch_ops_take_the_appended_arguments(rng):
@@ -235,14 +236,15 @@ def test_torch_ops_take_the_appended_arguments(rng):
     ops = torch.ops.puffadv
     want = ref.with_next_values("gae", e["rewards"], e["values"], e["terminated"], e["truncated"], e["next_values"],
                                 gamma=GAMMA, lam=LAM)
-    adv, ret = ops.gae(*args, gamma=GAMMA, gae_lambda=LAM, next_values=nv)
+    adv, ret = ops.gae(*args, gamma=GAMMA, gae_lambda=LAM, next_values=nv, time_axis=-1)
     assert ref.relative_error(adv.numpy(), want[0]) <= 2e-5 and ref.relative_error(ret.numpy(), want[1]) <= 2e-5
     want = ref.with_next_values("td_lambda", e["rewards"], e["values"], e["terminated"], e["truncated"],
                                 e["next_values"], gamma=GAMMA, lam=LAM)
-    assert ref.relative_error(ops.td_lambda_returns(*args, gamma=GAMMA, lambda_=LAM, next_values=nv).numpy(),
+    assert ref.relative_error(ops.td_lambda_returns(*args, gamma=GAMMA, lambda_=LAM, next_values=nv, time_axis=-1).numpy(),
                               want[1]) <= 2e-5
     want = ref.n_step_with_next_values(e["rewards"], e["terminated"], e["truncated"], e["next_values"], 3, GAMMA, LAM)
-    assert ref.relative_error(ops.n_step_returns(*args, n=3, gamma=GAMMA, lambda_=LAM, next_values=nv).numpy(),
+    assert ref.relative_error(ops.n_step_returns(*args, n=3, gamma=GAMMA, lambda_=LAM, next_values=nv,
+                                                  time_axis=-1).numpy(),
                               want) <= 2e-5
     want_pg, want_vs = ref.with_next_values("vtrace", e["rewards"], e["values"], e["terminated"], e["truncated"],
                                             e["next_values"], e["importance"], GAMMA, LAM,
@@ -250,11 +252,11 @@ def test_torch_ops_take_the_appended_arguments(rng):
 
     def call(*arrays):
         return ops.vtrace(*arrays[:4], importance=arrays[4], gamma=GAMMA, lambda_=LAM, next_values=arrays[5],
-                          sample_mask=arrays[6], alpha=0.7)
+                          sample_mask=arrays[6], alpha=0.7, time_axis=-1)
 
     for fn in (call, torch.compile(call, fullgraph=True)):
         vs, pg = fn(*args, t["importance"], nv, t["sample_mask"])
         assert ref.relative_error(vs.numpy(), want_vs) <= 2e-5
         assert ref.relative_error(pg.numpy(), want_pg) <= 2e-5
     with pytest.raises(ValueError, match="^gae takes no last_value with next_values"):
-        ops.gae(*args[:3], last_value=t["values"][:, 0].contiguous(), next_values=nv)
+        ops.gae(*args[:3], last_value=t["values"][:, 0].contiguous(), next_values=nv, time_axis=-1)

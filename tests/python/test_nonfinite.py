@@ -158,11 +158,11 @@ def test_puff_all_nan_row_stays_in_its_row(target):
 
 CONVENTIONS = {
     "gae": lambda ep, **kw: puffadv.gae(ep["rewards"], ep["values"], ep["terminated"], gae_lambda=0.9,
-                                        **kw),
+                                        **{"time_axis": -1, **kw}),
     "td_lambda": lambda ep, **kw: puffadv.td_lambda_returns(ep["rewards"], ep["values"], ep["terminated"],
-                                                            lambda_=0.9, advantages=True, **kw),
+                                                            lambda_=0.9, advantages=True, **{"time_axis": -1, **kw}),
     "vtrace": lambda ep, **kw: puffadv.vtrace(ep["rewards"], ep["values"], ep["terminated"], lambda_=0.9,
-                                              rho_pg_clip=1.5, **kw),
+                                              rho_pg_clip=1.5, **{"time_axis": -1, **kw}),
 }
 CONVENTION_PARAMS = dict(gamma=0.97, rho_clip=2.0, c_clip=1.0)
 

@@ -38,9 +38,9 @@ def test_zero_inputs_with_huge_decays_give_zero(dtype, horizon, time_axis):
     done = _layout(np.zeros((rows, horizon), bool), time_axis)
     last = np.zeros(rows, dtype)
     big = dict(importance=ratio, rho_clip=1e5, c_clip=1e5, gamma=1.0, time_axis=time_axis)
-    gae = puffadv.gae(zero, zero, done, last_value=last, gae_lambda=1.0, **big)
-    td = puffadv.td_lambda_returns(zero, zero, done, last_value=last, lambda_=1.0, advantages=True, **big)
-    vt = puffadv.vtrace(zero, zero, done, last_value=last, lambda_=1.0, rho_pg_clip=1e5, **big)
+    gae = puffadv.gae(zero, zero, done, last_value=last, gae_lambda=1.0, **{"time_axis": -1, **big})
+    td = puffadv.td_lambda_returns(zero, zero, done, last_value=last, lambda_=1.0, advantages=True, **{"time_axis": -1, **big})
+    vt = puffadv.vtrace(zero, zero, done, last_value=last, lambda_=1.0, rho_pg_clip=1e5, **{"time_axis": -1, **big})
     target = _layout(np.full((rows, horizon), 1.0, dtype), time_axis)
     behaviour = _layout(np.full((rows, horizon), 1e-5, dtype), time_axis)
     rt = puffadv.retrace(zero, zero, zero, done, target_probs=target, behaviour_probs=behaviour, gamma=1.0,

@@ -69,7 +69,7 @@ def test_torchrl_gae(torchrl_functional, episodes):
         GAMMA, LAM, _torchrl(e["values"]), _torchrl(nv), _torchrl(e["rewards"]), _torchrl(done),
         _torchrl(e["terminated"]))
     ours = puffadv.gae(e["rewards"], e["values"], e["terminated"], e["truncated"], bootstrap_values=nv,
-                       gamma=GAMMA, gae_lambda=LAM)
+                       gamma=GAMMA, gae_lambda=LAM, time_axis=-1)
     close(ours.advantages, adv[..., 0])
     close(ours.returns, target[..., 0])
     vadv, vtarget = F.vec_generalized_advantage_estimate(
@@ -89,7 +89,7 @@ def test_torchrl_vectorised_gae_with_gamma_lambda_zero(torchrl_functional, episo
             _torchrl(e["terminated"]))
     loop_adv, _ = F.generalized_advantage_estimate(GAMMA, 0.0, *args)
     ours = puffadv.gae(e["rewards"], e["values"], e["terminated"], e["truncated"], bootstrap_values=nv,
-                       gamma=GAMMA, gae_lambda=0.0)
+                       gamma=GAMMA, gae_lambda=0.0, time_axis=-1)
     close(ours.advantages, loop_adv[..., 0])
     try:
         vec_adv, _ = F.vec_generalized_advantage_estimate(GAMMA, 0.0, *args)
@@ -106,7 +106,7 @@ def test_torchrl_td_lambda(torchrl_functional, episodes):
     returns = F.td_lambda_return_estimate(GAMMA, LAM, _torchrl(nv), _torchrl(e["rewards"]), _torchrl(done),
                                           _torchrl(e["terminated"]))
     ours = puffadv.td_lambda_returns(e["rewards"], e["values"], e["terminated"], e["truncated"],
-                                     bootstrap_values=nv, gamma=GAMMA, lambda_=LAM)
+                                     bootstrap_values=nv, gamma=GAMMA, lambda_=LAM, time_axis=-1)
     close(ours.returns, returns[..., 0])
 
 
@@ -127,7 +127,7 @@ def test_torchrl_vtrace(torchrl_functional, episodes, rho_thresh, c_thresh):
     ratio = torch.exp(torch.from_numpy(log_pi) - torch.from_numpy(log_mu)).numpy()  # TorchRL's own rounding
     ours = puffadv.vtrace(e["rewards"], e["values"], e["terminated"], e["truncated"], bootstrap_values=nv,
                           importance=ratio, gamma=GAMMA, lambda_=1.0, rho_clip=rho_thresh, c_clip=c_thresh,
-                          rho_pg_clip=rho_thresh)
+                          rho_pg_clip=rho_thresh, time_axis=-1)
     close(ours.vs, vs[..., 0])
     close(ours.pg_advantages, adv[..., 0])
 
@@ -189,7 +189,7 @@ def test_rlax_truncated_gae(rlax, episodes):
     adv = _per_row(lambda r, d, v: rlax.truncated_generalized_advantage_estimation(r, d, LAM, v),
                    folded, discount, values)
     ours = puffadv.gae(e["rewards"], e["values"], e["terminated"], e["truncated"],
-                       bootstrap_values=next_values(e), gamma=GAMMA, gae_lambda=LAM)
+                       bootstrap_values=next_values(e), gamma=GAMMA, gae_lambda=LAM, time_axis=-1)
     close(ours.advantages, adv)
 
 
@@ -202,7 +202,7 @@ def test_rlax_lambda_returns(rlax, episodes):
     lam = (LAM * (1 - e["truncated"])).astype(np.float32)
     returns = _per_row(rlax.lambda_returns, e["rewards"], discount, nv, lam)
     ours = puffadv.td_lambda_returns(e["rewards"], e["values"], e["terminated"], e["truncated"],
-                                     bootstrap_values=nv, gamma=GAMMA, lambda_=LAM)
+                                     bootstrap_values=nv, gamma=GAMMA, lambda_=LAM, time_axis=-1)
     close(ours.returns, returns)
 
 
@@ -226,7 +226,7 @@ def test_rlax_vtrace(rlax, episodes, lam):
     pg = np.stack([np.asarray(o.pg_advantage) for o in out])
     ours = puffadv.vtrace(e["rewards"], e["values"], e["terminated"], e["truncated"], bootstrap_values=nv,
                           importance=ratio, gamma=GAMMA, lambda_=lam, rho_clip=1.3, c_clip=1.0,
-                          rho_pg_clip=1.1)
+                          rho_pg_clip=1.1, time_axis=-1)
     close(ours.vs - e["values"], errors)
     if lam != 1.0:
         return
@@ -252,11 +252,11 @@ def test_rlax_discounted_returns(rlax, episodes):
     theirs = np.stack([np.asarray(rlax.discounted_returns(folded[b], discount[b], e["last_value"][b]))
                        for b in range(ROWS)])
     ours = puffadv.discounted_returns(e["rewards"], e["terminated"], e["truncated"], bootstrap_values=next_values(e),
-                                      gamma=GAMMA)
+                                      gamma=GAMMA, time_axis=-1)
     close(ours.returns, theirs)
     # No bootstrap at all: v_t = 0 in rlax, nothing passed to puffadv.
     theirs = _per_row(lambda r, d: rlax.discounted_returns(r, d, 0.0), e["rewards"], discount)
-    close(puffadv.discounted_returns(e["rewards"], done, gamma=GAMMA).returns, theirs)
+    close(puffadv.discounted_returns(e["rewards"], done, gamma=GAMMA, time_axis=-1).returns, theirs)
 
 
 @pytest.mark.parametrize("n", [1, 3, 5, HORIZON + 3])
@@ -271,7 +271,7 @@ def test_rlax_n_step_bootstrapped_returns(rlax, episodes, n, lam):
     theirs = _per_row(lambda r, d, v, l: rlax.n_step_bootstrapped_returns(r, d, v, n, l), e["rewards"], discount,
                       nv, lam_t)
     ours = puffadv.n_step_returns(e["rewards"], e["values"], e["terminated"], e["truncated"], n=n,
-                                  bootstrap_values=nv, gamma=GAMMA, lambda_=lam)
+                                  bootstrap_values=nv, gamma=GAMMA, lambda_=lam, time_axis=-1)
     close(ours.returns, theirs)
 
 
@@ -321,11 +321,11 @@ def test_rlax_retrace(rlax, episodes, lam):
                                                pi_t[b], mu_t[b], lam)) for b in range(ROWS)])
     got = puffadv.retrace(e["rewards"], ours["q_values"], ours["next_values"], e["terminated"], e["truncated"],
                           target_probs=ours["target_probs"], behaviour_probs=ours["behaviour_probs"], gamma=GAMMA,
-                          lambda_=lam, c_clip=1.0)
+                          lambda_=lam, c_clip=1.0, time_axis=-1)
     close(got.advantages, theirs)
     logs = puffadv.retrace(e["rewards"], ours["q_values"], ours["next_values"], e["terminated"], e["truncated"],
                            target_log_probs=np.log(ours["target_probs"]),
-                           behaviour_log_probs=np.log(ours["behaviour_probs"]), gamma=GAMMA, lambda_=lam)
+                           behaviour_log_probs=np.log(ours["behaviour_probs"]), gamma=GAMMA, lambda_=lam, time_axis=-1)
     close(logs.advantages, theirs)
 
 
@@ -344,7 +344,7 @@ def test_rlax_general_off_policy_returns_from_action_values(rlax, episodes, c_cl
         q_t[b], a_t[b], e["rewards"][b], discount[b], c[b], pi_t[b])) for b in range(ROWS)])
     got = puffadv.retrace(e["rewards"], ours["q_values"], ours["next_values"], e["terminated"], e["truncated"],
                           target_probs=ours["target_probs"], behaviour_probs=ours["behaviour_probs"], gamma=GAMMA,
-                          lambda_=LAM, c_clip=c_clip)
+                          lambda_=LAM, c_clip=c_clip, time_axis=-1)
     close(got.returns, theirs)
 
 
@@ -361,7 +361,7 @@ def test_rlax_q_lambda(rlax, episodes, watkins):
     theirs = np.stack([np.asarray(rlax.q_lambda(q_tm1[b], a_tm1[b], e["rewards"][b], discount[b], q_t[b],
                                                 lam_t[b].astype(np.float32))) for b in range(ROWS)])
     got = puffadv.q_lambda(e["rewards"], ours["q_values"], ours["max_next"], e["terminated"], e["truncated"],
-                           greedy=ours["greedy"] if watkins else None, gamma=GAMMA, lambda_=LAM)
+                           greedy=ours["greedy"] if watkins else None, gamma=GAMMA, lambda_=LAM, time_axis=-1)
     close(got.advantages, theirs)
 
 
@@ -376,7 +376,7 @@ def test_torchrl_reward2go(torchrl_functional, episodes):
     ours = puffadv.discounted_returns(e["rewards"].T, done.T, gamma=GAMMA, time_axis=0)
     close(ours.returns, theirs)
     batch_major = F.reward2go(torch.from_numpy(e["rewards"]), torch.from_numpy(done), GAMMA, time_dim=-1)
-    close(puffadv.discounted_returns(e["rewards"], done, gamma=GAMMA).returns, batch_major)
+    close(puffadv.discounted_returns(e["rewards"], done, gamma=GAMMA, time_axis=-1).returns, batch_major)
 
 
 def test_torchrl_td0_and_td1_returns(torchrl_functional, episodes):
@@ -389,9 +389,9 @@ def test_torchrl_td0_and_td1_returns(torchrl_functional, episodes):
     done = e["terminated"] | e["truncated"]
     td0 = F.td0_return_estimate(GAMMA, _torchrl(nv), _torchrl(e["rewards"]), _torchrl(e["terminated"]))
     ours = puffadv.n_step_returns(e["rewards"], e["values"], e["terminated"], e["truncated"], n=1,
-                                  bootstrap_values=nv, gamma=GAMMA)
+                                  bootstrap_values=nv, gamma=GAMMA, time_axis=-1)
     close(ours.returns, td0[..., 0])
     td1 = F.td1_return_estimate(GAMMA, _torchrl(nv), _torchrl(e["rewards"]), _torchrl(done),
                                 _torchrl(e["terminated"]))
-    ours = puffadv.discounted_returns(e["rewards"], e["terminated"], e["truncated"], bootstrap_values=nv, gamma=GAMMA)
+    ours = puffadv.discounted_returns(e["rewards"], e["terminated"], e["truncated"], bootstrap_values=nv, gamma=GAMMA, time_axis=-1)
     close(ours.returns, td1[..., 0])

@@ -41,7 +41,7 @@ def close(got, want, tol):
 def both_layouts(function, *arrays, **kw):
     """The result of `function` on batch-major arrays, and on their time-major copies
     (time_axis=0), each as batch-major NumPy arrays."""
-    out = function(*arrays, **kw)
+    out = function(*arrays, **kw, time_axis=-1)
     t = lambda x: np.ascontiguousarray(x.T) if isinstance(x, np.ndarray) and x.ndim == 2 else x
     out_t = function(*(t(a) for a in arrays), **{k: t(v) for k, v in kw.items()}, time_axis=0)
     return out, type(out)(*(None if x is None else np.asarray(x).T for x in out_t))
@@ -86,7 +86,7 @@ def test_torchrl_td_lambda_with_independent_next_state_value(torchrl, rng):
         close(ours.returns, vret[..., 0], 1e-5)
     # Not gae(...).returns: the lambda-return bootstraps from next_values, A + V from values[t+1].
     gae = puffadv.gae(e["rewards"], e["values"], e["terminated"], e["truncated"], next_values=e["next_values"],
-                      gamma=GAMMA, gae_lambda=LAM)
+                      gamma=GAMMA, gae_lambda=LAM, time_axis=-1)
     assert ref.relative_error(gae.returns, ret[..., 0].numpy()) > 1e-3
 
 
@@ -115,8 +115,8 @@ def test_torchrl_rounds_a_python_float_gamma_to_float32(torchrl, rng):
                                                     _t(e["rewards"]), _t(done), _t(e["terminated"]))
     kw = dict(next_values=e["next_values"], gae_lambda=LAM)
     args = (e["rewards"], e["values"], e["terminated"], e["truncated"])
-    rounded = puffadv.gae(*args, gamma=float(np.float32(0.97)), **kw).advantages
-    exact = puffadv.gae(*args, gamma=0.97, **kw).advantages
+    rounded = puffadv.gae(*args, gamma=float(np.float32(0.97)), **{"time_axis": -1, **kw}).advantages
+    exact = puffadv.gae(*args, gamma=0.97, **{"time_axis": -1, **kw}).advantages
     close(rounded, adv[..., 0], 1e-14)
     assert ref.relative_error(exact, adv[..., 0].numpy()) > 1e-9
 
@@ -201,7 +201,7 @@ def test_rlax_retrace_with_a_target_network(rlax, rng):
     target_probs = np.concatenate([np.ones((ROWS, 1), np.float32), pi_taken[:, :-1]], axis=1)
     behaviour = np.concatenate([np.ones((ROWS, 1), np.float32), mu[:, :-1]], axis=1)
     kw = dict(target_probs=target_probs, behaviour_probs=behaviour, gamma=GAMMA, lambda_=lam, c_clip=1.0)
-    old = puffadv.retrace(r, online, next_values, term, **kw).advantages
+    old = puffadv.retrace(r, online, next_values, term, **{"time_axis": -1, **kw}).advantages
     assert np.abs(old - theirs).max() > 0.1  # the mapping documented before issue 29
     target_q = np.concatenate([online[:, :1], take(q_next, a_t)[:, :-1]], axis=1)  # q_values[t+1] = q_t[t, a_t]
     for ours in both_layouts(puffadv.retrace, r, target_q, next_values, term, **kw):

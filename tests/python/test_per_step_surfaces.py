@@ -60,23 +60,24 @@ def test_torch_ops_take_the_appended_optional_tensors(torch, e):
     np.testing.assert_array_equal(adv.numpy(), want.advantages)
     np.testing.assert_array_equal(ret.numpy(), want.returns)
     # By name, one of the two: the other is the scalar.
-    ret = ops.td_lambda_returns(*args, gamma=0.9, lambda_=0.8, gamma_steps=None, lambda_steps=t(e["lam"]))
+    ret = ops.td_lambda_returns(*args, gamma=0.9, lambda_=0.8, gamma_steps=None, lambda_steps=t(e["lam"]),
+                                 time_axis=-1)
     want = puffadv.td_lambda_returns(e["rewards"], e["values"], e["terminated"], e["truncated"],
                                      bootstrap_values=e["bootstrap_values"], importance=e["importance"], gamma=0.9,
                                      lambda_=e["lam"], time_axis=-1)
     np.testing.assert_array_equal(ret.numpy(), want.returns)
-    got = ops.discounted_returns(t(e["rewards"]), t(e["terminated"]), gamma_steps=t(e["gamma"]))
+    got = ops.discounted_returns(t(e["rewards"]), t(e["terminated"]), gamma_steps=t(e["gamma"]), time_axis=-1)
     want = puffadv.discounted_returns(e["rewards"], e["terminated"], gamma=e["gamma"], time_axis=-1)
     np.testing.assert_array_equal(got.numpy(), want.returns)
     got = ops.eligibility_traces(t(e["rewards"]), t(e["terminated"]), 1.0, 1.0, gamma_steps=t(e["gamma"]),
-                                 lambda_steps=t(e["lam"]))
+                                 lambda_steps=t(e["lam"]), time_axis=-1)
     want = puffadv.eligibility_traces(e["rewards"], e["terminated"], gamma=e["gamma"], lambda_=e["lam"],
                                       time_axis=-1)
     np.testing.assert_array_equal(got.numpy(), want)
     with pytest.raises(ValueError, match=r"^gamma has shape \[6, 36\] but rewards has shape \[6, 37\]"):
-        ops.gae(*args, gamma_steps=t(e["gamma"][:, 1:].copy()))
+        ops.gae(*args, gamma_steps=t(e["gamma"][:, 1:].copy()), time_axis=-1)
     with pytest.raises(TypeError, match=r"^gae_lambda has dtype float64 but rewards has float32"):
-        ops.gae(*args, lambda_steps=t(e["lam"].astype(np.float64)))
+        ops.gae(*args, lambda_steps=t(e["lam"].astype(np.float64)), time_axis=-1)
 
 
 def test_torch_compile(torch, e):

@@ -245,7 +245,7 @@ def test_inside_shard_map_each_device_computes_its_rows(rng):
     def per_shard(v, r, d, i, rewards, values, terminated, last_value):
         local = v.shape[0]  # 16 of the 64 rows: the call sees this device's block only
         puff = pjax.compute_puff_advantage(v, r, d, i, **PARAMS)
-        gae = pjax.gae(rewards, values, terminated, last_value=last_value).advantages
+        gae = pjax.gae(rewards, values, terminated, last_value=last_value, time_axis=-1).advantages
         assert puff.shape == gae.shape == (local, 24)
         return puff, gae
 
@@ -332,7 +332,7 @@ def test_gspmd_partitioner_keeps_rows_too(rng):
         assert collectives(f, *args) == []
         out = f(*args)
         e = reference.random_episodes(rng, 64, 24)  # a per-row vector (last_value) first in line
-        g = jax.jit(lambda lv, r, v, t: pjax.gae(r, v, t, last_value=lv).advantages)
+        g = jax.jit(lambda lv, r, v, t: pjax.gae(r, v, t, last_value=lv, time_axis=-1).advantages)
         vector = NamedSharding(sharding.mesh, P("b"))
         gae_args = (jax.device_put(e["last_value"], vector), e["rewards"], e["values"], e["terminated"])
         assert collectives(g, *gae_args) == []
@@ -452,7 +452,7 @@ def test_estimator_family_keeps_batch_sharding(rng, variant, explicit):
     place = lambda x: jax.device_put(x, matrix if x.ndim == 2 else vector)
 
     def call(positional, keywords):
-        out = fn(*positional, **keywords, **params)
+        out = fn(*positional, **keywords, **params, time_axis=-1)
         return (out,) if fn.__name__ in ("episodic_cumsum", "eligibility_traces") else (out.returns,)
 
     f = jax.jit(call)
@@ -483,7 +483,7 @@ def test_conventions_vmap_over_sharded_rows(rng):
     matrix, vector = NamedSharding(mesh, P(None, "b", None)), NamedSharding(mesh, P(None, "b"))
     args = [jax.device_put(stacked[k], matrix) for k in ("rewards", "values", "terminated")]
     args.append(jax.device_put(stacked["last_value"], vector))
-    f = jax.jit(jax.vmap(lambda r, v, t, lv: pjax.vtrace(r, v, t, last_value=lv).vs))
+    f = jax.jit(jax.vmap(lambda r, v, t, lv: pjax.vtrace(r, v, t, last_value=lv, time_axis=-1).vs))
     assert collectives(f, *args) == []
     vs = f(*args)
     assert_sharded_like(vs, matrix)

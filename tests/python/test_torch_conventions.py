@@ -37,32 +37,34 @@ def test_ops_match_the_python_api(device, time_major, dtype):
               time_axis=axis)
     adv, ret = ops.gae(*args, 0.97, 0.9, 1.5, 0.8, axis)
     want = puffadv.gae(s["rewards"], s["values"], s["terminated"], gamma=0.97, gae_lambda=0.9, rho_clip=1.5,
-                       c_clip=0.8, **kw)
+                       c_clip=0.8, **{"time_axis": -1, **kw})
     assert adv.dtype == (torch.float32 if dtype == torch.bfloat16 else dtype)
     assert torch.equal(adv, want.advantages) and torch.equal(ret, want.returns)
     g = ops.td_lambda_returns(*args, 0.97, 0.9, 1.5, 0.8, axis)
     assert torch.equal(g, puffadv.td_lambda_returns(s["rewards"], s["values"], s["terminated"], gamma=0.97,
-                                                    lambda_=0.9, rho_clip=1.5, c_clip=0.8, **kw).returns)
+                                                    lambda_=0.9, rho_clip=1.5, c_clip=0.8, **{"time_axis": -1, **kw}).returns)
     vs, pg = ops.vtrace(*args, 0.97, 1.0, 1.5, 0.8, 1.2, axis)
     v = puffadv.vtrace(s["rewards"], s["values"], s["terminated"], gamma=0.97, rho_clip=1.5, c_clip=0.8,
-                       rho_pg_clip=1.2, **kw)
+                       rho_pg_clip=1.2, **{"time_axis": -1, **kw})
     assert torch.equal(vs, v.vs) and torch.equal(pg, v.pg_advantages)
 
 
 def test_errors_are_the_cores():
     s = sample("cpu")
     with pytest.raises(ValueError, match="truncated needs bootstrap_values"):
-        ops.gae(s["rewards"], s["values"], s["terminated"], s["truncated"], s["values"][:, 0])
+        ops.gae(s["rewards"], s["values"], s["terminated"], s["truncated"], s["values"][:, 0], time_axis=-1)
     with pytest.raises(ValueError, match="time_axis must be 0 or -2"):
         ops.gae(s["rewards"], s["values"], s["terminated"], None, s["values"][:, 0], time_axis=3)
     with pytest.raises(TypeError, match="terminated has dtype"):
-        ops.gae(s["rewards"], s["values"], s["terminated"].long(), None, s["values"][:, 0])
+        ops.gae(s["rewards"], s["values"], s["terminated"].long(), None, s["values"][:, 0], time_axis=-1)
     bad = s["terminated"].clone()
     bad[2, 5] = True
     truncated = torch.zeros_like(bad)
     truncated[2, 5] = True
-    with pytest.raises(ValueError, match="row 2, step 5"):
-        ops.gae(s["rewards"], s["values"], bad, truncated, None, s["bootstrap_values"])
+    # Flagged both: terminated (issue 33), no error: the call with truncated cleared there.
+    got = ops.gae(s["rewards"], s["values"], bad, truncated, None, s["bootstrap_values"], time_axis=-1)
+    want = ops.gae(s["rewards"], s["values"], bad, torch.zeros_like(bad), None, s["bootstrap_values"], time_axis=-1)
+    assert torch.equal(got[0], want[0]) and torch.equal(got[1], want[1])
 
 
 def test_opcheck_and_compile():
@@ -87,12 +89,12 @@ def test_a_graph_when_values_require_grad():
     """Issue 30: the ops record their graph; none under torch.no_grad."""
     s = sample("cpu")
     values = s["values"].clone().requires_grad_(True)
-    adv, ret = ops.gae(s["rewards"], values, s["terminated"], s["truncated"], None, s["bootstrap_values"])
+    adv, ret = ops.gae(s["rewards"], values, s["terminated"], s["truncated"], None, s["bootstrap_values"], time_axis=-1)
     assert adv.requires_grad and ret.requires_grad
-    vs, pg = ops.vtrace(s["rewards"], values, s["terminated"], s["truncated"], None, s["bootstrap_values"])
+    vs, pg = ops.vtrace(s["rewards"], values, s["terminated"], s["truncated"], None, s["bootstrap_values"], time_axis=-1)
     assert vs.requires_grad and pg.requires_grad
     with torch.no_grad():
-        vs, pg = ops.vtrace(s["rewards"], values, s["terminated"], s["truncated"], None, s["bootstrap_values"])
+        vs, pg = ops.vtrace(s["rewards"], values, s["terminated"], s["truncated"], None, s["bootstrap_values"], time_axis=-1)
     assert not vs.requires_grad and not pg.requires_grad
 
 
@@ -122,9 +124,9 @@ def test_meta_tensor_among_cpu_tensors_is_a_mixed_device_error():
                                                  "must be on one device$"):
                 op(*fixed, **call)
     with pytest.raises(ValueError, match="^values is on cpu but rewards is on meta"):
-        ops.gae(s["rewards"].to("meta"), s["values"], s["terminated"], **args)
+        ops.gae(s["rewards"].to("meta"), s["values"], s["terminated"], **{"time_axis": -1, **args})
     adv, ret = ops.gae(*(s[n].to("meta") for n in ("rewards", "values", "terminated")),
-                       **{k: v.to("meta") for k, v in args.items()})
+                       **{k: v.to("meta") for k, v in args.items()}, time_axis=-1)
     assert adv.device.type == ret.device.type == "meta"
 
 
@@ -134,4 +136,4 @@ def test_none_for_a_required_tensor_is_a_type_error_naming_it():
         required = [s["rewards"], s["values"], s["terminated"]]
         required[k] = None
         with pytest.raises(TypeError, match=f"^{name} must be a tensor, got None$"):
-            ops.gae(*required, None, s["values"][:, 0])
+            ops.gae(*required, None, s["values"][:, 0], time_axis=-1)

@@ -4,9 +4,9 @@ test_gae_multidim, test_tdlambda, test_tdlambda_multi, test_vtrace, test_vtrace_
 test_vtrace_truncated_uses_next_value; their grids and draws, written here) through
 puffadv.integrations.torchrl's functions, each against TorchRL's own at TorchRL's
 tolerance (1e-4) and at float32 rounding. TorchRL's tests draw independent next values,
-which puffadv's GAE and V-trace do not take yet (_pending.NEXT_VALUES): those calls must
-fall back to TorchRL (counted); every grid runs again with the next step's values as next
-values (the shifted case), which must go through puffadv."""
+which go to puffadv's next_values= (_pending.NEXT_VALUES; test_torchrl_next_values.py
+holds their gradients); every grid runs again with the next step's values as next values
+(the shifted case), which must go through puffadv too."""
 from __future__ import annotations
 
 import warnings
@@ -81,7 +81,7 @@ def test_gae(gamma, lmbda, N, T, dtype, has_done):
     done, terminated, reward, state_value, next_state_value = draw(N, T, dtype=dtype, has_done=has_done)
     with Through() as drawn:
         run_gae(gamma, lmbda, state_value, next_state_value, reward, done, terminated)
-    assert drawn.torchrl == 2 and drawn.puffadv == 0  # independent next values: TorchRL's own
+    assert drawn.puffadv == 2 and drawn.torchrl == 0  # independent next values: puffadv's next_values=
     with Through() as through:
         run_gae(gamma, lmbda, state_value, shifted(state_value, next_state_value, -2), reward, done, terminated)
     assert through.puffadv == 2 and through.torchrl == 0
@@ -175,7 +175,7 @@ def run_vtrace(gamma, N, T, D, dtype, has_done, next_values):
     for g, w in zip(got, want):
         close(g, w, dtype)
     assert not torch.isnan(got[1]).any() and not torch.isinf(got[1]).any()
-    assert (through.puffadv, through.torchrl) == ((1, 0) if next_values == "shifted" else (0, 1))
+    assert (through.puffadv, through.torchrl) == (1, 0)  # independent next values: puffadv's next_values=
 
 
 @pytest.mark.parametrize("gamma", [0.99, 0.5, 0.1])
@@ -221,9 +221,7 @@ def test_fallbacks_say_why_once():
             ours.vec_generalized_advantage_estimate(torch.full_like(reward, 0.9), 0.9, state_value, next_state_value,
                                                     reward, done, terminated)
     messages = [str(w.message) for w in caught if issubclass(w.category, puffadv.FallbackWarning)]
-    assert messages == [
-        "puffadv.integrations.torchrl: next values that are not the next step's values (independent "
-        "next_state_value): vec_generalized_advantage_estimate computed by TorchRL (said once)",
+    assert messages == [  # independent next values go to puffadv (next_values=): no warning
         "puffadv.integrations.torchrl: per-step gamma, lambda or clips: vec_generalized_advantage_estimate "
         "computed by TorchRL (said once)"]
 
@@ -247,14 +245,3 @@ def test_gradients_go_through_puffadv_and_equal_torchrls():
         advantage.sum().backward()
         grads.append(leaf.grad)
     torch.testing.assert_close(grads[0], grads[1], rtol=1e-5, atol=1e-5)
-
-
-def test_switching_next_values_on_alone_is_loud(monkeypatch):
-    """_pending.NEXT_VALUES set before next_values_keywords() says how: an error, never a wrong estimate."""
-    from puffadv.integrations import _pending
-    monkeypatch.setattr(_pending, "NEXT_VALUES", True)
-    done, terminated, reward, state_value, next_state_value = draw((2,), 9)
-    with pytest.raises(NotImplementedError, match="next_values_keywords"):
-        ours.vec_generalized_advantage_estimate(0.9, 0.9, state_value, next_state_value, reward, done, terminated)
-
-

@@ -16,13 +16,14 @@ module's, which compute with puffadv. TorchRL's modules are not modified.
 The functions take TorchRL's arguments and layout (``[*B, T, *F]``, time at
 ``time_dim``) and compute with puffadv where the case is within puffadv today:
 scalar gamma / lambda / clips, float32 or float64 values, bool ``done`` and
-``terminated`` (a terminated step is done), no gradient asked for, not under
-torch.compile, and, for GAE and V-trace, next values that are the next step's
-values inside an episode (what ``shifted=True`` computes; TD(lambda) reads only
-next values and takes any). Any other case is computed by TorchRL's own function,
-with one warning per reason (``puffadv.FallbackWarning``), and counted in
-``puffadv.integrations.fallbacks["torchrl"]``. Independent next values and
-gradients come to puffadv with two features in progress: _pending.py is the switch.
+``terminated`` (a terminated step is done), not under
+torch.compile. Next values that are the next step's values inside an episode (what
+``shifted=True`` computes) are read from the values (the bootstrap only where an
+episode ends); independent ones (TorchRL's own tests draw them so), and any call that
+asks for a gradient, are passed as ``next_values=``, so each gradient reaches the
+tensor it came from (``differentiable=True`` included). Any other case is computed by
+TorchRL's own function, with one warning per reason (``puffadv.FallbackWarning``),
+and counted in ``puffadv.integrations.fallbacks["torchrl"]``.
 """
 from __future__ import annotations
 
@@ -122,6 +123,8 @@ def _next_values(state_value, next_state_value, done, time_dim: int):
         # Reading next values from state_value[t + 1] gives the same numbers but sends their
         # gradient to state_value instead of next_state_value: TorchRL's own keeps the two apart.
         return _GRADIENT_THROUGH_NEXT_VALUES, None
+    if wants_gradient:  # next_values=: each gradient reaches the tensor it came from, as TorchRL's own
+        return None, _pending.next_values_keywords(_rows(next_state_value, time_dim))
     if not _next_values_independent(state_value, next_state_value, done, time_dim):
         # puffadv reads them only where the buffer does not hold them: truncations, the last step.
         return None, {"bootstrap_values": _rows(next_state_value, time_dim)}
@@ -187,12 +190,11 @@ def _td_lambda(own: str, gamma, lmbda, next_state_value, reward, done, terminate
         return _fall_back(own, why, *args, depth=2, time_dim=time_dim)
     terminated_rows, truncated_rows = _flags(done, terminated, time_dim)
     following = _rows(next_state_value, time_dim)
-    # TD(lambda) reads only next values: as puffadv's values, the next values one step late
-    # (values[t + 1] = next_state_value[t]; values[0] cancels out of the returns).
-    values = torch.cat((following[:, :1], following[:, :-1]), dim=1)
-    out = puffadv.td_lambda_returns(_rows(reward, time_dim), values, terminated_rows, truncated_rows,
-                                    bootstrap_values=following, gamma=scalars["gamma"], lambda_=scalars["lmbda"],
-                                    time_axis=-1)
+    # TD(lambda) reads only next values: next_values= (the lambda-return scanned itself, whose
+    # gradient reaches next_state_value); the values argument only makes the advantages, unused.
+    out = puffadv.td_lambda_returns(_rows(reward, time_dim), following, terminated_rows, truncated_rows,
+                                    next_values=following, gamma=scalars["gamma"], lambda_=scalars["lmbda"],
+                                    time_axis=-1, advantages=False)
     calls["torchrl"] += 1
     return _checked(floats, _back(out.returns, reward, time_dim))[0]
 

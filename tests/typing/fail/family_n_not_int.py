@@ -5,4 +5,4 @@ import numpy as np
 import puffadv
 
 x = np.zeros((4, 8), np.float32)
-puffadv.n_step_returns(x, x, x > 0, n=2.5, last_value=x[:, 0])
+puffadv.n_step_returns(x, x, x > 0, n=2.5, last_value=x[:, 0], time_axis=-1)

@@ -24,11 +24,11 @@ def off_policy_targets(rewards: npt.NDArray[np.float32], q: npt.NDArray[np.float
                        pi: npt.NDArray[np.float32], mu: npt.NDArray[np.float32]) -> tuple[object, object, object]:
     """The estimator family (issue 20): Retrace, n-step and returns-to-go, episodic sums."""
     retrace = puffadv.retrace(rewards, q, next_q, terminated, target_probs=pi, behaviour_probs=mu,
-                              gamma=0.99, lambda_=0.95, c_clip=1.0, abs_sums=True)
+                              gamma=0.99, lambda_=0.95, c_clip=1.0, abs_sums=True, time_axis=-1)
     assert_type(retrace, puffadv.Estimate)
-    n_step = puffadv.n_step_returns(rewards, q, terminated, n=3, last_value=q[:, -1])
-    to_go = puffadv.discounted_returns(rewards, terminated, gamma=0.99)
-    counter = puffadv.episodic_cumsum(np.ones_like(rewards), terminated, boundary="starts_at")
+    n_step = puffadv.n_step_returns(rewards, q, terminated, n=3, last_value=q[:, -1], time_axis=-1)
+    to_go = puffadv.discounted_returns(rewards, terminated, gamma=0.99, time_axis=-1)
+    counter = puffadv.episodic_cumsum(np.ones_like(rewards), terminated, boundary="starts_at", time_axis=-1)
     return retrace.returns, n_step.returns, (to_go.returns, counter)
 
 
