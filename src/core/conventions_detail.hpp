@@ -43,4 +43,8 @@ argument_problem check_fused_outputs(const fused_outputs& fused, const matrix& r
 /// The message for a time_axis that is none of 0, -2, 1, -1 (`got`: as the caller wrote it).
 std::string time_axis_message(const char* name, const std::string& got);
 
+/// puffadv::apply_time_axis on every [rows, horizon] array of a call, each named as
+/// `p`'s kind names it (the public overload's names are the gae family's).
+argument_problem apply_time_axis(standard_arrays& a, std::int64_t time_axis, const standard_params& p);
+
 }  // namespace puffadv::detail
