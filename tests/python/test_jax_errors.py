@@ -184,3 +184,14 @@ def test_linear_recurrence_and_the_puff_advantage_on_tracers_too():
         jax.jit(lambda a: puffadv.linear_recurrence(a, 0.5, reverse=False, time_axis=-1))(x)
     with pytest.raises(TypeError, match="^values is a JAX tracer"):
         jax.jit(lambda a: puffadv.compute_puff_advantage(a, a, a, a))(x)
+
+
+def test_time_major_shapes_and_time_axis_name_the_callers_arrays():
+    """Issue 31: the caller's [T, B] shapes (not their transposes), each kind's own names."""
+    x, d = jnp.ones((6, 4)), jnp.zeros((6, 4), bool)
+    with pytest.raises(ValueError, match=r"for the 2-D inputs, got 2$"):
+        pjax.episodic_cumsum(x, d, time_axis=2)
+    with pytest.raises(ValueError, match=r"^dones has shape \[5, 4\] but inputs has shape \[6, 4\]; "):
+        pjax.episodic_cumsum(x, d[:5], time_axis=0)
+    with pytest.raises(ValueError, match=r"^values has shape \[5, 4\] but rewards has shape \[6, 4\]; "):
+        pjax.gae(x, x[:5], d, last_value=x[0], time_axis=0)
