@@ -3,8 +3,6 @@ gets a TypeError or ValueError whose message names the argument, never a crash
 or a result."""
 from __future__ import annotations
 
-import warnings
-
 import numpy as np
 import pytest
 
@@ -387,25 +385,6 @@ def test_zero_d_meta_tensor_is_not_a_number():
     with pytest.raises(TypeError, match="^rho_clip is a 0-d tensor on the meta device, which holds no value"):
         call(rho_clip=torch.tensor(0.5, device="meta"))
 
-
-
-def test_torch_func_transforms_say_to_use_the_operators():
-    """Found by issue 31's probe: under torch.func.vmap the Python API gave "inputs (torch.Tensor)
-    cannot be read through DLPack: ... Cannot access data pointer of Tensor that doesn't have
-    storage"; torch.ops.puffadv runs under torch.func (vmap through torch's batching fallback)."""
-    torch = pytest.importorskip("torch")
-    import puffadv.torch  # noqa: F401
-    e = reference.random_episodes(np.random.default_rng(2), R, H, np.float32)
-    x, d = torch.from_numpy(e["rewards"]), torch.from_numpy(e["terminated"])
-    with pytest.raises(TypeError) as info:
-        torch.func.vmap(lambda row: puffadv.episodic_cumsum(row[None], d[:1], time_axis=-1))(x)
-    assert str(info.value).startswith("inputs is a tensor inside a torch.func transform (vmap, grad, jacrev, "
-                                      "...), whose data the puffadv functions cannot read; call the operator "
-                                      "torch.ops.puffadv.<name> instead"), str(info.value)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # torch: no batching rule, the slow fallback
-        batched = torch.func.vmap(lambda row: torch.ops.puffadv.episodic_cumsum(row[None], d[:1]))(x)
-    assert torch.equal(batched[:, 0], torch.ops.puffadv.episodic_cumsum(x, d[:1].expand_as(d)))
 
 
 def test_ml_dtypes_bfloat16_numpy_array_is_not_called_accepted():

@@ -7,7 +7,10 @@ from __future__ import annotations
 
 import warnings
 
+import numpy as np
 import pytest
+
+import reference
 
 torch = pytest.importorskip("torch")
 import puffadv  # noqa: E402
@@ -168,3 +171,21 @@ def test_time_axis_names_the_kinds_own_argument_and_shapes_are_the_callers():
         ops.episodic_cumsum(x, d, time_axis=2)
     with pytest.raises(ValueError, match=r"^dones has shape \[5, 4\] but inputs has shape \[6, 4\]; "):
         ops.episodic_cumsum(x, d[:5], time_axis=0)
+
+
+def test_torch_func_transforms_say_to_use_the_operators():
+    """Found by issue 31's probe: under torch.func.vmap the Python API gave "inputs (torch.Tensor)
+    cannot be read through DLPack: ... Cannot access data pointer of Tensor that doesn't have
+    storage"; torch.ops.puffadv runs under torch.func (vmap through torch's batching fallback)."""
+    e = reference.random_episodes(np.random.default_rng(2), B, T, np.float32)
+    x, d = torch.from_numpy(e["rewards"]), torch.from_numpy(e["terminated"])
+    with pytest.raises(TypeError) as info:
+        torch.func.vmap(lambda row: puffadv.episodic_cumsum(row[None], d[:1], time_axis=-1))(x)
+    assert str(info.value).startswith("inputs is a tensor inside a torch.func transform (vmap, grad, jacrev, "
+                                      "...), whose data the puffadv functions cannot read; call the operator "
+                                      "torch.ops.puffadv.<name> instead"), str(info.value)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # torch: no batching rule, the slow fallback
+        batched = torch.func.vmap(lambda row: torch.ops.puffadv.episodic_cumsum(row[None], d[:1]))(x)
+    assert torch.equal(batched[:, 0], torch.ops.puffadv.episodic_cumsum(x, d[:1].expand_as(d)))
+
