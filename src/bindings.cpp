@@ -13,6 +13,7 @@
 #include <puffadv/puffadv.hpp>
 
 #include "python/bindings_arrays.hpp"
+#include "python/bindings_export_errors.hpp"
 #include "core/backends.hpp"  // as_standard_params
 #include "core/conventions_detail.hpp"  // time_axis_required_message
 #include "python/bindings_conventions.hpp"
@@ -118,6 +119,9 @@ NB_MODULE(_core, m) {
     }, nb::arg("kind"), nb::arg("index"), "Waits for all work queued on a GPU (for JAX arrays).");
     m.def("describe_array", &describe_array, nb::arg("array"), nb::arg("name"),
           "(shape or None, dtype name, device type) of an array, as the core reads it.");
+    m.def("unreadable_reason", [](nb::handle array, const std::string& name) {
+        return bindings::unreadable_reason(array, name.c_str());
+    }, nb::arg("array"), nb::arg("name"), "Why puffadv cannot read `array` (its words, naming it `name`), or ''.");
     m.def("build_info", &build_info_dict, "What this build of the core contains.");
     m.def("time_axis_required_message", [](const std::string& function) {
         return detail::time_axis_required_message(function.c_str());

@@ -43,6 +43,9 @@ struct matrix {
     bool writable = true;
     /// Number of dimensions the caller's array had; anything but 2 is rejected.
     int ndim = 2;
+    /// The caller's array is time-major [T, B] and this view its transpose
+    /// (apply_time_axis): messages give its shape and strides as the caller's.
+    bool time_major = false;
 
     /// Time steps are adjacent in memory (or there is at most one).
     bool time_contiguous() const noexcept { return col_stride == 1 || cols <= 1; }

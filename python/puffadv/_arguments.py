@@ -63,6 +63,9 @@ def probability_pair(target_probs, behaviour_probs, target_log_probs, behaviour_
 
 def reset_at_start(boundary) -> bool:
     """episodic_cumsum's boundary as the core's reset_at_start (shared by puffadv.jax)."""
+    if not isinstance(boundary, str) and boundary is not None:
+        # `in` would compare element-wise: a 0-d string array passed it, as a numpy.bool
+        raise TypeError(f"boundary must be a str, 'ends_at' or 'starts_at', got {_frameworks.describe(boundary)}")
     if boundary not in _BOUNDARIES:
         raise ValueError(f"boundary must be 'ends_at' (dones[t] ends an episode at t) or 'starts_at' "
                          f"(dones[t] starts one at t), got {boundary!r}")

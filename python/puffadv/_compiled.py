@@ -53,18 +53,40 @@ def _define(schema: str, implementation) -> None:
     torch.library.register_fake(f"puffadv_python::{name}", lambda *args: None, lib=_library)
 
 
+_PUFF_SCALARS = ("gamma", "gae_lambda", "rho_clip", "c_clip")
+
+
 def _puff_advantage(values, rewards, dones, importance, advantages, returns, abs_sums, sums,
-                    square_sums, gamma, gae_lambda, rho_clip, c_clip, stream):
-    _eager.puff_advantage(values, rewards, dones, importance, advantages, (gamma, gae_lambda, rho_clip, c_clip),
+                    square_sums, gamma, gae_lambda, rho_clip, c_clip, stream, *tensors):
+    bound = dict(zip(_PUFF_SCALARS, (gamma, gae_lambda, rho_clip, c_clip)))
+    bound.update(zip((f"{s}_tensor" for s in _PUFF_SCALARS), tensors))
+    _eager.puff_advantage(values, rewards, dones, importance, advantages, _given_scalars(bound, _PUFF_SCALARS),
                           stream, returns=returns, abs_sums=abs_sums, sums=sums, square_sums=square_sums)
 
 
 _SCALARS = ("gamma", "lam", "rho_clip", "c_clip", "rho_pg_clip", "alpha")
+# A scalar given as a 0-d tensor travels as that tensor (its float slot holds 1.0): read at run
+# time by the eager body, as an eager call reads it. Its value is data, which dynamo cannot
+# hand to a `float` argument (a SymFloat there failed the trace under fullgraph=True).
+_SCALAR_TENSORS = tuple(f"{s}_tensor" for s in _SCALARS)
 _STANDARD_SCHEMA = (f"standard_estimate({_INPUT_SCHEMA}, Tensor(a!)? advantages, {_OUTPUT_SCHEMA}, str kind, "
                     f"{', '.join(f'float {s}' for s in _SCALARS[:5])}, int time_axis, int n, bool log_probs, "
-                    "bool reset_at_start, int? stream, Tensor? sample_mask=None, float alpha=1.0) -> ()")
+                    "bool reset_at_start, int? stream, Tensor? sample_mask=None, float alpha=1.0, "
+                    f"{', '.join(f'Tensor? {t}=None' for t in _SCALAR_TENSORS)}) -> ()")
 _STANDARD_ARGUMENTS = (*_LEADING_INPUTS, *OUTPUT_ROLES, "kind", *_SCALARS[:5], "time_axis", "n", "log_probs",
-                       "reset_at_start", "stream", *_APPENDED_INPUTS, "alpha")
+                       "reset_at_start", "stream", *_APPENDED_INPUTS, "alpha", *_SCALAR_TENSORS)
+
+
+def _given_scalars(bound: dict, names: tuple) -> tuple:
+    """Each scalar as the caller gave it: its 0-d tensor where one came."""
+    return tuple(bound[s] if bound.get(f"{s}_tensor") is None else bound[f"{s}_tensor"] for s in names)
+
+
+def _scalar_tensors(values: tuple) -> tuple[tuple, tuple]:
+    """(the float slots, the tensor slots) of a call's scalars: a 0-d torch tensor goes
+    in its tensor slot (detached: no gradient reaches scalars here, as eagerly)."""
+    tensors = tuple(v.detach() if isinstance(v, torch.Tensor) and v.ndim == 0 else None for v in values)
+    return tuple(1.0 if t is not None else v for v, t in zip(values, tensors)), tensors
 
 
 def _standard_estimate(*args, **kwargs):
@@ -74,7 +96,7 @@ def _standard_estimate(*args, **kwargs):
     shape = layout(estimator, bound["log_probs"])
     call = Call({role: bound[role] for role, _ in shape.arguments}, shape.required,
                 {role: False if bound[role] is None else bound[role] for role in OUTPUT_ROLES},
-                dict(zip(SCALAR_ROLES, (bound[s] for s in _SCALARS))), shape.names, shape.check_names,
+                dict(zip(SCALAR_ROLES, _given_scalars(bound, _SCALARS))), shape.names, shape.check_names,
                 shape.scalar_names, bound["n"], bound["log_probs"], bound["reset_at_start"], bound["time_axis"],
                 bound["stream"])
     steps = {role: bound[role] for role in STEP_ROLES.values() if bound[role] is not None}
@@ -83,22 +105,61 @@ def _standard_estimate(*args, **kwargs):
 
 _define("puff_advantage(Tensor values, Tensor rewards, Tensor dones, Tensor importance, "
         f"Tensor(a!) advantages, {_OUTPUT_SCHEMA}, float gamma, float gae_lambda, float rho_clip, "
-        "float c_clip, int? stream) -> ()", _puff_advantage)
+        "float c_clip, int? stream, "
+        f"{', '.join(f'Tensor? {s}_tensor=None' for s in _PUFF_SCALARS)}) -> ()", _puff_advantage)
 _define(_STANDARD_SCHEMA, _standard_estimate)
 _puff_advantage_op = torch.ops.puffadv_python.puff_advantage.default
 _standard_estimate_op = torch.ops.puffadv_python.standard_estimate.default
 
+# A bad argument found while tracing: raising it there would reach the caller only as dynamo's
+# Unsupported ("Observed exception") under fullgraph=True. It is put in the graph instead, as
+# this operator, which raises the eager call's exception, type and message, when the compiled
+# function runs. It returns the call's outputs and is marked as having a side effect, so that
+# no graph drops it when they go unused.
+_REFUSALS = {"TypeError": TypeError, "ValueError": ValueError}
+
+
+def _refuse(like, error, message):
+    raise _REFUSALS[error](message)
+
+
+_library.define("refuse(Tensor like, str error, str message) -> Tensor")
+_library.impl("refuse", _refuse, "CompositeExplicitAutograd")
+torch.library.register_fake("puffadv_python::refuse",
+                            lambda like, error, message: torch.empty(like.shape, dtype=_output_dtype(like),
+                                                                     device=like.device), lib=_library)
+torch.fx.node.has_side_effect(torch.ops.puffadv_python.refuse.default)
+
+
+def _refused_at_run_time(error: Exception, like, roles) -> dict | None:
+    """The outputs of a call refused while tracing, from the refusing operator; None where no
+    tensor argument can carry it (the error is raised while tracing then)."""
+    if not isinstance(like, torch.Tensor) or type(error).__name__ not in _REFUSALS:
+        return None
+    out = torch.ops.puffadv_python.refuse(like.detach(), type(error).__name__, str(error))
+    return {role: out for role in roles}
+
 
 def puff_advantage(values, rewards, dones, importance, advantages, scalars, stream, fused):
     """compute_puff_advantage while dynamo traces: `fused` its four fused outputs' specs by role."""
-    _require_tensors(zip(PUFF_ADVANTAGE.names().values(), (values, rewards, dones, importance, advantages)))
-    _require_tensors(fused.items())
-    params = _frameworks.real_parameters(scalars, PUFF_ADVANTAGE.scalar_names()[:4])  # gamma, gae_lambda, ...
+    try:
+        _require_tensors(zip(PUFF_ADVANTAGE.names().values(), (values, rewards, dones, importance, advantages)))
+        _require_tensors(fused.items())
+        scalars, tensors = _scalar_tensors(tuple(scalars))
+        params = _frameworks.real_parameters(scalars, PUFF_ADVANTAGE.scalar_names()[:4])  # gamma, gae_lambda, ...
+        stream = _stream(stream)
+    except (TypeError, ValueError) as error:
+        refused = _refused_at_run_time(error, values, ("advantages", *fused))
+        if refused is None:
+            raise
+        if all(spec is None or spec is False for spec in fused.values()):
+            return refused["advantages"]
+        return Estimate(*(refused[role] for role in ("advantages", *fused)))
     out = advantages if advantages is not None else torch.empty(
         values.shape, dtype=_output_dtype(values), device=values.device)
     made = _allocate(values, values, -1, fused)
     _puff_advantage_op(*_detached((values, rewards, dones, importance)), out, *made.values(), *params,
-                       _stream(stream))
+                       stream, *tensors)
     if all(spec is None or spec is False for spec in fused.values()):
         return out
     return Estimate(out, *made.values())
@@ -106,11 +167,20 @@ def puff_advantage(values, rewards, dones, importance, advantages, scalars, stre
 
 def estimate(estimator, call: Call) -> dict:
     """_eager.estimate while dynamo traces (same arguments and result)."""
-    _require_tensors(zip(call.check_names, (*call.arrays.values(), *call.outputs.values())))
-    time_axis = required_time_axis(call.time_axis, estimator.function)
-    scalars = _frameworks.real_parameters(tuple(call.scalars.values()), call.scalar_names)
-    arrays, given, plan, time_axis = _eager.as_views("torch", call.arrays, _outputs.given(call.outputs), time_axis,
-                                                     call.names)
+    try:
+        _require_tensors(zip(call.check_names, (*call.arrays.values(), *call.outputs.values())))
+        time_axis = required_time_axis(call.time_axis, estimator.function)
+        scalars, tensors = _scalar_tensors(tuple(call.scalars.values()))
+        scalars = _frameworks.real_parameters(scalars, call.scalar_names)
+        stream = _stream(call.stream)
+        arrays, given, plan, time_axis = _eager.as_views("torch", call.arrays, _outputs.given(call.outputs),
+                                                         time_axis, call.names)
+    except (TypeError, ValueError) as error:
+        asked = [role for role, spec in call.outputs.items() if spec is not None and spec is not False]
+        refused = _refused_at_run_time(error, call.arrays["rewards"], asked)
+        if refused is None:
+            raise
+        return {role: refused.get(role) for role in call.outputs}
     rewards = arrays["rewards"]
     like = arrays.get("values")
     like = rewards if like is None else like
@@ -123,8 +193,8 @@ def estimate(estimator, call: Call) -> dict:
                                                    for role, spec in specs.items()})
     _standard_estimate_op(*_detached(arrays.get(role) for role in _LEADING_INPUTS), *outputs.values(),
                           estimator.function, *scalars[:5], time_axis, call.n, call.log_probs, call.reset_at_start,
-                          _stream(call.stream), *_detached(arrays.get(role) for role in _APPENDED_INPUTS),
-                          scalars[5])
+                          stream, *_detached(arrays.get(role) for role in _APPENDED_INPUTS),
+                          scalars[5], *tensors)
     if plan is not None:  # in the caller's shapes (as _eager.estimate)
         outputs = {role: out if out is None else call.outputs[role] if specs[role] is not True else
                    out.reshape(plan.batch if role in SUM_ROLES else plan.shape) for role, out in outputs.items()}

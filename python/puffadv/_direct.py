@@ -88,7 +88,7 @@ def direct(estimator: Estimator):
             n = max(min(n, _INT64_MAX), _INT64_MIN)
         if boundary:
             reset = args["boundary"]
-            if reset not in _BOUNDARIES:
+            if type(reset) is not str or reset not in _BOUNDARIES:
                 return MISSED
             reset = reset == "starts_at"
         # Each check a plain loop: cheaper here than sets of types (issue 14 times this path).

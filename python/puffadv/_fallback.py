@@ -45,9 +45,13 @@ def set_fallback(mode: str) -> str:
     ``puffadv.BackendUnavailableError`` (a ``RuntimeError``) instead. Sets the
     environment variable ``PUFFADV_FALLBACK``, which the torch ops read too.
     """
+    # A bad PUFFADV_FALLBACK is replaced, and returned as it was (it names no mode).
     if not isinstance(mode, str) or mode.strip().lower() not in MODES:
         raise ValueError(f"mode must be 'warn' or 'error', got {mode!r}")
-    previous = fallback_mode()
+    try:
+        previous = fallback_mode()
+    except ValueError:  # a bad PUFFADV_FALLBACK: exactly what this call is there to replace
+        previous = os.environ[ENV]
     os.environ[ENV] = mode.strip().lower()
     return previous
 

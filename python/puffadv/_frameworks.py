@@ -32,6 +32,8 @@ def framework_of(x) -> str | None:
     if module in ("torch", "cupy"):
         framework = module
     elif module in ("jax", "jaxlib"):
+        if _is_jax_tracer(x):
+            return "jax tracer"  # not cached: require_arrays refuses every one by name
         framework = "jax"
     if framework is not None:
         _FRAMEWORK_OF_TYPE[type(x)] = framework
@@ -84,6 +86,12 @@ def describe(x) -> str:
     return t.__name__ if t.__module__ == "builtins" else f"{t.__module__}.{t.__qualname__}"
 
 
+def _is_jax_tracer(x) -> bool:
+    jax = sys.modules.get("jax")
+    tracer = getattr(getattr(jax, "core", None), "Tracer", None)
+    return tracer is not None and isinstance(x, tracer)
+
+
 def require_arrays(named: dict) -> str:
     """Checks that every argument is an array of one framework; returns it."""
     first_name, first = next(iter(named.items()))
@@ -94,6 +102,11 @@ def require_arrays(named: dict) -> str:
             raise TypeError(
                 f"{name} must be an array (NumPy, PyTorch, CuPy, JAX or any DLPack producer), "
                 f"got {describe(x)}")
+        if fw == "jax tracer":
+            raise TypeError(
+                f"{name} is a JAX tracer ({describe(x)}): this function reads concrete arrays and "
+                f"cannot run inside jax.jit, grad or vmap; call the function of the same name in "
+                f"puffadv.jax there, which JAX traces, differentiates and vectorises")
         if fw != framework:
             raise TypeError(
                 f"{name} is a {fw} array but {first_name} is a {framework} array; "
@@ -309,7 +322,10 @@ def torch_empty_like(like, dtype):
             return torch.empty_like(like, dtype=dtype, memory_format=torch.contiguous_format)
         except RuntimeError:  # no strided layout (sparse): the core refuses `like` anyway
             pass
-    return torch.empty(tuple(like.shape), dtype=dtype, device=like.device)
+    try:
+        return torch.empty(tuple(like.shape), dtype=dtype, device=like.device)
+    except RuntimeError:  # no concrete shape (a jagged nested tensor): the core refuses `like` by name
+        return torch.empty(0, dtype=dtype, device=like.device)
 
 
 def finish(framework: str, like, out):

@@ -73,7 +73,11 @@ def main(argv=None, status=None) -> int:
               "`python -m puffadv.pufferlib_compat uninstall` removes it.")
         return 0
     if args.command == "uninstall":
-        removed = uninstall(target)
+        try:
+            removed = uninstall(target)
+        except OSError as e:
+            print(f"puffadv: cannot remove the hook: {e}", file=sys.stderr)
+            return 1
         print("puffadv: removed " + (" and ".join(str(p) for p in removed) or "nothing") + ".")
         return 0
     hook = "installed" if installed(target) else "not installed"

@@ -140,7 +140,7 @@ def linear_recurrence(inputs: Array, decay: Any, *, reverse: bool = _REQUIRED, t
             from . import _torch_recurrence
             return _torch_recurrence.through_op(inputs, decay, seed, out, stream, reverse, time_axis,
                                                 differentiable)
-    if is_scalar(decay) and framework is not None:
+    if is_scalar(decay) and framework not in (None, "jax tracer"):  # a tracer: refused by name below
         decay = broadcast_decay(framework, inputs, decay)
     args = {"inputs": inputs, "decay": decay, "seed": seed, "out": out, "time_axis": time_axis,
             "stream": stream, "reverse": reverse}

@@ -11,6 +11,8 @@ puffadv.torch right after it loads the library:
   write (refusals, version counter);
 - Negative: the in-place op refuses negative views by name (torch's fallback crashes);
 - Functionalize: the in-place op under torch.compile;
+- the keys no C++ kernel serves (sparse, quantized, nested, no tensor at all):
+  _torch_refusals' TypeError naming the argument;
 - the fake kernels of the puff ops (those of the estimator family are in _torch_conventions).
 """
 from __future__ import annotations
@@ -20,7 +22,7 @@ import warnings
 
 import torch
 
-from . import _core, _fallback, _torch_autograd, _torch_conventions, _torch_rules
+from . import _core, _fallback, _torch_autograd, _torch_conventions, _torch_refusals, _torch_rules
 from ._estimators import PUFF_ADVANTAGE
 
 _PUFF_NAMES = tuple(PUFF_ADVANTAGE.names().values())[:5]  # values, rewards, dones, importance, advantages
@@ -55,10 +57,8 @@ def _run_kernel(op, keyset, *args, **kwargs):
         if str(e).startswith(_TYPE_ERROR):
             raise TypeError(str(e)[len(_TYPE_ERROR):]) from None
         raise
-    except NotImplementedError:  # nothing to dispatch on when no argument is a tensor
-        if not any(isinstance(a, torch.Tensor) for a in args):
-            raise TypeError(f"{op._schema.arguments[0].name} must be a tensor, got None") from None
-        raise
+    except NotImplementedError:  # a key no kernel serves (_torch_refusals' are meant to catch them first)
+        raise _torch_refusals.refusal(op, args, kwargs) from None
     if fallbacks_before == 0:
         stats = _core.fallback_stats()
         if stats["calls"] > 0:  # this call made the process's first fallback
@@ -174,6 +174,8 @@ def register(lib: torch.library.Library) -> None:
     # once when an input requires grad); every functional op differentiates (_torch_autograd).
     lib.impl("compute_puff_advantage", torch.library.fallthrough_kernel, "Autograd")
     _torch_autograd.register(lib, _FUNCTIONAL)
+    # Sparse, quantized, nested tensors and calls without a tensor: a TypeError naming the argument.
+    _torch_refusals.register(lib, ("compute_puff_advantage", *_FUNCTIONAL))
     lib.impl("compute_puff_advantage", refuse_negative_views, "Negative")
     if all(hasattr(torch, name) for name in _FUNCTIONALIZATION_API):
         lib.impl("compute_puff_advantage", _compute_puff_advantage_functionalized, "Functionalize")

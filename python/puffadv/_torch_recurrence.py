@@ -10,7 +10,7 @@ import numbers
 
 import torch
 
-from . import _autograd, _eager, _frameworks, _torch_conventions, _torch_kernels, _torch_rules
+from . import _autograd, _eager, _frameworks, _torch_conventions, _torch_kernels, _torch_refusals, _torch_rules
 from ._recurrence_vjp import linear_recurrence_vjp
 
 _NAMES = ("inputs", "decay", "seed")
@@ -98,5 +98,6 @@ def register(lib: torch.library.Library) -> None:
     lib.impl("linear_recurrence", functools.partial(_torch_kernels._run_kernel, op), "BackendSelect",
              with_keyset=True)
     _autograd.register_torch(lib, "linear_recurrence", linear_recurrence_vjp)
+    _torch_refusals.register(lib, ("linear_recurrence",))  # sparse, quantized, nested, None: named
     FUNCTION = _autograd.torch_function("linear_recurrence", linear_recurrence_vjp, vmap=_vmap)
     _autograd.TorchOps.scan_function = FUNCTION

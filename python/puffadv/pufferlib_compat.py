@@ -111,6 +111,12 @@ def extension_spec(name: str = EXTENSION):
     """The module spec that answers `import pufferlib._C` (called by the import hook)."""
     global _late_reported
     resolution = resolve()
+    # The import of pufferlib._C that called this found nothing in sys.modules; if deciding just
+    # bound the module there (_bind: pufferlib was mid-import), the import system would take that
+    # module's own spec and execute PufferLib's file a second time (a Python _C.py defining a
+    # torch Library then fails: "Only a single TORCH_LIBRARY ..."). It binds our spec's module.
+    if sys.modules.get(name) is resolution.module:
+        del sys.modules[name]
     if resolution.kernel == "puffadv" and not _late_reported:
         found = _find_extension()
         if found is not None and found.origin != resolution.extension:  # came onto sys.path since

@@ -4,6 +4,7 @@
 // find_standard_problem are its public faces.
 #include <algorithm>
 #include <string>
+#include <type_traits>
 #include <utility>
 
 #include "core/backends.hpp"  // as_standard_call: the puff advantage as one more kind
@@ -222,6 +223,7 @@ argument_problem apply_time_axis(matrix& m, std::int64_t time_axis, const char* 
     if (time_axis == 0 || time_axis == -2) {
         std::swap(m.rows, m.cols);
         std::swap(m.row_stride, m.col_stride);
+        m.time_major = true;
     }
     return {};
 }
@@ -250,5 +252,33 @@ argument_problem apply_time_axis(standard_arrays& a, std::int64_t time_axis) {
             if (auto problem = apply_time_axis(**m, time_axis, name)) return problem;
     return {};
 }
+
+namespace detail {
+
+argument_problem apply_time_axis(standard_arrays& a, std::int64_t time_axis, const standard_params& p) {
+    // rewards and terminated first (never absent), then by role: the order above,
+    // each array under its kind's own name (episodic_sum's `inputs`, ...).
+    const auto apply = [&](argument_role role) -> argument_problem {
+        if (is_per_row(role)) return {};
+        argument_problem problem;
+        visit_field(a, role, [&](auto& field) {
+            if constexpr (std::is_same_v<std::decay_t<decltype(field)>, matrix>)
+                problem = puffadv::apply_time_axis(field, time_axis, argument_name(p, role));
+            else if (field)
+                problem = puffadv::apply_time_axis(*field, time_axis, argument_name(p, role));
+        });
+        return problem;
+    };
+    for (const argument_role first : {argument_role::rewards, argument_role::terminated})
+        if (auto problem = apply(first)) return problem;
+    for (int r = 0; r < role_count; ++r) {
+        const auto role = static_cast<argument_role>(r);
+        if (role == argument_role::rewards || role == argument_role::terminated) continue;
+        if (auto problem = apply(role)) return problem;
+    }
+    return {};
+}
+
+}  // namespace detail
 
 }  // namespace puffadv

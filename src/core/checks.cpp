@@ -70,8 +70,17 @@ void append(std::string& out, const void* pointer) {
     out += text;
 }
 
+// The caller's shape and strides: a time-major array's view is its transpose, a
+// 1-D array's view has one column.
 std::string describe_shape(const matrix& m) {
+    if (m.time_major) return join('[', m.cols, ", ", m.rows, ']');
     return join('[', m.rows, ", ", m.cols, ']');
+}
+
+std::string describe_strides(const matrix& m) {
+    if (m.ndim == 1) return join('[', m.row_stride, ']');
+    if (m.time_major) return join('[', m.col_stride, ", ", m.row_stride, ']');
+    return join('[', m.row_stride, ", ", m.col_stride, ']');
 }
 
 std::string describe_device(const struct device& d) {
@@ -185,9 +194,8 @@ argument_problem check_output(const matrix& out, const char* name, named_arrays 
                 std::string(name) + " is read-only; pass a writable array or leave it as None"};
     }
     if (has_self_overlap(out)) {
-        return {argument_problem::value, join(name, " has overlapping elements (strides [",
-                    out.row_stride, ", ", out.col_stride,
-                    "]); pass an array whose elements are distinct")};
+        return {argument_problem::value, join(name, " has overlapping elements (strides ", describe_strides(out),
+                    "); pass an array whose elements are distinct")};
     }
     for (auto [input, input_name] : inputs) {
         if (share_memory(out, *input, others_are_outputs)) {

@@ -38,6 +38,7 @@ struct byte_range {
 };
 
 std::string describe_shape(const matrix& m);
+std::string describe_strides(const matrix& m);
 std::string describe_device(const struct device& d);
 bool same_device(const struct device& a, const struct device& b);
 

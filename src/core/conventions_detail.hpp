@@ -48,4 +48,8 @@ std::string time_axis_message(const char* name, const std::string& got);
 /// surface raises it as a TypeError: the Python functions, puffadv.jax, torch.ops.
 std::string time_axis_required_message(const char* function);
 
+/// puffadv::apply_time_axis on every [rows, horizon] array of a call, each named as
+/// `p`'s kind names it (the public overload's names are the gae family's).
+argument_problem apply_time_axis(standard_arrays& a, std::int64_t time_axis, const standard_params& p);
+
 }  // namespace puffadv::detail

@@ -130,8 +130,6 @@ void check_standard(const std::string& kind, const nb::dict& arrays, double gamm
     if (advantages) a.advantages = fake.output(arrays["rewards"], out);
     a.fused.returns = fake.output(arrays["rewards"], out);
 
-    if (auto problem = apply_time_axis(a, time_axis)) throw value_error(problem.message);
-
     standard_params p;
     p.kind = estimator_from_name(kind);
     p.gamma = gamma;
@@ -144,6 +142,7 @@ void check_standard(const std::string& kind, const nb::dict& arrays, double gamm
     p.log_probs = log_probs;
     p.reset_at_start = reset_at_start;
     p.alpha = alpha;
+    if (auto problem = detail::apply_time_axis(a, time_axis, p)) throw value_error(problem.message);
     detail::throw_problem(layer::find_problem(a, p));
 }
 

@@ -22,11 +22,13 @@ namespace {
 using detail::argument_role;
 
 // time_axis as the core's int64, or the core's own message for a Python int beyond it.
-std::int64_t time_axis_of(nb::handle time_axis) {
+std::int64_t time_axis_of(nb::handle time_axis, const standard_params& params) {
     int overflow = 0;
     const long long value = PyLong_AsLongLongAndOverflow(time_axis.ptr(), &overflow);
     if (value == -1 && PyErr_Occurred()) throw nb::python_error();
-    if (overflow) throw value_error(detail::time_axis_message("rewards", nb::str(time_axis).c_str()));
+    if (overflow)
+        throw value_error(detail::time_axis_message(detail::argument_name(params, argument_role::rewards),
+                                                    nb::str(time_axis).c_str()));
     return value;
 }
 
@@ -118,7 +120,8 @@ void estimate(const role_handles& arrays, const standard_params& params, nb::han
 
     const std::uintptr_t handle = stream_handle(stream);
     if (time_axis.is_valid() && kind != estimator::puff_advantage)  // the puff advantage: batch-major only
-        if (auto problem = apply_time_axis(a, time_axis_of(time_axis))) throw value_error(problem.message);
+        if (auto problem = detail::apply_time_axis(a, time_axis_of(time_axis, params), params))
+            throw value_error(problem.message);
     const released_gil release;  // `keep` holds the arrays until after this scope
     compute_standard_estimate(a, params, reinterpret_cast<gpu_stream>(handle));
 }

@@ -73,7 +73,19 @@ std::string numpy_reason(nb::handle obj, const char* name) {
     }
     std::string words;
     switch (kind[0]) {
-        case 'V': words = text(attribute(dtype, "names")) == "None" ? "raw bytes" : "a structured dtype"; break;
+        case 'V':
+            if (text(attribute(attribute(dtype, "type"), "__module__")).rfind("ml_dtypes", 0) == 0) {
+                // NumPy cannot export these through DLPack; torch, JAX and CuPy export bfloat16.
+                if (spelled == "bfloat16")
+                    return std::string(name) + " is a NumPy array of ml_dtypes' bfloat16, which NumPy cannot "
+                           "export through DLPack; puffadv reads bfloat16 as torch, JAX or CuPy arrays (e.g. "
+                           "jax.numpy.asarray(" + name + ")), and NumPy arrays of float32, float64 or float16 "
+                           "(e.g. " + name + ".astype(numpy.float32))";
+                words = "an ml_dtypes extension type";
+                break;
+            }
+            words = text(attribute(dtype, "names")) == "None" ? "raw bytes" : "a structured dtype";
+            break;
         case 'O': words = "Python objects"; break;
         case 'M': words = "dates"; break;
         case 'm': words = "time spans"; break;
@@ -88,10 +100,33 @@ std::string numpy_reason(nb::handle obj, const char* name) {
     return unreadable_dtype_message(name, spelled + " (" + words + ")");
 }
 
-// A torch tensor DLPack cannot carry: sparse, quantized, or on the meta device.
+// A tensor inside a torch.func transform (vmap's batched tensors, grad's wrappers):
+// its data is the transform's, not a buffer DLPack can export.
+bool is_functorch_wrapped(nb::handle obj) {
+    nb::object functorch = nb::steal(PyImport_ImportModule("torch._C._functorch"));
+    if (!functorch.is_valid()) {
+        PyErr_Clear();
+        return false;
+    }
+    nb::object test = attribute(functorch, "is_functorch_wrapped_tensor");
+    if (!test.is_valid()) return false;
+    nb::object result = nb::steal(PyObject_CallOneArg(test.ptr(), obj.ptr()));
+    if (!result.is_valid()) PyErr_Clear();
+    return is_true(result);
+}
+
+// A torch tensor DLPack cannot carry: sparse, quantized, nested, on the meta
+// device, or inside a torch.func transform.
 std::string torch_reason(nb::handle obj, const char* name) {
     const std::string layout = text(attribute(obj, "layout"));
     if (layout.rfind("torch.", 0) != 0) return "";
+    if (is_true(attribute(obj, "is_nested")))
+        return std::string(name) + " is a nested tensor (layout " + layout + "); puffadv reads dense [rows, "
+               "horizon] tensors (layout torch.strided): pad it first, e.g. " + name + ".to_padded_tensor(0.0)";
+    if (is_functorch_wrapped(obj))
+        return std::string(name) + " is a tensor inside a torch.func transform (vmap, grad, jacrev, ...), "
+               "whose data the puffadv functions cannot read; call the operator torch.ops.puffadv.<name> "
+               "instead, which torch.func transforms (puffadv.torch lists them)";
     if (is_true(attribute(obj, "is_quantized")))
         return std::string(name) + " is a quantized tensor (dtype " + text(attribute(obj, "dtype")) +
                "); puffadv reads float tensors: pass " + name + ".dequantize()";
@@ -107,12 +142,16 @@ std::string torch_reason(nb::handle obj, const char* name) {
 
 }  // namespace
 
-void throw_refused_export(nb::handle obj, const char* name, nb::python_error& refusal) {
-    std::string message;
+std::string unreadable_reason(nb::handle obj, const char* name) {
     if (says_true(obj, "is_deleted"))
-        message = std::string(name) + " is a deleted JAX array (.delete() freed its buffer); pass a live array";
-    if (message.empty()) message = numpy_reason(obj, name);
+        return std::string(name) + " is a deleted JAX array (.delete() freed its buffer); pass a live array";
+    std::string message = numpy_reason(obj, name);
     if (message.empty()) message = torch_reason(obj, name);
+    return message;
+}
+
+void throw_refused_export(nb::handle obj, const char* name, nb::python_error& refusal) {
+    std::string message = unreadable_reason(obj, name);
     if (message.empty()) {
         PyObject* error = refusal.value().ptr();
         message = std::string(name) + " (" + nb::type_name(obj.type()).c_str() +

@@ -3,9 +3,16 @@
 // Only ever on the error path.
 #pragma once
 
+#include <string>
+
 #include <nanobind/nanobind.h>
 
 namespace puffadv::bindings {
+
+/// Why puffadv cannot read obj (a deleted JAX array, a NumPy dtype or a torch
+/// tensor DLPack cannot carry), naming it `name`; "" when none of those applies.
+/// Also the torch operators' words for such tensors (_core.unreadable_reason).
+std::string unreadable_reason(nanobind::handle obj, const char* name);
 
 /// obj.__dlpack__() raised `refusal`: raises a TypeError naming `name` that
 /// says why, chained from the producer's own exception.

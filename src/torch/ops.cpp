@@ -112,7 +112,7 @@ standard_arrays views(const op_spec& op, const op_call& call) {
     for (std::size_t t = 0; t < tensor_roles; ++t)
         if (call.tensors[t] && static_cast<arg>(t) != op.shape_of) view(static_cast<arg>(t));
     if (call.returns) a.fused.returns = to_matrix(*call.returns, "returns", true);
-    if (call.time_axis) throw_problem(apply_time_axis(a, *call.time_axis));
+    if (call.time_axis) throw_problem(detail::apply_time_axis(a, *call.time_axis, call.params));
     return a;
 }
 

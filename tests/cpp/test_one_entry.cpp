@@ -336,3 +336,36 @@ TEST(one_entry, empty_calls_launch_nothing) {
 }
 
 }  // namespace
+
+// Issue 31: a time-major call's messages give the caller's [T, B] shapes and
+// strides (apply_time_axis marks the transposed views), a 1-D output one stride.
+TEST(one_entry, time_major_messages_give_the_callers_shapes_and_strides) {
+    std::vector<float> r(rows * horizon, 0.5f), v(rows * horizon + horizon, 0.25f), out(rows * horizon);
+    std::vector<std::uint8_t> t(rows * horizon, 0);
+    std::vector<float> lv(rows, 1.0f);
+    puffadv::standard_arrays a;
+    a.rewards = view_of(r, puffadv::dtype::float32, horizon, rows);  // [T, B] as the caller holds it
+    a.values = view_of(v, puffadv::dtype::float32, horizon + 1, rows);
+    a.terminated = view_of(t, puffadv::dtype::uint8, horizon, rows);
+    a.last_value = view_of(lv, puffadv::dtype::float32, rows, 1);
+    a.last_value->ndim = 1;
+    puffadv::standard_params p;
+    p.kind = estimator::gae;
+    ASSERT_FALSE(puffadv::apply_time_axis(a, 0));
+    EXPECT_EQ(puffadv::find_standard_problem(a, p).message,
+              "values has shape [18, 5] but rewards has shape [17, 5]; all arrays must share one [rows, horizon] shape");
+    a.values = view_of(v, puffadv::dtype::float32, horizon, rows);
+    a.advantages = view_of(out, puffadv::dtype::float32, horizon, rows);
+    a.advantages->col_stride = 0;  // the B rows of each step on one element: [T, B] strides [5, 0]
+    ASSERT_FALSE(puffadv::apply_time_axis(*a.values, 0, "values"));
+    ASSERT_FALSE(puffadv::apply_time_axis(*a.advantages, 0, "advantages"));
+    EXPECT_EQ(puffadv::find_standard_problem(a, p).message,
+              "advantages has overlapping elements (strides [5, 0]); pass an array whose elements are distinct");
+    a.advantages.reset();
+    std::vector<float> sums(rows);
+    a.fused.sums = view_of(sums, puffadv::dtype::float32, rows, 1);
+    a.fused.sums->ndim = 1;
+    a.fused.sums->row_stride = 0;
+    EXPECT_EQ(puffadv::find_standard_problem(a, p).message,
+              "sums has overlapping elements (strides [0]); pass an array whose elements are distinct");
+}

@@ -248,11 +248,17 @@ def _torch_kinds():
                       "pass {}.dequantize()"),
         "meta": (lambda: dense.to("meta"), "is on the meta device, which holds no data; puffadv reads "
                                            "arrays in cpu, cuda or rocm memory"),
+        # Issue 31: a strided nested tensor passed for dense (its layout reads torch.strided).
+        "nested": (lambda: torch.nested.nested_tensor(list(dense.unbind(0))),
+                   "is a nested tensor (layout torch.strided); puffadv reads dense [rows, horizon] tensors "
+                   "(layout torch.strided): pad it first, e.g. {}.to_padded_tensor(0.0)"),
+        "jagged": (lambda: torch.nested.nested_tensor(list(dense.unbind(0)), layout=torch.jagged),
+                   "is a nested tensor (layout torch.jagged)"),
     }
 
 
 @pytest.mark.filterwarnings("ignore::UserWarning")  # torch: sparse CSR is beta; quantization deprecated
-@pytest.mark.parametrize("kind", ["sparse_coo", "sparse_csr", "quantized", "meta"])
+@pytest.mark.parametrize("kind", ["sparse_coo", "sparse_csr", "quantized", "meta", "nested", "jagged"])
 @pytest.mark.parametrize("argument", ["values", "importance", "advantages"])
 def test_torch_tensors_dlpack_cannot_carry(kind, argument):
     # Found 2026-12-01: "must be an array ... got torch.Tensor", and for meta
@@ -379,3 +385,21 @@ def test_zero_d_meta_tensor_is_not_a_number():
     with pytest.raises(TypeError, match="^rho_clip is a 0-d tensor on the meta device, which holds no value"):
         call(rho_clip=torch.tensor(0.5, device="meta"))
 
+
+
+def test_ml_dtypes_bfloat16_numpy_array_is_not_called_accepted():
+    """Found by issue 31's probe: "has dtype bfloat16 (raw bytes), which puffadv does not read;
+    expected float32, float64, bfloat16 or float16" refused bfloat16 while listing it."""
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    args = good()
+    args["values"] = args["values"].astype(ml_dtypes.bfloat16)
+    with pytest.raises(TypeError) as info:
+        puffadv.compute_puff_advantage(**args)
+    assert str(info.value) == (
+        "values is a NumPy array of ml_dtypes' bfloat16, which NumPy cannot export through DLPack; "
+        "puffadv reads bfloat16 as torch, JAX or CuPy arrays (e.g. jax.numpy.asarray(values)), and NumPy "
+        "arrays of float32, float64 or float16 (e.g. values.astype(numpy.float32))")
+    args["values"] = good()["values"].astype(ml_dtypes.float8_e4m3fn)
+    with pytest.raises(TypeError, match=r"^values has dtype float8_e4m3fn \(an ml_dtypes extension type\), "
+                                        r"which puffadv does not read; expected float32"):
+        puffadv.compute_puff_advantage(**args)

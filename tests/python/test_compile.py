@@ -189,12 +189,51 @@ def test_errors_are_the_eager_calls(rng):
     assert str(compiled.value) == str(eager.value)
     assert "gamma" in str(eager.value)
 
-    # Found while tracing: fullgraph reports the eager exception inside dynamo's own.
-    with pytest.raises(torch._dynamo.exc.Unsupported, match="stream must be an int handle"):
+    # Found while tracing: fullgraph reported the eager exception inside dynamo's own
+    # (Unsupported, "Observed exception"). Since issue 31 a bad argument found while tracing is
+    # raised when the compiled function runs, with the eager type and message, even when the
+    # function does not use the result.
+    with pytest.raises(TypeError, match="^stream must be an int handle"):
         torch.compile(lambda *a: puffadv.compute_puff_advantage(*a, stream="default"),
                       fullgraph=True)(*inputs)
-    with pytest.raises(torch._dynamo.exc.Unsupported, match="values must be a torch tensor"):
-        torch.compile(lambda r, d: puffadv.gae(r, [[0.5] * 5] * 3, d > 0, time_axis=-1), fullgraph=True)(*inputs[1:3])
+    with pytest.raises(TypeError, match="^values must be a torch tensor"):
+        torch.compile(lambda r, d: puffadv.gae(r, [[0.5] * 5] * 3, d > 0, time_axis=-1),
+                      fullgraph=True)(*inputs[1:3])
+    torch._dynamo.reset()
+
+    def unused(r, d):
+        puffadv.gae(r, r, d > 0, last_value=r[:, 0], gamma="0.9", time_axis=-1)
+        return r + 1
+
+    with pytest.raises(TypeError) as eager:
+        unused(*inputs[1:3])
+    with pytest.raises(TypeError) as compiled:
+        torch.compile(unused, fullgraph=True)(*inputs[1:3])
+    assert str(compiled.value) == str(eager.value) and str(eager.value).startswith("gamma must be")
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_zero_d_tensor_scalars_compile_and_equal_eager(device, rng):
+    """Found by issue 31's probe: a 0-d tensor gamma reached the custom operator's `float gamma`
+    as a SymFloat and the trace failed under fullgraph=True (eagerly it is float(gamma))."""
+    v, r, d, i = on(device, ref.random_puff_inputs(rng, 4, 9))
+    gamma, lam = torch.tensor(0.93, device=device), torch.tensor(0.8, dtype=torch.float64, device=device)
+    terminated = d > 0
+
+    def calls(gamma, lam):
+        return (puffadv.gae(r, v, terminated, last_value=v[:, 0], gamma=gamma, gae_lambda=lam, time_axis=-1),
+                puffadv.vtrace(r, v, terminated, last_value=v[:, 0], importance=i, gamma=gamma, rho_clip=lam,
+                               time_axis=-1),
+                puffadv.compute_puff_advantage(v, r, d, i, None, gamma, lam))
+
+    compiled = torch.compile(calls, fullgraph=True)
+    assert_same(compiled(gamma, lam), calls(gamma, lam))
+    assert_same(compiled(gamma * 0.5, lam), calls(gamma * 0.5, lam))  # read at run time, not traced in
+    with pytest.raises(ValueError) as eager:
+        calls(torch.tensor(1.5), lam)
+    with pytest.raises(ValueError) as run:
+        compiled(torch.tensor(1.5), lam)
+    assert str(run.value) == str(eager.value) and str(eager.value).startswith("gamma must be")
 
 
 def test_custom_ops_pass_opcheck(rng):

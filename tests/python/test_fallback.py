@@ -216,6 +216,16 @@ def test_set_fallback_validates_and_returns_previous(monkeypatch):
     assert puffadv.backend()["fallback"]["setting"].startswith("invalid")
 
 
+def test_set_fallback_replaces_a_bad_setting(monkeypatch):
+    """Found by issue 31's probe: set_fallback() read the bad value first and raised, so the
+    one call meant to repair the setting could not."""
+    monkeypatch.setenv("PUFFADV_FALLBACK", "silent")
+    assert puffadv.set_fallback("error") == "silent"  # the bad value, as it was
+    assert os.environ["PUFFADV_FALLBACK"] == "error" and _fallback.fallback_mode() == "error"
+    monkeypatch.setenv("PUFFADV_FALLBACK", "on")
+    assert puffadv.set_fallback("Warn") == "on" and _fallback.fallback_mode() == "warn"
+
+
 def test_cpu_arrays_never_touch_the_fallback(rng, monkeypatch):
     monkeypatch.setenv("PUFFADV_FALLBACK", "error")
     host = random_inputs(rng)

@@ -67,6 +67,9 @@ def _args(rng=np.random.default_rng(0)):
     (lambda e: puffadv.discounted_returns(e["rewards"], e["terminated"], gamma=1.5, time_axis=-1), ValueError, "^gamma"),
     (lambda e: puffadv.episodic_cumsum(e["rewards"], e["terminated"], boundary="end", time_axis=-1), ValueError, "^boundary"),
     (lambda e: puffadv.episodic_cumsum(e["rewards"], e["terminated"], boundary=None, time_axis=-1), ValueError, "^boundary"),
+    # Found by issue 31's probe: nanobind's signature dump (the 0-d array passed `in` as a numpy.bool).
+    (lambda e: puffadv.episodic_cumsum(e["rewards"], e["terminated"], boundary=np.array("starts_at"), time_axis=-1),
+     TypeError, r"^boundary must be a str, 'ends_at' or 'starts_at', got numpy.ndarray$"),
     (lambda e: puffadv.episodic_cumsum(e["rewards"], e["terminated"][:, :5], time_axis=-1), ValueError, "^dones"),
     (lambda e: puffadv.episodic_cumsum(e["rewards"].astype(np.int32), e["terminated"], time_axis=-1), TypeError, "^inputs"),
     (lambda e: puffadv.episodic_cumsum(e["rewards"], e["terminated"], seed=e["last_value"][:2], time_axis=-1),

@@ -240,7 +240,7 @@ def _numpy_exotic(kind, rows, cols, main):
 NUMPY_EXOTIC = ["byte order", "structured", "object", "datetime64", "timedelta64", "str", "bytes", "raw bytes"]
 if np.dtype(np.longdouble).itemsize > 8:
     NUMPY_EXOTIC.append("extended float")
-TORCH_EXOTIC = ["sparse_coo", "sparse_csr", "quantized", "meta"]
+TORCH_EXOTIC = ["sparse_coo", "sparse_csr", "quantized", "meta", "nested"]
 
 
 def _torch_exotic(kind, rows, cols):
@@ -251,6 +251,8 @@ def _torch_exotic(kind, rows, cols):
         return dense.to_sparse_csr()
     if kind == "quantized":
         return torch.quantize_per_tensor(dense, 0.1, 0, torch.qint8)
+    if kind == "nested":  # issue 31: a strided nested tensor, whose layout reads torch.strided
+        return torch.nested.nested_tensor(list(dense.unbind(0)) or [torch.ones(cols)])
     return dense.to("meta")
 INPUT_LAYOUT_FAULTS = ["misaligned"]
 OUTPUT_LAYOUT_FAULTS = ["misaligned", "read-only", "shared", "alias"]
@@ -738,7 +740,8 @@ FAMILY_FLAGS = ("terminated", "truncated", "dones", "greedy")
 FAMILY_FAULTS = ["dtype", "shape", "ndim", "not-array", "framework", "param", "time_axis", "misaligned", "alias"]
 # Faults of one kind: what only its own arguments can get wrong.
 KIND_FAULTS = {"n_step_returns": [("n", 0, ValueError), ("n", 1.5, TypeError), ("n", True, TypeError)],
-               "episodic_cumsum": [("boundary", "ends", ValueError)],
+               "episodic_cumsum": [("boundary", "ends", ValueError), ("boundary", np.array("ends_at"), TypeError),
+                                   ("boundary", b"ends_at", TypeError)],
                "retrace": [("target_log_probs", "mix", ValueError), ("behaviour_probs", "half pair", ValueError)]}
 
 

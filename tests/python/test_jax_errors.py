@@ -152,3 +152,51 @@ def test_conventions_bad_input_matches_numpy(case):
     with _x64(), pytest.raises(expected.type) as got:
         KINDS[kind][1](*args, **kwargs)
     assert str(got.value) == str(expected.value)
+
+
+# ------------------------------------------- the NumPy-style API under JAX transforms
+
+TRACER_WORDS = ("is a JAX tracer ({}): this function reads concrete arrays and cannot run inside jax.jit, "
+                "grad or vmap; call the function of the same name in puffadv.jax there")
+
+
+@pytest.mark.parametrize("transform", ["jit", "grad", "vmap"])
+@pytest.mark.parametrize("traced", ["first", "later"])
+def test_numpy_style_api_on_tracers_says_to_use_puffadv_jax(transform, traced):
+    """Found by issue 31's probe: DLPack export messages (ConcretizationTypeError), or "terminated
+    is a numpy array but rewards is a jax array" when the tracer met a NumPy argument."""
+    e = reference.random_episodes(np.random.default_rng(3), 4, 6, np.float32)
+    rewards, terminated, last_value = e["rewards"], e["terminated"], e["last_value"]
+
+    def api(x):
+        if traced == "first":
+            out = puffadv.gae(x, rewards, terminated, last_value=last_value, time_axis=-1).advantages
+        else:
+            out = puffadv.episodic_cumsum(rewards, x * 0.0, time_axis=-1)  # float dones: traced under grad too
+        return out.sum()
+
+    run = {"jit": jax.jit(api), "grad": jax.grad(api), "vmap": jax.vmap(lambda x: api(x[None])[None])}[transform]
+    name = "rewards" if traced == "first" else "dones"
+    with pytest.raises(TypeError) as error:
+        run(jnp.asarray(rewards))
+    assert str(error.value).startswith(f"{name} " + TRACER_WORDS.split("(")[0]), str(error.value)
+    assert "puffadv.jax" in str(error.value)
+
+
+def test_linear_recurrence_and_the_puff_advantage_on_tracers_too():
+    x = jnp.ones((2, 3), jnp.float32)
+    with pytest.raises(TypeError, match="^inputs is a JAX tracer"):
+        jax.jit(lambda a: puffadv.linear_recurrence(a, 0.5, reverse=False, time_axis=-1))(x)
+    with pytest.raises(TypeError, match="^values is a JAX tracer"):
+        jax.jit(lambda a: puffadv.compute_puff_advantage(a, a, a, a))(x)
+
+
+def test_time_major_shapes_and_time_axis_name_the_callers_arrays():
+    """Issue 31: the caller's [T, B] shapes (not their transposes), each kind's own names."""
+    x, d = jnp.ones((6, 4)), jnp.zeros((6, 4), bool)
+    with pytest.raises(ValueError, match=r"for the 2-D inputs, got 2$"):
+        pjax.episodic_cumsum(x, d, time_axis=2)
+    with pytest.raises(ValueError, match=r"^dones has shape \[5, 4\] but inputs has shape \[6, 4\]; "):
+        pjax.episodic_cumsum(x, d[:5], time_axis=0)
+    with pytest.raises(ValueError, match=r"^values has shape \[5, 4\] but rewards has shape \[6, 4\]; "):
+        pjax.gae(x, x[:5], d, last_value=x[0], time_axis=0)

@@ -234,3 +234,62 @@ def test_gpu_build_registers_a_cuda_kernel_for_pufferlib_cores_check():
     report = puffadv.backend()
     gpu_build = report["cuda"]["compiled"] or report["hip"]["compiled"]
     assert done.stdout.strip() == str(gpu_build), done.stderr
+
+
+PYTHON_EXTENSION = textwrap.dedent("""
+    import torch
+    print("executing pufferlib/_C.py")
+    _lib = torch.library.Library("pufferlib", "DEF")  # a second execution fails here
+    _lib.define("compute_puff_advantage(Tensor(a!) values, Tensor(b!) rewards, Tensor(c!) dones, "
+                "Tensor(d!) importance, Tensor(e!) advantages, float gamma, float lambda, "
+                "float rho_clip, float c_clip) -> ()")
+
+
+    def _kernel(values, rewards, dones, importance, advantages, *params):
+        advantages.fill_(7.0)
+
+
+    _lib.impl("compute_puff_advantage", _kernel, "CPU")
+    """)
+
+
+@pytest.mark.parametrize("how", ["import hook", "pufferlib_compat first"])
+def test_a_python_extension_module_is_executed_once(tmp_path, how):
+    """Found by issue 31's probe: with the hook, deciding bound PufferLib's module in sys.modules
+    while pufferlib was mid-import, so the import system took that module's own spec and executed
+    pufferlib/_C.py again ("Only a single TORCH_LIBRARY can be used ...")."""
+    root = fake_pufferlib(tmp_path / "pkg", CORE_STYLE_INIT, {"_C.py": PYTHON_EXTENSION})
+    first = ("from puffadv import _pufferlib_hook; _pufferlib_hook.install_finder()" if how == "import hook"
+             else "import puffadv.pufferlib_compat")
+    done = run(first, """
+        import sys, torch
+        import pufferlib
+        out = torch.zeros(2, 3)
+        x = torch.ones(2, 3)
+        torch.ops.pufferlib.compute_puff_advantage(x, x, x, x, out, 0.9, 0.9, 1.0, 1.0)
+        import puffadv.pufferlib_compat as compat
+        print(compat.kernel()["kernel"], sys.modules["pufferlib._C"] is pufferlib._C, float(out[0, 0]))
+        """, paths=[root])
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == ["executing pufferlib/_C.py", "pufferlib True 7.0"], done.stdout
+
+
+def test_uninstall_that_cannot_remove_prints_one_line(tmp_path, monkeypatch, capsys):
+    """Found by issue 31's probe: uninstall on a read-only site-packages printed a traceback,
+    where install prints one line and returns 1."""
+    from puffadv import _pufferlib_install
+    site_dir = tmp_path / "site"
+    site_dir.mkdir()
+    _pufferlib_install.install(site_dir)
+
+    def refuse(self, *args, **kwargs):
+        raise PermissionError(13, "Permission denied", str(self))
+
+    monkeypatch.setattr(Path, "unlink", refuse)  # as a read-only folder does, for root too
+    assert _pufferlib_install.main(["uninstall", "--site-packages", str(site_dir)], status=None) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("puffadv: cannot remove the hook: [Errno 13] Permission denied") and \
+        err.count("\n") == 1, err
+    monkeypatch.undo()
+    assert _pufferlib_install.main(["uninstall", "--site-packages", str(site_dir)], status=None) == 0
+    assert list(site_dir.iterdir()) == []

@@ -1,0 +1,127 @@
+"""torch.ops.puffadv's words for the tensors its kernels never see.
+
+The C++ kernels run on the CPU and CUDA keys. A call whose tensors dispatch
+elsewhere (sparse, sparse CSR, quantized, nested, jagged nested, devices such as
+MPS or XPU) or that carries no tensor at all would get torch's dispatcher
+NotImplementedError ("Could not run ... 'SparseCPU' backend", "There were no
+tensor arguments"). One kernel, registered once for every operator on the keys
+that catch those calls (CompositeExplicitAutograd, which torch uses for any
+backend without a kernel of its own, the nested-tensor keys, and the jagged
+nested tensor's __torch_dispatch__), raises instead the TypeError the Python API
+gives for the same tensor, naming the argument. Dense CPU and CUDA tensors never
+come here: their keys have the real kernels, so the valid path costs nothing.
+
+Before any kernel, torch reads the Python arguments by the schema and refuses
+what it cannot convert with a RuntimeError. For the int arguments (`n=2.5`,
+`n=2**70`, `time_axis="0"`), each operator's call (OpOverloadPacket and
+OpOverload hold it as `_op`) is wrapped to raise a TypeError, or a ValueError for
+an int beyond int64, naming the argument; every call pays one Python frame for
+it. The float arguments keep torch's RuntimeError, which names them already.
+"""
+from __future__ import annotations
+
+import functools
+import re
+
+import torch
+
+from . import _core
+
+_NESTED_KEYS = ("NestedTensorCPU", "NestedTensorCUDA")
+_DEVICES = ("cpu", "cuda", "meta")  # meta: the fake kernels (torch.compile)
+
+
+def _is_tensor_argument(argument) -> tuple[bool, bool]:
+    """(a tensor argument, an optional one) of a schema argument."""
+    kind = argument.type
+    if isinstance(kind, torch.OptionalType):
+        return isinstance(kind.getElementType(), torch.TensorType), True
+    return isinstance(kind, torch.TensorType), False
+
+
+def refusal(op, args, kwargs) -> TypeError:
+    """The TypeError for a call of `op` (an OpOverload) that reached no kernel of puffadv's."""
+    schema = op._schema
+    given = dict(zip((a.name for a in schema.arguments), args))
+    given.update(kwargs)
+    for argument in schema.arguments:
+        is_tensor, optional = _is_tensor_argument(argument)
+        if not is_tensor:
+            continue
+        value = given.get(argument.name)
+        if value is None:
+            if not optional:
+                return TypeError(f"{argument.name} must be a tensor, got None")
+            continue
+        reason = _core.unreadable_reason(value, argument.name)
+        if reason:
+            return TypeError(reason)
+        if value.device.type not in _DEVICES:
+            return TypeError(f"{argument.name} is on {value.device}; torch.ops.puffadv runs on cpu and "
+                             f"cuda tensors (rocm ones under a ROCm torch)")
+    keys = sorted({str(k) for a in given.values() if isinstance(a, torch.Tensor)
+                   for k in torch._C._dispatch_keys(a)})
+    return TypeError(f"torch.ops.puffadv.{schema.name.split('::')[-1]} has no kernel for these tensors "
+                     f"(dispatch keys {', '.join(keys) or 'none'}); it reads dense cpu and cuda tensors")
+
+
+_PARSE_ERROR = re.compile(r"Expected a value of type '(?P<expected>[^']*)' for argument '(?P<name>\w+)' "
+                          r"but instead found type '(?P<found>[^']*)'\.\nPosition: \d+\nValue: (?P<value>.*)")
+
+
+def schema_refusal(qualified_name: str, error: RuntimeError) -> Exception | None:
+    """torch's RuntimeError for an int argument its schema parser could not read, as
+    TypeError or ValueError naming the argument; None for any other error."""
+    message = str(error)
+    found = _PARSE_ERROR.search(message) if message.startswith(qualified_name + "() ") else None
+    if found is None or found["expected"] != "int":
+        return None
+    name, got, value = found["name"], found["found"], found["value"]
+    if got == "int":
+        return ValueError(f"{name} must be an int within int64 (from -2**63 to 2**63 - 1), got {value}")
+    return TypeError(f"{name} must be an int, got {got} {value}")
+
+
+def _checked_call(qualified_name: str, call):
+    @functools.wraps(call)
+    def checked(*args, **kwargs):
+        try:
+            return call(*args, **kwargs)
+        except RuntimeError as e:
+            refused = schema_refusal(qualified_name, e)
+            if refused is None:
+                raise
+            raise refused from None
+    return checked
+
+
+def register(lib: torch.library.Library, names) -> None:
+    """The refusing kernel of every operator in `names`, on every key described above,
+    and its call's schema errors as TypeError/ValueError."""
+    for name in names:
+        packet = getattr(torch.ops.puffadv, name)
+        op = packet.default
+        for callable_op in (packet, op):
+            callable_op._op = _checked_call(f"puffadv::{name}", callable_op._op)
+
+        def refuse(*args, _op=op, **kwargs):
+            raise refusal(_op, args, kwargs)
+
+        for key in ("CompositeExplicitAutograd", *_NESTED_KEYS):
+            lib.impl(name, refuse, key)
+        _register_jagged(op)
+
+
+def _register_jagged(op) -> None:
+    """The jagged nested tensor is a Python subclass: its __torch_dispatch__ would raise
+    NotImplementedError(op name) for an operator it has no rule for."""
+    try:
+        from torch.nested._internal.nested_tensor import NestedTensor  # private: absent in some torch
+        register = torch.library.register_torch_dispatch
+    except (ImportError, AttributeError):
+        return
+
+    def refuse(cls, func, types, args, kwargs):
+        raise refusal(op, args, kwargs or {})
+
+    register(op, NestedTensor, refuse)
