@@ -15,7 +15,7 @@ from typing import Callable, NamedTuple
 
 import torch
 
-from . import _eager, _frameworks, _shapes, _vjp
+from . import _eager, _frameworks, _outputs, _shapes, _vjp
 from ._estimators import ESTIMATORS, FLAG_ROLES, OUTPUT_ROLES, PUFF_ADVANTAGE, SUM_ROLES, Estimate
 
 _SERIES = ("advantages", "returns")
@@ -130,9 +130,30 @@ def _apply(plan: Plan, arrays: dict, tensor_scalars: dict) -> dict:
     return dict(zip(plan.produced, produced))
 
 
-def _deliver(specs: dict, made: dict) -> dict:
-    """The outputs by role as the caller asked: new ones as made; a given one written by
-    copy_ (so torch's in-place autograd rules apply to it) and returned."""
+def _check_given(name: str, given, made, like_name: str, like) -> None:
+    """The eager path's rules for an output the caller gives (the core applies them
+    there): the dtype it would allocate (or the inputs' own 16-bit one), its shape.
+    Without this, copy_ would convert a float16 output or broadcast into a wider one."""
+    allowed = {_outputs.dtype_name(made)}
+    if _outputs.is_reduced(like):
+        allowed.add(_outputs.dtype_name(like))
+    if _outputs.dtype_name(given) not in allowed:
+        raise TypeError(f"{name} has dtype {_outputs.dtype_name(given)}; expected {' or '.join(sorted(allowed))}")
+    if given.shape != made.shape:
+        if name in SUM_ROLES:
+            raise ValueError(f"{name} has shape {list(given.shape)} but {like_name} has shape "
+                             f"{list(like.shape)}; pass one per row, shape {list(made.shape)}")
+        raise ValueError(f"{name} has shape {list(given.shape)} but {like_name} has shape {list(like.shape)}; "
+                         f"all arrays must share one shape")
+
+
+def _deliver(specs: dict, made: dict, like_name: str, like) -> dict:
+    """The outputs by role as the caller asked: new ones as made; a given one checked
+    (_check_given), written by copy_ (so torch's in-place autograd rules apply to it)
+    and returned."""
+    for role, spec in specs.items():
+        if isinstance(spec, torch.Tensor):
+            _check_given(role, spec, made[role], like_name, like)
     result = {}
     for role, spec in specs.items():
         if isinstance(spec, torch.Tensor):
@@ -148,6 +169,7 @@ def estimate(estimator, call) -> dict:
     the eager path (_eager.as_views: reshapes, which autograd follows; a ValueError
     where the batch axes do not collapse), and the outputs come back in the caller's shape."""
     time_axis = _shapes.required_time_axis(call.time_axis, estimator.function)
+    like_name, like = call.names.get("rewards", "rewards"), call.arrays["rewards"]
     numbers, tensors = _split_scalars(call.scalars, dict(zip(call.scalars, call.scalar_names)))
     specs = call.outputs
     produced = (*(r for r in _SERIES if r in estimator.outputs),
@@ -171,7 +193,7 @@ def estimate(estimator, call) -> dict:
     if shapes is not None:  # the caller's shapes (reshape: the gradient follows)
         made = {role: _shapes.back(x, shapes.batch if role in SUM_ROLES else shapes.shape)
                 for role, x in made.items()}
-    return _deliver(specs, made)
+    return _deliver(specs, made, like_name, like)
 
 
 _PUFF_SCALARS = ("gamma", "lambda", "rho_clip", "c_clip")
@@ -204,7 +226,7 @@ def puff_advantage(values, rewards, dones, importance, advantages, scalars: tupl
     plan = Plan(PUFF_ADVANTAGE.kind, tuple(arrays), tuple(tensors), produced,
                 {**numbers, "rho_pg_clip": 1.0}, False, run=run)
     made = _deliver({"advantages": True if advantages is None else advantages, **fused},
-                    _apply(plan, arrays, tensors))
+                    _apply(plan, arrays, tensors), "rewards", rewards)
     if not asked:
         return made["advantages"]
     return Estimate(made["advantages"], made.get("returns"), made.get("abs_sums"), made.get("sums"),

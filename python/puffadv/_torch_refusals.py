@@ -74,7 +74,7 @@ def schema_refusal(qualified_name: str, error: RuntimeError) -> Exception | None
     TypeError or ValueError naming the argument; None for any other error."""
     message = str(error)
     found = _PARSE_ERROR.search(message) if message.startswith(qualified_name + "() ") else None
-    if found is None or found["expected"] != "int":
+    if found is None or found["expected"] not in ("int", "Optional[int]"):  # time_axis: int?
         return None
     name, got, value = found["name"], found["found"], found["value"]
     if got == "int":

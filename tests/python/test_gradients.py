@@ -136,6 +136,25 @@ def test_bad_input_that_requires_grad_gets_the_eager_errors():
         puffadv.gae(v, None, flags, last_value=v[:, 0], time_axis=-1)
 
 
+def test_an_output_given_on_the_differentiable_path_gets_the_eager_checks():
+    """Found by test_fuzz (2026-12-04): with an input requiring grad, a float16 or wider
+    advantages output was written by copy_ (converted, broadcast) where the eager path
+    refuses it. The same words as the eager call, and nothing written."""
+    v = torch.randn(2, 4, requires_grad=True)
+    r, flags = torch.randn(2, 4), torch.zeros(2, 4, dtype=torch.bool)
+    for given, error, words in [(torch.full((2, 4), 7.0, dtype=torch.float16), TypeError,
+                                 "^advantages has dtype float16; expected float32$"),
+                                (torch.full((3, 4), 7.0), ValueError,
+                                 r"^advantages has shape \[3, 4\] but rewards has shape \[2, 4\]")]:
+        with pytest.raises(error, match=words):
+            puffadv.gae(r, v, flags, last_value=v.detach()[:, 0], advantages=given, time_axis=-1)
+        with pytest.raises(error, match=words):
+            puffadv.compute_puff_advantage(v, r, flags, torch.ones(2, 4), given)
+        assert (given == 7).all()
+    with pytest.raises(ValueError, match=r"^sums has shape \[4\] but rewards has shape \[2, 4\]; pass one per row"):
+        puffadv.gae(r, v, flags, last_value=v.detach()[:, 0], sums=torch.zeros(4), time_axis=-1)
+
+
 def test_compile_fullgraph_with_a_tensor_gamma():
     """torch.compile(fullgraph=True) traces the Python API's forward and backward, with
     gamma a tensor that requires grad (meta-gradients)."""

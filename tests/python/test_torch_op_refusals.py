@@ -53,6 +53,8 @@ def valid_call(name, seed=0):
                 kwargs[arg] = torch.rand(B, generator=g)
             else:
                 kwargs[arg] = torch.rand(B, T, generator=g) + 0.5
+        elif arg == "time_axis":
+            kwargs[arg] = -1  # required at run time (issue 33): [B, T] here
         elif not is_tensor and not a.has_default_value():
             kwargs[arg] = SCALARS.get(arg, 0.9) if str(kind) == "float" else {"int": -1, "bool": False}[str(kind)]
     return kwargs
@@ -157,9 +159,9 @@ def test_n_the_schema_cannot_read_is_named(n, error, words):
 def test_time_axis_the_schema_cannot_read_and_floats_keep_torchs_error():
     kwargs = valid_call("gae")
     with pytest.raises(ValueError, match=r"^time_axis must be an int within int64 .*, got 1180591620717411303424$"):
-        ops.gae(**kwargs, time_axis=2**70)
+        ops.gae(**{**kwargs, "time_axis": 2**70})
     with pytest.raises(TypeError, match=r"^time_axis must be an int, got float 0.0$"):
-        ops.gae(**kwargs, time_axis=0.0)
+        ops.gae(**{**kwargs, "time_axis": 0.0})
     with pytest.raises(RuntimeError, match="argument 'gamma'"):  # torch's words name it (test_torch_ops.py)
         ops.gae(**kwargs, gamma="x")
 
@@ -186,6 +188,7 @@ def test_torch_func_transforms_say_to_use_the_operators():
                                       "torch.ops.puffadv.<name> instead"), str(info.value)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # torch: no batching rule, the slow fallback
-        batched = torch.func.vmap(lambda row: torch.ops.puffadv.episodic_cumsum(row[None], d[:1]))(x)
-    assert torch.equal(batched[:, 0], torch.ops.puffadv.episodic_cumsum(x, d[:1].expand_as(d)))
+        batched = torch.func.vmap(lambda row: torch.ops.puffadv.episodic_cumsum(row[None], d[:1],
+                                                                                   time_axis=-1))(x)
+    assert torch.equal(batched[:, 0], torch.ops.puffadv.episodic_cumsum(x, d[:1].expand_as(d), time_axis=-1))
 

@@ -236,18 +236,19 @@ def produce_cmake_no_hip(template, tmp_path):
     return cmake_error(result), template
 
 
-def _core_compile_command(tmp_path, env=None) -> str:
+def _core_compile_command(tmp_path, env=None, source="advantage_cpu.cpp") -> str:
     result = configure(tmp_path, "-DPUFF_SANITIZE=ON", "-DPUFF_CUDA=OFF", "-DPUFF_HIP=OFF",
                        "-DCMAKE_EXPORT_COMPILE_COMMANDS=ON", env=env)
     assert result.returncode == 0, result.stderr
     import json
     commands = json.loads((tmp_path / "build" / "compile_commands.json").read_text())
-    return next(c["command"] for c in commands if c["file"].endswith("advantage_cpu.cpp"))
+    return next(c["command"] for c in commands if c["file"].endswith(source))
 
 
 def produce_report_debug_build(template, tmp_path):
     env = {k: v for k, v in os.environ.items() if k not in ("CXXFLAGS", "CFLAGS")}
-    command = _core_compile_command(tmp_path, env)
+    # backend()'s build facts are defined on build_info.cpp alone (src/core/CMakeLists.txt).
+    command = _core_compile_command(tmp_path, env, "build_info.cpp")
     flags = command.split()
     for flag in ("-O0", "-g", "-fsanitize=address,undefined", "-fsanitize=bounds"):
         assert flag in flags, command
