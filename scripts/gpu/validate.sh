@@ -170,14 +170,14 @@ fi
 if want tests; then
   stamp "tests"
   t=$(limit "${LIMIT_TESTS:-300}")
-  timeout "$t" python3 -m pytest -q -rs -p no:cacheprovider -n "${TEST_WORKERS:-6}" --dist loadfile tests/python \
+  timeout "$t" python3 -m pytest -q -rfs --tb=line -p no:cacheprovider -n "${TEST_WORKERS:-6}" --dist loadfile tests/python \
     --ignore=tests/python/test_jax.py --ignore=tests/python/test_jax_vmap.py --ignore=tests/python/test_jax_errors.py \
     --ignore=tests/python/test_family_jax.py > "$L/pytest-gpu.txt" 2>&1 \
     || fail "pytest on CUDA (logs/pytest-gpu.txt)"
   timeout "$(limit 150)" python3 -m pytest -q -rs -p no:cacheprovider tests/python/test_jax.py \
     tests/python/test_jax_vmap.py tests/python/test_jax_errors.py tests/python/test_family_jax.py > "$L/pytest-jax.txt" 2>&1 || fail "JAX tests (logs/pytest-jax.txt)"
   for f in pytest-gpu pytest-jax; do summary "$f: $(grep -E '[0-9]+ (passed|failed)' "$L/$f.txt" | tail -1)"; done
-  grep -hE "^(FAILED|ERROR)" "$L/pytest-gpu.txt" "$L/pytest-jax.txt" | head -20 | tee -a "$OUT/summary.txt"
+  grep -hE "^(FAILED|ERROR)" "$L/pytest-gpu.txt" "$L/pytest-jax.txt" | head -60 | tee -a "$OUT/summary.txt"
 fi
 for entry in "${pids[@]}"; do
   wait "${entry%%:*}" || fail "${entry#*:} (logs/${entry#*:}.txt)"

@@ -113,7 +113,8 @@ def _run(name, e, dtype, device, layout=None, flag_dtype=None):
     else:
         given = {k: poisoned() for k in wanted if k in ARRAY_OUTPUTS}
         asked = {k: given.get(k, True) for k in wanted}
-        result = fn(*map(arranged, args), **{k: arranged(x) for k, x in kw.items()}, **scalars, **asked)
+        result = fn(*map(arranged, args), **{k: arranged(x) for k, x in kw.items()}, **scalars, **asked,
+                    time_axis=-1)
         results = {k: result if k == "out" else getattr(result, k) for k in wanted}
         for k, x in given.items():
             assert results[k] is x
