@@ -15,9 +15,10 @@
 #   build     the wheel of this tree for sm_90 with the torch operators and the JAX
 #             handlers, and, when BEFORE names a tree (default .gpu/before if it
 #             exists), the same of that tree, side by side. Both wheels come back
-#             under $OUT/wheel-after/ and $OUT/wheel-before/: copy them into
-#             .gpu/wheels/ and pass WHEEL / BEFORE_WHEEL to a later call, which
-#             then skips the build (the device allows 10 minutes a call).
+#             under $OUT/wheel-after/ and $OUT/wheel-before/, in 15 MiB parts
+#             (NAME.whl.part00, ...) when larger: copy them into .gpu/wheels/ and
+#             pass WHEEL / BEFORE_WHEEL (the wheel, or its .part00) to a later
+#             call, which then skips the build (the device allows 10 minutes a call).
 #   tests     the whole Python suite on every target the machine has (numpy, torch
 #             CPU and CUDA, CuPy), pytest -n 6 by file; the JAX files after it.
 #   sanitize  beside the tests: compute-sanitizer memcheck and racecheck, side by
@@ -130,6 +131,24 @@ if want build && [ -z "$WHEEL" ]; then
   WHEEL="$(ls "$OUT"/wheel-after/puffadv-*.whl 2>/dev/null | head -1)"
   stamp built
 fi
+# The device returns files of at most 16 MiB and the CUDA wheel is larger: it comes back
+# in 15 MiB parts (WHEEL.part00, ...) beside a copy kept here for this call. A later call
+# takes WHEEL=.gpu/wheels/NAME.whl.part00 (the parts carried in .gpu/wheels/) and joins them.
+join_parts() {  # a wheel path or its first part -> a whole wheel path
+  case "$1" in
+    *.part00) local whole="/tmp/$(basename "${1%.part00}")"; cat "${1%00}"?? > "$whole"; echo "$whole" ;;
+    *) echo "$1" ;;
+  esac
+}
+split_wheel() {  # the wheel under $OUT/wheel-NAME/, in parts if it is too large to return
+  local w="$1"
+  case "$w" in "$OUT"/*) ;; *) echo "$w"; return ;; esac  # a carried wheel stays as it is
+  [ -f "$w" ] && [ "$(stat -c %s "$w")" -gt $((15 * 1024 * 1024)) ] || { echo "$w"; return; }
+  local kept="/tmp/$(basename "$w")"
+  split -b 15m -d "$w" "$w.part" && mv "$w" "$kept" && echo "$kept"
+}
+[ -n "$WHEEL" ] && WHEEL="$(join_parts "$(split_wheel "$WHEEL")")"
+[ -n "$BEFORE_WHEEL" ] && BEFORE_WHEEL="$(join_parts "$(split_wheel "$BEFORE_WHEEL")")"
 [ -n "$WHEEL" ] && [ -f "$WHEEL" ] || { fail "no wheel: build it (STAGES=build) or give WHEEL=path"; exit 1; }
 install_wheel after "$WHEEL" || { fail "install of $WHEEL"; exit 1; }
 if [ -n "$BEFORE_WHEEL" ]; then
@@ -170,14 +189,17 @@ fi
 if want tests; then
   stamp "tests"
   t=$(limit "${LIMIT_TESTS:-300}")
-  timeout "$t" python3 -m pytest -q -rfs --tb=line -p no:cacheprovider -n "${TEST_WORKERS:-6}" --dist loadfile tests/python \
+  # -v: each test's outcome on its own line as it ends (under xdist the -r summary comes only
+  # at the end, which a timeout loses); the summary greps the FAILED ones.
+  timeout "$t" python3 -m pytest -v -rfs --tb=line -p no:cacheprovider -n "${TEST_WORKERS:-6}" --dist loadfile tests/python \
     --ignore=tests/python/test_jax.py --ignore=tests/python/test_jax_vmap.py --ignore=tests/python/test_jax_errors.py \
     --ignore=tests/python/test_family_jax.py > "$L/pytest-gpu.txt" 2>&1 \
     || fail "pytest on CUDA (logs/pytest-gpu.txt)"
   timeout "$(limit 150)" python3 -m pytest -q -rs -p no:cacheprovider tests/python/test_jax.py \
     tests/python/test_jax_vmap.py tests/python/test_jax_errors.py tests/python/test_family_jax.py > "$L/pytest-jax.txt" 2>&1 || fail "JAX tests (logs/pytest-jax.txt)"
   for f in pytest-gpu pytest-jax; do summary "$f: $(grep -E '[0-9]+ (passed|failed)' "$L/$f.txt" | tail -1)"; done
-  grep -hE "^(FAILED|ERROR)" "$L/pytest-gpu.txt" "$L/pytest-jax.txt" | head -60 | tee -a "$OUT/summary.txt"
+  grep -hE "(^| )(FAILED|ERROR) tests/" "$L/pytest-gpu.txt" "$L/pytest-jax.txt" | sed -E 's/^\[gw[0-9]+\] \[ *[0-9]+%\] //' \
+    | sort -u | head -80 | tee -a "$OUT/summary.txt"
 fi
 for entry in "${pids[@]}"; do
   wait "${entry%%:*}" || fail "${entry#*:} (logs/${entry#*:}.txt)"
