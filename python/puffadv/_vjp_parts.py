@@ -1,0 +1,124 @@
+"""The pieces every VJP in _vjp.py is made of: the reverse scan on the engine
+(`_scan`, through SCANS), shifts along time, clips' pass-through masks,
+selections that keep NaN out, the fused sums' VJP, bootstraps and the producer's
+gamma/lambda tail. Arrays are batch-major [B, T] in torch or jax.numpy (`xp`)."""
+from __future__ import annotations
+
+
+# The engine's linear_recurrence on [rows, horizon] arrays, by framework ("torch", "jax"):
+# registered by _recurrence.py and _jax_recurrence.py when they load (this module imports
+# neither, which import the autograd layers that import this one).
+SCANS: dict = {}
+
+
+def _scan(inputs, decay, reverse: bool):
+    """y_t = inputs_t + decay_t * y_{t+1} (reverse) or y_{t-1} (forward) along the last
+    axis, with y = 0 outside the row: the one recurrence every backward runs, on the
+    engine (linear_recurrence's kernel, itself differentiable, so double backward
+    works), with the rows flattened to [rows, horizon]."""
+    steps = inputs.shape[-1]
+    if steps == 0:
+        return inputs
+    shape = inputs.shape
+    if type(inputs).__module__.startswith("torch"):
+        decay = decay.to(inputs.dtype).expand(shape).reshape(-1, steps)
+        return SCANS["torch"](inputs.reshape(-1, steps), decay, reverse).reshape(shape)
+    import jax.numpy as jnp
+    decay = jnp.broadcast_to(jnp.asarray(decay, inputs.dtype), shape).reshape(-1, steps)
+    return SCANS["jax"](inputs.reshape(-1, steps), decay, reverse).reshape(shape)
+
+
+# ---------------------------------------------------------------- shifts and masks
+
+
+def _later(xp, x, fill=0):
+    """x_{t+1}, `fill` after the row's last step."""
+    edge = xp.zeros_like(x[..., :1]) if fill == 0 else xp.ones_like(x[..., :1])
+    return xp.concatenate((x[..., 1:], edge), axis=-1)
+
+
+def _earlier(xp, x):
+    """x_{t-1}, 0 before the row's first step."""
+    return xp.concatenate((xp.zeros_like(x[..., :1]), x[..., :-1]), axis=-1)
+
+
+def _last(xp, flags):
+    """True at the row's last step."""
+    return _later(xp, xp.zeros_like(flags), fill=1)
+
+
+def _clip(xp, x, clip):
+    """(min(x, clip) as fmin, where the gradient passes)."""
+    passes = x < clip
+    return xp.where(passes, x, clip), passes
+
+
+def _select(xp, keep, x):
+    return xp.where(keep, x, xp.zeros_like(x))
+
+
+def _sums_vjp(xp, series, cot):
+    """The row sums' cotangents on the series they sum (each [B] or None)."""
+    g = None
+    for role, local in (("abs_sums", lambda: xp.sign(series)), ("sums", lambda: xp.ones_like(series)),
+                        ("square_sums", lambda: 2.0 * series)):
+        if cot.get(role) is not None:
+            term = cot[role][..., None] * local()
+            g = term if g is None else g + term
+    return g
+
+
+def _add(a, b):
+    return b if a is None else (a if b is None else a + b)
+
+
+def grad_like(grad, like):
+    """A per-step gradient summed to the shape of what it differentiates (a number or
+    0-d array: everything; [B]: over time; [B, T]: itself). None stays None."""
+    if grad is None:
+        return None
+    ndim = len(getattr(like, "shape", ()))
+    if ndim == 0:
+        return grad.sum()
+    return grad.sum(-1) if ndim < grad.ndim else grad
+
+
+class _Bootstrap:
+    """V'_t: values[t+1] inside the row, the bootstrap where the row ends or is
+    truncated (bootstrap_values[t], else last_value, else 0); and its VJP."""
+
+    def __init__(self, xp, x, end, values):
+        self.xp, self.end = xp, end
+        self.boot_values, self.last_value = x.get("bootstrap_values"), x.get("last_value")
+        if self.boot_values is not None:
+            boot = self.boot_values
+        elif self.last_value is not None:
+            boot = self.last_value[..., None] + xp.zeros_like(end, dtype=self.last_value.dtype)
+        else:
+            boot = xp.zeros_like(end, dtype=x["rewards"].dtype)
+        self.value = xp.where(end, boot, _later(xp, values)) if values is not None else _select(xp, end, boot)
+
+    def vjp(self, g, grads, values_role="values"):
+        xp = self.xp
+        if values_role is not None and values_role in grads:
+            grads[values_role] = grads[values_role] + _earlier(xp, _select(xp, ~self.end, g))
+        at_end = _select(xp, self.end, g)
+        if self.boot_values is not None:
+            grads["bootstrap_values"] = at_end
+        elif self.last_value is not None:
+            grads["last_value"] = at_end.sum(-1)
+
+
+def _flags(xp, f, like):
+    return tuple(xp.zeros_like(like, dtype=bool) if f.get(role) is None else f[role]
+                 for role in ("terminated", "truncated"))
+
+
+def _producer_tail(xp, grads, k_grad_factor, s):
+    """gamma's and lambda's per-step gradients from dL/dk_t when k_t = gamma lambda c_t."""
+    gamma, lam = s["gamma"], s["lambda"]
+    grads["gamma"] = _add(grads.get("gamma"), k_grad_factor * lam)
+    grads["lambda"] = _add(grads.get("lambda"), k_grad_factor * gamma)
+
+
+# ---------------------------------------------------------------- the estimators
