@@ -70,6 +70,17 @@ foreach(_s IN LISTS _puff_core_sources)
   list(APPEND PUFF_HIP_CPU_CORE_SOURCES "${_s}")
 endforeach()
 get_target_property(PUFF_HIP_CPU_CORE_DEFINITIONS puffadv COMPILE_DEFINITIONS)
+if(NOT PUFF_HIP_CPU_CORE_DEFINITIONS)
+  set(PUFF_HIP_CPU_CORE_DEFINITIONS "")
+endif()
+# backend()'s build facts are defined on build_info.cpp alone (src/CMakeLists.txt), a
+# source property, which CMake keeps per directory: tests/hip_cpu sets them again.
+set(PUFF_HIP_CPU_BUILD_INFO "${_puff_core_dir}/core/build_info.cpp")
+get_source_file_property(PUFF_HIP_CPU_BUILD_FACTS "${PUFF_HIP_CPU_BUILD_INFO}"
+                         DIRECTORY "${_puff_core_dir}" COMPILE_DEFINITIONS)
+if(NOT PUFF_HIP_CPU_BUILD_FACTS)
+  message(FATAL_ERROR "PUFF_HIP_CPU: no build facts on ${PUFF_HIP_CPU_BUILD_INFO} (src/CMakeLists.txt sets them)")
+endif()
 
 enable_testing()
 add_subdirectory("${PROJECT_SOURCE_DIR}/tests/hip_cpu" "${PROJECT_BINARY_DIR}/tests/hip_cpu")
