@@ -34,16 +34,16 @@ import bench_cpu  # noqa: E402  (build_baselines, best_seconds, cpu_name)
 import puffadv  # noqa: E402
 
 GAMMA, LAM = 0.99, 0.95
-# name: (function, arrays read besides rewards/terminated, lambda keyword, outputs)
+# name: (function, its lambda keyword, the outputs it writes)
 ESTIMATORS = {
-    "gae": (puffadv.gae, ("values",), "gae_lambda", ("advantages", "returns")),
-    "td_lambda_returns": (puffadv.td_lambda_returns, ("values",), "lambda_", ("returns",)),
-    "vtrace": (puffadv.vtrace, ("values", "importance"), "lambda_", ("vs", "pg_advantages")),
-    "discounted_returns": (puffadv.discounted_returns, (), None, ("returns",)),
-    "n_step_returns(n=5)": (puffadv.n_step_returns, ("values",), "lambda_", ("returns",)),
-    "retrace": (puffadv.retrace, ("q_values", "next_values"), "lambda_", ("returns", "advantages")),
-    "q_lambda": (puffadv.q_lambda, ("q_values", "next_values"), "lambda_", ("returns", "advantages")),
-    "eligibility_traces": (puffadv.eligibility_traces, (), "lambda_", ("out",)),
+    "gae": (puffadv.gae, "gae_lambda", ("advantages", "returns")),
+    "td_lambda_returns": (puffadv.td_lambda_returns, "lambda_", ("returns",)),
+    "vtrace": (puffadv.vtrace, "lambda_", ("vs", "pg_advantages")),
+    "discounted_returns": (puffadv.discounted_returns, None, ("returns",)),
+    "n_step_returns(n=5)": (puffadv.n_step_returns, "lambda_", ("returns",)),
+    "retrace": (puffadv.retrace, "lambda_", ("returns", "advantages")),
+    "q_lambda": (puffadv.q_lambda, "lambda_", ("returns", "advantages")),
+    "eligibility_traces": (puffadv.eligibility_traces, "lambda_", ("out",)),
 }
 NEXT_VALUES = ("gae", "td_lambda_returns", "vtrace", "n_step_returns(n=5)")
 
@@ -57,49 +57,32 @@ def inputs(rng, rows, horizon):
 
 
 def call(name, x, form, time_axis, out):
-    """(the call, bytes it moves); x holds [B, T] arrays, or their [T, B] copies for
-    time_axis=0 (last_value stays [B])."""
-    fn, reads, lam_kw, outputs = ESTIMATORS[name]
-    kw = {"time_axis": time_axis}
-    arrays = [x["rewards"], x["terminated"]]
-    if name == "eligibility_traces":
+    """(the call, bytes it moves: every array argument and output); x holds [B, T]
+    arrays, or their [T, B] copies for time_axis=0 (last_value stays [B])."""
+    fn, lam_kw, outputs = ESTIMATORS[name]
+    kw = {"time_axis": time_axis, **{role: out[role] for role in outputs}}
+    if name in ("eligibility_traces", "discounted_returns"):
         positional = (x["rewards"], x["terminated"])
     elif name in ("retrace", "q_lambda"):
         positional = (x["rewards"], x["q_values"], x["next_values"], x["terminated"])
-        arrays += [x["q_values"], x["next_values"]]
         if name == "retrace":
             kw.update(target_probs=x["importance"], behaviour_probs=x["importance"])
-            arrays += [x["importance"]] * 2
-    elif name == "discounted_returns":
-        positional = (x["rewards"], x["terminated"])
     else:
         positional = (x["rewards"], x["values"], x["terminated"])
-        arrays.append(x["values"])
         if name == "vtrace":
             kw["importance"] = x["importance"]
-            arrays.append(x["importance"])
         if form == "next_values":
             kw["next_values"] = x["next_values"]
-            arrays.append(x["next_values"])
         else:
             kw["last_value"] = x["last_value"]
-            arrays.append(x["last_value"])
     if name.startswith("n_step"):
         kw["n"] = 5
-    if form == "per_step":
-        kw["gamma"] = x["gamma"]
-        arrays.append(x["gamma"])
-        if lam_kw:
-            kw[lam_kw] = x["lambda"]
-            arrays.append(x["lambda"])
-    else:
-        kw["gamma"] = GAMMA
-        if lam_kw:
-            kw[lam_kw] = LAM
-    for role in outputs:
-        kw[role] = out[role]
-        arrays.append(out[role])
-    return (lambda: fn(*positional, **kw)), sum(a.nbytes for a in arrays)
+    per_step = form == "per_step"
+    kw["gamma"] = x["gamma"] if per_step else GAMMA
+    if lam_kw:
+        kw[lam_kw] = x["lambda"] if per_step else LAM
+    nbytes = sum(a.nbytes for a in (*positional, *kw.values()) if isinstance(a, np.ndarray))
+    return (lambda: fn(*positional, **kw)), nbytes
 
 
 def layout(x, time_axis):
@@ -111,7 +94,7 @@ def layout(x, time_axis):
 def check(name, x, time_axis, out_shape):
     """Constant per-step arrays equal the scalars; next_values = values[t+1] equals last_value."""
     def run(form, x):
-        out = {r: np.full(out_shape, np.nan, np.float32) for r in ESTIMATORS[name][3]}
+        out = {r: np.full(out_shape, np.nan, np.float32) for r in ESTIMATORS[name][2]}
         call(name, x, form, time_axis, out)[0]()
         return out
     constant = dict(x, gamma=np.full_like(x["gamma"], GAMMA), **{"lambda": np.full_like(x["lambda"], LAM)})
@@ -163,7 +146,7 @@ def main():
             scalar_ms = None
             forms = ("scalar", "per_step") + (("next_values",) if name in NEXT_VALUES else ())
             for form in forms:
-                out = {r: np.empty(shape, np.float32) for r in ESTIMATORS[name][3]}
+                out = {r: np.empty(shape, np.float32) for r in ESTIMATORS[name][2]}
                 fn, nbytes = call(name, x, form, time_axis, out)
                 ms = {}
                 for n in sorted({1, threads}):

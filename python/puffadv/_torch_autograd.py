@@ -131,9 +131,11 @@ def _apply(plan: Plan, arrays: dict, tensor_scalars: dict) -> dict:
 
 
 def _check_given(name: str, given, made, like_name: str, like) -> None:
-    """The eager path's rules for an output the caller gives (the core applies them
-    there): the dtype it would allocate (or the inputs' own 16-bit one), its shape.
-    Without this, copy_ would convert a float16 output or broadcast into a wider one."""
+    """The eager path's rules for an output the caller gives, in the core's words
+    (src/core/checks.cpp applies them there): the dtype it would allocate (or the
+    inputs' own 16-bit one), its shape. Without this, copy_ would convert a float16
+    output or broadcast into a wider one. A mirror of the core's check, because this
+    path computes into fresh tensors first: the core never sees the given ones."""
     allowed = {_outputs.dtype_name(made)}
     if _outputs.is_reduced(like):
         allowed.add(_outputs.dtype_name(like))
@@ -144,7 +146,7 @@ def _check_given(name: str, given, made, like_name: str, like) -> None:
             raise ValueError(f"{name} has shape {list(given.shape)} but {like_name} has shape "
                              f"{list(like.shape)}; pass one per row, shape {list(made.shape)}")
         raise ValueError(f"{name} has shape {list(given.shape)} but {like_name} has shape {list(like.shape)}; "
-                         f"all arrays must share one shape")
+                         f"all arrays must share one [rows, horizon] shape")
 
 
 def _deliver(specs: dict, made: dict, like_name: str, like) -> dict:
