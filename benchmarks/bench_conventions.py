@@ -17,6 +17,11 @@ puff advantage (issue 6), run by scripts/gpu/60-conventions.sh.
    `--estimators family` times issue 20's estimators instead (discounted
    returns, Retrace, Q(lambda), episodic sums, eligibility traces beside
    rl-triton; n-step returns alone), against an 80 % bandwidth bar.
+   `--estimators per_step` times issue 29's per-step forms (per-step gamma and
+   lambda, next_values), puffadv alone, each checked against the same call on
+   the CPU, against the 90 % bar with the extra arrays' bytes counted; their
+   peer, rl-triton's generic scan with a per-step decay, is linear_recurrence's
+   row of the default grid.
 3. Dtypes: float32 against bfloat16 inputs at large sizes. Two times per case:
    the GPU time of one call (graph replay, as above) and the eager time of one
    call (CUDA events around a single Python call: host overhead included). The
@@ -25,7 +30,7 @@ puff advantage (issue 6), run by scripts/gpu/60-conventions.sh.
 The copy bandwidth is measured in the same run (an eager 1 GiB device-to-device copy).
 
     python benchmarks/bench_conventions.py [--json out.json] [--quick] [--sections check,peers,dtypes]
-        [--rl-triton PATH] [--estimators family|NAME,...] [--shapes RxH,...] [--markdown out.md] [--plot out.png]
+        [--rl-triton PATH] [--estimators family|per_step|NAME,...] [--shapes RxH,...] [--markdown out.md] [--plot out.png]
 """
 from __future__ import annotations
 
@@ -229,7 +234,7 @@ def main():
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--sections", default="check,peers,dtypes")
     parser.add_argument("--shapes", help="comma-separated RxH subset of the SPEC grid (peers)")
-    parser.add_argument("--estimators", help="'family' (issue 20's), or comma-separated names of "
+    parser.add_argument("--estimators", help="'family' (issue 20's), 'per_step' (issue 29's), or comma-separated names of "
                         "peer_rl_triton.ESTIMATORS (peers; default all)")
     parser.add_argument("--rl-triton", help="the rl_triton package folder (or PUFFADV_RL_TRITON)")
     parser.add_argument("--bench-only", action="store_true", help="skip the GPU == CPU check")
@@ -260,7 +265,8 @@ def main():
             shapes = [tuple(int(x) for x in s.split("x")) for s in args.shapes.split(",")]
         estimators = peer.ESTIMATORS
         if args.estimators:
-            estimators = peer.FAMILY if args.estimators == "family" else tuple(args.estimators.split(","))
+            estimators = {"family": peer.FAMILY, "per_step": peer.PER_STEP}.get(
+                args.estimators, tuple(args.estimators.split(",")))
         meta = dict(date=datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
                     device=torch.cuda.get_device_name(), torch=torch.__version__, peer=why, copy=copy)
 

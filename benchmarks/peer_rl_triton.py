@@ -72,8 +72,17 @@ BYTES = {  # estimator: (puffadv, rl-triton)
     "n_step n=3 returns": (16, None),       # r, v, term; G (window reads come from the L1)
     "linear_recurrence reverse": (12, 12),  # x, decay; y
     "linear_recurrence forward": (12, 12),  # x, decay; y
+    # Issue 29's per-step forms, puffadv alone (rl-triton's estimators take scalars; its per-step
+    # scan is linear_recurrence's peer above); checked against puffadv's CPU call before timing.
+    "gae per-step gamma+lambda": (24, None),        # r, v, term, gamma_t, lambda_t; A
+    "td_lambda per-step gamma+lambda": (24, None),  # r, v, term, gamma_t, lambda_t; G
+    "vtrace per-step gamma": (28, None),            # r, v, term, ratio, gamma_t; vs, pg
+    "discounted per-step gamma": (16, None),        # r, term, gamma_t; G
+    "gae next_values": (20, None),                  # r, v, next_values, term; A
 }
-ESTIMATORS = tuple(BYTES)
+PER_STEP = ("gae per-step gamma+lambda", "td_lambda per-step gamma+lambda", "vtrace per-step gamma",
+            "discounted per-step gamma", "gae next_values")
+ESTIMATORS = tuple(e for e in BYTES if e not in PER_STEP)
 # Issue 20's estimators: their bar is 80 % of the copy bandwidth (issue 13's are 90 %).
 FAMILY = ("discounted last_value", "discounted trunc+bootstrap", "retrace Q_ret+delta", "q_lambda peng returns",
           "episodic cumsum", "eligibility traces", "n_step n=3 returns")
@@ -126,6 +135,9 @@ def make_inputs(rows, horizon, generator, device="cuda"):
     d["actions"] = torch.zeros(shape, dtype=torch.int64, device=device)
     d["dones"] = ((term + trunc) > 0).float()
     d["decay"] = GAMMA * LAM * (1 - d["dones"])  # the generic scan's per-step decay
+    # per-step gamma and lambda around the scalars (as per-environment discounts would be)
+    d["gamma_t"] = GAMMA - 0.05 * torch.rand(shape, device=device, generator=generator)
+    d["lam_t"] = LAM - 0.05 * torch.rand(shape, device=device, generator=generator)
     return d
 
 
@@ -169,7 +181,33 @@ def puffadv_call(estimator, d):
         reverse = estimator.endswith("reverse")
         return lambda: puffadv.linear_recurrence(d["r"], d["decay"], seed=d["lv"], reverse=reverse, time_axis=1,
                                                  out=d["out"]), ("out",)
+    if estimator == "gae per-step gamma+lambda":
+        return lambda: puffadv.gae(d["r"], d["v"], d["term"], last_value=d["lv"], gamma=d["gamma_t"],
+                                   gae_lambda=d["lam_t"], advantages=d["out"], returns=False, time_axis=-1), ("out",)
+    if estimator == "td_lambda per-step gamma+lambda":
+        return lambda: puffadv.td_lambda_returns(d["r"], d["v"], d["term"], last_value=d["lv"], gamma=d["gamma_t"],
+                                                 lambda_=d["lam_t"], returns=d["out"], time_axis=-1), ("out",)
+    if estimator == "vtrace per-step gamma":
+        return lambda: puffadv.vtrace(d["r"], d["v"], d["term"], last_value=d["lv"], importance=d["ratio"],
+                                      gamma=d["gamma_t"], lambda_=1.0, rho_clip=RHO_BAR, c_clip=C_BAR,
+                                      rho_pg_clip=RHO_BAR, vs=d["out"], pg_advantages=d["out2"],
+                                      time_axis=-1), ("out", "out2")
+    if estimator == "discounted per-step gamma":
+        return lambda: puffadv.discounted_returns(d["r"], d["term"], last_value=d["lv"], gamma=d["gamma_t"],
+                                                  returns=d["out"], time_axis=-1), ("out",)
+    if estimator == "gae next_values":
+        return lambda: puffadv.gae(d["r"], d["v"], d["term"], next_values=d["next_values"], gamma=GAMMA,
+                                   gae_lambda=LAM, advantages=d["out"], returns=False, time_axis=-1), ("out",)
     raise ValueError(estimator)
+
+
+def cpu_check(estimator, d) -> float:
+    """The largest relative error of the call's outputs against the same call on CPU copies
+    of its inputs (the rows without a peer are checked so before they are timed)."""
+    host = {k: (v.cpu() if isinstance(v, torch.Tensor) else v) for k, v in d.items()}
+    call, names = puffadv_call(estimator, host)
+    call()
+    return max(relative_error(d[name].cpu(), host[name]) for name in names)
 
 
 def rl_triton_call(rl, estimator, d):

@@ -58,6 +58,12 @@ def peer_benchmark(rl, shapes, copy, estimators=peer.ESTIMATORS, after_shape=Non
                 row["rel_err"] = max(peer.relative_error(data[0][name], ref) for name, ref in zip(names, got))
                 if not row["rel_err"] <= 1e-5:  # timed anyway; the bars then fail
                     print(f"MISMATCH {est} {rows}x{horizon}: puffadv and rl-triton differ: {row['rel_err']:.2e}")
+            else:  # no peer: the same call on the CPU
+                torch.cuda.synchronize()
+                row["cpu_rel_err"] = peer.cpu_check(est, data[0])
+                if not row["cpu_rel_err"] <= 1e-5:
+                    print(f"MISMATCH {est} {rows}x{horizon}: puffadv on CUDA and on the CPU differ: "
+                          f"{row['cpu_rel_err']:.2e}")
             row["eager_us"] = do_bench_us(mine[0][0])
             row["us"] = graph_us(lambda i: mine[i % sets][0](), row["eager_us"])
             row["pct_copy"] = 100 * n * row["bytes"] / (row["us"] * 1e-6) / 1e9 / copy
@@ -85,6 +91,9 @@ def peer_bars(table):
         if "rel_err" in r:
             bars.append((f"{r['estimator']} {r['shape']} equal to rl-triton", r["rel_err"] <= 1e-5,
                          f"rel err {r['rel_err']:.1e}"))
+        if "cpu_rel_err" in r:
+            bars.append((f"{r['estimator']} {r['shape']} equal to puffadv on the CPU", r["cpu_rel_err"] <= 1e-5,
+                         f"rel err {r['cpu_rel_err']:.1e}"))
         if r["mbytes"] >= 64:
             floor = 80 if r["estimator"] in peer.FAMILY else 90
             bars.append((f"{r['estimator']} {r['shape']} >= {floor}% of copy BW", r["pct_copy"] >= floor,

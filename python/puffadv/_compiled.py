@@ -134,9 +134,11 @@ torch.fx.node.has_side_effect(torch.ops.puffadv_python.refuse.default)
 def _refused_at_run_time(error: Exception, like, roles) -> dict | None:
     """The outputs of a call refused while tracing, from the refusing operator; None where no
     tensor argument can carry it (the error is raised while tracing then)."""
-    if not isinstance(like, torch.Tensor) or type(error).__name__ not in _REFUSALS:
+    # isinstance, not type(error).__name__: dynamo of torch 2.11 cannot pass the latter to an op
+    kind = "TypeError" if isinstance(error, TypeError) else "ValueError" if isinstance(error, ValueError) else None
+    if not isinstance(like, torch.Tensor) or kind is None:
         return None
-    out = torch.ops.puffadv_python.refuse(like.detach(), type(error).__name__, str(error))
+    out = torch.ops.puffadv_python.refuse(like.detach(), kind, str(error))
     return {role: out for role in roles}
 
 

@@ -149,7 +149,14 @@ def linear_recurrence(inputs: Array, decay: Any, *, reverse: bool = _REQUIRED, t
 
 
 def _scan_rows(inputs, decay, reverse: bool):
-    """The estimators' backward scan on [rows, horizon] torch tensors (_vjp.SCANS)."""
+    """The estimators' backward scan on [rows, horizon] torch tensors (_vjp.SCANS). A tensor
+    subclass (FunctionalTensor, FakeTensor: a backward that torch.compile traces, which
+    torch 2.11 does without is_compiling()) has no data to read: it goes through the op."""
+    import torch
+    if type(inputs) is not torch.Tensor or type(decay) is not torch.Tensor:
+        _load_torch_ops(True)
+        from . import _torch_recurrence
+        return _torch_recurrence.through_op(inputs, decay, None, None, None, reverse, 1, True)
     return linear_recurrence(inputs, decay, reverse=reverse, time_axis=1)
 
 

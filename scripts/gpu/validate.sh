@@ -29,9 +29,12 @@
 #             and aligned row-group kernels and the long-row kernel
 #             (test_gpu_flat_rows.py), and bench_conventions.py's quick GPU == CPU
 #             sweep (16-bit inputs, flag types, fused outputs).
-#   bench     alone on the GPU: benchmarks/bench_conventions.py's peer grid (GAE,
-#             TD(lambda), V-trace beside rl-triton, with the copy bandwidth), the
-#             family grid beside rl-triton, and bench_gpu.py's puff advantage grid.
+#   bench     alone on the GPU, the grids named in GRIDS (default std,family,puff):
+#             std: benchmarks/bench_conventions.py's peer grid (every estimator
+#             beside rl-triton, with the copy bandwidth; STD_ESTIMATORS narrows it),
+#             family: issue 20's estimators, per_step: issue 29's per-step forms
+#             (puffadv alone, checked against its CPU call), scan: linear_recurrence
+#             beside rl-triton's generic scan, puff: bench_gpu.py's puff advantage.
 #             With a before build: each grid for after, then before (ROUNDS=2: then
 #             before, after again), rl-triton in the after runs only, and
 #             scripts/gpu/compare_bench.py's table in $OUT/before_after.md.
@@ -42,6 +45,8 @@
 #   call 1  STAGES=build,tests,sanitize        (wheels come back)
 #   call 2  STAGES=bench WHEEL=... BEFORE_WHEEL=...
 #
+# TEST_FILES: the tests stage runs these pytest paths only (space-separated), and not the
+# JAX files after them; default the whole suite.
 # Time limits, seconds: LIMIT_BUILD (300), LIMIT_TESTS (300: tests and sanitizers
 # run side by side within it), LIMIT_BENCH (300), LIMIT_EXTRA (120: variants, ncu);
 # and DEADLINE (570 after the start): no stage runs past it.
@@ -75,7 +80,9 @@ if [ "${1:-}" = prepare ]; then
 fi
 
 OUT="${OUT:-/tmp/puffadv-validate-out}"
-L="$OUT/logs"; mkdir -p "$L"
+# The logs stay outside $OUT (the device returns at most 8 files: the wheel's parts must fit)
+# and come back as logs.tar.gz.
+L="${LOGS:-/tmp/puffadv-validate}/logs"; rm -rf "$L"; mkdir -p "$L"
 export PYTHONUNBUFFERED=1 XLA_PYTHON_CLIENT_PREALLOCATE=false
 export PUFFADV_RL_TRITON="${PUFFADV_RL_TRITON:-$PWD/.gpu/peers/rl_triton}"
 STAGES=",${STAGES:-build,tests,sanitize,bench},"
@@ -89,8 +96,8 @@ fail() { summary "FAILED: $*"; status=1; }
 # A stage's limit: its own, cut to what is left before DEADLINE (at least 1 s).
 limit() { local left=$(( ${DEADLINE:-570} - SECONDS )); local s=$(( $1 < left ? $1 : left )); echo $(( s < 1 ? 1 : s )); }
 pack() {
-  tar -C "$OUT" -czf "$OUT/logs.tar.gz" logs
-  for f in std-bench.md family-bench.md before_after.md; do [ -f "$L/$f" ] && cp "$L/$f" "$OUT/"; done
+  tar -C "$(dirname "$L")" -czf "$OUT/logs.tar.gz" logs
+  for f in std-bench.md family-bench.md per_step-bench.md scan-bench.md before_after.md; do [ -f "$L/$f" ] && cp "$L/$f" "$OUT/"; done
   summary "exit status $status"
 }
 trap pack EXIT
@@ -191,12 +198,12 @@ if want tests; then
   t=$(limit "${LIMIT_TESTS:-300}")
   # -v: each test's outcome on its own line as it ends (under xdist the -r summary comes only
   # at the end, which a timeout loses); the summary greps the FAILED ones.
-  timeout "$t" python3 -m pytest -v -rfs --tb=line -p no:cacheprovider -n "${TEST_WORKERS:-6}" --dist loadfile tests/python \
+  timeout "$t" python3 -m pytest -v -rfs --tb=line -p no:cacheprovider -n "${TEST_WORKERS:-6}" --dist loadfile ${TEST_FILES:-tests/python} \
     --ignore=tests/python/test_jax.py --ignore=tests/python/test_jax_vmap.py --ignore=tests/python/test_jax_errors.py \
     --ignore=tests/python/test_family_jax.py > "$L/pytest-gpu.txt" 2>&1 \
     || fail "pytest on CUDA (logs/pytest-gpu.txt)"
-  timeout "$(limit 150)" python3 -m pytest -q -rs -p no:cacheprovider tests/python/test_jax.py \
-    tests/python/test_jax_vmap.py tests/python/test_jax_errors.py tests/python/test_family_jax.py > "$L/pytest-jax.txt" 2>&1 || fail "JAX tests (logs/pytest-jax.txt)"
+  [ -z "${TEST_FILES:-}" ] && { timeout "$(limit 150)" python3 -m pytest -q -rs -p no:cacheprovider tests/python/test_jax.py \
+    tests/python/test_jax_vmap.py tests/python/test_jax_errors.py tests/python/test_family_jax.py > "$L/pytest-jax.txt" 2>&1 || fail "JAX tests (logs/pytest-jax.txt)"; }
   for f in pytest-gpu pytest-jax; do summary "$f: $(grep -E '[0-9]+ (passed|failed)' "$L/$f.txt" | tail -1)"; done
   grep -hE "(^| )(FAILED|ERROR) tests/" "$L/pytest-gpu.txt" "$L/pytest-jax.txt" | sed -E 's/^\[gw[0-9]+\] \[ *[0-9]+%\] //' \
     | sort -u | head -80 | tee -a "$OUT/summary.txt"
@@ -214,15 +221,28 @@ bench_round() {  # name (after|before), round, with rl-triton (1|0)
   local env=(env)  # env's options come before its assignments
   [ "$peer" = 1 ] || env+=(-u PUFFADV_RL_TRITON)
   env+=(PYTHONPATH="$SITE/$name${EXTRA_PATH:+:$EXTRA_PATH}")
-  timeout "$(limit "$share")" "${env[@]}" python3 benchmarks/bench_conventions.py --sections peers \
-    --shapes "${STD_SHAPES:-1024x128,8192x64,8192x91,65536x128,262144x128,1048576x8,4096x1024,64x16384,8x131072}" \
-    --json "$dir/std.$round.json" --markdown "$dir/std.$round.md" > "$dir/std.$round.txt" 2>&1
-  timeout "$(limit "$share")" "${env[@]}" python3 benchmarks/bench_conventions.py --sections peers --estimators family \
-    --shapes "${FAM_SHAPES:-1024x128,8192x64,8192x91,65536x128,262144x128,4096x1024}" \
-    --json "$dir/family.$round.json" --markdown "$dir/family.$round.md" > "$dir/family.$round.txt" 2>&1
-  timeout "$(limit "$share")" "${env[@]}" python3 benchmarks/bench_gpu.py --quick \
-    --shapes "${PUFF_SHAPES:-1024x128,8192x64,8192x91,65536x128,262144x128,1048576x8,4096x1024,64x16384,8x131072}" \
-    > "$dir/puff.$round.txt" 2>&1
+  local grid conv=(benchmarks/bench_conventions.py --sections peers)
+  for grid in ${GRIDS//,/ }; do
+    case "$grid" in
+      std) timeout "$(limit "$share")" "${env[@]}" python3 "${conv[@]}" --estimators "${STD_ESTIMATORS:-}" \
+        --shapes "${STD_SHAPES:-1024x128,8192x64,8192x91,65536x128,262144x128,1048576x8,4096x1024,64x16384,8x131072}" \
+        --json "$dir/std.$round.json" --markdown "$dir/std.$round.md" > "$dir/std.$round.txt" 2>&1 ;;
+      family) timeout "$(limit "$share")" "${env[@]}" python3 "${conv[@]}" --estimators family \
+        --shapes "${FAM_SHAPES:-1024x128,8192x64,8192x91,65536x128,262144x128,4096x1024}" \
+        --json "$dir/family.$round.json" --markdown "$dir/family.$round.md" > "$dir/family.$round.txt" 2>&1 ;;
+      per_step) timeout "$(limit "$share")" "${env[@]}" python3 "${conv[@]}" --estimators per_step \
+        --shapes "${STEP_SHAPES:-1024x128,65536x128,262144x128,1048576x8,4096x1024,64x16384,8x131072}" \
+        --json "$dir/per_step.$round.json" --markdown "$dir/per_step.$round.md" > "$dir/per_step.$round.txt" 2>&1 ;;
+      scan) timeout "$(limit "$share")" "${env[@]}" python3 "${conv[@]}" \
+        --estimators "linear_recurrence reverse,linear_recurrence forward" \
+        --shapes "${SCAN_SHAPES:-1024x128,8192x64,8192x91,65536x128,262144x128,1048576x8,4096x1024,64x16384,8x131072}" \
+        --json "$dir/scan.$round.json" --markdown "$dir/scan.$round.md" > "$dir/scan.$round.txt" 2>&1 ;;
+      puff) timeout "$(limit "$share")" "${env[@]}" python3 benchmarks/bench_gpu.py --quick \
+        --shapes "${PUFF_SHAPES:-1024x128,8192x64,8192x91,65536x128,262144x128,1048576x8,4096x1024,64x16384,8x131072}" \
+        > "$dir/puff.$round.txt" 2>&1 ;;
+      *) fail "unknown grid $grid (GRIDS: std, family, per_step, scan, puff)" ;;
+    esac
+  done
   stamp "bench $name round $round"
 }
 if want bench; then
@@ -232,16 +252,17 @@ if want bench; then
     rounds="${ROUNDS:-1}"; order=(after before)
     [ "$rounds" = 2 ] && order+=(before after)
   fi
-  # Each grid run gets a share of the stage: 3 grids a run.
-  share=$(( $(limit "${LIMIT_BENCH:-300}") / (3 * ${#order[@]}) ))
+  # Each grid run gets an equal share of the stage.
+  GRIDS="${GRIDS:-std,family,puff}"
+  grids=(${GRIDS//,/ })
+  share=$(( $(limit "${LIMIT_BENCH:-300}") / (${#grids[@]} * ${#order[@]}) ))
   i=0
   for name in "${order[@]}"; do
     i=$(( i + 1 )); round=$(( (i + 1) / 2 ))
     [ "$name" = after ] && peer=1 || peer=0
     bench_round "$name" "$round" "$peer"
   done
-  cp "$L/bench-after/std.1.md" "$L/std-bench.md" 2>/dev/null
-  cp "$L/bench-after/family.1.md" "$L/family-bench.md" 2>/dev/null
+  for grid in std family per_step scan; do cp "$L/bench-after/$grid.1.md" "$L/$grid-bench.md" 2>/dev/null; done
   grep -hE "MISMATCH|MISSED|Error" "$L"/bench-after/*.txt | head -20 | tee -a "$OUT/summary.txt"
   if [ -n "$BEFORE_WHEEL" ]; then
     python3 scripts/gpu/compare_bench.py "$L/bench-after" "$L/bench-before" --markdown "$L/before_after.md" \

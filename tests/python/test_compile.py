@@ -177,7 +177,11 @@ def test_inputs_requiring_grad_compile_forward_and_backward(device, rng):
     assert_same(compiled.detach(), eager.detach())
     for got, expected in zip(torch.autograd.grad(compiled.sum(), inputs[:2]),
                              torch.autograd.grad(eager.sum(), inputs[:2])):
-        assert_same(got, expected)
+        if device == "cpu":
+            assert_same(got, expected)
+        else:  # the backward's elementwise steps around its scan: inductor fuses them into Triton
+            # kernels, which contract multiply-adds (measured on the H200: 4.8e-7 apart at most)
+            torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-6)
 
 
 def test_errors_are_the_eager_calls(rng):

@@ -230,7 +230,7 @@ def test_gpu_row_sums_without_advantages_are_computed(rng):
     for fn, extra in [(puffadv.retrace, dict(target_probs=e["target_probs"], behaviour_probs=e["behaviour_probs"])),
                       (puffadv.q_lambda, {})]:
         out = fn(*map(cuda, (e["rewards"], e["q_values"], e["next_values"], e["terminated"], e["truncated"])),
-                 **{k: cuda(v) for k, v in extra.items()}, advantages=False, sums=True)
+                 **{k: cuda(v) for k, v in extra.items()}, advantages=False, sums=True, time_axis=-1)
         assert out.advantages is None and out.sums is not None
     # Under torch.compile (python/puffadv/_compiled.py decides the same).
     args = [cuda(e[k]) for k in ("rewards", "values", "terminated", "truncated", "bootstrap_values")]
