@@ -20,27 +20,54 @@
 namespace puffadv::gpu {
 inline namespace PUFF_GPU_ABI {
 
+/// Issue 29's variants (`Inputs`: inputs_per_step, per-step gamma / lambda
+/// arrays; inputs_forms, next_values, sample_mask, alpha). A call whose rows
+/// vectorise aligned, with float32 or float64 arrays (the arithmetic type's own
+/// storage: no 16-bit inputs or float32 outputs of them), takes the fast
+/// kernels of the kind's own policy (no wide or long-row policy): the generic
+/// kernels' scalar loads ran these forms at 33-46 % of the copy bandwidth on
+/// the H200 (benchmarks/bench_conventions.py --estimators per_step, 2026-12-04).
+/// Only aligned access: the producers read the extra arrays place by place
+/// (item_places::row_of / t_of), which flipped flat groups do not give.
+/// Anything else takes the generic kernels; the scalar forms' kernels are unchanged.
+template <typename T, typename Kind, typename Inputs>
+void run_variant(const standard_arrays& a, const standard_params& p, const scan_call& c) {
+    const dtype own = sizeof(T) == 8 ? dtype::float64 : dtype::float32;
+    bool ran = false;
+    if (c.layout.fast() && Kind::fast_ok(c.layout) && c.layout.access() == vector_access::aligned &&
+        c.layout.float_type == own && !c.layout.float_out) {
+        const auto run = [&](auto flag_tag) {
+            using Flag = typename decltype(flag_tag)::type;
+            if constexpr (Kind::template stores<T, Flag, T>()) {
+                const fixed_columns<T, Flag, T> columns;
+                launch_scan<typename Kind::template tuning<T, Inputs>::policy, true>(
+                    c, Kind::template producer<T, Inputs>(a, p, columns), Kind::template epilogue<T>(a, p, columns),
+                    true);
+                ran = true;
+            }
+        };
+        if (c.layout.byte_flags)
+            run(type_tag<flag_byte>{});
+        else
+            run(type_tag<T>{});
+    }
+    if (ran) return;
+    const typename Kind::template generic_columns<T> columns;
+    launch_generic(c, Kind::template producer<T, Inputs>(a, p, columns), Kind::template epilogue<T>(a, p, columns));
+}
+
 /// The scan of `Kind` on a planned call: the fast kernels (fixed_columns of
 /// the call's storage types, the kind's input variant and tuning) where the
 /// layout allows them and the kind takes them, else the generic kernels.
-/// Per-step gamma / lambda arrays (issue 29) take the generic kernels with the
-/// producer's per-step variant (inputs_per_step): one more instantiation per
-/// kind and arithmetic type, where fast ones would multiply every storage
-/// type and policy; the scalar forms' kernels are unchanged.
+/// Issue 29's per-step arrays and forms: run_variant.
 template <typename T, typename Kind>
 void run_scan(const standard_arrays& a, const standard_params& p, const scan_call& c) {
     if (c.horizon <= 0) return;
     if constexpr (Kind::has_forms) {
-        if (Kind::forms(a, p)) {  // with per-step arrays: refused by the core (checked)
-            const typename Kind::template generic_columns<T> columns;
-            return launch_generic(c, Kind::template producer<T, inputs_forms>(a, p, columns),
-                                  Kind::template epilogue<T>(a, p, columns));
-        }
+        if (Kind::forms(a, p)) return run_variant<T, Kind, inputs_forms>(a, p, c);  // per-step arrays refused then
     }
     if (a.gamma || a.lambda) {
-        const typename Kind::template generic_columns<T> columns;
-        launch_generic(c, Kind::template producer<T, inputs_per_step>(a, p, columns),
-                       Kind::template epilogue<T>(a, p, columns));
+        run_variant<T, Kind, inputs_per_step>(a, p, c);
     } else if (c.layout.fast() && Kind::fast_ok(c.layout)) {
         with_storage_types<T>(c.layout, [&](auto in_tag, auto flag_tag, auto out_tag) {
             using In = typename decltype(in_tag)::type;

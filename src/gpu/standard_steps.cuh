@@ -150,6 +150,43 @@ struct standard_producer {
         (void)s, (void)row, (void)t;
         return false;
     }
+    /// read_discounts and read_forms of N aligned steps, each array in one access as the
+    /// others (the place-by-place reads issued N loads a thread and array).
+    template <int N>
+    __device__ __forceinline__ void read_variant_items(std::int64_t row, std::int64_t t, step (&s)[N]) const {
+        if constexpr (steps) {
+            T g[N], l[N];
+            if (present(gamma_steps)) {
+                read_items(gamma_steps, row, t, g);
+            } else {
+#pragma unroll
+                for (int j = 0; j < N; ++j) g[j] = gamma;
+            }
+            if (present(lambda_steps)) {
+                read_items(lambda_steps, row, t, l);
+            } else {
+#pragma unroll
+                for (int j = 0; j < N; ++j) l[j] = lambda;
+            }
+#pragma unroll
+            for (int j = 0; j < N; ++j) s[j].gamma = g[j], s[j].gamma_lambda = g[j] * l[j];  // as discounts_at
+        }
+        if constexpr (forms) {
+            T x[N];
+            if (present(sample_mask)) {
+                read_items(sample_mask, row, t, x);
+#pragma unroll
+                for (int j = 0; j < N; ++j)
+                    if (x[j] == T(0)) s[j].flags |= 16u;
+            }
+            if (present(next_values)) {
+                read_items(next_values, row, t, x);
+#pragma unroll
+                for (int j = 0; j < N; ++j) s[j].next_value = x[j], s[j].flags |= 8u;
+            }
+        }
+        (void)row, (void)t, (void)s;
+    }
     /// A clipped ratio; leaky V-trace (forms, alpha < 1) mixes in the raw one.
     __device__ __forceinline__ T clipped(T ratio, T clip) const {
         const T c = clip_to(ratio, clip);
@@ -211,13 +248,17 @@ struct standard_producer {
             for (int j = 0; j < N; ++j) w[j] = T(1);
 #pragma unroll
         for (int j = 0; j < N; ++j) s[j] = make_step(v[j], r[j], d[j], u[j], w[j]);
-        if constexpr (steps || forms) {  // generic kernels only (engine.cuh): one place at a time
+        if constexpr ((steps || forms) && !Flat) {  // aligned (engine.cuh: run_variant)
+            read_variant_items(at.row, at.t, s);
+        } else if constexpr (steps || forms) {  // flat groups: one place at a time
 #pragma unroll
             for (int j = 0; j < N; ++j) read_discounts(s[j], at.row_of(j), at.t_of(j));
 #pragma unroll
             for (int j = 0; j < N; ++j) read_forms(s[j], at.row_of(j), at.t_of(j));
         }
-        if (truncations) {
+        bool bootstraps = truncations;  // forms with next_values: truncations only cut, no bootstrap_values
+        if constexpr (forms) bootstraps = bootstraps && present(bootstrap_values);
+        if (bootstraps) {
             T b[N];
             read_items(bootstrap_values, at.row, at.t, b);
 #pragma unroll
