@@ -186,6 +186,34 @@ def test_last_value_of_b_b1_or_1b(rng, last_shape, time_axis, target):
     np.testing.assert_array_equal(target.get(got.advantages), target.get(want.advantages))
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16])
+@pytest.mark.parametrize("rows", [1, 4, 15, 16, 17])
+@pytest.mark.parametrize("function", sorted(ESTIMATORS))
+def test_few_time_major_rows_give_the_batch_major_numbers(rng, function, rows, dtype):
+    """Time-major calls of fewer than 16 rows (SB3's and CleanRL's few environments) are
+    walked along time through lines gathered from the strided rows (src/cpu/engine_run.hpp,
+    too_few_rows_across); 16 and more go across rows. Both give the batch-major call's
+    numbers, episode ends at the first and last steps included, every output asked for."""
+    e = ref.random_off_policy(rng, rows, 300, dtype)
+    args, kw, scalars = _arguments(function, e)
+    fn = getattr(puffadv, function)
+    requests = _requests(function)
+    want = _outputs(fn(*args, **kw, **scalars, **requests, time_axis=-1))
+    time_major = lambda x: x if x.ndim == 1 else np.ascontiguousarray(x.T)
+    poisoned = {name: np.full((300, rows), np.nan, dtype=x.dtype) for name, x in want.items() if name != "out"}
+    got = _outputs(fn(*map(time_major, args), **{k: time_major(v) for k, v in kw.items()}, **scalars,
+                      **(poisoned or requests), time_axis=0))
+    assert set(got) == set(want)
+    tolerance = {np.float32: 1e-5, np.float64: 1e-12, np.float16: 1e-5}[dtype]  # float16: float32 arithmetic
+    for name, x in got.items():
+        assert x.shape == (300, rows), name
+        assert ref.relative_error(np.asarray(x).T, want[name]) <= tolerance, name
+    if function == "gae":  # and the float64 reference
+        a, _ = ref.standard_estimate("gae", *(e[k] for k in ("rewards", "values", "terminated", "truncated")),
+                                     bootstrap_values=e["bootstrap_values"], importance=e["importance"])
+        assert ref.relative_error(np.asarray(got["advantages"]).T, a) <= (1e-4 if dtype != np.float64 else 1e-12)
+
+
 def _capture(monkeypatch) -> list:
     """The arrays each call hands the core (its one entry), recorded."""
     seen, real = [], _engine._ONE_ENTRY

@@ -1,0 +1,67 @@
+"""Time-major calls of few environments on the CPU (issue 33): float32 puffadv.gae
+on NumPy arrays [T, B] (SB3's and CleanRL's layout) against the same call on the
+batch-major copies [B, T], outputs given, best of ROUNDS x REPS calls. Each
+time-major result is first checked against the batch-major one.
+
+    python benchmarks/bench_cpu_few_rows.py [--shapes TxB,...] [--reps 200] [--rounds 5]
+
+Time-major calls of fewer than 16 rows walk along time through lines gathered
+from the strided rows (src/cpu/engine_run.hpp, too_few_rows_across); the others
+go across rows. Run it against an older build (PYTHONPATH) for a before column.
+"""
+from __future__ import annotations
+
+import argparse
+import time
+
+import numpy as np
+
+import puffadv
+
+SHAPES = "2048x4,2048x8,2048x12,2048x15,2048x16,2048x24,512x8,8192x8,128x4096"
+
+
+def best_us(call, reps: int, rounds: int) -> float:
+    best = float("inf")
+    for _ in range(rounds):
+        start = time.perf_counter()
+        for _ in range(reps):
+            call()
+        best = min(best, (time.perf_counter() - start) / reps)
+    return best * 1e6
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--shapes", default=SHAPES, help="comma-separated TxB")
+    parser.add_argument("--reps", type=int, default=200)
+    parser.add_argument("--rounds", type=int, default=5)
+    args = parser.parse_args()
+    rng = np.random.default_rng(0)
+    print("| T x B | time-major us | batch-major us |\n|---|---:|---:|")
+    for shape in args.shapes.split(","):
+        horizon, rows = (int(x) for x in shape.split("x"))
+        r, v = (rng.standard_normal((horizon, rows)).astype(np.float32) for _ in range(2))
+        done = rng.random((horizon, rows)) < 0.02
+        done[0] = done[-1] = True  # episode ends at the first and last steps
+        last = rng.standard_normal(rows).astype(np.float32)
+        out, out_b = np.empty((horizon, rows), np.float32), np.empty((rows, horizon), np.float32)
+        r_b, v_b, done_b = (np.ascontiguousarray(x.T) for x in (r, v, done))
+
+        def time_major():
+            puffadv.gae(r, v, done, last_value=last, advantages=out, returns=False, time_axis=0)
+
+        def batch_major():
+            puffadv.gae(r_b, v_b, done_b, last_value=last, advantages=out_b, returns=False, time_axis=-1)
+
+        out.fill(np.nan), out_b.fill(np.nan)
+        time_major(), batch_major()
+        error = np.linalg.norm(out.T - out_b) / np.linalg.norm(out_b)
+        if not error <= 1e-5:
+            raise SystemExit(f"{shape}: time-major and batch-major differ (relative error {error:.2e})")
+        print(f"| {shape} | {best_us(time_major, args.reps, args.rounds):.1f} | "
+              f"{best_us(batch_major, args.reps, args.rounds):.1f} |", flush=True)
+
+
+if __name__ == "__main__":
+    main()
