@@ -22,6 +22,7 @@
 
 #include "gpu/call_layout.cuh"
 #include "gpu/n_step_window.cuh"
+#include "gpu/row_sums.cuh"
 #include "gpu/standard_steps.cuh"
 
 namespace puffadv::gpu {
