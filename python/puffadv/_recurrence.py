@@ -58,9 +58,13 @@ def is_scalar(decay) -> bool:
 
 def _torch_differentiable(inputs, decay, seed) -> bool:
     """Whether a torch call must go through the differentiable op: grad mode on and some tensor
-    requires grad, or a torch.func transform (grad, vmap, ...) is running."""
+    requires grad, a torch.func transform (grad, vmap, ...) is running, or a tensor is a
+    subclass without data to read (FunctionalTensor, FakeTensor: a backward that
+    torch.compile traces, which torch 2.11 does without is_compiling())."""
     import torch
     if torch._C._are_functorch_transforms_active():
+        return True
+    if any(isinstance(x, torch.Tensor) and type(x) is not torch.Tensor for x in (inputs, decay, seed)):
         return True
     return torch.is_grad_enabled() and any(isinstance(x, torch.Tensor) and x.requires_grad
                                            for x in (inputs, decay, seed))
@@ -149,14 +153,7 @@ def linear_recurrence(inputs: Array, decay: Any, *, reverse: bool = _REQUIRED, t
 
 
 def _scan_rows(inputs, decay, reverse: bool):
-    """The estimators' backward scan on [rows, horizon] torch tensors (_vjp.SCANS). A tensor
-    subclass (FunctionalTensor, FakeTensor: a backward that torch.compile traces, which
-    torch 2.11 does without is_compiling()) has no data to read: it goes through the op."""
-    import torch
-    if type(inputs) is not torch.Tensor or type(decay) is not torch.Tensor:
-        _load_torch_ops(True)
-        from . import _torch_recurrence
-        return _torch_recurrence.through_op(inputs, decay, None, None, None, reverse, 1, True)
+    """The estimators' backward scan on [rows, horizon] torch tensors (_vjp.SCANS)."""
     return linear_recurrence(inputs, decay, reverse=reverse, time_axis=1)
 
 

@@ -221,25 +221,21 @@ bench_round() {  # name (after|before), round, with rl-triton (1|0)
   local env=(env)  # env's options come before its assignments
   [ "$peer" = 1 ] || env+=(-u PUFFADV_RL_TRITON)
   env+=(PYTHONPATH="$SITE/$name${EXTRA_PATH:+:$EXTRA_PATH}")
-  local grid conv=(benchmarks/bench_conventions.py --sections peers)
+  local grid all="1024x128,8192x64,8192x91,65536x128,262144x128,1048576x8,4096x1024,64x16384,8x131072"
+  peers() {  # grid, estimators, shapes: one bench_conventions.py peer grid
+    timeout "$(limit "$share")" "${env[@]}" python3 benchmarks/bench_conventions.py --sections peers \
+      --estimators "$2" --shapes "$3" --json "$dir/$1.$round.json" --markdown "$dir/$1.$round.md" \
+      > "$dir/$1.$round.txt" 2>&1
+  }
   for grid in ${GRIDS//,/ }; do
     case "$grid" in
-      std) timeout "$(limit "$share")" "${env[@]}" python3 "${conv[@]}" --estimators "${STD_ESTIMATORS:-}" \
-        --shapes "${STD_SHAPES:-1024x128,8192x64,8192x91,65536x128,262144x128,1048576x8,4096x1024,64x16384,8x131072}" \
-        --json "$dir/std.$round.json" --markdown "$dir/std.$round.md" > "$dir/std.$round.txt" 2>&1 ;;
-      family) timeout "$(limit "$share")" "${env[@]}" python3 "${conv[@]}" --estimators family \
-        --shapes "${FAM_SHAPES:-1024x128,8192x64,8192x91,65536x128,262144x128,4096x1024}" \
-        --json "$dir/family.$round.json" --markdown "$dir/family.$round.md" > "$dir/family.$round.txt" 2>&1 ;;
-      per_step) timeout "$(limit "$share")" "${env[@]}" python3 "${conv[@]}" --estimators per_step \
-        --shapes "${STEP_SHAPES:-1024x128,65536x128,262144x128,1048576x8,4096x1024,64x16384,8x131072}" \
-        --json "$dir/per_step.$round.json" --markdown "$dir/per_step.$round.md" > "$dir/per_step.$round.txt" 2>&1 ;;
-      scan) timeout "$(limit "$share")" "${env[@]}" python3 "${conv[@]}" \
-        --estimators "linear_recurrence reverse,linear_recurrence forward" \
-        --shapes "${SCAN_SHAPES:-1024x128,8192x64,8192x91,65536x128,262144x128,1048576x8,4096x1024,64x16384,8x131072}" \
-        --json "$dir/scan.$round.json" --markdown "$dir/scan.$round.md" > "$dir/scan.$round.txt" 2>&1 ;;
+      std) peers std "${STD_ESTIMATORS:-}" "${STD_SHAPES:-$all}" ;;
+      family) peers family family "${FAM_SHAPES:-1024x128,8192x64,8192x91,65536x128,262144x128,4096x1024}" ;;
+      per_step) peers per_step per_step \
+        "${STEP_SHAPES:-1024x128,65536x128,262144x128,1048576x8,4096x1024,64x16384,8x131072}" ;;
+      scan) peers scan "linear_recurrence reverse,linear_recurrence forward" "${SCAN_SHAPES:-$all}" ;;
       puff) timeout "$(limit "$share")" "${env[@]}" python3 benchmarks/bench_gpu.py --quick \
-        --shapes "${PUFF_SHAPES:-1024x128,8192x64,8192x91,65536x128,262144x128,1048576x8,4096x1024,64x16384,8x131072}" \
-        > "$dir/puff.$round.txt" 2>&1 ;;
+        --shapes "${PUFF_SHAPES:-$all}" > "$dir/puff.$round.txt" 2>&1 ;;
       *) fail "unknown grid $grid (GRIDS: std, family, per_step, scan, puff)" ;;
     esac
   done

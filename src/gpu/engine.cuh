@@ -35,21 +35,20 @@ void run_variant(const standard_arrays& a, const standard_params& p, const scan_
     const dtype own = sizeof(T) == 8 ? dtype::float64 : dtype::float32;
     bool ran = false;
     if (c.layout.fast() && Kind::fast_ok(c.layout) && c.layout.access() == vector_access::aligned &&
-        c.layout.float_type == own && !c.layout.float_out) {
-        const auto run = [&](auto flag_tag) {
+        c.layout.float_type == own) {
+        with_storage_types<T>(c.layout, [&](auto in_tag, auto flag_tag, auto out_tag) {
+            using In = typename decltype(in_tag)::type;
             using Flag = typename decltype(flag_tag)::type;
-            if constexpr (Kind::template stores<T, Flag, T>()) {
-                const fixed_columns<T, Flag, T> columns;
-                launch_scan<typename Kind::template tuning<T, Inputs>::policy, true>(
+            using Out = typename decltype(out_tag)::type;
+            if constexpr (std::is_same_v<In, T> && std::is_same_v<Out, T> && Kind::template stores<In, Flag, Out>()) {
+                const fixed_columns<In, Flag, Out> columns;
+                // launch_vector_scan's aligned branch, without compiling its flat kernels
+                launch_scan<typename Kind::template tuning<In, Inputs>::policy, true>(
                     c, Kind::template producer<T, Inputs>(a, p, columns), Kind::template epilogue<T>(a, p, columns),
                     true);
                 ran = true;
             }
-        };
-        if (c.layout.byte_flags)
-            run(type_tag<flag_byte>{});
-        else
-            run(type_tag<T>{});
+        });
     }
     if (ran) return;
     const typename Kind::template generic_columns<T> columns;
