@@ -40,7 +40,9 @@ def _copy(x):
 def _episodes(rng, dtype=np.float64):
     """[B, T] episodes with every array of the new forms (flags at the first and last steps)."""
     e = ref.random_episodes(rng, math.prod(BATCH), HORIZON, dtype)
+    # Each set flag clears the other one: a step ends by termination or by truncation, not both.
     e["terminated"][0, 0] = e["terminated"][1, -1] = True
+    e["truncated"][0, 0] = e["truncated"][1, -1] = False
     e["truncated"][2, 0] = e["truncated"][3, -1] = True
     e["terminated"][2, 0] = e["terminated"][3, -1] = False
     e["next_values"] = rng.standard_normal(e["rewards"].shape).astype(dtype)
