@@ -58,8 +58,6 @@ def _estimate(static, layout, rewards, terminated, optional):
 
 
 def _estimate_fwd(static, layout, rewards, terminated, optional):
-    present, alpha = static[1], static[7]
-    _vjp.check_differentiable(ESTIMATORS[layout[0]].kind, {role for role, bit in _OPTIONAL if present & bit}, alpha)
     outputs = _estimate(static, layout, rewards, terminated, optional)
     return outputs, (rewards, terminated, optional, outputs)
 
@@ -76,7 +74,7 @@ def _estimate_bwd(static, layout, residuals, cotangents):
     grads = _vjp.vjp(jnp, estimator.kind, {r: x for r, x in arrays.items() if r not in FLAG_ROLES},
                      {r: x != 0 for r, x in arrays.items() if r in FLAG_ROLES},
                      {"gamma": gamma, "lambda": lam, "rho_clip": rho_clip, "c_clip": c_clip,
-                      "rho_pg_clip": rho_pg_clip}, dict(zip(series, outputs)), dict(zip(series, cotangents)),
+                      "rho_pg_clip": rho_pg_clip, "alpha": alpha}, dict(zip(series, outputs)), dict(zip(series, cotangents)),
                      n=n, log_probs=log_probs, reset_at_start=reset_at_start)
     result = tuple(jnp.zeros_like(x) if role in FLAG_ROLES else grads[role].astype(x.dtype)
                    for role, x in arrays.items())
@@ -181,9 +179,11 @@ _COMMON_DOC = """
     Under ``jit``, arrays sharded over the batch axis ``B`` (axis 0, or axis 1
     with ``time_axis=0``) stay sharded: no collective, outputs sharded alike.
     Differentiable (``jax.custom_vjp``): ``jax.grad``/``jax.vjp`` give the gradient of
-    every float array (flags get zeros); the scalars are static, so no gradient for
-    them here (torch tensors give gamma's and lambda's). Clips pass the gradient
-    below the clip and none at or above it. ``jax.lax.stop_gradient`` is the
+    every float array (flags get zeros), per-step ``gamma`` and lambda arrays included; a
+    traced 0-d ``gamma`` or lambda (``jax.grad`` by it, a meta-gradient) gets its
+    gradient as the per-step array it is broadcast to. Python numbers are static (no
+    gradient). Clips pass the gradient below the clip and none at or above it (leaky
+    V-trace: ``1 - alpha`` of it above). ``jax.lax.stop_gradient`` is the
     caller's choice, as in rlax.
     On a GPU the GPU kernels run, on XLA's stream.
 """

@@ -16,7 +16,7 @@ from typing import Callable, NamedTuple
 import torch
 
 from . import _eager, _frameworks, _outputs, _shapes, _vjp
-from ._estimators import ESTIMATORS, FLAG_ROLES, OUTPUT_ROLES, PUFF_ADVANTAGE, SUM_ROLES, Estimate
+from ._estimators import ESTIMATORS, FLAG_ROLES, OUTPUT_ROLES, PUFF_ADVANTAGE, STEP_ROLES, SUM_ROLES, Estimate
 
 _SERIES = ("advantages", "returns")
 _DIFFERENTIABLE_SCALARS = ("gamma", "lambda")
@@ -188,7 +188,6 @@ def estimate(estimator, call) -> dict:
             return _compiled.estimate(estimator, inner)
         return _eager.estimate(estimator, inner)
 
-    _vjp.check_differentiable(estimator.kind, arrays, call.scalars.get("alpha", 1.0))
     plan = Plan(estimator.kind, tuple(arrays), tuple(tensors), produced, numbers,
                 time_axis in (0, -2), call.n, call.log_probs, call.reset_at_start, run)
     made = _apply(plan, arrays, tensors)
@@ -246,6 +245,7 @@ def _op_roles(name: str) -> tuple:
     else:
         estimator = ESTIMATORS[name]
         names = {n: role for log in (False, True) for role, n in estimator.names(log).items()}
+    names.update({role: role for role in STEP_ROLES.values()})  # the schema's per-step gamma and lambda
     scalar = {n: role for role, (n, _) in estimator.scalars.items()}
     scalar.update({"gae_lambda": "lambda", "lambda_": "lambda"})
     return estimator, names, scalar
@@ -278,8 +278,6 @@ class _OpDifferentiable(torch.autograd.Function):
     @staticmethod
     def setup_context(ctx, inputs, output):
         info, bound = inputs[0], dict(zip(inputs[0].arg_names, inputs[1:]))
-        _vjp.check_differentiable(info.estimator.kind, {n for n, x in bound.items() if isinstance(x, torch.Tensor)},
-                                  bound.get("alpha", 1.0))
         given = [n for n, x in bound.items() if n in info.roles and isinstance(x, torch.Tensor)]
         scalars = {**{r: 1.0 for r in ("gamma", "lambda", "rho_clip", "c_clip", "rho_pg_clip")},
                    **{info.scalar_roles[n]: float(v) for n, v in bound.items() if n in info.scalar_roles}}

@@ -21,24 +21,29 @@ episode end) its gradient is exactly 0, by selection (NaN there stays out).
 """
 from __future__ import annotations
 
+from ._estimators import STEP_ROLES
 from ._vjp_parts import (SCANS, _add, _Bootstrap, _clip, _earlier, _flags, _last, _later,  # noqa: F401
-                         _producer_tail, _scan, _select, _sums_vjp, grad_like)
+                         _producer_tail, _scan, _select, _sums_vjp, _through, grad_like)
 
 
 def _value_family(xp, kind, x, f, s, out, cot):
-    """gae, td_lambda, vtrace: delta_t = rho_t (r_t + gamma (1-term_t) V'_t - v_t),
-    k_t = gamma lambda c_t (1 - done_t); A = S; returns A + v; vtrace's pg epilogue."""
+    """gae, td_lambda, vtrace: delta_t = rho_t (r_t + gamma_t (1-term_t) V'_t - v_t),
+    k_t = gamma_t lambda_t c_t (1 - done_t); A = S; returns A + v; vtrace's pg epilogue.
+    V-trace's sample_mask m_t (rlax): A_t = A_{t+1} where m_t = 0, so delta_t -> m_t
+    delta_t and k_t -> 1 there; leaky V-trace's alpha mixes each clipped ratio (_clip)."""
     r, v, imp = x["rewards"], x["values"], x.get("importance")
     term, trunc = _flags(xp, f, r)
     last = _last(xp, term)
     end, done = trunc | last, term | trunc
     keep = ~done & ~last
+    sampled = f.get("sample_mask")
+    traced = keep if sampled is None else keep & sampled  # where k_t = gamma lambda c_t is read
     # next_values (issue 29): V'_t at every step, truncated only cuts; else the bootstrap pair.
     boot = None if x.get("next_values") is not None else _Bootstrap(xp, x, end, v)
     nv = x["next_values"] if boot is None else boot.value
-    gamma, lam = s["gamma"], s["lambda"]
+    gamma, lam, alpha = s["gamma"], s["lambda"], s.get("alpha", 1.0)
     (rho, rho_passes), (c, c_passes) = ((1.0, None), (1.0, None)) if imp is None else \
-        (_clip(xp, imp, s["rho_clip"]), _clip(xp, imp, s["c_clip"]))
+        (_clip(xp, imp, s["rho_clip"], alpha), _clip(xp, imp, s["c_clip"], alpha))
     adv = out["advantages"] if kind != "vtrace" and out.get("advantages") is not None else out["returns"] - v
     grads = {"rewards": xp.zeros_like(r), "values": xp.zeros_like(v)}
     g_nv = xp.zeros_like(r)
@@ -50,7 +55,7 @@ def _value_family(xp, kind, x, f, s, out, cot):
             vs = adv + v
             inside = keep
             vs_next = xp.where(inside, _later(xp, vs), nv)
-            (rho_pg, pg_passes) = (1.0, None) if imp is None else _clip(xp, imp, s["rho_pg_clip"])
+            (rho_pg, pg_passes) = (1.0, None) if imp is None else _clip(xp, imp, s["rho_pg_clip"], alpha)
             target = r + _select(xp, ~term, gamma * vs_next) - v
             g_pg = _add(g_pg, _sums_vjp(xp, rho_pg * target, cot))
             g_target = g_pg * rho_pg
@@ -63,7 +68,7 @@ def _value_family(xp, kind, x, f, s, out, cot):
             g_nv = g_nv + _select(xp, ~inside, g_next)
             grads["gamma"] = _select(xp, ~term, g_target * vs_next)
             if imp is not None:
-                grads["importance"] = _select(xp, pg_passes, g_pg * target)
+                grads["importance"] = _through(xp, pg_passes, g_pg * target, alpha)
         u = xp.zeros_like(r) if u is None else u
     else:
         u = _add(_add(cot.get("advantages"), cot.get("returns")), _sums_vjp(xp, adv, cot))
@@ -71,19 +76,22 @@ def _value_family(xp, kind, x, f, s, out, cot):
         if cot.get("returns") is not None:
             grads["values"] = grads["values"] + cot["returns"]
     k = _select(xp, keep, gamma * lam * c + xp.zeros_like(r))
+    if sampled is not None:
+        k = xp.where(sampled, k, xp.ones_like(k))
     a = _scan(u, _earlier(xp, k), reverse=False)
     td = r + _select(xp, ~term, gamma * nv) - v
-    g_td = a * rho
+    g_td = a * rho if sampled is None else _select(xp, sampled, a * rho)
     grads["rewards"] = grads["rewards"] + g_td
     grads["values"] = grads["values"] - g_td
     g_nv = g_nv + _select(xp, ~term, g_td * gamma)
     grads["gamma"] = _add(grads.get("gamma"), _select(xp, ~term, g_td * nv))
-    g_k = _select(xp, keep, a * _later(xp, adv))
-    _producer_tail(xp, grads, g_k * c, s)
+    g_k = _select(xp, traced, a * _later(xp, adv))
+    _producer_tail(xp, grads, g_k * c, s, traced)
     if imp is not None:
-        g_c = g_k * gamma * lam
+        g_rho = a * td if sampled is None else _select(xp, sampled, a * td)
+        g_c = _select(xp, traced, g_k * gamma * lam)
         grads["importance"] = _add(grads.get("importance"),
-                                   _select(xp, rho_passes, a * td) + _select(xp, c_passes, g_c))
+                                   _through(xp, rho_passes, g_rho, alpha) + _through(xp, c_passes, g_c, alpha))
     if boot is None:
         grads["next_values"] = g_nv
     else:
@@ -119,8 +127,9 @@ def _n_step(xp, x, f, s, out, cot, n):
     last = _last(xp, term)
     end = trunc | last
     cut = term | end
-    boot = _Bootstrap(xp, x, end, v)
-    nv = boot.value
+    # next_values (issue 29): V'_s at every step (rlax's v_t); else the bootstrap pair.
+    boot = None if x.get("next_values") is not None else _Bootstrap(xp, x, end, v)
+    nv = x["next_values"] if boot is None else boot.value
     steps = max(1, min(n, r.shape[-1]))
     one = r + _select(xp, ~term, gamma * nv)
     windows = [one]
@@ -137,12 +146,12 @@ def _n_step(xp, x, f, s, out, cot, n):
         g_one = g_one + _select(xp, cut, g)
         mixed = _select(xp, ~cut, g)
         grads["rewards"] = grads["rewards"] + mixed
-        g_nv = g_nv + mixed * gamma * (1 - lam)
+        g_nv = g_nv + _select(xp, ~cut, mixed * gamma * (1 - lam))
         if len(windows) == steps:
             later = _later(xp, windows[j - 2])
             g_gamma = g_gamma + _select(xp, ~cut, mixed * ((1 - lam) * nv + lam * later))
             g_lam = g_lam + _select(xp, ~cut, mixed * gamma * (later - nv))
-        g = _earlier(xp, mixed * gamma * lam)
+        g = _earlier(xp, _select(xp, ~cut, mixed * gamma * lam))
     g_one = g_one + g
     grads["rewards"] = grads["rewards"] + g_one
     g_nv = g_nv + _select(xp, ~term, g_one * gamma)
@@ -176,9 +185,9 @@ def _retrace(xp, x, f, s, out, cot, log_probs):
              "next_values": _select(xp, ~term, a * gamma),
              "gamma": _select(xp, ~term, a * nv)}
     g_k = _select(xp, keep, a * _later(xp, delta))
-    _producer_tail(xp, grads, g_k * c_next, s)
+    _producer_tail(xp, grads, g_k * c_next, s, keep)
     if ratio is not None:
-        g_ratio = _select(xp, passes, _earlier(xp, g_k * gamma * lam))
+        g_ratio = _select(xp, passes, _earlier(xp, _select(xp, keep, g_k * gamma * lam)))
         grads["target_probs"] = g_ratio * ratio if log_probs else g_ratio / mu
         grads["behaviour_probs"] = -g_ratio * ratio if log_probs else -g_ratio * ratio / mu
     return grads
@@ -193,8 +202,8 @@ def _q_lambda(xp, x, f, s, out, cot):
     term, trunc = _flags(xp, f, r)
     cut = term | trunc | _last(xp, term)
     greedy = f.get("greedy")
-    traced = 1.0 if greedy is None else _select(xp, _later(xp, greedy), xp.ones_like(r))
-    lam_t = lam * traced
+    traced = ~cut if greedy is None else ~cut & _later(xp, greedy)  # where lambda_t is read
+    lam_t = lam if greedy is None else _select(xp, _later(xp, greedy), lam + xp.zeros_like(r))
     g_ret = out["returns"] if out.get("returns") is not None else out["advantages"] + q
     adv_cot = _add(cot.get("advantages"), _sums_vjp(xp, g_ret - q, cot))
     u = _add(cot.get("returns"), adv_cot)
@@ -204,7 +213,7 @@ def _q_lambda(xp, x, f, s, out, cot):
     grads = {"rewards": a, "values": xp.zeros_like(q) if adv_cot is None else -adv_cot,
              "next_values": xp.where(cut, _select(xp, ~term, a * gamma), a * gamma * (1 - lam_t)),
              "gamma": xp.where(cut, _select(xp, ~term, a * nv), a * ((1 - lam_t) * nv + lam_t * later))}
-    grads["lambda"] = _select(xp, ~cut, a * gamma * (later - nv)) * traced
+    grads["lambda"] = _select(xp, traced, a * gamma * (later - nv))
     return grads
 
 
@@ -223,7 +232,7 @@ def _episodic(xp, x, f, s, out, cot, reset_at_start):
     before = xp.zeros_like(inputs[..., :1]) if seed is None else seed[..., None]
     previous = xp.concatenate((before, c[..., :-1]), axis=-1)
     g_decay = _select(xp, ~reset, a * previous)
-    grads = {"rewards": a, "gamma": g_decay * lam, "lambda": g_decay * gamma}
+    grads = {"rewards": a, "gamma": _select(xp, ~reset, g_decay * lam), "lambda": _select(xp, ~reset, g_decay * gamma)}
     if seed is not None:
         grads["last_value"] = a[..., 0] * k[..., 0]
     return grads
@@ -250,32 +259,9 @@ def _puff(xp, x, f, s, out, cot):
         grads["values"] = grads["values"] + cot["returns"]
     grads["gamma"] = _select(xp, going, g_td * v_next)
     g_k = _select(xp, going, a * _later(xp, adv))
-    _producer_tail(xp, grads, g_k * c, s)
+    _producer_tail(xp, grads, g_k * c, s, going)
     grads["importance"] = _select(xp, rho_passes & valid, a * td) + _select(xp, c_passes, g_k * gamma * lam)
     return grads
-
-
-# Forms of issue 29 built beside the VJPs and not yet in them: a call with one is refused
-# when a gradient is asked for, never given a gradient that ignores it. next_values has its
-# VJP in gae, vtrace (_value_family) and td_lambda (Peng's Q(lambda) on state values, as the
-# core computes it), not yet in n_step_returns.
-_NO_GRADIENT_YET = ("gamma_steps", "lambda_steps", "sample_mask")
-_NEW_NEXT_VALUES = ("n_step_returns",)
-
-
-def check_differentiable(kind: str, roles, alpha=1.0) -> None:
-    """ValueError when the call of the core's `kind` with arrays of `roles` (and leaky
-    V-trace's `alpha`) has no VJP here yet."""
-    missing = [role for role in _NO_GRADIENT_YET if role in roles]
-    if "next_values" in roles and kind in _NEW_NEXT_VALUES:
-        missing.append("next_values")
-    if alpha != 1.0:
-        missing.append("alpha")
-    if missing:
-        raise ValueError(f"puffadv has no gradient yet for {kind} with {', '.join(missing)} (per-step gamma or "
-                         "lambda arrays, next_values, sample_mask and leaky alpha are not differentiable yet): "
-                         "call it on inputs that do not require grad (torch.no_grad(), detach(), or "
-                         "jax.lax.stop_gradient), or pass gamma and lambda as numbers")
 
 
 def vjp(xp, kind: str, inputs: dict, flags: dict, scalars: dict, outputs: dict, cotangents: dict, *, n: int = 1,
@@ -283,13 +269,25 @@ def vjp(xp, kind: str, inputs: dict, flags: dict, scalars: dict, outputs: dict, 
     """The gradients by role (the core's roles, plus "gamma" and "lambda" per step) of
     one call of the core's estimator `kind`.
 
-    inputs: float arrays by role ([B, T], last_value [B]; absent: missing or None);
-    flags: bool arrays by role (terminated, truncated, greedy); scalars: by role
-    (gamma, lambda, rho_clip, c_clip, rho_pg_clip; numbers or arrays); outputs: the
+    inputs: float arrays by role ([B, T], last_value [B]; absent: missing or None),
+    per-step gamma_steps / lambda_steps among them (their gradients come back per step
+    under the same roles); flags: bool arrays by role (terminated, truncated, greedy,
+    sample_mask); scalars: by role (gamma, lambda, rho_clip, c_clip, rho_pg_clip, alpha;
+    numbers or 0-d arrays); outputs: the
     forward's results by role (advantages, returns); cotangents: by output role
     (advantages, returns [B, T]; abs_sums, sums, square_sums [B]; None: no gradient)."""
     x = {role: a for role, a in inputs.items() if a is not None}
     f = {role: a for role, a in flags.items() if a is not None}
+    # Per-step gamma_t / lambda_t (issue 29) take the scalars' places: every formula reads
+    # step t's, and gamma's and lambda's gradients are per step already.
+    steps = {role: x.pop(step_role) for role, step_role in STEP_ROLES.items() if step_role in x}
+    grads = _by_kind(xp, kind, x, f, {**scalars, **steps}, outputs, cotangents, n, log_probs, reset_at_start)
+    for role in steps:
+        grads[STEP_ROLES[role]] = grads.pop(role)
+    return grads
+
+
+def _by_kind(xp, kind, x, f, scalars, outputs, cotangents, n, log_probs, reset_at_start) -> dict:
     if kind == "td_lambda" and x.get("next_values") is not None:  # src/core/estimate.cpp: Q(lambda)'s scan
         return _q_lambda(xp, x, f, scalars, outputs, cotangents)
     if kind in ("gae", "td_lambda", "vtrace"):

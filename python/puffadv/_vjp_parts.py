@@ -47,10 +47,19 @@ def _last(xp, flags):
     return _later(xp, xp.zeros_like(flags), fill=1)
 
 
-def _clip(xp, x, clip):
-    """(min(x, clip) as fmin, where the gradient passes)."""
+def _clip(xp, x, clip, alpha=1.0):
+    """(min(x, clip) as fmin, where the gradient passes). Leaky V-trace's `alpha` < 1
+    mixes the raw ratio in: alpha min(x, clip) + (1 - alpha) x, whose slope is 1 where x
+    passes and 1 - alpha where it is clipped (`_through`)."""
     passes = x < clip
-    return xp.where(passes, x, clip), passes
+    clipped = xp.where(passes, x, clip)
+    return (clipped if alpha == 1.0 else alpha * clipped + (1 - alpha) * x), passes
+
+
+def _through(xp, passes, g, alpha=1.0):
+    """g times the slope of `_clip(x, clip, alpha)` in x: g where x passes, (1 - alpha) g
+    where it is clipped (0 without leaking: the clipped side's subgradient, ties included)."""
+    return _select(xp, passes, g) if alpha == 1.0 else xp.where(passes, g, (1 - alpha) * g)
 
 
 def _select(xp, keep, x):
@@ -114,11 +123,13 @@ def _flags(xp, f, like):
                  for role in ("terminated", "truncated"))
 
 
-def _producer_tail(xp, grads, k_grad_factor, s):
-    """gamma's and lambda's per-step gradients from dL/dk_t when k_t = gamma lambda c_t."""
+def _producer_tail(xp, grads, k_grad_factor, s, keep):
+    """gamma's and lambda's per-step gradients from dL/dk_t when k_t = gamma lambda c_t
+    at the steps `keep` (elsewhere the trace is cut and a per-step gamma_t or lambda_t
+    there is never read: 0, by selection, so a NaN there stays out)."""
     gamma, lam = s["gamma"], s["lambda"]
-    grads["gamma"] = _add(grads.get("gamma"), k_grad_factor * lam)
-    grads["lambda"] = _add(grads.get("lambda"), k_grad_factor * gamma)
+    grads["gamma"] = _add(grads.get("gamma"), _select(xp, keep, k_grad_factor * lam))
+    grads["lambda"] = _add(grads.get("lambda"), _select(xp, keep, k_grad_factor * gamma))
 
 
 # ---------------------------------------------------------------- the estimators

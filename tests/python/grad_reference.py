@@ -2,14 +2,21 @@
 autograd differentiates them: the oracle for puffadv's gradients (tests/python/
 test_gradients_reference.py). Written from docs/semantics.md, not from _vjp.py, and
 deliberately naive. Arrays are batch-major [B, T]; flags bool; gamma and lambda may
-be tensors."""
+be tensors: numbers, 0-d, or per step ([B, T]: step t reads column t, `_at`)."""
 from __future__ import annotations
 
 import torch
 
 
-def _fmin(x, clip):
-    return torch.where(x < clip, x, torch.as_tensor(clip, dtype=x.dtype))
+def _fmin(x, clip, alpha=1.0):
+    """min(x, clip); leaky V-trace's alpha < 1 mixes the raw x in."""
+    clipped = torch.where(x < clip, x, torch.as_tensor(clip, dtype=x.dtype))
+    return clipped if alpha == 1.0 else alpha * clipped + (1 - alpha) * x
+
+
+def _at(x, t):
+    """Step t's gamma or lambda: column t of a per-step [B, T] tensor, else x itself."""
+    return x[:, t] if isinstance(x, torch.Tensor) and x.ndim == 2 else x
 
 
 def _next_value(values, truncated, last_value, bootstrap_values, t):
@@ -31,9 +38,11 @@ def _flags(x, like):
 
 
 def standard(kind, rewards, values, terminated, truncated=None, last_value=None, bootstrap_values=None,
-             importance=None, gamma=0.99, lam=0.95, rho_clip=1.0, c_clip=1.0, rho_pg_clip=1.0, next_values=None):
+             importance=None, gamma=0.99, lam=0.95, rho_clip=1.0, c_clip=1.0, rho_pg_clip=1.0, next_values=None,
+             sample_mask=None, alpha=1.0):
     """gae / td_lambda: (advantages, returns); vtrace: (pg advantages, vs). next_values: V'_t at every
-    step (td_lambda then scans the lambda-return itself: q_lambda on state values)."""
+    step (td_lambda then scans the lambda-return itself: q_lambda on state values). sample_mask
+    (rlax): A_t = A_{t+1} where it is False; alpha: leaky V-trace's mix of each clipped ratio."""
     truncated = _flags(truncated, rewards)
     if next_values is not None:
         next_values = torch.where(terminated, 0.0, next_values)  # never read there (may be NaN)
@@ -45,11 +54,13 @@ def standard(kind, rewards, values, terminated, truncated=None, last_value=None,
           _next_value(values, truncated, last_value, bootstrap_values, t) for t in range(horizon)]
     a, adv = torch.zeros_like(ones), [None] * horizon
     for t in range(horizon - 1, -1, -1):
-        rho = ones if importance is None else _fmin(importance[:, t], rho_clip)
-        c = ones if importance is None else _fmin(importance[:, t], c_clip)
+        rho = ones if importance is None else _fmin(importance[:, t], rho_clip, alpha)
+        c = ones if importance is None else _fmin(importance[:, t], c_clip, alpha)
         term, done = terminated[:, t], terminated[:, t] | truncated[:, t]
-        delta = rho * (rewards[:, t] + torch.where(term, 0.0, gamma * nv[t]) - values[:, t])
-        a = delta + torch.where(done, 0.0, gamma * lam * c * a)
+        g, l = _at(gamma, t), _at(lam, t)
+        delta = rho * (rewards[:, t] + torch.where(term, 0.0, g * nv[t]) - values[:, t])
+        step = delta + torch.where(done, 0.0, g * l * c * a)
+        a = step if sample_mask is None else torch.where(sample_mask[:, t], step, a)
         adv[t] = a
     adv = torch.stack(adv, 1)
     if kind != "vtrace":
@@ -57,10 +68,11 @@ def standard(kind, rewards, values, terminated, truncated=None, last_value=None,
     vs = adv + values
     pg = []
     for t in range(horizon):
-        rho_pg = ones if importance is None else _fmin(importance[:, t], rho_pg_clip)
+        rho_pg = ones if importance is None else _fmin(importance[:, t], rho_pg_clip, alpha)
         inside = ~(terminated[:, t] | truncated[:, t]) & (t < horizon - 1)
         vs_next = torch.where(inside, vs[:, min(t + 1, horizon - 1)], nv[t])
-        pg.append(rho_pg * (rewards[:, t] + torch.where(terminated[:, t], 0.0, gamma * vs_next) - values[:, t]))
+        pg.append(rho_pg * (rewards[:, t] + torch.where(terminated[:, t], 0.0, _at(gamma, t) * vs_next)
+                            - values[:, t]))
     return torch.stack(pg, 1), vs
 
 
@@ -70,17 +82,22 @@ def discounted_returns(rewards, terminated, truncated=None, last_value=None, boo
     for t in range(rewards.shape[1] - 1, -1, -1):
         boot = _next_value(None, truncated, last_value, bootstrap_values, t)
         done = terminated[:, t] | truncated[:, t]
-        g = rewards[:, t] + torch.where(terminated[:, t], 0.0, gamma * boot) + torch.where(done, 0.0, gamma * g)
+        gt = _at(gamma, t)
+        g = rewards[:, t] + torch.where(terminated[:, t], 0.0, gt * boot) + torch.where(done, 0.0, gt * g)
         out[t] = g
     return torch.stack(out, 1)
 
 
 def n_step_returns(rewards, values, terminated, truncated=None, last_value=None, bootstrap_values=None,
-                   n=1, gamma=0.99, lam=1.0):
-    """W1, W2, ... in turn over the whole buffer."""
+                   n=1, gamma=0.99, lam=1.0, next_values=None):
+    """W1, W2, ... in turn over the whole buffer (gamma, lambda per step as they are:
+    elementwise). next_values: V'_s at every step."""
     truncated = _flags(truncated, rewards)
     horizon = rewards.shape[1]
-    nv = torch.stack([_next_value(values, truncated, last_value, bootstrap_values, t) for t in range(horizon)], 1)
+    if next_values is not None:
+        nv = torch.where(terminated, 0.0, next_values)  # never read there (may be NaN)
+    else:
+        nv = torch.stack([_next_value(values, truncated, last_value, bootstrap_values, t) for t in range(horizon)], 1)
     one = rewards + torch.where(terminated, 0.0, gamma * nv)
     last = torch.zeros_like(terminated)
     last[:, -1] = True
@@ -102,9 +119,10 @@ def retrace(rewards, q_values, next_values, terminated, truncated=None, target_p
     delta, out = torch.zeros(rewards.shape[0], dtype=torch.float64), [None] * horizon
     for t in range(horizon - 1, -1, -1):
         done = terminated[:, t] | truncated[:, t]
+        g, l = _at(gamma, t), _at(lam, t)
         later = torch.zeros_like(delta) if t + 1 == horizon else \
-            torch.where(done, 0.0, gamma * lam * _fmin(ratio[:, t + 1], c_clip) * delta)
-        delta = rewards[:, t] + torch.where(terminated[:, t], 0.0, gamma * next_values[:, t]) - q_values[:, t] + later
+            torch.where(done, 0.0, g * l * _fmin(ratio[:, t + 1], c_clip) * delta)
+        delta = rewards[:, t] + torch.where(terminated[:, t], 0.0, g * next_values[:, t]) - q_values[:, t] + later
         out[t] = delta
     out = torch.stack(out, 1)
     return out, out + q_values
@@ -118,9 +136,11 @@ def q_lambda(rewards, q_values, next_values, terminated, truncated=None, greedy=
     g, out = torch.zeros(rewards.shape[0], dtype=torch.float64), [None] * horizon
     for t in range(horizon - 1, -1, -1):
         cut = terminated[:, t] | truncated[:, t] | (t + 1 == horizon)
-        lam_t = lam if greedy is None or t + 1 == horizon else lam * greedy[:, t + 1].double()
-        ended = rewards[:, t] + torch.where(terminated[:, t], 0.0, gamma * next_values[:, t])
-        going = rewards[:, t] + gamma * ((1 - lam_t) * next_values[:, t] + lam_t * g)
+        gt, lam_t = _at(gamma, t), _at(lam, t)
+        if greedy is not None and t + 1 < horizon:
+            lam_t = lam_t * greedy[:, t + 1].double()
+        ended = rewards[:, t] + torch.where(terminated[:, t], 0.0, gt * next_values[:, t])
+        going = rewards[:, t] + gt * ((1 - lam_t) * next_values[:, t] + lam_t * g)
         g = torch.where(cut, ended, going)
         out[t] = g
     out = torch.stack(out, 1)
@@ -132,7 +152,7 @@ def episodic_sum(inputs, dones, seed=None, decay=1.0, reset_at_start=False):
     out = []
     for t in range(inputs.shape[1]):
         reset = dones[:, t] if reset_at_start else (dones[:, t - 1] if t > 0 else torch.zeros_like(dones[:, 0]))
-        c = inputs[:, t] + torch.where(reset, 0.0, decay * c)
+        c = inputs[:, t] + torch.where(reset, 0.0, _at(decay, t) * c)
         out.append(c)
     return torch.stack(out, 1)
 

@@ -10,6 +10,7 @@ from reference import random_off_policy
 
 # function -> (array arguments differentiated, flags and fixed arguments, scalars differentiated, outputs)
 _VALUE_OUTPUTS = {"advantages": True, "returns": True, "abs_sums": True, "sums": True, "square_sums": True}
+_VTRACE_OUTPUTS = {"vs": True, "pg_advantages": True, "abs_sums": True, "sums": True, "square_sums": True}
 CASES = {
     "gae": (("rewards", "values", "bootstrap_values", "importance"), ("terminated", "truncated"),
             {"rho_clip": 1.2, "c_clip": 0.9}, ("gamma", "gae_lambda"), _VALUE_OUTPUTS),
@@ -55,14 +56,52 @@ CASES = {
     "compute_puff_advantage": (("values", "rewards", "importance"), ("dones",), {"rho_clip": 1.4, "c_clip": 1.0},
                                ("gamma", "gae_lambda"),
                                {"returns": True, "abs_sums": True, "sums": True, "square_sums": True}),
+    # Issue 29's forms: per-step gamma_t and lambda_t differentiated as arrays, n-step
+    # returns' next_values, V-trace's sample_mask and leaky alpha.
+    "gae_per_step": (("rewards", "values", "bootstrap_values", "importance", "gamma", "gae_lambda"),
+                     ("terminated", "truncated"), {"rho_clip": 1.2, "c_clip": 0.9}, (), _VALUE_OUTPUTS),
+    "td_lambda_returns_per_step": (("rewards", "values", "last_value", "gamma", "lambda_"), ("terminated",), {}, (),
+                                   _VALUE_OUTPUTS),
+    "td_lambda_returns_next_values_per_step": (("rewards", "values", "next_values", "gamma", "lambda_"),
+                                               ("terminated", "truncated"), {}, (), _VALUE_OUTPUTS),
+    "vtrace_per_step": (("rewards", "values", "bootstrap_values", "importance", "gamma", "lambda_"),
+                        ("terminated", "truncated"), {"rho_clip": 1.5, "c_clip": 1.1, "rho_pg_clip": 1.3}, (),
+                        _VTRACE_OUTPUTS),
+    "discounted_returns_per_step": (("rewards", "bootstrap_values", "gamma"), ("terminated", "truncated"), {}, (),
+                                    {"returns": True, "sums": True}),
+    "n_step_returns_per_step": (("rewards", "values", "bootstrap_values", "gamma", "lambda_"),
+                                ("terminated", "truncated"), {"n": 3}, (), _VALUE_OUTPUTS),
+    "n_step_returns_next_values": (("rewards", "values", "next_values"), ("terminated", "truncated"), {"n": 3},
+                                   ("gamma", "lambda_"), _VALUE_OUTPUTS),
+    "n_step_returns_next_values_per_step": (("rewards", "values", "next_values", "gamma", "lambda_"),
+                                            ("terminated", "truncated"), {"n": 4}, (),
+                                            {"returns": True, "advantages": True}),
+    "retrace_per_step": (("rewards", "q_values", "next_values", "target_probs", "behaviour_probs", "gamma",
+                          "lambda_"), ("terminated", "truncated"), {"c_clip": 0.8}, (), _VALUE_OUTPUTS),
+    "q_lambda_per_step": (("rewards", "q_values", "next_values", "gamma", "lambda_"),
+                          ("terminated", "truncated", "greedy"), {}, (), _VALUE_OUTPUTS),
+    "eligibility_traces_per_step": (("inputs", "seed", "gamma", "lambda_"), ("dones",), {}, (), {}),
+    "vtrace_sample_mask": (("rewards", "values", "next_values", "importance"),
+                           ("terminated", "truncated", "sample_mask"),
+                           {"rho_clip": 1.5, "c_clip": 1.1, "rho_pg_clip": 1.3}, ("gamma", "lambda_"),
+                           _VTRACE_OUTPUTS),
+    "vtrace_leaky": (("rewards", "values", "bootstrap_values", "importance"),
+                     ("terminated", "truncated", "sample_mask"),
+                     {"rho_clip": 1.5, "c_clip": 0.7, "rho_pg_clip": 1.3, "alpha": 0.6}, ("gamma", "lambda_"),
+                     _VTRACE_OUTPUTS),
 }
+#: The cases whose gamma and lambda are per-step arrays.
+PER_STEP = tuple(case for case, (arrays, *_) in CASES.items() if "gamma" in arrays)
 SCALARS = {"gamma": 0.9, "gae_lambda": 0.8, "lambda_": 0.7}
 
 
+_SUFFIXES = ("_last_value", "_long", "_log_probs", "_peng", "_starts_at", "_next_values", "_per_step",
+             "_sample_mask", "_leaky")
+
+
 def function_of(case: str) -> str:
-    for suffix in ("_last_value", "_long", "_log_probs", "_peng", "_starts_at", "_next_values"):
-        if case.endswith(suffix):
-            return case[: -len(suffix)]
+    while case.endswith(_SUFFIXES):
+        case = case[: -len(next(s for s in _SUFFIXES if case.endswith(s)))]
     return case
 
 
@@ -71,6 +110,11 @@ def episode_arrays(seed: int, rows: int = 3, horizon: int = 6) -> dict:
     e = random_off_policy(np.random.default_rng(seed), rows, horizon, np.float64)
     e["next_values"] = np.where(e["terminated"], np.nan, e["next_values"])  # never read: NaN must stay out
     e.update(q_values=e["q_values"], inputs=e["rewards"], seed=e["last_value"], dones=e["terminated"])
+    steps = np.random.default_rng(seed + 1000)  # its own stream: the arrays above stay as they were
+    e["gamma"] = steps.uniform(0.5, 1.0, e["rewards"].shape)
+    e["gae_lambda"] = e["lambda_"] = steps.uniform(0.3, 1.0, e["rewards"].shape)
+    e["sample_mask"] = steps.random(e["rewards"].shape) > 0.3
+    e["sample_mask"][0, 0] = e["sample_mask"][1, -1] = False
     return e
 
 

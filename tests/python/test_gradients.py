@@ -10,7 +10,7 @@ import pytest
 torch = pytest.importorskip("torch")
 puffadv = pytest.importorskip("puffadv")
 
-from gradient_cases import CASES, make_call  # noqa: E402
+from gradient_cases import CASES, PER_STEP, episode_arrays, make_call  # noqa: E402
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
@@ -48,6 +48,53 @@ def test_nan_in_one_row_stays_in_that_row(case):
     grads = torch.autograd.grad(loss, [x for x in leaves if x.ndim == 2], allow_unused=True)
     for g in grads:
         assert torch.isfinite(g[1:]).all()
+
+
+def _never_read(case: str, role: str) -> np.ndarray:
+    """Where no formula reads a per-step gamma_t (role "gamma") or lambda_t: gamma at a
+    terminated step (its bootstrap is +0, its trace cut); lambda where a flag cuts the
+    trace (a done step); eligibility traces: both after a done (the reset). (The row's
+    last step multiplies its lambda with a zero trace: a NaN there is read.)"""
+    _, flags, *_ = CASES[case]
+    e = episode_arrays(6)
+    term = e["terminated"]
+    if case.startswith("eligibility"):
+        return np.concatenate([np.zeros_like(term[:, :1]), term[:, :-1]], axis=1)
+    if role == "gamma":
+        return term
+    return term | (e["truncated"] if "truncated" in flags else np.zeros_like(term))
+
+
+@pytest.mark.parametrize("case", PER_STEP)
+def test_per_step_entries_never_read_stay_out(case):
+    """NaN in the per-step gamma_t and lambda_t that no formula reads changes no output
+    and no gradient (the flags win by selection, forward and backward), and those entries
+    get a gradient of exactly 0."""
+    call, leaves, names = make_call(case, seed=6)
+    poisoned = [x.detach().clone().requires_grad_() for x in leaves]
+    masks = {}
+    for i, name in enumerate(names):
+        role = "gamma" if name == "gamma" else "lambda" if name in ("gae_lambda", "lambda_") else None
+        if role is not None:
+            masks[i] = torch.from_numpy(_never_read(case, role))
+            assert masks[i].any()
+            with torch.no_grad():
+                poisoned[i][masks[i]] = float("nan")
+    assert masks
+    weights = None
+    results = []
+    for inputs in (leaves, poisoned):
+        outputs = call(*inputs)
+        weights = weights or [torch.randn_like(o) for o in outputs]
+        grads = torch.autograd.grad(sum((o * w).sum() for o, w in zip(outputs, weights)), inputs)
+        results.append(([o.detach() for o in outputs], grads))
+    (clean_out, clean_grads), (out, grads) = results
+    for a, b in zip(out, clean_out):
+        torch.testing.assert_close(a, b, rtol=0, atol=0)
+    for i, (name, a, b) in enumerate(zip(names, grads, clean_grads)):
+        torch.testing.assert_close(a, b, rtol=0, atol=0, msg=name)
+        if i in masks:
+            assert (a[masks[i]] == 0).all(), name
 
 
 def test_double_backward():

@@ -12,7 +12,10 @@ pytest.importorskip("puffadv.torch")
 
 from gradient_cases import CASES, SCALARS, episode_arrays, function_of, layout, make_call  # noqa: E402
 
-_OP_NAMES = {"target_log_probs": "target_probs", "behaviour_log_probs": "behaviour_probs"}
+# Public argument names that the operators spell otherwise (per-step gamma and lambda are
+# their own schema arguments: the cases pass them as arrays under the scalars' names).
+_OP_NAMES = {"target_log_probs": "target_probs", "behaviour_log_probs": "behaviour_probs",
+             "gamma": "gamma_steps", "gae_lambda": "lambda_steps", "lambda_": "lambda_steps"}
 
 
 def op_call(case: str, seed: int = 0, time_major: bool = False):
@@ -32,6 +35,8 @@ def op_call(case: str, seed: int = 0, time_major: bool = False):
         kwargs["log_probs"] = True
     if name != "puff_advantage":
         kwargs["time_axis"] = 0 if time_major else -1
+    if name == "eligibility_traces" and "gamma" in arrays:  # its schema's required floats, unread beside the arrays
+        kwargs.update(gamma=0.5, lambda_=0.5)
 
     def call(*values):
         result = op(**kwargs, **{_OP_NAMES.get(a, a): v for a, v in zip(arrays, values)})
@@ -135,48 +140,7 @@ def test_every_float_tensor_argument_of_every_op_is_gradchecked():
         name = "puff_advantage" if case == "compute_puff_advantage" else function_of(case)
         covered.setdefault(name, set()).update(_OP_NAMES.get(a, a) for a in arrays)
     flags = {"terminated", "truncated", "dones", "greedy", "sample_mask"}
-    refused = {"gamma_steps", "lambda_steps", "next_values"}  # test_no_gradient_yet_is_refused_by_name
     for name in _torch_kernels._FUNCTIONAL:
         schema = getattr(torch.ops.puffadv, name).default._schema
         tensors = {a.name for a in schema.arguments if "Tensor" in str(a.type)} - flags
-        if name == "n_step_returns":  # the others' next_values has its gradient
-            tensors -= refused
-        tensors -= {"gamma_steps", "lambda_steps"}
         assert tensors <= covered.get(name, set()), (name, tensors - covered.get(name, set()))
-
-
-def test_n_step_next_values_has_no_gradient_yet():
-    """n_step_returns with next_values: a ValueError naming it (gae, td_lambda and vtrace have
-    theirs: gradient_cases' *_next_values)."""
-    import puffadv
-    g = torch.Generator().manual_seed(0)
-    r = torch.randn(3, 6, dtype=torch.float64, generator=g, requires_grad=True)
-    v, nv = (torch.randn(3, 6, dtype=torch.float64, generator=g) for _ in range(2))
-    term = torch.zeros(3, 6, dtype=torch.bool)
-    with pytest.raises(ValueError, match="no gradient yet for n_step_returns with next_values"):
-        puffadv.n_step_returns(r, v, term, n=2, next_values=nv, time_axis=-1)
-    with pytest.raises(ValueError, match="no gradient yet for n_step_returns with next_values"):
-        torch.ops.puffadv.n_step_returns(r, v, term, n=2, next_values=nv, time_axis=-1)
-
-
-@pytest.mark.parametrize("extra", ["gamma_steps", "lambda_steps", "sample_mask", "alpha"])
-def test_no_gradient_yet_is_refused_by_name(extra):
-    """Issue 29's forms have no VJP yet: asking for a gradient through a call with one is a
-    ValueError naming it (the op and the Python API), never a gradient that ignores it."""
-    import puffadv
-    g = torch.Generator().manual_seed(0)
-    r = torch.randn(3, 6, dtype=torch.float64, generator=g, requires_grad=True)
-    v = torch.randn(3, 6, dtype=torch.float64, generator=g)
-    term = torch.zeros(3, 6, dtype=torch.bool)
-    extra_args = {"gamma_steps": {"gamma": torch.full((3, 6), 0.9, dtype=torch.float64)},
-                  "lambda_steps": {"lambda_": torch.full((3, 6), 0.9, dtype=torch.float64)},
-                  "next_values": {"next_values": torch.randn(3, 6, dtype=torch.float64, generator=g)},
-                  "sample_mask": {"sample_mask": torch.ones(3, 6, dtype=torch.bool)},
-                  "alpha": {"alpha": 0.5, "importance": torch.rand(3, 6, dtype=torch.float64, generator=g)}}[extra]
-    boot = {} if extra == "next_values" else {"last_value": torch.zeros(3, dtype=torch.float64)}
-    with pytest.raises(ValueError, match=f"no gradient yet for vtrace with {extra}"):
-        puffadv.vtrace(r, v, term, **boot, **extra_args, time_axis=-1)
-    op_args = {"gamma_steps": {"gamma_steps": extra_args.get("gamma")},
-               "lambda_steps": {"lambda_steps": extra_args.get("lambda_")}}.get(extra, extra_args)
-    with pytest.raises(ValueError, match=f"no gradient yet for vtrace with {extra}"):
-        torch.ops.puffadv.vtrace(r, v, term, **boot, **op_args, time_axis=-1)

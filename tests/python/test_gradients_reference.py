@@ -27,12 +27,13 @@ def _reference(case: str, a: dict, const: dict, fixed: dict):
                           **boot, **nxt, importance=a.get("importance"), gamma=g, lam=lam, **clips)
     if case.startswith("vtrace"):
         pg, vs = R.standard("vtrace", a["rewards"], a["values"], t, tr, **boot, **nxt, importance=a.get("importance"),
-                            gamma=g, lam=lam, **clips)
+                            gamma=g, lam=lam, **clips, sample_mask=const.get("sample_mask"),
+                            alpha=fixed.get("alpha", 1.0))
         return vs, pg
     if case.startswith("discounted"):
         return (R.discounted_returns(a["rewards"], t, tr, **boot, gamma=g),)
     if case.startswith("n_step"):
-        returns = R.n_step_returns(a["rewards"], a["values"], t, tr, **boot, n=fixed["n"], gamma=g, lam=lam)
+        returns = R.n_step_returns(a["rewards"], a["values"], t, tr, **boot, n=fixed["n"], gamma=g, lam=lam, **nxt)
         return returns - a["values"], returns
     if case.startswith("retrace"):
         logs = case.endswith("log_probs")
@@ -168,3 +169,72 @@ def test_torchrl_gae_gradients():
 
     for a, b in zip(torch.autograd.grad(ours(*leaves), leaves), torch.autograd.grad(theirs(*leaves), leaves)):
         torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("estimator", ["lambda_returns", "n_step_bootstrapped_returns"])
+def test_rlax_per_step_discounts_gradients(estimator):
+    """rlax with per-step discount_t (random in [0, 1], zero at a few steps: terminations
+    folded in) and per-step lambda_t, stop_target_gradients=False: d/d r_t, discount_t,
+    v_t, lambda_t against puffadv's per-step gamma and lambda arrays with next_values
+    (terminated all False, as conventions.md maps rlax)."""
+    jax = pytest.importorskip("jax")
+    rlax = pytest.importorskip("rlax")
+    import puffadv
+    rng = np.random.default_rng(15)
+    rows, horizon, n = 4, 11, 3
+    r, v_t = rng.standard_normal((rows, horizon)), rng.standard_normal((rows, horizon))
+    discount = np.where(rng.random((rows, horizon)) < 0.15, 0.0, rng.uniform(0.0, 1.0, (rows, horizon)))
+    discount[0, 0] = discount[1, -1] = 0.0
+    lam = rng.uniform(0.0, 1.0, (rows, horizon))
+    w = rng.standard_normal((rows, horizon))
+    with jax.enable_x64(True):
+        def theirs(r, d, v, l):
+            if estimator == "lambda_returns":
+                f = lambda *a: rlax.lambda_returns(*a, stop_target_gradients=False)  # noqa: E731
+            else:
+                f = lambda r, d, v, l: rlax.n_step_bootstrapped_returns(  # noqa: E731
+                    r, d, v, n, l, stop_target_gradients=False)
+            return (jax.vmap(f)(r, d, v, l) * w).sum()
+
+        expected = jax.grad(theirs, argnums=(0, 1, 2, 3))(r, discount, v_t, lam)
+    leaves = [torch.tensor(x, requires_grad=True) for x in (r, discount, v_t, lam)]
+    tr, td, tv, tl = leaves
+    never = torch.zeros(rows, horizon, dtype=torch.bool)
+    values = torch.zeros(rows, horizon, dtype=torch.float64)  # not read by the returns
+    if estimator == "lambda_returns":
+        out = puffadv.td_lambda_returns(tr, values, never, next_values=tv, gamma=td, lambda_=tl, time_axis=-1)
+    else:
+        out = puffadv.n_step_returns(tr, values, never, n=n, next_values=tv, gamma=td, lambda_=tl, time_axis=-1)
+    got = torch.autograd.grad((out.returns * torch.tensor(w)).sum(), leaves)
+    for name, a, b in zip(("rewards", "discount_t", "v_t", "lambda_t"), got, expected):
+        np.testing.assert_allclose(a.numpy(), np.asarray(b), rtol=1e-10, atol=1e-12, err_msg=name)
+
+
+def test_torchrl_gae_per_step_gamma_and_lambda_gradients():
+    """TorchRL's generalized_advantage_estimate with per-step gamma and lmbda tensors
+    ([B, T, 1]), differentiated by torch: d/d rewards, values, bootstrap, gamma_t, lambda_t
+    against puffadv's per-step arrays."""
+    functional = pytest.importorskip("torchrl.objectives.value.functional")
+    import puffadv
+    e = _episodes(16)
+    rng = np.random.default_rng(16)
+    gamma, lam = rng.uniform(0.5, 1.0, e["rewards"].shape), rng.uniform(0.3, 1.0, e["rewards"].shape)
+    leaves = [torch.tensor(x, requires_grad=True) for x in (e["rewards"], e["values"], e["bootstrap_values"],
+                                                            gamma, lam)]
+    w = torch.randn(e["rewards"].shape, dtype=torch.float64)
+    truncated, terminated = torch.tensor(e["truncated"]), torch.tensor(e["terminated"])
+
+    def theirs(r, v, boot, g, l):
+        t = lambda x: x[..., None]  # noqa: E731  [B, T, 1], time_dim=-2
+        nv = torch.where(truncated, boot, torch.cat([v[:, 1:], boot[:, -1:]], 1))
+        adv, _ = functional.generalized_advantage_estimate(t(g), t(l), t(v), t(nv), t(r), t(terminated | truncated),
+                                                           t(terminated))
+        return (adv[..., 0] * w).sum()
+
+    def ours(r, v, boot, g, l):
+        out = puffadv.gae(r, v, terminated, truncated, bootstrap_values=boot, gamma=g, gae_lambda=l, time_axis=-1)
+        return (out.advantages * w).sum()
+
+    for name, a, b in zip(("rewards", "values", "bootstrap_values", "gamma", "lambda"),
+                          torch.autograd.grad(ours(*leaves), leaves), torch.autograd.grad(theirs(*leaves), leaves)):
+        torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-12, msg=name)
