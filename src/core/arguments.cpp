@@ -178,16 +178,6 @@ argument_problem find_problem(const standard_arrays& a, const standard_params& p
         return problem;
     if (!a.advantages && !a.fused.any())
         return value_problem("nothing to compute: request advantages, returns or a sum");
-    // GAE's and V-trace's issue-29 forms and per-step gamma / lambda run in separate
-    // producer variants (CPU kSteps / kNext, GPU inputs_per_step / inputs_forms): their
-    // combination is refused on every backend rather than computed with one ignored.
-    const bool forms = (p.kind == estimator::gae || p.kind == estimator::vtrace) &&
-                       (a.next_values || (p.kind == estimator::vtrace &&
-                                          (a.sample_mask || (a.importance && p.alpha != 1.0))));
-    if (forms && (a.gamma || a.lambda))
-        return value_problem(join(estimator_name(p.kind),
-                                  ": per-step gamma or lambda arrays together with next_values, sample_mask or alpha "
-                                  "are not supported yet; pass scalar gamma and lambda with them"));
     return check_scalars(p, info.checks);
 }
 

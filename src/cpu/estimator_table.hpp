@@ -140,12 +140,14 @@ runner runner_for(const engine::arrays& a, estimator kind) {
 }
 
 // ---- GAE and V-trace in issue 29's forms: compile-time variants of standard_producer ----
+// kSteps always: each reads per-step gamma / lambda where the call has them (a test per
+// vector), so the forms combine with them without doubling these instantiations.
 
 template <typename C, typename F, bool kImp, bool kPg, bool kNext, bool kExtra>
 void run_form(const engine::arrays& a, const standard_params& p, bool converting) {
     const engine::advantage_scalars<C> s{C(p.gamma),      C(p.gamma) * C(p.lambda), C(p.rho_clip), C(p.c_clip),
                                          C(p.rho_pg_clip), C(p.lambda),              C(p.alpha)};
-    engine::run_engine(engine::standard_producer<C, F, kImp, kPg, false, kNext, kExtra>(a, s), a, converting);
+    engine::run_engine(engine::standard_producer<C, F, kImp, kPg, true, kNext, kExtra>(a, s), a, converting);
 }
 
 template <typename C, typename F, bool kImp>

@@ -13,8 +13,8 @@
 //   delta_t = rho_t td_t,  k_t = gamma lambda c_t (1 - done_t)   A_t = delta_t + k_t A_{t+1}
 //   pg_t    = rho_pg_t td_t + gamma rho_pg_t (1 - done_t) A_{t+1}   (V-trace's advantages)
 //   returns = A_t + V_t
-// Per-step gamma_t / lambda_t (kSteps): read at step t in place of the scalars, and
-// the flags select rather than multiply (td_t's bootstrap term is +0 where terminated,
+// Per-step gamma_t / lambda_t (kSteps): read at step t in place of the scalars. The
+// flags select rather than multiply (td_t's bootstrap term is +0 where terminated,
 // k_t and pg's factor +0 where done, whatever gamma_t holds, a NaN too).
 #pragma once
 
@@ -109,9 +109,10 @@ struct puff_producer {
 /// pg's vs'_t is V_{t+1} + A_{t+1} inside an episode, as rlax and TorchRL, and
 /// next_values_t where it ends). kExtra (V-trace): rlax's sample_mask (a step
 /// not set passes A_{t+1} through: delta 0, k 1) and leaky V-trace's alpha
-/// (each clipped ratio mixed with the raw one). Without them the code is
-/// today's: the forms are compile-time choices (standard_forms.cpp runs kNext
-/// and kExtra, with scalar gamma and lambda only).
+/// (each clipped ratio mixed with the raw one). Each is a compile-time choice, so
+/// that the plain calls read and test nothing of them; the forms' runners
+/// (standard_forms.cpp) take kSteps always and read per-step gamma and lambda
+/// where the call has them (a test per vector), so every form combines with them.
 template <typename C, typename F, bool kImp, bool kPg, bool kSteps = false, bool kNext = false, bool kExtra = false>
 struct standard_producer {
     using scalar = C;
@@ -170,33 +171,25 @@ struct standard_producer {
             }
         }
         const V<C> ratio = kImp ? in.values(role::importance, 0, zero) : one;
-        if constexpr (kSteps) {
-            const V<C> g = per_step<C, kSteps>(in, role::gamma, gamma);
-            const V<C> gl = g * per_step<C, kSteps>(in, role::lambda, lambda);
-            const V<C> td = in.values(role::rewards, 0, zero) + simd::zero_where<C>(terminated, g * next) - s.values;
-            s.delta = kImp ? simd::clip<C>(ratio, rho_clip) * td : td;
-            s.decay = simd::zero_where<C>(done, kImp ? gl * simd::clip<C>(ratio, c_clip) : gl);
-            if constexpr (kPg) {
-                const V<C> rho_pg = kImp ? simd::clip<C>(ratio, rho_pg_clip) : one;
-                s.q = kImp ? rho_pg * td : td;
-                s.p = simd::zero_where<C>(done, g * rho_pg);
-            }
-            return s;
-        }
-        const V<C> not_done = simd::zero_where<C>(done, one);
-        const V<C> td = in.values(role::rewards, 0, zero) + gamma * simd::zero_where<C>(terminated, next) - s.values;
+        // gamma_t and gamma_t lambda_t: the scalars, or (kSteps) the per-step arrays the call has.
+        const V<C> g = per_step<C, kSteps>(in, role::gamma, gamma);
+        const V<C> gl = kSteps ? g * per_step<C, kSteps>(in, role::lambda, lambda) : gamma_lambda;
+        // The flags select rather than multiply: a per-step gamma_t or lambda_t where they
+        // cut is not read, a NaN too (for the checked scalars the same bits as a product).
+        const V<C> rewards = in.values(role::rewards, 0, zero);
+        const V<C> td = rewards + simd::zero_where<C>(terminated, g * next) - s.values;
         s.delta = kImp ? clipped(ratio, rho_clip) * td : td;
-        s.decay = (kImp ? gamma_lambda * clipped(ratio, c_clip) : gamma_lambda) * not_done;
+        s.decay = simd::zero_where<C>(done, kImp ? gl * clipped(ratio, c_clip) : gl);
         if constexpr (kPg) {
             const V<C> rho_pg = kImp ? clipped(ratio, rho_pg_clip) : one;
             V<C> td_pg = td;
             if constexpr (kNext) {  // vs'_t: V_{t+1} (+ A_{t+1} below) inside an episode, next_values_t where it ends
                 const V<C> later = in.values(role::values, 1, end);
                 const V<C> boot = simd::zero_where<C>(done, later) + simd::zero_where<C>(~done, next);
-                td_pg = in.values(role::rewards, 0, zero) + gamma * simd::zero_where<C>(terminated, boot) - s.values;
+                td_pg = rewards + simd::zero_where<C>(terminated, g * boot) - s.values;
             }
             s.q = kImp ? rho_pg * td_pg : td_pg;
-            s.p = gamma * rho_pg * not_done;
+            s.p = simd::zero_where<C>(done, g * rho_pg);
         }
         if constexpr (kExtra) {
             if (in.present(role::sample_mask)) {  // rlax: acc_t = m (delta + k acc_{t+1}) + (1 - m) acc_{t+1}

@@ -2,8 +2,9 @@
 // at every step), rlax's sample_mask and leaky V-trace's alpha. Each form is a
 // compile-time variant of standard_producer (estimators_advantage.hpp),
 // instantiated beside the table of kinds (estimator_table.hpp's form_runner_for),
-// so that the calls without them keep today's code. Every dtype and layout: the
-// engine's sources convert what its traversals do not read in place.
+// so that the calls without them keep today's code; each reads per-step gamma and
+// lambda arrays where the call has them. Every dtype and layout: the engine's
+// sources convert what its traversals do not read in place.
 #include <cstdint>
 #include <string>
 
@@ -36,13 +37,6 @@ bool is_standard_form(const engine::arrays& a, const standard_params& p) {
 }
 
 void standard_form_cpu(engine::arrays a, const standard_params& p) {
-    // The per-step producer (kSteps) and these forms were built side by side; until one
-    // producer takes both, their combination is refused rather than computed with one
-    // of them ignored.
-    if (a[role::gamma].present || a[role::lambda].present)
-        throw value_error(std::string(estimator_name(p.kind)) +
-                          ": per-step gamma or lambda arrays together with next_values, sample_mask or alpha "
-                          "are not supported yet; pass scalar gamma and lambda with them");
     if (engine::computes_in_double(a))
         run_in<double>(a, p);
     else

@@ -21,7 +21,8 @@ namespace puffadv::gpu {
 inline namespace PUFF_GPU_ABI {
 
 /// Issue 29's variants (`Inputs`: inputs_per_step, per-step gamma / lambda
-/// arrays; inputs_forms, next_values, sample_mask, alpha). A call whose rows
+/// arrays; inputs_forms, next_values, sample_mask, alpha; inputs_forms_per_step,
+/// both). A call whose rows
 /// vectorise aligned, with float32 or float64 arrays (the arithmetic type's own
 /// storage: no 16-bit inputs or float32 outputs of them), takes the fast
 /// kernels of the kind's own policy (no wide or long-row policy): the generic
@@ -63,7 +64,10 @@ template <typename T, typename Kind>
 void run_scan(const standard_arrays& a, const standard_params& p, const scan_call& c) {
     if (c.horizon <= 0) return;
     if constexpr (Kind::has_forms) {
-        if (Kind::forms(a, p)) return run_variant<T, Kind, inputs_forms>(a, p, c);  // per-step arrays refused then
+        if (Kind::forms(a, p)) {
+            if (a.gamma || a.lambda) return run_variant<T, Kind, inputs_forms_per_step>(a, p, c);
+            return run_variant<T, Kind, inputs_forms>(a, p, c);
+        }
     }
     if (a.gamma || a.lambda) {
         run_variant<T, Kind, inputs_per_step>(a, p, c);

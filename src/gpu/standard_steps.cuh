@@ -38,14 +38,18 @@ struct inputs_known {
 /// own, so that the scalar forms' kernels stay as they were. The generic
 /// kernels run it (engine.cuh), one instantiation per arithmetic type.
 struct inputs_per_step {};
-template <typename Inputs>
-inline constexpr bool per_step_inputs = std::is_same_v<Inputs, inputs_per_step>;
 /// Issue 29's forms of GAE and V-trace, each read at run time: next_values (V'_t
 /// at every step; truncated then only cuts the scan), V-trace's sample_mask and
 /// leaky alpha. A variant of its own as inputs_per_step (the generic kernels).
 struct inputs_forms {};
+/// The forms with per-step gamma / lambda arrays: both variants' reads, in kernels of
+/// their own, so that each variant alone keeps its registers.
+struct inputs_forms_per_step {};
 template <typename Inputs>
-inline constexpr bool form_inputs = std::is_same_v<Inputs, inputs_forms>;
+inline constexpr bool per_step_inputs =
+    std::is_same_v<Inputs, inputs_per_step> || std::is_same_v<Inputs, inputs_forms_per_step>;
+template <typename Inputs>
+inline constexpr bool form_inputs = std::is_same_v<Inputs, inputs_forms> || std::is_same_v<Inputs, inputs_forms_per_step>;
 
 /// A step's V'_t from next_values (Forms): kept beside the reward, as V-trace's
 /// pg reads r_t without it inside an episode.
@@ -313,9 +317,12 @@ struct store_estimate {
 
     /// The forms variant's pg_t (standard_forms.cpp's kNext / kExtra, term by term):
     /// vs'_t is V_{t+1} + A_{t+1} inside an episode, next_values_t where it ends
-    /// and at the row's last step; the ratio leaky where alpha < 1.
+    /// and at the row's last step; the ratio leaky where alpha < 1; gamma_t per step
+    /// where the step has its own (inputs_forms_per_step), selected away where done.
     template <typename Step>
     __device__ __forceinline__ T pg_of_forms(const Step& s, bool row_end, T a_next, T value_next) const {
+        T g = gamma;
+        if constexpr (Step::per_step) g = s.gamma;
         T rho = T(1);
         if (has_ratio) {
             rho = clip_to(s.ratio, rho_pg_clip);
@@ -323,15 +330,20 @@ struct store_estimate {
         }
         if (!(s.flags & 8u)) {  // no next_values: the bootstrap is in the reward (flag 4), as below
             const T vs_next = row_end ? T(0) : a_next + value_next;
-            const T not_terminated = s.flags & 1u ? T(0) : T(1);
-            const T next_term = gamma * (s.flags & 4u ? T(0) * vs_next : vs_next * not_terminated);
+            T next_term;
+            if constexpr (Step::per_step) {
+                next_term = s.flags & 5u ? T(0) * vs_next : g * vs_next;
+            } else {
+                const T not_terminated = s.flags & 1u ? T(0) : T(1);
+                next_term = gamma * (s.flags & 4u ? T(0) * vs_next : vs_next * not_terminated);
+            }
             return rho * (s.reward + next_term - s.value);
         }
         const bool done = s.flags & 3u;
         const T v_after = done || row_end ? s.next_value : value_next;
-        const T td = s.reward + (s.flags & 1u ? T(0) : gamma * v_after) - s.value;
+        const T td = s.reward + (s.flags & 1u ? T(0) : g * v_after) - s.value;
         const T a_after = row_end ? T(0) : a_next;
-        return rho * td + (done ? T(0) : gamma * rho) * a_after;
+        return rho * td + (done ? T(0) : g * rho) * a_after;
     }
 
     /// pg_t from step t, A_{t+1} and V_{t+1}; `row_end`: t is its row's last step.

@@ -1,7 +1,8 @@
 // Issue 29 through the C++ API: next_values for gae, td_lambda, vtrace and
-// n_step_returns, V-trace's sample_mask and leaky alpha, against float64 loops
-// written here from docs/conventions.md (not from the kernels), in both time
-// layouts and both float dtypes; and their named errors.
+// n_step_returns, V-trace's sample_mask and leaky alpha, with scalar or per-step
+// gamma and lambda, against float64 loops written here from docs/semantics.md
+// (not from the kernels), in both time layouts and both float dtypes; and their
+// named errors.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -22,7 +23,7 @@ constexpr std::int64_t rows = 6, horizon = 23;
 
 // One call's inputs as float64, [rows, horizon] row-major.
 struct inputs {
-    std::vector<double> r, v, nv, ratio;
+    std::vector<double> r, v, nv, ratio, gamma, lambda;  // gamma_t, lambda_t: per step
     std::vector<std::uint8_t> term, trunc, mask;
     explicit inputs(unsigned seed) {
         std::mt19937 g(seed);
@@ -39,6 +40,18 @@ struct inputs {
             term[b * horizon] = b % 2 == 0, trunc[b * horizon] = b % 2 == 1;
             term[b * horizon + horizon - 1] = b % 3 == 0, trunc[b * horizon + horizon - 1] = 0;
         }
+        gamma.assign(n, 0.9), lambda.assign(n, 0.8);
+    }
+    // Per-step gamma_t, lambda_t in [0.5, 1), NaN where no formula reads them: gamma at
+    // a terminated step, lambda at a done one (the flags select them away).
+    inputs& per_step(unsigned seed) {
+        std::mt19937 g(seed);
+        std::uniform_real_distribution<double> high(0.5, 1.0);
+        for (std::size_t i = 0; i < gamma.size(); ++i) {
+            gamma[i] = term[i] ? std::nan("") : high(g);
+            lambda[i] = term[i] || trunc[i] ? std::nan("") : high(g);
+        }
+        return *this;
     }
 };
 
@@ -47,17 +60,18 @@ struct reference {
     std::vector<double> adv, ret;
 };
 
-reference vtrace_reference(const inputs& x, double gamma, double lambda, double alpha, bool pg, bool masked) {
+reference vtrace_reference(const inputs& x, double alpha, bool pg, bool masked) {
     reference out{std::vector<double>(rows * horizon), std::vector<double>(rows * horizon)};
     auto mix = [alpha](double ratio, double clip) { return alpha * std::min(ratio, clip) + (1 - alpha) * ratio; };
     for (std::int64_t b = 0; b < rows; ++b) {
         double later = 0;
         for (std::int64_t t = horizon - 1; t >= 0; --t) {
             const std::size_t i = b * horizon + t;
-            const double not_term = x.term[i] ? 0.0 : 1.0, not_done = x.term[i] || x.trunc[i] ? 0.0 : 1.0;
-            const double td = x.r[i] + gamma * not_term * x.nv[i] - x.v[i];
+            const double gamma = x.gamma[i], lambda = x.lambda[i];
+            const bool done = x.term[i] || x.trunc[i];
+            const double td = x.r[i] + (x.term[i] ? 0.0 : gamma * x.nv[i]) - x.v[i];
             const double a_next = later;
-            double a = mix(x.ratio[i], 1.0) * td + gamma * lambda * mix(x.ratio[i], 1.0) * not_done * later;
+            double a = mix(x.ratio[i], 1.0) * td + (done ? 0.0 : gamma * lambda * mix(x.ratio[i], 1.0) * later);
             if (masked && !x.mask[i]) a = later;
             later = a;
             out.ret[i] = a + x.v[i];
@@ -66,23 +80,24 @@ reference vtrace_reference(const inputs& x, double gamma, double lambda, double 
                 continue;
             }
             // vs'_t: V_{t+1} + A_{t+1} inside an episode, next_values_t where it ends.
-            const bool inside = not_done != 0.0 && t + 1 < horizon;
+            const bool inside = !done && t + 1 < horizon;
             const double vs_next = inside ? x.v[i + 1] + a_next : x.nv[i];
-            out.adv[i] = mix(x.ratio[i], 1.0) * (x.r[i] + gamma * not_term * vs_next - x.v[i]);
+            out.adv[i] = mix(x.ratio[i], 1.0) * (x.r[i] + (x.term[i] ? 0.0 : gamma * vs_next) - x.v[i]);
         }
     }
     return out;
 }
 
-reference td_lambda_reference(const inputs& x, double gamma, double lambda) {
+reference td_lambda_reference(const inputs& x) {
     reference out{std::vector<double>(rows * horizon), std::vector<double>(rows * horizon)};
     for (std::int64_t b = 0; b < rows; ++b) {
         double later = 0;
         for (std::int64_t t = horizon - 1; t >= 0; --t) {
             const std::size_t i = b * horizon + t;
-            const double boot = x.term[i] ? 0.0 : x.nv[i];
+            const double gamma = x.gamma[i], lambda = x.lambda[i];
             const bool cut = x.term[i] || x.trunc[i] || t == horizon - 1;
-            later = out.ret[i] = x.r[i] + gamma * (cut ? boot : (1 - lambda) * boot + lambda * later);
+            later = out.ret[i] = x.r[i] + (x.term[i] ? 0.0
+                                          : gamma * (cut ? x.nv[i] : (1 - lambda) * x.nv[i] + lambda * later));
             out.adv[i] = later - x.v[i];
         }
     }
@@ -124,18 +139,23 @@ void expect_close(const array<T>& got, const std::vector<double>& want, const ch
         }
 }
 
+// per_step: gamma and lambda as per-step arrays (NaN where never read), else the
+// scalars 0.9 and 0.8.
 template <typename T>
-void check_forms(bool time_major) {
-    const inputs x(7);
+void check_forms(bool time_major, bool per_step) {
+    inputs x(7);
+    if (per_step) x.per_step(8);
     array<T> r(x.r, time_major), v(x.v, time_major), nv(x.nv, time_major), ratio(x.ratio, time_major);
+    array<T> gamma(x.gamma, time_major), lambda(x.lambda, time_major);
     array<std::uint8_t> term(x.term, time_major), trunc(x.trunc, time_major), mask(x.mask, time_major);
     const std::vector<double> nan(rows * horizon, std::nan(""));
     array<T> adv(nan, time_major), ret(nan, time_major);
-    auto call = [&](estimator kind, bool importance, bool masked) {
+    auto call = [&](bool importance, bool masked) {
         puffadv::standard_arrays a;
         a.rewards = r.m, a.values = v.m, a.terminated = term.m, a.truncated = trunc.m, a.next_values = nv.m;
         if (importance) a.importance = ratio.m;
         if (masked) a.sample_mask = mask.m;
+        if (per_step) a.gamma = gamma.m, a.lambda = lambda.m;
         a.advantages = adv.m;
         a.fused.returns = ret.m;
         return a;
@@ -145,30 +165,43 @@ void check_forms(bool time_major) {
     // GAE: the V-trace recursion with ratios 1 and alpha 1.
     const inputs ones = [&] { inputs y = x; std::fill(y.ratio.begin(), y.ratio.end(), 1.0); return y; }();
     p.kind = estimator::gae;
-    puffadv::compute_standard_estimate(call(estimator::gae, false, false), p);
-    reference want = vtrace_reference(ones, 0.9, 0.8, 1.0, false, false);
+    puffadv::compute_standard_estimate(call(false, false), p);
+    reference want = vtrace_reference(ones, 1.0, false, false);
     expect_close(adv, want.adv, "gae advantages");
     expect_close(ret, want.ret, "gae returns");
     // TD(lambda): the lambda-return itself (not A + V).
     p.kind = estimator::td_lambda;
-    puffadv::compute_standard_estimate(call(estimator::td_lambda, false, false), p);
-    want = td_lambda_reference(x, 0.9, 0.8);
+    puffadv::compute_standard_estimate(call(false, false), p);
+    want = td_lambda_reference(x);
     expect_close(adv, want.adv, "td_lambda advantages");
     expect_close(ret, want.ret, "td_lambda returns");
-    // Leaky V-trace with a sample mask.
+    // V-trace, then leaky V-trace with a sample mask.
     p.kind = estimator::vtrace;
+    puffadv::compute_standard_estimate(call(true, false), p);
+    want = vtrace_reference(x, 1.0, true, false);
+    expect_close(adv, want.adv, "vtrace pg advantages");
+    expect_close(ret, want.ret, "vtrace vs");
     p.alpha = 0.7;
-    puffadv::compute_standard_estimate(call(estimator::vtrace, true, true), p);
-    want = vtrace_reference(x, 0.9, 0.8, 0.7, true, true);
+    puffadv::compute_standard_estimate(call(true, true), p);
+    want = vtrace_reference(x, 0.7, true, true);
     expect_close(adv, want.adv, "leaky vtrace pg advantages");
     expect_close(ret, want.ret, "leaky vtrace vs");
 }
 
 TEST(next_values, forms_match_float64_loops_in_both_layouts) {
-    check_forms<double>(false);
-    check_forms<double>(true);
-    check_forms<float>(false);
-    check_forms<float>(true);
+    check_forms<double>(false, false);
+    check_forms<double>(true, false);
+    check_forms<float>(false, false);
+    check_forms<float>(true, false);
+}
+
+// Issue 29: the forms with per-step gamma_t and lambda_t (TorchRL's gamma tensors beside
+// next_state_value), NaN where the flags cut them.
+TEST(next_values, forms_take_per_step_gamma_and_lambda) {
+    check_forms<double>(false, true);
+    check_forms<double>(true, true);
+    check_forms<float>(false, true);
+    check_forms<float>(true, true);
 }
 
 TEST(next_values, named_errors) {

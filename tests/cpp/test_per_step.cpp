@@ -136,20 +136,4 @@ TEST(per_step_arguments, gpu_arrays_go_to_the_gpu_backend) {
     }
 }
 
-// GAE and V-trace with next_values and per-step arrays: refused by the core's one
-// check (every backend alike), not computed with either ignored.
-TEST(per_step_arguments, gae_and_vtrace_refuse_them_with_next_values) {
-    const episodes e = random_episodes<float>(2, 6, 4);
-    call_options o;
-    o.values = o.next_values = o.per_step = true;
-    family_call<float> call(e, o, layout::row_major);
-    for (estimator k : {estimator::gae, estimator::vtrace}) {
-        EXPECT_EQ(puffadv::find_standard_problem(call.arrays, params_of(k, o)).message,
-                  std::string(puffadv::estimator_name(k)) +
-                      ": per-step gamma or lambda arrays together with next_values, sample_mask or alpha are not "
-                      "supported yet; pass scalar gamma and lambda with them");
-    }
-    EXPECT_FALSE(puffadv::find_standard_problem(call.arrays, params_of(estimator::td_lambda, o)));
-}
-
 }  // namespace

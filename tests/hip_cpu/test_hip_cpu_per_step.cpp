@@ -150,8 +150,7 @@ TEST(forms, n_step_returns_with_next_values) {
 
 
 // Per-step gamma / lambda with next_values: n-step returns take both (windows of
-// n < 64, long windows on the CPU, n >= horizon: Q(lambda)'s scan); GAE and
-// V-trace refuse the combination by name, in the core, for every backend.
+// n < 64, long windows on the CPU, n >= horizon: Q(lambda)'s scan).
 TEST(forms, per_step_arrays_with_next_values) {
     std::vector<call_case> v;
     for (std::int64_t n : {3, 100, 10000}) {
@@ -162,20 +161,18 @@ TEST(forms, per_step_arrays_with_next_values) {
         }
     }
     run_per_step("n_step_returns", estimator::n_step_returns, v, {"n-step, one thread per output"});
+}
+
+// GAE and V-trace in the forms with per-step gamma / lambda (inputs_forms_per_step):
+// TorchRL's gamma tensors beside next_state_value, rlax's discount_t with a sample mask.
+TEST(forms, gae_and_vtrace_forms_with_per_step_arrays) {
     for (estimator k : {estimator::gae, estimator::vtrace}) {
-        for (call_case c : per_step_cases(k)) {
-            c.next_values = c.public_route = true;
-            try {
-                run_case(c);
-                ADD_FAILURE() << c.label() << " was not refused";
-            } catch (const std::exception& e) {
-                EXPECT_EQ(std::string(e.what()), std::string(puffadv::estimator_name(k)) +
-                                                     ": per-step gamma or lambda arrays together with next_values, "
-                                                     "sample_mask or alpha are not supported yet; pass scalar gamma "
-                                                     "and lambda with them");
-            }
-            break;
+        std::vector<call_case> v;
+        for (call_case c : form_cases(k)) {
+            c.per_step = 1 + static_cast<int>(c.seed % 3);  // gamma_t, lambda_t, both
+            v.push_back(c);
         }
+        run_per_step(k == estimator::gae ? "gae" : "vtrace", k, v, variant_traversals);
     }
 }
 

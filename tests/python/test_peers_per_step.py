@@ -188,6 +188,32 @@ def test_torchrl_gae_with_gamma_and_lambda_tensors(torchrl_functional, torchrl_s
     close(ours.returns, target[..., 0])
 
 
+def test_torchrl_gae_and_vtrace_with_gamma_tensors_and_next_state_value(torchrl_functional, torchrl_steps):
+    """TorchRL's default dialect in full: per-step gamma (and lmbda) tensors beside an
+    independent next_state_value (the critic's value of each next observation: random
+    here, not values[t+1]), as puffadv's per-step arrays with next_values."""
+    F, e = torchrl_functional, torchrl_steps
+    import torch
+    rng = np.random.default_rng(32)
+    nv = rng.standard_normal(e["rewards"].shape).astype(np.float32)
+    gamma, lam = torch.from_numpy(e["gamma"])[..., None], torch.from_numpy(e["lam"])[..., None]
+    adv, target = F.generalized_advantage_estimate(gamma, lam, _t(e["values"]), _t(nv), _t(e["rewards"]),
+                                                   _t(e["done"]), _t(e["terminated"]))
+    ours = puffadv.gae(e["rewards"], e["values"], e["terminated"], e["truncated"], next_values=nv, gamma=e["gamma"],
+                       gae_lambda=e["lam"], time_axis=-1)
+    close(ours.advantages, adv[..., 0])
+    close(ours.returns, target[..., 0])
+    log_mu = np.log(rng.uniform(0.1, 1.0, e["rewards"].shape)).astype(np.float32)
+    log_pi = np.log(rng.uniform(0.1, 1.0, e["rewards"].shape)).astype(np.float32)
+    adv, vs = F.vtrace_advantage_estimate(gamma, _t(log_pi), _t(log_mu), _t(e["values"]), _t(nv), _t(e["rewards"]),
+                                          _t(e["done"]), _t(e["terminated"]), rho_thresh=1.3, c_thresh=0.9)
+    ours = puffadv.vtrace(e["rewards"], e["values"], e["terminated"], e["truncated"], next_values=nv,
+                          importance=np.exp(log_pi - log_mu), gamma=e["gamma"], lambda_=1.0, rho_clip=1.3,
+                          rho_pg_clip=1.3, c_clip=0.9, time_axis=-1)
+    close(ours.pg_advantages, adv[..., 0], 1e-4)
+    close(ours.vs, vs[..., 0], 1e-4)
+
+
 def test_torchrl_td0_td1_and_td_lambda_with_gamma_tensors(torchrl_functional, torchrl_steps):
     """rolling_gamma=True: each gamma_t belongs to its own step (g1 v2 + g1 g2 v3 + ...), puffadv's
     definition. (rolling_gamma=False, a gamma tied to the whole upcoming trajectory, has no puffadv form.)"""
