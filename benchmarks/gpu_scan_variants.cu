@@ -19,6 +19,7 @@
 
 #include "gpu/launch.cuh"
 #include "gpu/standard_steps.cuh"
+#include "gpu/standard_store.cuh"
 
 using namespace puffadv::gpu;
 
