@@ -1,7 +1,7 @@
 """CPU benchmark (not a test) of issue 29's forms beside the scalar ones: every
 estimator with scalar gamma/lambda, with per-step gamma and lambda arrays of the
 rewards' shape, and (gae, td_lambda_returns, vtrace, n_step_returns) with
-next_values; float32, batch-major [B, T] and time-major [T, B] (time_axis=0),
+next_values, with scalar and with per-step gamma/lambda; float32, batch-major [B, T] and time-major [T, B] (time_axis=0),
 one thread and all threads, beside a multi-threaded memcpy measured in the same
 run. Outputs are preallocated (the kernels, not the allocator, are timed).
 
@@ -11,8 +11,8 @@ of issue 29: the per-step forms at >= 0.6x memcpy with all threads at 65536x128.
 
 Before timing, each per-step call is checked: with arrays holding the scalar
 gamma and lambda everywhere it must equal the scalar call (relative error
-<= 1e-6); next_values equal to values[t+1] (last_value at the row's end, no
-truncations) must equal the last_value call.
+<= 1e-6), with next_values too; next_values equal to values[t+1] (last_value at
+the row's end, no truncations) must equal the last_value call.
 
     python benchmarks/bench_cpu_per_step.py [--rows 65536] [--horizon 128] [--repeats 10]
         [--markdown out.md]
@@ -71,13 +71,13 @@ def call(name, x, form, time_axis, out):
         positional = (x["rewards"], x["values"], x["terminated"])
         if name == "vtrace":
             kw["importance"] = x["importance"]
-        if form == "next_values":
+        if form.startswith("next_values"):
             kw["next_values"] = x["next_values"]
         else:
             kw["last_value"] = x["last_value"]
     if name.startswith("n_step"):
         kw["n"] = 5
-    per_step = form == "per_step"
+    per_step = form in ("per_step", "next_values+per_step")
     kw["gamma"] = x["gamma"] if per_step else GAMMA
     if lam_kw:
         kw[lam_kw] = x["lambda"] if per_step else LAM
@@ -111,6 +111,10 @@ def check(name, x, time_axis, out_shape):
         for role in scalar:
             error = np.abs(got[role] - scalar[role]).max() / max(1e-30, np.abs(scalar[role]).max())
             assert error <= 1e-5, f"{name} {role}: next_values = values[t+1] differs by {error:.2e}"
+        plain, steps = run("next_values", x), run("next_values+per_step", constant)
+        for role in plain:
+            error = np.abs(steps[role] - plain[role]).max() / max(1e-30, np.abs(plain[role]).max())
+            assert error <= 1e-6, f"{name} {role}: next_values with per-step arrays of the scalars differ by {error:.2e}"
 
 
 def main():
@@ -144,7 +148,7 @@ def main():
         for name in ESTIMATORS:
             check(name, x, time_axis, shape)
             scalar_ms = None
-            forms = ("scalar", "per_step") + (("next_values",) if name in NEXT_VALUES else ())
+            forms = ("scalar", "per_step") + (("next_values", "next_values+per_step") if name in NEXT_VALUES else ())
             for form in forms:
                 out = {r: np.empty(shape, np.float32) for r in ESTIMATORS[name][2]}
                 fn, nbytes = call(name, x, form, time_axis, out)
