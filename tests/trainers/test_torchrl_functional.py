@@ -105,8 +105,7 @@ def test_gae_param_as_tensor(N, dtype, has_done, gamma_tensor, lmbda_tensor):
     with Through() as through:
         got = ours.vec_generalized_advantage_estimate(gamma_vec, lmbda_vec, state_value, next_state_value, reward,
                                                       done=done, terminated=terminated)
-    per_step = "tensor" in (gamma_tensor, lmbda_tensor)  # a per-step gamma or lambda: TorchRL's own
-    assert (through.puffadv, through.torchrl) == ((0, 1) if per_step else (1, 0))
+    assert (through.puffadv, through.torchrl) == (1, 0)  # per-step tensors too (issue 29)
     for g, w in zip(got, want):
         close(g, w, dtype)
 
@@ -220,9 +219,11 @@ def test_fallbacks_say_why_once():
             ours.vec_generalized_advantage_estimate(0.9, 0.9, state_value, next_state_value, reward, done, terminated)
             ours.vec_generalized_advantage_estimate(torch.full_like(reward, 0.9), 0.9, state_value, next_state_value,
                                                     reward, done, terminated)
+            ours.td_lambda_return_estimate(torch.full_like(reward, 0.9), 0.9, next_state_value, reward, done,
+                                           terminated, rolling_gamma=False)
     messages = [str(w.message) for w in caught if issubclass(w.category, puffadv.FallbackWarning)]
-    assert messages == [  # independent next values go to puffadv (next_values=): no warning
-        "puffadv.integrations.torchrl: per-step gamma, lambda or clips: vec_generalized_advantage_estimate "
+    assert messages == [  # independent next values and per-step gamma go to puffadv: no warning
+        "puffadv.integrations.torchrl: rolling_gamma=False: td_lambda_return_estimate "
         "computed by TorchRL (said once)"]
 
 
@@ -245,3 +246,82 @@ def test_gradients_go_through_puffadv_and_equal_torchrls():
         advantage.sum().backward()
         grads.append(leaf.grad)
     torch.testing.assert_close(grads[0], grads[1], rtol=1e-5, atol=1e-5)
+
+
+# ---------------------------------------------------------------- per-step gamma and lambda (issue 29)
+
+@pytest.mark.parametrize("dtype", [torch.float, torch.double])
+@pytest.mark.parametrize("next_values", ["shifted", "independent"])
+def test_per_step_gamma_and_lambda_tensors_go_through_puffadv(dtype, next_values):
+    """Random per-step gamma and lmbda tensors ([*B, T, 1], and gamma [T, 1] broadcast over
+    the batch) beside shifted or independent next values: GAE, TD(lambda) (rolling_gamma
+    None and True) and V-trace through puffadv, equal to TorchRL's own."""
+    done, terminated, reward, state_value, next_state_value = draw((4, 3), 37, dtype=dtype)
+    if next_values == "shifted":
+        next_state_value = shifted(state_value, next_state_value, -2)
+    g = torch.Generator().manual_seed(5)
+    gamma = torch.rand(reward.shape, generator=g, dtype=dtype) * 0.5 + 0.5
+    lmbda = torch.rand(reward.shape, generator=g, dtype=dtype)
+    gamma_over_time = gamma[0, 0]  # [T, 1]: broadcast to every row
+    kw = dict(done=done, terminated=terminated)
+    for gam in (gamma, gamma_over_time):
+        want = own.vec_generalized_advantage_estimate(gam, lmbda, state_value, next_state_value, reward, **kw)
+        with Through() as through:
+            got = ours.vec_generalized_advantage_estimate(gam, lmbda, state_value, next_state_value, reward, **kw)
+        assert (through.puffadv, through.torchrl) == (1, 0)
+        for a, b in zip(got, want):
+            close(a, b, dtype)
+        for rolling in (None, True):  # TorchRL's own takes a scalar lmbda here
+            want = own.vec_td_lambda_return_estimate(gam, 0.8, next_state_value, reward, rolling_gamma=rolling, **kw)
+            with Through() as through:
+                got = ours.vec_td_lambda_return_estimate(gam, 0.8, next_state_value, reward, rolling_gamma=rolling,
+                                                         **kw)
+            assert (through.puffadv, through.torchrl) == (1, 0)
+            close(got, want, dtype)
+        log_pi, log_mu = (torch.randn(reward.shape, generator=g, dtype=dtype) * 0.3 for _ in range(2))
+        want = own.vtrace_advantage_estimate(gam, log_pi, log_mu, state_value, next_state_value, reward, **kw)
+        with Through() as through:
+            got = ours.vtrace_advantage_estimate(gam, log_pi, log_mu, state_value, next_state_value, reward, **kw)
+        assert (through.puffadv, through.torchrl) == (1, 0)
+        for a, b in zip(got, want):
+            close(a, b, dtype)
+
+
+def test_gamma_tensors_that_require_grad_keep_their_gradient():
+    """A 0-d gamma and a per-step lmbda that require grad (meta-gradients): puffadv's
+    gradients equal autograd of TorchRL's own, none dropped by a float()."""
+    done, terminated, reward, state_value, next_state_value = draw((3,), 25, dtype=torch.double)
+    lmbda_steps = torch.rand(reward.shape, generator=torch.Generator().manual_seed(6), dtype=torch.double)
+    grads = []
+    for function in (ours.vec_generalized_advantage_estimate, own.vec_generalized_advantage_estimate):
+        gamma = torch.tensor(0.9, dtype=torch.double, requires_grad=True)
+        lmbda = lmbda_steps.clone().requires_grad_(True)
+        value = state_value.clone().requires_grad_(True)
+        with Through() as through:
+            advantage, _ = function(gamma, lmbda, value, next_state_value, reward, done, terminated)
+        if function is ours.vec_generalized_advantage_estimate:
+            assert (through.puffadv, through.torchrl) == (1, 0)
+        grads.append(torch.autograd.grad((advantage * torch.linspace(0.5, 1.5, advantage.numel(),
+                                                                     dtype=torch.double).reshape(advantage.shape)).sum(),
+                                         (gamma, lmbda, value)))
+    for a, b in zip(*grads):
+        assert a.abs().sum() > 0
+        torch.testing.assert_close(a, b, rtol=1e-9, atol=1e-10)
+
+
+def test_gamma_tensors_puffadv_cannot_take_fall_back_by_name():
+    """A float64 gamma for float32 rewards (TorchRL's own promotes its result), and one that
+    does not broadcast to the rewards' shape (TorchRL's own then raises its own error)."""
+    done, terminated, reward, state_value, next_state_value = draw((2,), 9)
+    for gamma, why in ((torch.full(reward.shape, 0.9, dtype=torch.double), "of a wider dtype"),
+                       (torch.full((9, 2), 0.9), "does not broadcast")):
+        ours._warned.clear()
+        with warnings.catch_warnings(record=True) as caught, Through() as through:
+            warnings.simplefilter("always")
+            try:
+                ours.vec_generalized_advantage_estimate(gamma, 0.9, state_value, next_state_value, reward, done,
+                                                        terminated)
+            except RuntimeError as error:  # TorchRL's own shape error, not puffadv's
+                assert why == "does not broadcast", error
+        assert (through.puffadv, through.torchrl) == (0, 1)
+        assert any(why in str(w.message) for w in caught), [str(w.message) for w in caught]

@@ -15,7 +15,9 @@ module's, which compute with puffadv. TorchRL's modules are not modified.
 
 The functions take TorchRL's arguments and layout (``[*B, T, *F]``, time at
 ``time_dim``) and compute with puffadv where the case is within puffadv today:
-scalar gamma / lambda / clips, float32 or float64 values, bool ``done`` and
+gamma and lambda as numbers or tensors (per step where they broadcast to the
+rewards' shape: ``rolling_gamma=True``, TorchRL's default; a 0-d one that requires
+grad keeps its gradient), scalar clips, float32 or float64 values, bool ``done`` and
 ``terminated`` (a terminated step is done), not under
 torch.compile. Next values that are the next step's values inside an episode (what
 ``shifted=True`` computes) are read from the values (the bootstrap only where an
@@ -71,6 +73,38 @@ def _scalar(x):
     return float(x)
 
 
+def _discount(name: str, x, like, time_dim: int):
+    """(why not, None) or (None, gamma or lambda as puffadv takes it): a number; a 0-d
+    tensor where one element requires grad (so that its gradient is kept, not dropped by a
+    float()); per step, [rows, T] like the rewards, from a tensor that broadcasts to their
+    shape (TorchRL's per-step gamma, rolling_gamma=True)."""
+    if not isinstance(x, torch.Tensor):
+        return None, float(x)
+    if x.numel() == 1:
+        if x.requires_grad and torch.is_grad_enabled():
+            return None, x.reshape(()).to(like.dtype)
+        return None, float(x.reshape(()))
+    if x.device != like.device:
+        return f"a {name} tensor on another device than the rewards", None
+    if not x.is_floating_point() or torch.promote_types(x.dtype, like.dtype) != like.dtype:
+        return f"a {name} tensor of a wider dtype than the rewards ({x.dtype})", None
+    try:
+        expanded = x.to(like.dtype).expand(like.shape)
+    except RuntimeError:
+        return f"a {name} tensor that does not broadcast to the rewards' shape", None
+    return None, _rows(expanded, time_dim)
+
+
+def _discounts(named: dict, like, time_dim: int):
+    """(why not, None) or (None, {name: _discount}) for gamma and lmbda."""
+    resolved = {}
+    for name, x in named.items():
+        why, resolved[name] = _discount(name, x, like, time_dim)
+        if why is not None:
+            return why, None
+    return None, resolved
+
+
 def _outside(floats: dict, flags: dict, scalars: dict, time_dim: int):
     """Why puffadv cannot take this call today (a short reason), or None."""
     if torch.compiler.is_compiling():
@@ -82,7 +116,7 @@ def _outside(floats: dict, flags: dict, scalars: dict, time_dim: int):
     if len(shape) < 2 or not -len(shape) <= time_dim < len(shape) or 0 in shape:
         return "fewer than 2 dimensions, or an empty array"
     if any(v is None for v in scalars.values()):
-        return "per-step gamma, lambda or clips"
+        return "per-step clips"
     if len({t.dtype for t in floats.values()}) != 1 or next(iter(floats.values())).dtype not in (
             torch.float32, torch.float64):
         return "values other than all float32 or all float64"
@@ -151,15 +185,16 @@ def _gae(own: str, gamma, lmbda, state_value, next_state_value, reward, done, te
     args = (gamma, lmbda, state_value, next_state_value, reward, done, terminated)
     floats = {"state_value": state_value, "next_state_value": next_state_value, "reward": reward}
     flags = {"done": done} if terminated is None else {"done": done, "terminated": terminated}
-    scalars = {"gamma": _scalar(gamma), "lmbda": _scalar(lmbda)}
-    why = _outside(floats, flags, scalars, time_dim)
+    why = _outside(floats, flags, {}, time_dim)
+    if why is None:
+        why, discounts = _discounts({"gamma": gamma, "lmbda": lmbda}, reward, time_dim)
     if why is None:
         why, next_values = _next_values(state_value, next_state_value, done, time_dim)
     if why is not None:
         return _fall_back(own, why, *args, depth=2, time_dim=time_dim)
     terminated_rows, truncated_rows = _flags(done, terminated, time_dim)
     out = puffadv.gae(_rows(reward, time_dim), _rows(state_value, time_dim), terminated_rows, truncated_rows,
-                      **next_values, gamma=scalars["gamma"], gae_lambda=scalars["lmbda"], time_axis=-1)
+                      **next_values, gamma=discounts["gamma"], gae_lambda=discounts["lmbda"], time_axis=-1)
     calls["torchrl"] += 1
     return _checked(floats, _back(out.advantages, reward, time_dim), _back(out.returns, reward, time_dim))
 
@@ -182,10 +217,11 @@ def _td_lambda(own: str, gamma, lmbda, next_state_value, reward, done, terminate
     args = (gamma, lmbda, next_state_value, reward, done, terminated, rolling_gamma)
     floats = {"next_state_value": next_state_value, "reward": reward}
     flags = {"done": done} if terminated is None else {"done": done, "terminated": terminated}
-    scalars = {"gamma": _scalar(gamma), "lmbda": _scalar(lmbda)}
-    why = _outside(floats, flags, scalars, time_dim)
+    why = _outside(floats, flags, {}, time_dim)
     if why is None and rolling_gamma is False:
-        why = "rolling_gamma=False"  # TorchRL's own error for scalar gamma and lambda
+        why = "rolling_gamma=False"  # TorchRL's own error for scalar gamma and lambda; no puffadv form per step
+    if why is None:
+        why, discounts = _discounts({"gamma": gamma, "lmbda": lmbda}, reward, time_dim)
     if why is not None:
         return _fall_back(own, why, *args, depth=2, time_dim=time_dim)
     terminated_rows, truncated_rows = _flags(done, terminated, time_dim)
@@ -193,7 +229,7 @@ def _td_lambda(own: str, gamma, lmbda, next_state_value, reward, done, terminate
     # TD(lambda) reads only next values: next_values= (the lambda-return scanned itself, whose
     # gradient reaches next_state_value); the values argument only makes the advantages, unused.
     out = puffadv.td_lambda_returns(_rows(reward, time_dim), following, terminated_rows, truncated_rows,
-                                    next_values=following, gamma=scalars["gamma"], lambda_=scalars["lmbda"],
+                                    next_values=following, gamma=discounts["gamma"], lambda_=discounts["lmbda"],
                                     time_axis=-1, advantages=False)
     calls["torchrl"] += 1
     return _checked(floats, _back(out.returns, reward, time_dim))[0]
@@ -220,15 +256,18 @@ def vtrace_advantage_estimate(gamma, log_pi, log_mu, state_value, next_state_val
     floats = {"log_pi": log_pi, "log_mu": log_mu, "state_value": state_value,
               "next_state_value": next_state_value, "reward": reward}
     flags = {"done": done} if terminated is None else {"done": done, "terminated": terminated}
-    scalars = {"gamma": _scalar(gamma), "rho_thresh": _scalar(rho_thresh), "c_thresh": _scalar(c_thresh)}
+    scalars = {"rho_thresh": _scalar(rho_thresh), "c_thresh": _scalar(c_thresh)}
     why = _outside(floats, flags, scalars, time_dim)
+    if why is None:
+        why, discounts = _discounts({"gamma": gamma}, reward, time_dim)
     if why is None:
         why, next_values = _next_values(state_value, next_state_value, done, time_dim)
     if why is not None:
         return _fall_back("vtrace_advantage_estimate", why, *args, time_dim=time_dim)
     terminated_rows, truncated_rows = _flags(done, terminated, time_dim)
     out = puffadv.vtrace(_rows(reward, time_dim), _rows(state_value, time_dim), terminated_rows, truncated_rows,
-                         **next_values, importance=_rows((log_pi - log_mu).exp(), time_dim), gamma=scalars["gamma"], lambda_=1.0,
+                         **next_values, importance=_rows((log_pi - log_mu).exp(), time_dim), gamma=discounts["gamma"],
+                         lambda_=1.0,
                          rho_clip=scalars["rho_thresh"], c_clip=scalars["c_thresh"],
                          rho_pg_clip=scalars["rho_thresh"], time_axis=-1)
     calls["torchrl"] += 1
