@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import torch
 
-from . import _eager, _frameworks, _outputs
+from . import _eager, _frameworks, _outputs, _parameters
 from ._arguments import Call, add_steps, layout
 from ._shapes import required_time_axis
 from ._estimators import (ESTIMATORS, INPUT_ROLES, OUTPUT_ROLES, PUFF_ADVANTAGE, SCALAR_ROLES, STEP_ROLES, SUM_ROLES,
@@ -148,7 +148,7 @@ def puff_advantage(values, rewards, dones, importance, advantages, scalars, stre
         _require_tensors(zip(PUFF_ADVANTAGE.names().values(), (values, rewards, dones, importance, advantages)))
         _require_tensors(fused.items())
         scalars, tensors = _scalar_tensors(tuple(scalars))
-        params = _frameworks.real_parameters(scalars, PUFF_ADVANTAGE.scalar_names()[:4])  # gamma, gae_lambda, ...
+        params = _parameters.real_parameters(scalars, PUFF_ADVANTAGE.scalar_names()[:4])  # gamma, gae_lambda, ...
         stream = _stream(stream)
     except (TypeError, ValueError) as error:
         refused = _refused_at_run_time(error, values, ("advantages", *fused))
@@ -173,7 +173,7 @@ def estimate(estimator, call: Call) -> dict:
         _require_tensors(zip(call.check_names, (*call.arrays.values(), *call.outputs.values())))
         time_axis = required_time_axis(call.time_axis, estimator.function)
         scalars, tensors = _scalar_tensors(tuple(call.scalars.values()))
-        scalars = _frameworks.real_parameters(scalars, call.scalar_names)
+        scalars = _parameters.real_parameters(scalars, call.scalar_names)
         stream = _stream(call.stream)
         arrays, given, plan, time_axis = _eager.as_views("torch", call.arrays, _outputs.given(call.outputs),
                                                          time_axis, call.names)

@@ -5,7 +5,7 @@ functions come here through _route; so does the body of each torch.compile
 operator (_compiled), with every output given."""
 from __future__ import annotations
 
-from . import _engine, _frameworks, _outputs, _shapes
+from . import _engine, _frameworks, _outputs, _parameters, _shapes
 from ._arguments import Call
 from ._estimators import PUFF_ADVANTAGE, SUM_ROLES, Estimate, Estimator
 from ._shapes import required_time_axis
@@ -41,7 +41,7 @@ def estimate(estimator: Estimator, call: Call) -> dict:
                                               call.check_names)
     _outputs.refuse_immutable(framework, given, call.names)
     time_axis = required_time_axis(call.time_axis, estimator.function)
-    scalars = _frameworks.real_parameters(tuple(call.scalars.values()), call.scalar_names)
+    scalars = _parameters.real_parameters(tuple(call.scalars.values()), call.scalar_names)
     inputs, given, plan, time_axis = as_views(framework, call.arrays, given, time_axis, call.names)
     rewards, values = inputs["rewards"], inputs.get("values")
     specs = call.outputs
@@ -106,7 +106,7 @@ def puff_advantage(values, rewards, dones, importance, advantages, scalars: tupl
     fused output is asked for."""
     framework = _frameworks.framework_of_call((values, rewards, dones, importance), (advantages,), _PUFF_INPUTS)
     _outputs.refuse_immutable(framework, {"advantages": advantages}, {})
-    scalars = _frameworks.real_parameters(scalars, _PUFF_SCALAR_NAMES)
+    scalars = _parameters.real_parameters(scalars, _PUFF_SCALAR_NAMES)
     out = advantages if advantages is not None else _outputs.output_like(framework, values)
     kernel = _engine.kernel(_PUFF_KIND, scalars, lambda_name=_PUFF_LAMBDA_NAME)
     inputs = {"values": values, "rewards": rewards, "terminated": dones, "importance": importance}

@@ -96,7 +96,7 @@ def _scalar(value, name: str) -> float:
     dtype = getattr(value, "dtype", None)
     if dtype is not None and np.dtype(dtype).kind not in "iuf":
         # np.True_, jnp.array(True), complex: refused as the NumPy-style API refuses them
-        # (_frameworks._zero_d_parameter), not read as 1.0.
+        # (_parameters._zero_d_parameter), not read as 1.0.
         raise TypeError(f"{name} must be a real number, got a 0-d {_frameworks.describe(value)} of dtype {dtype}")
     try:
         value = float(value)

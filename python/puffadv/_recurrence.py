@@ -18,7 +18,7 @@ from typing import Any, Optional
 
 import numpy as np
 
-from . import _eager, _frameworks, _vjp
+from . import _eager, _frameworks, _parameters, _vjp
 from ._arguments import call_of
 from ._estimators import LINEAR_RECURRENCE
 from ._types import Array, Stream
@@ -79,15 +79,15 @@ def broadcast_decay(framework: str, inputs, decay):
         import torch
         if isinstance(decay, torch.Tensor):
             return decay.to(device=inputs.device, dtype=inputs.dtype).expand(inputs.shape).contiguous()
-        return torch.full(inputs.shape, _frameworks.real_parameter(decay, "decay"), dtype=inputs.dtype,
+        return torch.full(inputs.shape, _parameters.real_parameter(decay, "decay"), dtype=inputs.dtype,
                           device=inputs.device)
     if framework == "jax":
         import jax.numpy as jnp
         return jnp.broadcast_to(jnp.asarray(decay, dtype=inputs.dtype), inputs.shape)
     if framework == "cupy":
         import cupy
-        return cupy.full(inputs.shape, _frameworks.real_parameter(decay, "decay"), dtype=inputs.dtype)
-    value = _frameworks.real_parameter(decay, "decay")
+        return cupy.full(inputs.shape, _parameters.real_parameter(decay, "decay"), dtype=inputs.dtype)
+    value = _parameters.real_parameter(decay, "decay")
     if framework == "numpy":
         return np.full(inputs.shape, value, dtype=inputs.dtype)
     host = _frameworks.host_like(inputs, "inputs")

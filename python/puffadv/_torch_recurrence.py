@@ -10,7 +10,8 @@ import numbers
 
 import torch
 
-from . import _autograd, _eager, _frameworks, _torch_conventions, _torch_kernels, _torch_refusals, _torch_rules
+from . import (_autograd, _eager, _frameworks, _parameters, _torch_conventions, _torch_kernels, _torch_refusals,
+               _torch_rules)
 from ._recurrence_vjp import linear_recurrence_vjp
 
 _NAMES = ("inputs", "decay", "seed")
@@ -30,7 +31,7 @@ def _decay_tensor(inputs, decay):
         return decay.to(device=inputs.device, dtype=inputs.dtype).expand(inputs.shape).contiguous()
     if isinstance(decay, bool):
         raise TypeError(f"decay must be a real number or a tensor, got {_frameworks.describe(decay)}")
-    value = _frameworks.real_parameter(decay, "decay")
+    value = _parameters.real_parameter(decay, "decay")
     return torch.full(inputs.shape, value, dtype=inputs.dtype, device=inputs.device)
 
 

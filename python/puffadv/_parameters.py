@@ -1,0 +1,58 @@
+"""Scalar parameters (gamma, lambda, clips, decay) as the core takes them: Python
+floats, from a Python number or a 0-d array or tensor of a real dtype in any
+framework; bool, complex and anything else refused alike (TypeError), and
+non-finite integers beyond float range as ValueError."""
+from __future__ import annotations
+
+import numbers
+
+from ._frameworks import describe
+
+
+def real_parameters(values: tuple, names: tuple) -> tuple:
+    """real_parameter() over one call's scalars: plain floats, the common case, as they are."""
+    for value in values:
+        if type(value) is not float:
+            return tuple(real_parameter(v, n) for v, n in zip(values, names))
+    return values
+
+
+def real_parameter(value, name: str) -> float:
+    if type(value) is float:
+        return value
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        return _zero_d_parameter(value, name)
+    return _to_float(value, name)
+
+
+def _zero_d_parameter(value, name: str) -> float:
+    """A parameter that is not a Python number: a 0-d array or tensor of an integer
+    or real floating dtype, with data, is one; bool, complex and anything else
+    are not, in every framework alike (True is not 1.0, 0.5+0.3j is not 0.5)."""
+    shape = getattr(value, "shape", None)
+    if shape is None or tuple(shape) != ():
+        raise TypeError(f"{name} must be a real number, got {describe(value)}")
+    dtype = getattr(value, "dtype", None)
+    kind = getattr(dtype, "kind", None)  # NumPy, CuPy, JAX
+    if kind is None and dtype is not None:  # torch
+        kind = "c" if dtype.is_complex else "f" if dtype.is_floating_point else \
+            "b" if str(dtype) == "torch.bool" else "i" if str(dtype).startswith(("torch.int", "torch.uint")) else "?"
+    if kind not in ("i", "u", "f"):
+        raise TypeError(f"{name} must be a real number, got a 0-d {describe(value)} of dtype {dtype}")
+    if getattr(value, "is_meta", False):
+        raise TypeError(f"{name} is a 0-d tensor on the meta device, which holds no value; "
+                        f"pass a number")
+    try:
+        return _to_float(value, name)
+    except (TypeError, ValueError, RuntimeError) as error:
+        if isinstance(error, ValueError) and "finite" in str(error):
+            raise
+        raise TypeError(f"{name} must be a real number; float() of the 0-d {describe(value)} "
+                        f"raised {type(error).__name__}: {error}") from error
+
+
+def _to_float(value, name: str) -> float:
+    try:
+        return float(value)
+    except OverflowError:  # an int beyond float range: out of range, like inf
+        raise ValueError(f"{name} must be finite, got an integer too large for a float") from None
