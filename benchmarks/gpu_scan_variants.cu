@@ -3,9 +3,8 @@
 // and bootstrap_values, TD(lambda) returns, V-trace vs + pg, the puff
 // advantage) at several occupancy targets (launch bounds), over SPEC section 5
 // shapes, against a device-to-device copy. Each output is checked against a
-// float64 reference on the host before it is timed. For trying kernel variants
-// and for Nsight Compute (`--profile`: one launch of each, 65536x128), in one
-// short call on the GPU machine:
+// float64 reference on the host before it is timed. For kernel variants and Nsight
+// Compute (`--profile`: one launch of each, 65536x128), in one call on the GPU machine:
 //
 //   nvcc -std=c++17 -O3 -arch=sm_90 --expt-relaxed-constexpr -Isrc \
 //        benchmarks/gpu_scan_variants.cu -o /tmp/variants && /tmp/variants
@@ -18,8 +17,7 @@
 #include <vector>
 
 #include "gpu/launch.cuh"
-#include "gpu/standard_steps.cuh"
-#include "gpu/standard_store.cuh"
+#include "gpu/standard_store.cuh"  // and standard_steps.cuh, the producer it stores for
 
 using namespace puffadv::gpu;
 

@@ -6,7 +6,6 @@
 // lambda arrays where the call has them. Every dtype and layout: the engine's
 // sources convert what its traversals do not read in place.
 #include <cstdint>
-#include <string>
 
 #include "cpu/engine_run.hpp"
 #include "cpu/estimator_table.hpp"
