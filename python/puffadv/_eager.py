@@ -5,6 +5,8 @@ functions come here through _route; so does the body of each torch.compile
 operator (_compiled), with every output given."""
 from __future__ import annotations
 
+import functools
+
 from . import _engine, _frameworks, _outputs, _parameters, _shapes
 from ._arguments import Call
 from ._estimators import PUFF_ADVANTAGE, SUM_ROLES, Estimate, Estimator
@@ -33,8 +35,10 @@ def advantages_for_sums(estimator: Estimator, framework: str, rewards, specs: di
             and _frameworks.is_gpu(rewards))
 
 
-def estimate(estimator: Estimator, call: Call) -> dict:
-    """The outputs by role (None: not asked for) of one call of a family estimator."""
+def estimate(estimator: Estimator, call: Call, check_only: bool = False) -> dict | None:
+    """The outputs by role (None: not asked for) of one call of a family estimator.
+    `check_only`: every check of the call, the outputs it gives included, and nothing
+    computed (_engine.check); returns None."""
     arrays = tuple(call.arrays.values())
     given = _outputs.given(call.outputs)
     framework = _frameworks.framework_of_call(arrays[:call.required], (*arrays[call.required:], *given.values()),
@@ -51,7 +55,10 @@ def estimate(estimator: Estimator, call: Call) -> dict:
     outputs = _outputs.allocate(framework, rewards, values, time_axis, specs, given)
     kernel = _engine.kernel(estimator.kind, scalars, lambda_name=estimator.lambda_name, n=call.n,
                             log_probs=call.log_probs, reset_at_start=call.reset_at_start, time_axis=time_axis,
-                            reverse=call.reverse)
+                            reverse=call.reverse, check_only=check_only)
+    if check_only:
+        _engine.check(kernel, framework, inputs, outputs)
+        return None
     _engine.run(kernel, framework, inputs, outputs, call.stream, call.names)
     outputs = _outputs.finish(framework, rewards if values is None else values, specs, outputs)
     if plan is not None:  # in the caller's shapes: its own arrays where given, the allocated ones reshaped
@@ -100,15 +107,16 @@ _PUFF_KIND, _PUFF_LAMBDA_NAME = PUFF_ADVANTAGE.kind, PUFF_ADVANTAGE.lambda_name
 
 
 def puff_advantage(values, rewards, dones, importance, advantages, scalars: tuple, stream, returns=None,
-                   abs_sums=None, sums=None, square_sums=None):
+                   abs_sums=None, sums=None, square_sums=None, check_only: bool = False):
     """compute_puff_advantage's eager call: `scalars` as passed (gamma, gae_lambda, rho_clip,
     c_clip), then the fused outputs' specs. Returns the advantages, or an Estimate when any
-    fused output is asked for."""
+    fused output is asked for. `check_only`: as estimate's (returns None)."""
     framework = _frameworks.framework_of_call((values, rewards, dones, importance), (advantages,), _PUFF_INPUTS)
     _outputs.refuse_immutable(framework, {"advantages": advantages}, {})
     scalars = _parameters.real_parameters(scalars, _PUFF_SCALAR_NAMES)
     out = advantages if advantages is not None else _outputs.output_like(framework, values)
-    kernel = _engine.kernel(_PUFF_KIND, scalars, lambda_name=_PUFF_LAMBDA_NAME)
+    kernel = _engine.kernel(_PUFF_KIND, scalars, lambda_name=_PUFF_LAMBDA_NAME, check_only=check_only)
+    run = _engine.check if check_only else functools.partial(_engine.run, stream=stream, names=_PUFF_NAMES)
     inputs = {"values": values, "rewards": rewards, "terminated": dones, "importance": importance}
     if (returns is not None or abs_sums is not None or sums is not None or square_sums is not None) and \
             (_wanted(returns) or _wanted(abs_sums) or _wanted(sums) or _wanted(square_sums)):
@@ -117,9 +125,13 @@ def puff_advantage(values, rewards, dones, importance, advantages, scalars: tupl
         _frameworks.framework_of_call((values,), tuple(given.values()), _PUFF_FUSED_NAMES)
         _outputs.refuse_immutable(framework, given, {})
         made = _outputs.allocate(framework, values, values, -1, fused, given)
-        _engine.run(kernel, framework, inputs, {"advantages": out, **made}, stream, _PUFF_NAMES)
+        run(kernel, framework, inputs, {"advantages": out, **made})
+        if check_only:
+            return None
         made = _outputs.finish(framework, values, fused, made)
         result = _frameworks.finish(framework, values, out) if advantages is None else out
         return Estimate(result, made["returns"], made["abs_sums"], made["sums"], made["square_sums"])
-    _engine.run(kernel, framework, inputs, {"advantages": out}, stream, _PUFF_NAMES)
+    run(kernel, framework, inputs, {"advantages": out})
+    if check_only:
+        return None
     return out if advantages is not None else _frameworks.finish(framework, values, out)

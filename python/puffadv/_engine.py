@@ -61,14 +61,18 @@ def _call(binding, constants: dict, arrays: dict, stream) -> None:
 
 
 def kernel(kind: str, scalars: tuple, *, lambda_name: str = "lambda", n: int = 1, log_probs: bool = False,
-           reset_at_start: bool = False, time_axis: int = -1, reverse: bool = False):
+           reset_at_start: bool = False, time_axis: int = -1, reverse: bool = False, check_only: bool = False):
     """`kernel(arrays, stream)`: the core's estimator `kind` on `arrays` (role -> array; an
     absent role may be left out) with `scalars` (floats in SCALAR_ROLES order: gamma, lambda,
     rho_clip, c_clip, and rho_pg_clip and alpha where the kind reads them, else 1.0) on the
-    stream handle `stream`. `reverse`: linear_recurrence's direction (the one-entry core only)."""
+    stream handle `stream`. `reverse`: linear_recurrence's direction (the one-entry core only).
+    `check_only`: the core's checks of the call alone (see check())."""
     gamma, lam, rho_clip, c_clip = scalars[0], scalars[1], scalars[2], scalars[3]
     rho_pg_clip = scalars[4] if len(scalars) > 4 else 1.0
     alpha = scalars[5] if len(scalars) > 5 else 1.0
+    if check_only:
+        return functools.partial(_one_entry_check, kind, gamma, lam, rho_clip, c_clip, rho_pg_clip, n, log_probs,
+                                 reset_at_start, lambda_name, time_axis, reverse, alpha)
     if _ONE_ENTRY is not None:  # THE switch: the core's one entry serves every kind
         # A partial, not a closure: made per call, and a partial costs a third as much to make.
         if reverse:
@@ -98,6 +102,14 @@ def _one_entry_reverse(kind, gamma, lam, rho_clip, c_clip, rho_pg_clip, n, log_p
     _ONE_ENTRY(kind, arrays, gamma=gamma, lambda_=lam, rho_clip=rho_clip, c_clip=c_clip, rho_pg_clip=rho_pg_clip,
                n=n, log_probs=log_probs, reset_at_start=reset_at_start, lambda_name=lambda_name,
                time_axis=time_axis, stream=stream, reverse=True)
+
+
+def _one_entry_check(kind, gamma, lam, rho_clip, c_clip, rho_pg_clip, n, log_probs, reset_at_start, lambda_name,
+                     time_axis, reverse, alpha, arrays, stream) -> None:
+    """_one_entry's checks alone (the core's check_only): raises as the call would, computes nothing."""
+    _ONE_ENTRY(kind, arrays, gamma=gamma, lambda_=lam, rho_clip=rho_clip, c_clip=c_clip, rho_pg_clip=rho_pg_clip,
+               n=n, log_probs=log_probs, reset_at_start=reset_at_start, lambda_name=lambda_name,
+               time_axis=time_axis, stream=stream, reverse=reverse, alpha=alpha, check_only=True)
 
 
 def _puff(scalars: dict, arrays: dict, stream) -> None:
@@ -149,6 +161,15 @@ def run(call, framework: str, inputs: dict, outputs: dict, stream=None, names=No
         rules.mark_written(*outputs.values())
     elif framework == "jax" and _frameworks.is_gpu(first):
         _frameworks.wait_for_gpu(first)
+
+
+def check(call, framework: str, inputs: dict, outputs: dict) -> None:
+    """The core's every check of one call, `call` a kernel(..., check_only=True), on `inputs`
+    and `outputs` as run() takes them; nothing is written or computed. The torch autograd path
+    (_torch_autograd) computes into tensors of its own and then copies into the outputs a
+    caller gives: this refuses those outputs first, by the rules and in the words of a call
+    that writes them itself. torch's in-place rules are left to the copy, which records it."""
+    call(_frameworks.for_kernel(framework, inputs, outputs), 0)
 
 
 def _load_torch_rules():

@@ -15,7 +15,7 @@ from typing import Callable, NamedTuple
 
 import torch
 
-from . import _eager, _frameworks, _outputs, _shapes, _vjp
+from . import _eager, _frameworks, _shapes, _vjp
 from ._estimators import ESTIMATORS, FLAG_ROLES, OUTPUT_ROLES, PUFF_ADVANTAGE, STEP_ROLES, SUM_ROLES, Estimate
 
 _SERIES = ("advantages", "returns")
@@ -59,13 +59,14 @@ def gradients(plan: Plan, arrays: dict, tensor_scalars: dict, outputs: dict, cot
     series = [outputs[r] for r in _SERIES if outputs.get(r) is not None]
     compute = series[0].dtype
     inputs = {role: _batch_major(x, tm).to(compute) for role, x in arrays.items() if role not in FLAG_ROLES}
-    flags = {role: _batch_major(x, tm) != 0 for role, x in arrays.items() if role in FLAG_ROLES}
+    flags = {role: _batch_major(x, tm) if x.dtype == torch.bool else _batch_major(x, tm) != 0
+             for role, x in arrays.items() if role in FLAG_ROLES}
     scalars = {**plan.scalars, **tensor_scalars}
     outs = {role: _batch_major(outputs.get(role), tm) for role in _SERIES}
     cots = {role: None if g is None else (_batch_major(g, tm) if role in _SERIES else g).to(compute)
             for role, g in cotangents.items()}
     grads = _vjp.vjp(torch, plan.kind, inputs, flags, scalars, outs, cots, n=plan.n, log_probs=plan.log_probs,
-                     reset_at_start=plan.reset_at_start)
+                     reset_at_start=plan.reset_at_start, scalar_gradients=bool(tensor_scalars))
     result = {}
     for role, x in arrays.items():
         if role in FLAG_ROLES:
@@ -130,32 +131,20 @@ def _apply(plan: Plan, arrays: dict, tensor_scalars: dict) -> dict:
     return dict(zip(plan.produced, produced))
 
 
-def _check_given(name: str, given, made, like_name: str, like) -> None:
-    """The eager path's rules for an output the caller gives, in the core's words
-    (src/core/checks.cpp applies them there): the dtype it would allocate (or the
-    inputs' own 16-bit one), its shape. Without this, copy_ would convert a float16
-    output or broadcast into a wider one. A mirror of the core's check, because this
-    path computes into fresh tensors first: the core never sees the given ones."""
-    allowed = {_outputs.dtype_name(made)}
-    if _outputs.is_reduced(like):
-        allowed.add(_outputs.dtype_name(like))
-    if _outputs.dtype_name(given) not in allowed:
-        raise TypeError(f"{name} has dtype {_outputs.dtype_name(given)}; expected {' or '.join(sorted(allowed))}")
-    if given.shape != made.shape:
-        if name in SUM_ROLES:
-            raise ValueError(f"{name} has shape {list(given.shape)} but {like_name} has shape "
-                             f"{list(like.shape)}; pass one per row, shape {list(made.shape)}")
-        raise ValueError(f"{name} has shape {list(given.shape)} but {like_name} has shape {list(like.shape)}; "
-                         f"all arrays must share one [rows, horizon] shape")
+def _check_outputs(check, arrays: dict, numbers: dict, specs: dict) -> None:
+    """The core's every check of the call as the eager path makes it, `check(detached arrays,
+    numbers)` (an _eager call with check_only), where the caller gives an output: this path
+    computes into tensors of its own and copy_s them into the given ones (_deliver), so the
+    core would never see those (a meta or sparse tensor, another device, a wrong dtype or
+    shape, memory an input shares); they are refused as the eager call refuses them."""
+    if any(isinstance(spec, torch.Tensor) for spec in specs.values()):
+        check({role: x if x is None else x.detach() for role, x in arrays.items()}, numbers)
 
 
-def _deliver(specs: dict, made: dict, like_name: str, like) -> dict:
-    """The outputs by role as the caller asked: new ones as made; a given one checked
-    (_check_given), written by copy_ (so torch's in-place autograd rules apply to it)
-    and returned."""
-    for role, spec in specs.items():
-        if isinstance(spec, torch.Tensor):
-            _check_given(role, spec, made[role], like_name, like)
+def _deliver(specs: dict, made: dict) -> dict:
+    """The outputs by role as the caller asked: new ones as made; a given one (checked
+    before the forward: _check_outputs) written by copy_, so torch's in-place autograd
+    rules apply to it, and returned."""
     result = {}
     for role, spec in specs.items():
         if isinstance(spec, torch.Tensor):
@@ -171,9 +160,10 @@ def estimate(estimator, call) -> dict:
     the eager path (_eager.as_views: reshapes, which autograd follows; a ValueError
     where the batch axes do not collapse), and the outputs come back in the caller's shape."""
     time_axis = _shapes.required_time_axis(call.time_axis, estimator.function)
-    like_name, like = call.names.get("rewards", "rewards"), call.arrays["rewards"]
     numbers, tensors = _split_scalars(call.scalars, dict(zip(call.scalars, call.scalar_names)))
     specs = call.outputs
+    _check_outputs(lambda arrays, scalars: _eager.estimate(estimator, call._replace(arrays=arrays, scalars=scalars),
+                                                           check_only=True), call.arrays, numbers, specs)
     produced = (*(r for r in _SERIES if r in estimator.outputs),
                 *(r for r in OUTPUT_ROLES if r in SUM_ROLES and specs[r] is not False and specs[r] is not None))
     viewed, _, shapes, time_axis = _eager.as_views("torch", call.arrays, {}, time_axis, call.names)
@@ -194,7 +184,7 @@ def estimate(estimator, call) -> dict:
     if shapes is not None:  # the caller's shapes (reshape: the gradient follows)
         made = {role: _shapes.back(x, shapes.batch if role in SUM_ROLES else shapes.shape)
                 for role, x in made.items()}
-    return _deliver(specs, made, like_name, like)
+    return _deliver(specs, made)
 
 
 _PUFF_SCALARS = ("gamma", "lambda", "rho_clip", "c_clip")
@@ -207,6 +197,10 @@ def puff_advantage(values, rewards, dones, importance, advantages, scalars: tupl
     asked = {role: spec for role, spec in fused.items() if spec is not None and spec is not False}
     produced = ("advantages", *asked)
     arrays = {"values": values, "rewards": rewards, "terminated": dones, "importance": importance}
+    _check_outputs(lambda given, params: _eager.puff_advantage(
+        given["values"], given["rewards"], given["terminated"], given["importance"], advantages,
+        tuple(params[r] for r in _PUFF_SCALARS), stream, **fused, check_only=True),
+        arrays, numbers, {"advantages": advantages, **fused})
 
     def run(given, params):
         params = tuple(params[r] for r in _PUFF_SCALARS)
@@ -227,7 +221,7 @@ def puff_advantage(values, rewards, dones, importance, advantages, scalars: tupl
     plan = Plan(PUFF_ADVANTAGE.kind, tuple(arrays), tuple(tensors), produced,
                 {**numbers, "rho_pg_clip": 1.0}, False, run=run)
     made = _deliver({"advantages": True if advantages is None else advantages, **fused},
-                    _apply(plan, arrays, tensors), "rewards", rewards)
+                    _apply(plan, arrays, tensors))
     if not asked:
         return made["advantages"]
     return Estimate(made["advantages"], made.get("returns"), made.get("abs_sums"), made.get("sums"),

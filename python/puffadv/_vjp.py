@@ -40,13 +40,13 @@ def _value_family(xp, kind, x, f, s, out, cot):
     traced = keep if sampled is None else keep & sampled  # where k_t = gamma lambda c_t is read
     # next_values (issue 29): V'_t at every step, truncated only cuts; else the bootstrap pair.
     boot = None if x.get("next_values") is not None else _Bootstrap(xp, x, end, v)
-    nv = x["next_values"] if boot is None else boot.value
     gamma, lam, alpha = s["gamma"], s["lambda"], s.get("alpha", 1.0)
+    scalars_too = s["differentiate_scalars"]
     (rho, rho_passes), (c, c_passes) = ((1.0, None), (1.0, None)) if imp is None else \
         (_clip(xp, imp, s["rho_clip"], alpha), _clip(xp, imp, s["c_clip"], alpha))
     adv = out["advantages"] if kind != "vtrace" and out.get("advantages") is not None else out["returns"] - v
-    grads = {"rewards": xp.zeros_like(r), "values": xp.zeros_like(v)}
-    g_nv = xp.zeros_like(r)
+    grads = {"rewards": None, "values": None}  # None: 0 so far (_add), no pass over zeros
+    g_nv = None
     if kind == "vtrace":
         u = cot.get("returns")
         grads["values"] = _add(grads["values"], u)
@@ -54,40 +54,43 @@ def _value_family(xp, kind, x, f, s, out, cot):
         if any(cot.get(role) is not None for role in ("abs_sums", "sums", "square_sums")) or g_pg is not None:
             vs = adv + v
             inside = keep
-            vs_next = xp.where(inside, _later(xp, vs), nv)
+            vs_next = xp.where(inside, _later(xp, vs), _next_values(x, boot))
             (rho_pg, pg_passes) = (1.0, None) if imp is None else _clip(xp, imp, s["rho_pg_clip"], alpha)
             target = r + _select(xp, ~term, gamma * vs_next) - v
             g_pg = _add(g_pg, _sums_vjp(xp, rho_pg * target, cot))
             g_target = g_pg * rho_pg
-            grads["rewards"] = grads["rewards"] + g_target
-            grads["values"] = grads["values"] - g_target
+            grads["rewards"] = _add(grads["rewards"], g_target)
+            grads["values"] = _add(grads["values"], -g_target)
             g_next = _select(xp, ~term, g_target * gamma)
             via_vs = _earlier(xp, _select(xp, inside, g_next))
             u = _add(u, via_vs)
             grads["values"] = grads["values"] + via_vs
-            g_nv = g_nv + _select(xp, ~inside, g_next)
-            grads["gamma"] = _select(xp, ~term, g_target * vs_next)
+            g_nv = _select(xp, ~inside, g_next)
+            if scalars_too:
+                grads["gamma"] = _select(xp, ~term, g_target * vs_next)
             if imp is not None:
                 grads["importance"] = _through(xp, pg_passes, g_pg * target, alpha)
         u = xp.zeros_like(r) if u is None else u
     else:
         u = _add(_add(cot.get("advantages"), cot.get("returns")), _sums_vjp(xp, adv, cot))
         u = xp.zeros_like(r) if u is None else u
-        if cot.get("returns") is not None:
-            grads["values"] = grads["values"] + cot["returns"]
+        grads["values"] = cot.get("returns")
     k = _select(xp, keep, gamma * lam * c + xp.zeros_like(r))
     if sampled is not None:
         k = xp.where(sampled, k, xp.ones_like(k))
     a = _scan(u, _earlier(xp, k), reverse=False)
-    td = r + _select(xp, ~term, gamma * nv) - v
     g_td = a * rho if sampled is None else _select(xp, sampled, a * rho)
-    grads["rewards"] = grads["rewards"] + g_td
-    grads["values"] = grads["values"] - g_td
-    g_nv = g_nv + _select(xp, ~term, g_td * gamma)
-    grads["gamma"] = _add(grads.get("gamma"), _select(xp, ~term, g_td * nv))
-    g_k = _select(xp, traced, a * _later(xp, adv))
-    _producer_tail(xp, grads, g_k * c, s, traced)
+    grads["rewards"] = _add(grads["rewards"], g_td)
+    grads["values"] = -g_td if grads["values"] is None else grads["values"] - g_td
+    g_nv = _add(g_nv, _select(xp, ~term, g_td * gamma))
+    if scalars_too:
+        grads["gamma"] = _add(grads.get("gamma"), _select(xp, ~term, g_td * _next_values(x, boot)))
+    if scalars_too or imp is not None:
+        g_k = _select(xp, traced, a * _later(xp, adv))
+    if scalars_too:
+        _producer_tail(xp, grads, g_k * c, s, traced)
     if imp is not None:
+        td = r + _select(xp, ~term, gamma * _next_values(x, boot)) - v
         g_rho = a * td if sampled is None else _select(xp, sampled, a * td)
         g_c = _select(xp, traced, g_k * gamma * lam)
         grads["importance"] = _add(grads.get("importance"),
@@ -97,6 +100,11 @@ def _value_family(xp, kind, x, f, s, out, cot):
     else:
         boot.vjp(g_nv, grads)
     return grads
+
+
+def _next_values(x, boot):
+    """V'_t: the next_values given, else the bootstrap pair's (made when first read)."""
+    return x["next_values"] if boot is None else boot.value
 
 
 def _discounted(xp, x, f, s, out, cot):
@@ -113,7 +121,8 @@ def _discounted(xp, x, f, s, out, cot):
     k = _select(xp, keep, gamma + xp.zeros_like(r))
     a = _scan(u, _earlier(xp, k), reverse=False)
     grads = {"rewards": a}
-    grads["gamma"] = _select(xp, ~term, a * boot.value) + _select(xp, keep, a * _later(xp, g))
+    if s["differentiate_scalars"]:
+        grads["gamma"] = _select(xp, ~term, a * boot.value) + _select(xp, keep, a * _later(xp, g))
     boot.vjp(_select(xp, ~term, a * gamma), grads, values_role=None)
     return grads
 
@@ -133,7 +142,7 @@ def _n_step(xp, x, f, s, out, cot, n):
     steps = max(1, min(n, r.shape[-1]))
     one = r + _select(xp, ~term, gamma * nv)
     windows = [one]
-    if s.get("differentiate_scalars", True):
+    if s["differentiate_scalars"]:
         for _ in range(steps - 1):  # W^1 .. W^(n-1), read by gamma's and lambda's gradients
             windows.append(xp.where(cut, one, r + gamma * ((1 - lam) * nv + lam * _later(xp, windows[-1]))))
     adv_cot = _add(cot.get("advantages"), _sums_vjp(xp, out["returns"] - v, cot))
@@ -155,7 +164,8 @@ def _n_step(xp, x, f, s, out, cot, n):
     g_one = g_one + g
     grads["rewards"] = grads["rewards"] + g_one
     g_nv = g_nv + _select(xp, ~term, g_one * gamma)
-    grads["gamma"], grads["lambda"] = g_gamma + _select(xp, ~term, g_one * nv), g_lam
+    if s["differentiate_scalars"]:
+        grads["gamma"], grads["lambda"] = g_gamma + _select(xp, ~term, g_one * nv), g_lam
     if boot is None:
         grads["next_values"] = g_nv
     else:
@@ -182,10 +192,12 @@ def _retrace(xp, x, f, s, out, cot, log_probs):
     u = xp.zeros_like(r) if u is None else u
     a = _scan(u, _earlier(xp, _select(xp, keep, gamma * lam * c_next)), reverse=False)
     grads = {"rewards": a, "values": -a if cot.get("returns") is None else cot["returns"] - a,
-             "next_values": _select(xp, ~term, a * gamma),
-             "gamma": _select(xp, ~term, a * nv)}
-    g_k = _select(xp, keep, a * _later(xp, delta))
-    _producer_tail(xp, grads, g_k * c_next, s, keep)
+             "next_values": _select(xp, ~term, a * gamma)}
+    if s["differentiate_scalars"] or ratio is not None:
+        g_k = _select(xp, keep, a * _later(xp, delta))
+    if s["differentiate_scalars"]:
+        grads["gamma"] = _select(xp, ~term, a * nv)
+        _producer_tail(xp, grads, g_k * c_next, s, keep)
     if ratio is not None:
         g_ratio = _select(xp, passes, _earlier(xp, _select(xp, keep, g_k * gamma * lam)))
         grads["target_probs"] = g_ratio * ratio if log_probs else g_ratio / mu
@@ -211,9 +223,10 @@ def _q_lambda(xp, x, f, s, out, cot):
     a = _scan(u, _earlier(xp, _select(xp, ~cut, gamma * lam_t + xp.zeros_like(r))), reverse=False)
     later = _later(xp, g_ret)
     grads = {"rewards": a, "values": xp.zeros_like(q) if adv_cot is None else -adv_cot,
-             "next_values": xp.where(cut, _select(xp, ~term, a * gamma), a * gamma * (1 - lam_t)),
-             "gamma": xp.where(cut, _select(xp, ~term, a * nv), a * ((1 - lam_t) * nv + lam_t * later))}
-    grads["lambda"] = _select(xp, traced, a * gamma * (later - nv))
+             "next_values": xp.where(cut, _select(xp, ~term, a * gamma), a * gamma * (1 - lam_t))}
+    if s["differentiate_scalars"]:
+        grads["gamma"] = xp.where(cut, _select(xp, ~term, a * nv), a * ((1 - lam_t) * nv + lam_t * later))
+        grads["lambda"] = _select(xp, traced, a * gamma * (later - nv))
     return grads
 
 
@@ -229,10 +242,12 @@ def _episodic(xp, x, f, s, out, cot, reset_at_start):
     u = cot.get("advantages")
     u = xp.zeros_like(inputs) if u is None else u
     a = _scan(u, _later(xp, k), reverse=True)
-    before = xp.zeros_like(inputs[..., :1]) if seed is None else seed[..., None]
-    previous = xp.concatenate((before, c[..., :-1]), axis=-1)
-    g_decay = _select(xp, ~reset, a * previous)
-    grads = {"rewards": a, "gamma": _select(xp, ~reset, g_decay * lam), "lambda": _select(xp, ~reset, g_decay * gamma)}
+    grads = {"rewards": a}
+    if s["differentiate_scalars"]:
+        before = xp.zeros_like(inputs[..., :1]) if seed is None else seed[..., None]
+        previous = xp.concatenate((before, c[..., :-1]), axis=-1)
+        g_decay = _select(xp, ~reset, a * previous)
+        grads["gamma"], grads["lambda"] = _select(xp, ~reset, g_decay * lam), _select(xp, ~reset, g_decay * gamma)
     if seed is not None:
         grads["last_value"] = a[..., 0] * k[..., 0]
     return grads
@@ -257,15 +272,16 @@ def _puff(xp, x, f, s, out, cot):
     grads = {"values": -g_td + _earlier(xp, _select(xp, going, g_td * gamma)), "rewards": _earlier(xp, g_td)}
     if cot.get("returns") is not None:
         grads["values"] = grads["values"] + cot["returns"]
-    grads["gamma"] = _select(xp, going, g_td * v_next)
     g_k = _select(xp, going, a * _later(xp, adv))
-    _producer_tail(xp, grads, g_k * c, s, going)
+    if s["differentiate_scalars"]:
+        grads["gamma"] = _select(xp, going, g_td * v_next)
+        _producer_tail(xp, grads, g_k * c, s, going)
     grads["importance"] = _select(xp, rho_passes & valid, a * td) + _select(xp, c_passes, g_k * gamma * lam)
     return grads
 
 
 def vjp(xp, kind: str, inputs: dict, flags: dict, scalars: dict, outputs: dict, cotangents: dict, *, n: int = 1,
-        log_probs: bool = False, reset_at_start: bool = False) -> dict:
+        log_probs: bool = False, reset_at_start: bool = False, scalar_gradients: bool = True) -> dict:
     """The gradients by role (the core's roles, plus "gamma" and "lambda" per step) of
     one call of the core's estimator `kind`.
 
@@ -275,13 +291,17 @@ def vjp(xp, kind: str, inputs: dict, flags: dict, scalars: dict, outputs: dict, 
     sample_mask); scalars: by role (gamma, lambda, rho_clip, c_clip, rho_pg_clip, alpha;
     numbers or 0-d arrays); outputs: the
     forward's results by role (advantages, returns); cotangents: by output role
-    (advantages, returns [B, T]; abs_sums, sums, square_sums [B]; None: no gradient)."""
+    (advantages, returns [B, T]; abs_sums, sums, square_sums [B]; None: no gradient).
+    scalar_gradients=False: gamma's and lambda's gradients are not wanted (numbers, as in
+    most calls), so their passes over the arrays are skipped; per-step ones always get theirs."""
     x = {role: a for role, a in inputs.items() if a is not None}
     f = {role: a for role, a in flags.items() if a is not None}
     # Per-step gamma_t / lambda_t (issue 29) take the scalars' places: every formula reads
     # step t's, and gamma's and lambda's gradients are per step already.
     steps = {role: x.pop(step_role) for role, step_role in STEP_ROLES.items() if step_role in x}
-    grads = _by_kind(xp, kind, x, f, {**scalars, **steps}, outputs, cotangents, n, log_probs, reset_at_start)
+    wanted = {"differentiate_scalars": scalar_gradients or bool(steps)}
+    grads = _by_kind(xp, kind, x, f, {**scalars, **steps, **wanted}, outputs, cotangents, n, log_probs,
+                     reset_at_start)
     for role in steps:
         grads[STEP_ROLES[role]] = grads.pop(role)
     return grads

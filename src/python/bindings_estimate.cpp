@@ -56,7 +56,8 @@ int role_of_key(nb::handle key) {
 // _core.estimate: the arrays keyed by role; an unknown key is a TypeError naming it.
 void estimate_entry(const std::string& kind_name, nb::dict arrays, double gamma, double lambda, double rho_clip,
                     double c_clip, double rho_pg_clip, std::int64_t n, bool log_probs, bool reset_at_start,
-                    const std::string& lambda_name, nb::int_ time_axis, nb::handle stream, bool reverse, double alpha) {
+                    const std::string& lambda_name, nb::int_ time_axis, nb::handle stream, bool reverse, double alpha,
+                    bool check_only) {
     const estimator kind = detail::kind_from_name(kind_name);
     role_handles by_role{};
     std::string unknown;
@@ -82,13 +83,13 @@ void estimate_entry(const std::string& kind_name, nb::dict arrays, double gamma,
     p.reset_at_start = reset_at_start;
     p.reverse = reverse;
     p.alpha = alpha;
-    estimate(by_role, p, time_axis, stream, none_wording::dlpack);
+    estimate(by_role, p, time_axis, stream, none_wording::dlpack, check_only);
 }
 
 }  // namespace
 
 void estimate(const role_handles& arrays, const standard_params& params, nb::handle time_axis, nb::handle stream,
-              none_wording wording) {
+              none_wording wording, bool check_only) {
     const estimator kind = params.kind;
     const detail::kind_info& info = detail::kind_info_of(kind);
     array_holder keep[detail::role_count];
@@ -122,6 +123,7 @@ void estimate(const role_handles& arrays, const standard_params& params, nb::han
     if (time_axis.is_valid() && kind != estimator::puff_advantage)  // the puff advantage: batch-major only
         if (auto problem = detail::apply_time_axis(a, time_axis_of(time_axis, params), params))
             throw value_error(problem.message);
+    if (check_only) return detail::throw_problem(find_standard_problem(a, params));
     const released_gil release;  // `keep` holds the arrays until after this scope
     compute_standard_estimate(a, params, reinterpret_cast<gpu_stream>(handle));
 }
@@ -132,14 +134,15 @@ void register_estimate(nb::module_& m) {
           nb::arg("n") = 1, nb::arg("log_probs") = false, nb::arg("reset_at_start") = false,
           nb::arg("lambda_name") = "lambda", nb::arg("time_axis") = nb::int_(1), nb::arg("stream") = 0,
           nb::arg("reverse") = false,
-          nb::arg("alpha") = 1.0,
+          nb::arg("alpha") = 1.0, nb::arg("check_only") = false,
           "Any kind (gae, td_lambda, vtrace, discounted_returns, retrace, q_lambda, n_step_returns, "
           "episodic_sum, puff_advantage, linear_recurrence: reverse=True runs it backwards) into the given "
           "outputs. `arrays` maps roles (rewards, values, "
           "terminated, truncated, last_value, bootstrap_values, importance, next_values, target_probs, "
           "behaviour_probs, greedy, decay, gamma_steps, lambda_steps (per-step gamma and lambda), sample_mask, advantages, returns, abs_sums, sums, square_sums) to arrays or None; "
           "the puff advantage's dones are its `terminated`, and it is batch-major whatever time_axis says. "
-          "All checks happen in the core.");
+          "All checks happen in the core; check_only=True applies them (raising as a call would) and computes "
+          "nothing.");
 }
 
 }  // namespace puffadv::bindings

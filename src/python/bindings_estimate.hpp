@@ -26,9 +26,10 @@ enum class none_wording {
 
 /// Imports the arrays, applies time_axis (a Python int; a null handle or the
 /// puff advantage: none applied), then computes through the core with the GIL released.
-/// The kind is params.kind.
+/// The kind is params.kind. `check_only`: the core's checks alone (the torch autograd
+/// path checks the outputs a caller gives before it computes into tensors of its own).
 void estimate(const role_handles& arrays, const standard_params& params, nanobind::handle time_axis,
-              nanobind::handle stream, none_wording wording);
+              nanobind::handle stream, none_wording wording, bool check_only = false);
 
 /// Registers _core.estimate.
 void register_estimate(nanobind::module_& m);

@@ -4,6 +4,8 @@ time layouts, strided views, episode ends at the first and last steps, truncatio
 NaN isolation; no input that requires grad is detached or given no gradient."""
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -192,14 +194,49 @@ def test_an_output_given_on_the_differentiable_path_gets_the_eager_checks():
     for given, error, words in [(torch.full((2, 4), 7.0, dtype=torch.float16), TypeError,
                                  "^advantages has dtype float16; expected float32$"),
                                 (torch.full((3, 4), 7.0), ValueError,
-                                 r"^advantages has shape \[3, 4\] but rewards has shape \[2, 4\]")]:
-        with pytest.raises(error, match=words):
+                                 r"^advantages has shape \[3, 4\] but {} has shape \[2, 4\]")]:
+        with pytest.raises(error, match=words.format("rewards")):
             puffadv.gae(r, v, flags, last_value=v.detach()[:, 0], advantages=given, time_axis=-1)
-        with pytest.raises(error, match=words):
+        with pytest.raises(error, match=words.format("values")):  # the puff advantage's first array
             puffadv.compute_puff_advantage(v, r, flags, torch.ones(2, 4), given)
         assert (given == 7).all()
-    with pytest.raises(ValueError, match=r"^sums has shape \[4\] but rewards has shape \[2, 4\]; pass one per row"):
+    with pytest.raises(ValueError, match=r"^sums has 4 elements but rewards has 2 rows; pass one per row$"):
         puffadv.gae(r, v, flags, last_value=v.detach()[:, 0], sums=torch.zeros(4), time_axis=-1)
+
+
+_BAD_OUTPUTS = {  # an advantages output a caller may give, each refused by the core's checks
+    "float16": lambda r: torch.full(r.shape, 7.0, dtype=torch.float16),
+    "wrong shape": lambda r: torch.full((3, 4), 7.0),
+    "meta": lambda r: torch.empty(r.shape, device="meta"),
+    "sparse": lambda r: torch.zeros(r.shape).to_sparse(),
+    "an input": lambda r: r,
+    "overlapping an input": lambda r: r._base[4:].view(2, 4),  # rewards' second row and 4 more
+}
+
+
+@pytest.mark.parametrize("bad", _BAD_OUTPUTS)
+@pytest.mark.parametrize("estimator", ["gae", "puff"])
+def test_a_bad_output_given_with_an_input_requiring_grad_gets_the_eager_error(bad, estimator):
+    """Found by test_fuzz on the H200 (2026-12-04): with an input that requires grad, a meta
+    or sparse advantages output passed unchecked (the differentiable path computes into its own
+    tensors and copy_s into the given one), where the eager call refuses it. Now the core checks
+    the call, the given outputs included, before the forward: the same error, word for word."""
+    r = torch.randn(12)[:8].view(2, 4)
+    flags = torch.zeros(2, 4, dtype=torch.bool)
+    v = torch.randn(2, 4)
+    given = _BAD_OUTPUTS[bad](r)
+    before = r.clone()
+
+    def call(values):
+        if estimator == "gae":
+            return puffadv.gae(r, values, flags, last_value=values.detach()[:, 0], advantages=given, time_axis=-1)
+        return puffadv.compute_puff_advantage(values, r, flags, torch.ones(2, 4), given)
+
+    with pytest.raises((TypeError, ValueError)) as eager:
+        call(v)
+    with pytest.raises(eager.type, match=f"^{re.escape(str(eager.value))}$"):
+        call(v.clone().requires_grad_())
+    assert torch.equal(r, before)
 
 
 def test_compile_fullgraph_with_a_tensor_gamma():
