@@ -66,7 +66,9 @@ def gradients(plan: Plan, arrays: dict, tensor_scalars: dict, outputs: dict, cot
     cots = {role: None if g is None else (_batch_major(g, tm) if role in _SERIES else g).to(compute)
             for role, g in cotangents.items()}
     grads = _vjp.vjp(torch, plan.kind, inputs, flags, scalars, outs, cots, n=plan.n, log_probs=plan.log_probs,
-                     reset_at_start=plan.reset_at_start, scalar_gradients=bool(tensor_scalars))
+                     reset_at_start=plan.reset_at_start,
+                     # len, not bool(dict): torch 2.11's dynamo cannot trace bool of a dict
+                     scalar_gradients=len(plan.scalar_roles) > 0)
     result = {}
     for role, x in arrays.items():
         if role in FLAG_ROLES:

@@ -299,7 +299,7 @@ def vjp(xp, kind: str, inputs: dict, flags: dict, scalars: dict, outputs: dict, 
     # Per-step gamma_t / lambda_t (issue 29) take the scalars' places: every formula reads
     # step t's, and gamma's and lambda's gradients are per step already.
     steps = {role: x.pop(step_role) for role, step_role in STEP_ROLES.items() if step_role in x}
-    wanted = {"differentiate_scalars": scalar_gradients or bool(steps)}
+    wanted = {"differentiate_scalars": scalar_gradients or len(steps) > 0}  # len: dynamo (torch 2.11)
     grads = _by_kind(xp, kind, x, f, {**scalars, **steps, **wanted}, outputs, cotangents, n, log_probs,
                      reset_at_start)
     for role in steps:

@@ -239,6 +239,28 @@ def test_a_bad_output_given_with_an_input_requiring_grad_gets_the_eager_error(ba
     assert torch.equal(r, before)
 
 
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device (the GPU machine)")
+def test_a_cpu_gamma_tensor_beside_cuda_arrays_gets_its_gradient_on_the_cpu():
+    """A 0-d gamma on the CPU that requires grad, the arrays on CUDA (torch lets a 0-d CPU
+    tensor join CUDA arithmetic): its gradient comes back on the CPU (torch's autograd engine
+    moves a 0-d gradient to its input's device), equal to the same call's on CPU arrays."""
+    gen = torch.Generator().manual_seed(11)
+    r, v = torch.randn(3, 6, generator=gen, dtype=torch.float64), torch.randn(3, 6, generator=gen, dtype=torch.float64)
+    lv = torch.randn(3, generator=gen, dtype=torch.float64)
+    terminated = torch.zeros(3, 6, dtype=torch.bool)
+    terminated[0, 0] = terminated[1, -1] = True
+    grads = {}
+    for device in ("cpu", "cuda"):
+        gamma = torch.tensor(0.9, dtype=torch.float64, requires_grad=True)
+        values = v.to(device).requires_grad_()
+        e = puffadv.gae(r.to(device), values, terminated.to(device), last_value=lv.to(device), gamma=gamma,
+                        time_axis=-1)
+        grads[device] = torch.autograd.grad(e.advantages.square().sum(), (gamma, values))
+    assert grads["cuda"][0].device.type == "cpu"
+    torch.testing.assert_close(grads["cuda"][0], grads["cpu"][0], rtol=1e-10, atol=1e-12)
+    torch.testing.assert_close(grads["cuda"][1].cpu(), grads["cpu"][1], rtol=1e-10, atol=1e-12)
+
+
 def test_compile_fullgraph_with_a_tensor_gamma():
     """torch.compile(fullgraph=True) traces the Python API's forward and backward, with
     gamma a tensor that requires grad (meta-gradients)."""
