@@ -36,7 +36,8 @@ def framework_of(x) -> str | None:
             return "jax tracer"  # not cached: require_arrays refuses every one by name
         framework = "jax"
     if framework is not None:
-        _FRAMEWORK_OF_TYPE[type(x)] = framework
+        if not torch_compiling():  # dynamo refuses a write to module state inside a traced backward
+            _FRAMEWORK_OF_TYPE[type(x)] = framework
         return framework
     if hasattr(x, "__dlpack__"):
         return "dlpack"
@@ -77,6 +78,8 @@ def torch_compiling() -> bool:
         torch = sys.modules.get("torch")
         if torch is None or not hasattr(torch, "compiler"):
             return False
+        if torch.compiler.is_compiling():
+            return True  # set on a later call: dynamo refuses a global write where it traces
         _is_compiling = torch.compiler.is_compiling
     return _is_compiling()
 

@@ -270,3 +270,32 @@ def test_compile_fullgraph_with_a_tensor_gamma():
     want = torch.autograd.grad(call(*leaves)[1].square().sum(), leaves)
     for name, g, w in zip(names, got, want):
         torch.testing.assert_close(g, w, msg=name)
+
+
+_FIRST_CALL = """
+import torch, puffadv
+gen = torch.Generator().manual_seed(3)
+r, v = (torch.randn(2, 6, dtype=torch.float64, generator=gen).requires_grad_() for _ in range(2))
+gamma = torch.tensor(0.9, dtype=torch.float64, requires_grad=True)
+terminated = torch.zeros(2, 6, dtype=torch.bool)
+terminated[0, 0] = terminated[1, -1] = True
+def loss(r, v, gamma):
+    return puffadv.td_lambda_returns(r, v, terminated, last_value=v[:, -1], gamma=gamma,
+                                     time_axis=-1).returns.square().sum()
+got = torch.autograd.grad(torch.compile(loss, fullgraph=True)(r, v, gamma), (r, v, gamma))
+want = torch.autograd.grad(loss(r, v, gamma), (r, v, gamma))
+for g, w in zip(got, want):
+    torch.testing.assert_close(g, w)
+print("equal")
+"""
+
+
+def test_compile_fullgraph_as_the_first_call_of_a_process():
+    """Found on the H200 (2026-12-04): as the process's first puffadv call, a compiled forward
+    and backward failed (dynamo: 'Unsafe side effect', fullgraph), because puffadv filled its
+    array-type cache and its torch.compile memo inside the backward that dynamo traced; in a
+    test session earlier tests had filled them, so only a fresh process shows it."""
+    import subprocess
+    import sys
+    done = subprocess.run([sys.executable, "-c", _FIRST_CALL], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0 and done.stdout.strip() == "equal", done.stderr[-3000:]
