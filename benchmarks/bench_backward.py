@@ -15,13 +15,20 @@ Peers compute the same GAE (terminated only, last_value bootstrap) and are check
 equal to puffadv first, forward and gradients.
 
     python benchmarks/bench_backward.py [--shapes 65536x128,...] [--out results.md]
+    python benchmarks/bench_backward.py --device cpu   # wall time with torch's threads, % of memcpy
+
+On the CPU, device and eager time are both the wall time of one call (best of the
+repeats), and the bandwidth is a 256 MiB tensor copy's in the same run.
 """
 from __future__ import annotations
 
 import argparse
 import datetime
+import os
+import platform
 import statistics
 import sys
+import time
 import traceback
 
 import torch
@@ -138,6 +145,8 @@ def graph_us(fn, calls=10, repeats=7):
 
 
 def eager_us(fn, repeats=20):
+    if DEV == "cpu":
+        return cpu_us(fn, repeats)
     for _ in range(3):
         fn()
     torch.cuda.synchronize()
@@ -152,8 +161,19 @@ def eager_us(fn, repeats=20):
     return statistics.median(times)
 
 
+def cpu_us(fn, repeats):
+    """Best wall time of one call on the CPU (the least disturbed by the rest of the machine)."""
+    fn()
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return min(times) * 1e6
+
+
 def copy_bandwidth():
-    n = 1 << 28
+    n = 1 << 28 if DEV == "cuda" else 1 << 26
     src, dst = torch.empty(n, device=DEV), torch.empty(n, device=DEV)
     return 2 * n * 4 / (eager_us(lambda: dst.copy_(src)) * 1e-6) / 1e9  # GB/s read + written
 
@@ -166,6 +186,10 @@ def measure(fn, leaves, cot):
     out = fn(*leaves)
     result["bwd_eager"] = eager_us(lambda: torch.autograd.grad(out, leaves, cot, retain_graph=True))
     del out
+    if DEV == "cpu":  # no graphs: the wall times are the device's
+        result.update(fwd_dev=result["fwd_eager"], bwd_dev=result["bwd_eager"], capture="CPU wall time",
+                      both_dev=result["fwd_eager"] + result["bwd_eager"])
+        return result
     try:
         with torch.no_grad():
             result["fwd_dev"] = graph_us(lambda: fn(*leaves))
@@ -198,14 +222,17 @@ def main():
     parser.add_argument("--shapes", default=",".join(f"{r}x{t}" for r, t in SHAPES))
     parser.add_argument("--estimators", default=",".join(BYTES_PER_STEP))
     parser.add_argument("--out", default=None)
+    parser.add_argument("--device", default="cuda", choices=("cuda", "cpu"))
     args = parser.parse_args()
+    global DEV
+    DEV = args.device
     shapes = [tuple(int(p) for p in s.split("x")) for s in args.shapes.split(",")]
     gen = torch.Generator(device=DEV).manual_seed(0)
     copy = copy_bandwidth()
     lines = [f"Measured {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC on "
-             f"{torch.cuda.get_device_name()} (torch {torch.__version__}, puffadv {puffadv.__version__}); "
+             f"{_machine()} (torch {torch.__version__}, puffadv {puffadv.__version__}); "
              f"copy bandwidth {copy:.0f} GB/s. Command: python benchmarks/bench_backward.py "
-             f"--shapes {args.shapes}", "",
+             f"--device {DEV} --shapes {args.shapes}", "",
              "| shape | estimator | fwd device us | bwd device us | bwd / fwd | bwd % of copy BW | "
              "fwd eager us | bwd eager us | capture |", "|---|---|---:|---:|---:|---:|---:|---:|---|"]
     peers = {"torch compiled associative_scan": associative_scan_gae(), "autograd of a Python loop": loop_gae}
@@ -243,7 +270,7 @@ def main():
                         both = lambda: torch.autograd.grad(peer(*leaves, term), leaves, cot)  # noqa: E731
                         eager = eager_us(both, repeats=5)
                         try:
-                            device = graph_us(both, calls=2, repeats=3)
+                            device = graph_us(both, calls=2, repeats=3) if DEV == "cuda" else eager
                         except Exception:  # noqa: BLE001
                             torch.cuda.synchronize()
                             device = None
@@ -256,12 +283,19 @@ def main():
                         peer_lines.append(f"| {rows}x{horizon} | {label} | - | failed: {type(error).__name__} | | |")
                     print(peer_lines[-1], flush=True)
             del fn, leaves, cot, term
-            torch.cuda.empty_cache()
+            if DEV == "cuda":
+                torch.cuda.empty_cache()
     text = "\n".join(lines + peer_lines) + "\n"
     print(text)
     if args.out:
         with open(args.out, "w") as f:
             f.write(text)
+
+
+def _machine():
+    if DEV == "cuda":
+        return torch.cuda.get_device_name()
+    return f"the CPU ({os.cpu_count()} cores, {torch.get_num_threads()} torch threads, {platform.processor() or platform.machine()})"
 
 
 if __name__ == "__main__":
