@@ -45,8 +45,7 @@ GAMMA, LAMBDA = 0.99, 0.95
 # rewards, values, the ratios and the forward's output too.
 BYTES_PER_STEP = {"gae": (5, 8), "td_lambda_returns": (5, 8), "discounted_returns": (5, 4),
                   "vtrace": (21, 12), "puff_advantage": (24, 12)}
-FORWARD_BYTES_PER_STEP = {"gae": 13, "td_lambda_returns": 13, "discounted_returns": 9, "vtrace": 17,
-                          "puff_advantage": 20}
+
 
 
 def make_case(name, rows, horizon, gen):
