@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import functools
 import os
 import platform
 import statistics
@@ -182,9 +183,8 @@ def measure(fn, leaves, cot):
     result = {}
     with torch.no_grad():
         result["fwd_eager"] = eager_us(lambda: fn(*leaves))
-    out = fn(*leaves)
-    result["bwd_eager"] = eager_us(lambda: torch.autograd.grad(out, leaves, cot, retain_graph=True))
-    del out
+    result["bwd_eager"] = eager_us(functools.partial(torch.autograd.grad, fn(*leaves), leaves, cot,
+                                                     retain_graph=True))
     if DEV == "cpu":  # no graphs: the wall times are the device's
         result.update(fwd_dev=result["fwd_eager"], bwd_dev=result["bwd_eager"], capture="CPU wall time",
                       both_dev=result["fwd_eager"] + result["bwd_eager"])
@@ -199,6 +199,10 @@ def measure(fn, leaves, cot):
         torch.cuda.synchronize()
         result["capture"] = f"not captured: {type(error).__name__}: {str(error).splitlines()[0][:120]}"
     return result
+
+
+def _forward_backward(peer, leaves, term, cot):
+    return torch.autograd.grad(peer(*leaves, term), leaves, cot)
 
 
 def rel(a, b):
@@ -266,7 +270,7 @@ def main():
                         if err > 1e-4:
                             peer_lines.append(f"| {rows}x{horizon} | {label} | {err:.1e} | not timed: differs | | |")
                             continue
-                        both = lambda: torch.autograd.grad(peer(*leaves, term), leaves, cot)  # noqa: E731
+                        both = functools.partial(_forward_backward, peer, leaves, term, cot)
                         eager = eager_us(both, repeats=5)
                         try:
                             device = graph_us(both, calls=2, repeats=3) if DEV == "cuda" else eager
@@ -281,7 +285,6 @@ def main():
                         traceback.print_exc()
                         peer_lines.append(f"| {rows}x{horizon} | {label} | - | failed: {type(error).__name__} | | |")
                     print(peer_lines[-1], flush=True)
-            del fn, leaves, cot, term
             if DEV == "cuda":
                 torch.cuda.empty_cache()
     text = "\n".join(lines + peer_lines) + "\n"
