@@ -83,3 +83,26 @@ def test_the_core_entry_switch_gets_every_array_by_role(monkeypatch, rng):
     kind, arrays, kw = seen.pop()
     assert kind == "episodic_sum" and arrays["rewards"] is r and kw["reset_at_start"] is True
     assert arrays["returns"] is None and arrays["advantages"].shape == r.shape
+
+
+def test_the_core_entry_checks_alone_with_check_only(rng):
+    """_core.estimate(..., check_only=True): the call's every check, raising as the call
+    would, and nothing written (the torch autograd path checks the outputs a caller gives
+    with it before computing into tensors of its own)."""
+    from puffadv import _core
+    v, r, d, i = random_puff_inputs(rng, 3, 7)
+    out = np.full_like(v, 7.0)
+    arrays = {"values": v, "rewards": r, "terminated": d, "importance": i, "advantages": out}
+    _core.estimate("puff_advantage", arrays, gamma=0.9, lambda_=0.8, lambda_name="gae_lambda", check_only=True)
+    assert (out == 7.0).all()  # checked, not computed
+    _core.estimate("puff_advantage", arrays, gamma=0.9, lambda_=0.8, lambda_name="gae_lambda")
+    assert not (out == 7.0).all()  # the same call computes
+    for bad, error, words in [({"advantages": np.full((3, 6), 7.0, np.float32)}, ValueError, "advantages has shape"),
+                              ({"advantages": r}, ValueError, "overlaps"),
+                              ({"importance": i.astype(np.float64)}, TypeError, "importance has dtype")]:
+        with pytest.raises(error, match=words):
+            _core.estimate("puff_advantage", {**arrays, **bad}, gamma=0.9, lambda_=0.8, lambda_name="gae_lambda",
+                           check_only=True)
+    with pytest.raises(ValueError, match="gamma"):
+        _core.estimate("gae", {"rewards": r, "values": v, "terminated": d > 0, "last_value": v[:, -1],
+                               "advantages": out}, gamma=1.5, lambda_=0.9, time_axis=1, check_only=True)
