@@ -27,7 +27,6 @@ import datetime
 import functools
 import os
 import platform
-import statistics
 import sys
 import time
 import traceback
@@ -35,6 +34,7 @@ import traceback
 import torch
 
 import puffadv
+from bench_gpu import eager_time_us, median_time_us  # this folder is on sys.path
 
 DEV = "cuda"
 SHAPES = ((1024, 128), (65536, 128), (262144, 128), (4096, 1024))
@@ -120,45 +120,14 @@ def loop_gae(r, v, lv, term):
 # ---------------------------------------------------------------- timing
 
 def graph_us(fn, calls=10, repeats=7):
-    """Median device time of fn() over CUDA-graph replays of `calls` calls."""
-    stream = torch.cuda.Stream()
-    stream.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(stream):
-        for _ in range(3):
-            fn()
-    torch.cuda.synchronize()
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph, stream=stream):
-        for _ in range(calls):
-            fn()
-    graph.replay()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(repeats):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        graph.replay()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end) * 1000.0 / calls)
-    return statistics.median(times)
+    """Median device time of fn() over CUDA-graph replays of `calls` calls (bench_gpu's)."""
+    torch.cuda.synchronize()  # the inputs, made on the default stream, are ready for the capture stream
+    return median_time_us(lambda i: fn(), calls, repeats)
 
 
 def eager_us(fn, repeats=20):
-    if DEV == "cpu":
-        return cpu_us(fn, repeats)
-    for _ in range(3):
-        fn()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(repeats):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end) * 1000.0)
-    return statistics.median(times)
+    """One call as a training loop makes it: CUDA events (bench_gpu's), or wall time on the CPU."""
+    return cpu_us(fn, repeats) if DEV == "cpu" else eager_time_us(fn, repeats)
 
 
 def cpu_us(fn, repeats):

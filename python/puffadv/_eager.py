@@ -5,8 +5,6 @@ functions come here through _route; so does the body of each torch.compile
 operator (_compiled), with every output given."""
 from __future__ import annotations
 
-import functools
-
 from . import _engine, _frameworks, _outputs, _parameters, _shapes
 from ._arguments import Call
 from ._estimators import PUFF_ADVANTAGE, SUM_ROLES, Estimate, Estimator
@@ -57,8 +55,7 @@ def estimate(estimator: Estimator, call: Call, check_only: bool = False) -> dict
                             log_probs=call.log_probs, reset_at_start=call.reset_at_start, time_axis=time_axis,
                             reverse=call.reverse, check_only=check_only)
     if check_only:
-        _engine.check(kernel, framework, inputs, outputs)
-        return None
+        return _engine.check(kernel, framework, inputs, outputs)
     _engine.run(kernel, framework, inputs, outputs, call.stream, call.names)
     outputs = _outputs.finish(framework, rewards if values is None else values, specs, outputs)
     if plan is not None:  # in the caller's shapes: its own arrays where given, the allocated ones reshaped
@@ -116,7 +113,6 @@ def puff_advantage(values, rewards, dones, importance, advantages, scalars: tupl
     scalars = _parameters.real_parameters(scalars, _PUFF_SCALAR_NAMES)
     out = advantages if advantages is not None else _outputs.output_like(framework, values)
     kernel = _engine.kernel(_PUFF_KIND, scalars, lambda_name=_PUFF_LAMBDA_NAME, check_only=check_only)
-    run = _engine.check if check_only else functools.partial(_engine.run, stream=stream, names=_PUFF_NAMES)
     inputs = {"values": values, "rewards": rewards, "terminated": dones, "importance": importance}
     if (returns is not None or abs_sums is not None or sums is not None or square_sums is not None) and \
             (_wanted(returns) or _wanted(abs_sums) or _wanted(sums) or _wanted(square_sums)):
@@ -125,13 +121,13 @@ def puff_advantage(values, rewards, dones, importance, advantages, scalars: tupl
         _frameworks.framework_of_call((values,), tuple(given.values()), _PUFF_FUSED_NAMES)
         _outputs.refuse_immutable(framework, given, {})
         made = _outputs.allocate(framework, values, values, -1, fused, given)
-        run(kernel, framework, inputs, {"advantages": out, **made})
         if check_only:
-            return None
+            return _engine.check(kernel, framework, inputs, {"advantages": out, **made})
+        _engine.run(kernel, framework, inputs, {"advantages": out, **made}, stream, _PUFF_NAMES)
         made = _outputs.finish(framework, values, fused, made)
         result = _frameworks.finish(framework, values, out) if advantages is None else out
         return Estimate(result, made["returns"], made["abs_sums"], made["sums"], made["square_sums"])
-    run(kernel, framework, inputs, {"advantages": out})
     if check_only:
-        return None
+        return _engine.check(kernel, framework, inputs, {"advantages": out})
+    _engine.run(kernel, framework, inputs, {"advantages": out}, stream, _PUFF_NAMES)
     return out if advantages is not None else _frameworks.finish(framework, values, out)

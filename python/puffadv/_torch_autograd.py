@@ -133,19 +133,21 @@ def _apply(plan: Plan, arrays: dict, tensor_scalars: dict) -> dict:
     return dict(zip(plan.produced, produced))
 
 
-def _check_outputs(check, arrays: dict, numbers: dict, specs: dict) -> None:
-    """The core's every check of the call as the eager path makes it, `check(detached arrays,
-    numbers)` (an _eager call with check_only), where the caller gives an output: this path
-    computes into tensors of its own and copy_s them into the given ones (_deliver), so the
-    core would never see those (a meta or sparse tensor, another device, a wrong dtype or
-    shape, memory an input shares); they are refused as the eager call refuses them."""
-    if any(isinstance(spec, torch.Tensor) for spec in specs.values()):
-        check({role: x if x is None else x.detach() for role, x in arrays.items()}, numbers)
+def _gives_an_output(specs: dict) -> bool:
+    """The caller gives an output tensor. This path computes into tensors of its own and
+    copy_s them into the given ones (_deliver), so the core would never see those (a meta
+    or sparse tensor, another device, a wrong dtype or shape, memory an input shares): the
+    eager call with check_only refuses them first, as the eager call itself refuses them."""
+    return any(isinstance(spec, torch.Tensor) for spec in specs.values())
+
+
+def _detached(arrays: dict) -> dict:
+    return {role: x if x is None else x.detach() for role, x in arrays.items()}
 
 
 def _deliver(specs: dict, made: dict) -> dict:
     """The outputs by role as the caller asked: new ones as made; a given one (checked
-    before the forward: _check_outputs) written by copy_, so torch's in-place autograd
+    before the forward: _gives_an_output) written by copy_, so torch's in-place autograd
     rules apply to it, and returned."""
     result = {}
     for role, spec in specs.items():
@@ -164,8 +166,8 @@ def estimate(estimator, call) -> dict:
     time_axis = _shapes.required_time_axis(call.time_axis, estimator.function)
     numbers, tensors = _split_scalars(call.scalars, dict(zip(call.scalars, call.scalar_names)))
     specs = call.outputs
-    _check_outputs(lambda arrays, scalars: _eager.estimate(estimator, call._replace(arrays=arrays, scalars=scalars),
-                                                           check_only=True), call.arrays, numbers, specs)
+    if _gives_an_output(specs):
+        _eager.estimate(estimator, call._replace(arrays=_detached(call.arrays), scalars=numbers), check_only=True)
     produced = (*(r for r in _SERIES if r in estimator.outputs),
                 *(r for r in OUTPUT_ROLES if r in SUM_ROLES and specs[r] is not False and specs[r] is not None))
     viewed, _, shapes, time_axis = _eager.as_views("torch", call.arrays, {}, time_axis, call.names)
@@ -199,10 +201,9 @@ def puff_advantage(values, rewards, dones, importance, advantages, scalars: tupl
     asked = {role: spec for role, spec in fused.items() if spec is not None and spec is not False}
     produced = ("advantages", *asked)
     arrays = {"values": values, "rewards": rewards, "terminated": dones, "importance": importance}
-    _check_outputs(lambda given, params: _eager.puff_advantage(
-        given["values"], given["rewards"], given["terminated"], given["importance"], advantages,
-        tuple(params[r] for r in _PUFF_SCALARS), stream, **fused, check_only=True),
-        arrays, numbers, {"advantages": advantages, **fused})
+    if _gives_an_output({"advantages": advantages, **fused}):
+        _eager.puff_advantage(*_detached(arrays).values(), advantages, tuple(numbers[r] for r in _PUFF_SCALARS),
+                              stream, **fused, check_only=True)
 
     def run(given, params):
         params = tuple(params[r] for r in _PUFF_SCALARS)
