@@ -51,11 +51,22 @@ enum class estimator : std::uint8_t {
     /// array `decay`, y outside the row `last_value` (the caller's `seed`; absent: 0).
     /// It reads no flags: `terminated` is left empty (a default matrix).
     linear_recurrence = 9,
+    /// The backward (vector-Jacobian product) of gae and td_lambda with the
+    /// bootstrap pair, and of discounted_returns (lambda 1): the engine's scan run
+    /// forwards over the forward's decays, a_t = u_t + k_{t-1} a_{t-1} with
+    /// k_t = gamma_t lambda_t (1 - done_t) (0 at the row's last step) and
+    /// u_t = `rewards` (the caller's grad_total: dL/dA_t + dL/dreturns_t);
+    /// `values` is grad_returns (optional: absent, 0). Outputs: `advantages` = a
+    /// (dL/drewards, the caller's grad_rewards), `returns` = grad_returns_t - a_t +
+    /// gamma_{t-1} (1 - done_{t-1}) a_{t-1} (dL/dvalues, grad_values; optional).
+    /// The bootstrap's gradient is gamma_t (1 - terminated_t) a_t where it is read.
+    value_vjp = 10,
 };
 
 const char* estimator_name(estimator e) noexcept;
 /// The inverse of estimator_name ("gae", "td_lambda", "vtrace", "discounted_returns",
-/// "retrace", "q_lambda", "n_step_returns", "episodic_sum", "linear_recurrence"); value_error otherwise.
+/// "retrace", "q_lambda", "n_step_returns", "episodic_sum", "linear_recurrence", "value_vjp");
+/// value_error otherwise.
 estimator estimator_from_name(const std::string& name);
 
 /// Scalars: finite, gamma and lambda in [0, 1], clips >= 0, n >= 1. The clips are

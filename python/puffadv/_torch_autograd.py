@@ -15,7 +15,7 @@ from typing import Callable, NamedTuple
 
 import torch
 
-from . import _eager, _frameworks, _shapes, _vjp
+from . import _eager, _frameworks, _shapes, _vjp, _vjp_fused
 from ._estimators import ESTIMATORS, FLAG_ROLES, OUTPUT_ROLES, PUFF_ADVANTAGE, STEP_ROLES, SUM_ROLES, Estimate
 
 _SERIES = ("advantages", "returns")
@@ -52,9 +52,11 @@ def _batch_major(x, time_major: bool):
     return x.transpose(0, 1) if time_major and x is not None and x.ndim == 2 else x
 
 
-def gradients(plan: Plan, arrays: dict, tensor_scalars: dict, outputs: dict, cotangents: dict) -> dict:
+def gradients(plan: Plan, arrays: dict, tensor_scalars: dict, outputs: dict, cotangents: dict,
+              needed=None) -> dict:
     """The gradient of every array (by role, in its own layout and dtype; None for flags)
-    and of each tensor scalar (summed to its shape) of one call."""
+    and of each tensor scalar (summed to its shape) of one call. `needed`: the roles whose
+    gradient autograd asks for (None: all); a role outside it may come back None."""
     tm = plan.time_major
     series = [outputs[r] for r in _SERIES if outputs.get(r) is not None]
     compute = series[0].dtype
@@ -65,21 +67,33 @@ def gradients(plan: Plan, arrays: dict, tensor_scalars: dict, outputs: dict, cot
     outs = {role: _batch_major(outputs.get(role), tm) for role in _SERIES}
     cots = {role: None if g is None else (_batch_major(g, tm) if role in _SERIES else g).to(compute)
             for role, g in cotangents.items()}
-    grads = _vjp.vjp(torch, plan.kind, inputs, flags, scalars, outs, cots, n=plan.n, log_probs=plan.log_probs,
-                     reset_at_start=plan.reset_at_start,
-                     # len, not bool(dict): torch 2.11's dynamo cannot trace bool of a dict
-                     scalar_gradients=len(plan.scalar_roles) > 0)
+    if _vjp_fused.applies(plan.kind, inputs, needed):  # the engine's own backward kernel
+        grads = _vjp_fused.vjp(plan.kind, inputs, flags, scalars, outs, cots)
+    else:
+        grads = _vjp.vjp(torch, plan.kind, inputs, flags, scalars, outs, cots, n=plan.n,
+                         log_probs=plan.log_probs, reset_at_start=plan.reset_at_start,
+                         # len, not bool(dict): torch 2.11's dynamo cannot trace bool of a dict
+                         scalar_gradients=len(plan.scalar_roles) > 0)
     result = {}
     for role, x in arrays.items():
         if role in FLAG_ROLES:
             result[role] = None
             continue
         if role not in grads:
+            if needed is not None and role not in needed:
+                result[role] = None
+                continue
             raise AssertionError(f"puffadv's backward of {plan.kind} gave no gradient for {role}")
         result[role] = _batch_major(grads[role], tm).to(x.dtype)
     for role, x in tensor_scalars.items():
-        result[role] = _vjp.grad_like(grads[role], x).to(x.dtype)
+        result[role] = None if role not in grads and needed is not None and role not in needed else \
+            _vjp.grad_like(grads[role], x).to(x.dtype)
     return result
+
+
+def _needed(roles, needs_input_grad) -> set:
+    """The roles whose gradient autograd asks for, from needs_input_grad in their order."""
+    return {role for role, need in zip(roles, needs_input_grad) if need}
 
 
 class _Differentiable(torch.autograd.Function):
@@ -106,8 +120,9 @@ class _Differentiable(torch.autograd.Function):
         na, ns = len(plan.array_roles), len(plan.scalar_roles)
         arrays = dict(zip(plan.array_roles, saved[:na]))
         scalars = dict(zip(plan.scalar_roles, saved[na:na + ns]))
+        needed = _needed((*plan.array_roles, *plan.scalar_roles), ctx.needs_input_grad[1:])
         result = gradients(plan, arrays, scalars, dict(zip(plan.produced, saved[na + ns:])),
-                           dict(zip(plan.produced, grads)))
+                           dict(zip(plan.produced, grads)), needed)
         return (None, *(result[role] for role in (*plan.array_roles, *plan.scalar_roles)))
 
 
@@ -290,8 +305,9 @@ class _OpDifferentiable(torch.autograd.Function):
     def backward(ctx, *grads):
         plan, saved = ctx.plan, ctx.saved_tensors
         na = len(plan.array_roles)
+        needed = _needed(plan.array_roles, [ctx.needs_input_grad[1 + p] for p in ctx.positions])
         result = gradients(plan, dict(zip(plan.array_roles, saved[:na])), {},
-                           dict(zip(plan.produced, saved[na:])), dict(zip(plan.produced, grads)))
+                           dict(zip(plan.produced, saved[na:])), dict(zip(plan.produced, grads)), needed)
         out = [None] * ctx.count
         for position, role in zip(ctx.positions, plan.array_roles):
             out[position] = result[role]

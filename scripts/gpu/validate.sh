@@ -34,7 +34,9 @@
 #             beside rl-triton, with the copy bandwidth; STD_ESTIMATORS narrows it),
 #             family: issue 20's estimators, per_step: issue 29's per-step forms
 #             (puffadv alone, checked against its CPU call), scan: linear_recurrence
-#             beside rl-triton's generic scan, puff: bench_gpu.py's puff advantage.
+#             beside rl-triton's generic scan, puff: bench_gpu.py's puff advantage,
+#             backward: benchmarks/bench_backward.py (issue 30; BACKWARD_ARGS, e.g.
+#             "--estimators gae --shapes 65536x128").
 #             With a before build: each grid for after, then before (ROUNDS=2: then
 #             before, after again), rl-triton in the after runs only, and
 #             scripts/gpu/compare_bench.py's table in $OUT/before_after.md.
@@ -97,7 +99,7 @@ fail() { summary "FAILED: $*"; status=1; }
 limit() { local left=$(( ${DEADLINE:-570} - SECONDS )); local s=$(( $1 < left ? $1 : left )); echo $(( s < 1 ? 1 : s )); }
 pack() {
   tar -C "$(dirname "$L")" -czf "$OUT/logs.tar.gz" logs
-  for f in std-bench.md family-bench.md per_step-bench.md scan-bench.md before_after.md; do [ -f "$L/$f" ] && cp "$L/$f" "$OUT/"; done
+  for f in std-bench.md family-bench.md per_step-bench.md scan-bench.md backward-bench.md before_after.md; do [ -f "$L/$f" ] && cp "$L/$f" "$OUT/"; done
   summary "exit status $status"
 }
 trap pack EXIT
@@ -236,7 +238,9 @@ bench_round() {  # name (after|before), round, with rl-triton (1|0)
       scan) peers scan "linear_recurrence reverse,linear_recurrence forward" "${SCAN_SHAPES:-$all}" ;;
       puff) timeout "$(limit "$share")" "${env[@]}" python3 benchmarks/bench_gpu.py --quick \
         --shapes "${PUFF_SHAPES:-$all}" > "$dir/puff.$round.txt" 2>&1 ;;
-      *) fail "unknown grid $grid (GRIDS: std, family, per_step, scan, puff)" ;;
+      backward) timeout "$(limit "$share")" "${env[@]}" python3 benchmarks/bench_backward.py \
+        ${BACKWARD_ARGS:-} --out "$dir/backward.$round.md" > "$dir/backward.$round.txt" 2>&1 ;;
+      *) fail "unknown grid $grid (GRIDS: std, family, per_step, scan, puff, backward)" ;;
     esac
   done
   stamp "bench $name round $round"
@@ -258,7 +262,7 @@ if want bench; then
     [ "$name" = after ] && peer=1 || peer=0
     bench_round "$name" "$round" "$peer"
   done
-  for grid in std family per_step scan; do cp "$L/bench-after/$grid.1.md" "$L/$grid-bench.md" 2>/dev/null; done
+  for grid in std family per_step scan backward; do cp "$L/bench-after/$grid.1.md" "$L/$grid-bench.md" 2>/dev/null; done
   grep -hE "MISMATCH|MISSED|Error" "$L"/bench-after/*.txt | head -20 | tee -a "$OUT/summary.txt"
   if [ -n "$BEFORE_WHEEL" ]; then
     python3 scripts/gpu/compare_bench.py "$L/bench-after" "$L/bench-before" --markdown "$L/before_after.md" \

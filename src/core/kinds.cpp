@@ -165,6 +165,19 @@ constexpr kind_info table[] = {
      {{r::terminated, " (a step's decay ends or keeps the recurrence: pass 0 where it resets)"},
       {r::bootstrap_values, " (pass seed for the y outside the row)"}},
      {}}),
+    // The backward of gae / td_lambda (bootstrap pair) and discounted_returns (lambda 1), run
+    // forwards: the cotangents in the inputs' places, the gradients in the outputs'.
+    complete({estimator::value_vjp,
+     {{r::rewards, n::always}, {r::terminated, n::always}, {r::values, n::optional}, {r::truncated, n::optional},
+      {r::gamma, n::optional}, {r::lambda, n::optional}},
+     n::always, bootstrap_not_needed, family_dtypes, scalar_gamma | scalar_lambda, scalar_gamma | scalar_lambda,
+     launches_at_horizon_0,
+     {{r::rewards, "grad_total"}, {r::values, "grad_returns"}, {r::advantages, "grad_rewards"},
+      {r::returns, "grad_values"}},
+     {{r::last_value, " (the bootstrap's gradient is read off grad_rewards)"},
+      {r::bootstrap_values, " (the bootstrap's gradient is read off grad_rewards)"},
+      {r::next_values, " (independent next values: grad_values is grad_returns - grad_rewards)"}},
+     {}}),
 };
 
 // The table is indexed by the enum's value.
@@ -221,6 +234,7 @@ const char* estimator_name(estimator e) noexcept {
         case estimator::episodic_sum: return "episodic_sum";
         case estimator::puff_advantage: return "puff_advantage";
         case estimator::linear_recurrence: return "linear_recurrence";
+        case estimator::value_vjp: return "value_vjp";
     }
     return "unknown";
 }

@@ -195,6 +195,12 @@ PUFF_SIMD_INLINE vec<T> shift_in(vec<T> a, vec<T> next) {
     return shift_down<1>(a, next, std::make_index_sequence<lanes<T>::width>{});
 }
 
+/// Lane i takes lane i - 1; lane 0 takes `earlier`'s last (callers pass a splat).
+template <typename T>
+PUFF_SIMD_INLINE vec<T> shift_in_earlier(vec<T> a, vec<T> earlier) {
+    return shift_up<1>(a, earlier, std::make_index_sequence<lanes<T>::width>{});
+}
+
 /// Lane i takes lane i - 1 of a mask; lane 0 takes `earlier`'s last.
 template <typename T>
 PUFF_SIMD_INLINE mask<T> shift_in_earlier(mask<T> a, mask<T> earlier) {

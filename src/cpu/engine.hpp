@@ -10,7 +10,7 @@
 //     dt = +1 reads the later step (V_{t+1}, PufferLib's rewards at t+1), -1
 //     the earlier one, and a step outside the row reads `fill`;
 //   - the epilogue makes the outputs (advantages, returns) from the scanned S_t
-//     and S_{t+1}.
+//     and the S scanned just before it (S_{t+1}; run forwards, S_{t-1}).
 // A traversal (engine_traversals.hpp) decides what a group of lanes is and
 // knows no estimator; an estimator (estimators_*.hpp) is written once against
 // the lanes' interface and knows no traversal. Two kinds of lanes:

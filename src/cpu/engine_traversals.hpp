@@ -2,7 +2,8 @@
 // estimator. P is a producer: P::scalar, P::kForward (the scan's direction),
 // P::seed(row) (the carry before the first scanned step), P::prefetch_row(row)
 // (hints for a row about to be read), P::produce(lanes) -> a step with .delta
-// and .decay, P::finish(lanes, step, S_t, S_{t+1}) -> outputs.
+// and .decay, P::finish(lanes, step, S_t, S') -> outputs, S' the S scanned
+// just before S_t: S_{t+1} backwards, S_{t-1} forwards (the seed before step 0).
 //   - along_time: time-contiguous rows ([B, T]), one at a time. A block of W
 //     steps produces its maps, scans them in registers (cpu_scan.hpp) and
 //     chains to the next block through one multiply-add: one dependent
@@ -84,7 +85,7 @@ PUFF_SIMD_INLINE void time_block(const P& p, const arrays& a, const lines& row_l
         }
     }
     if constexpr (P::kForward) {
-        later = s;  // forward producers read no S_{t+1}
+        later = simd::shift_in_earlier<C>(s, chained);  // S_{t-1} .. S_{t+W-2}: the step scanned before
         chained = simd::broadcast_last<C>(s);
     } else {
         later = simd::shift_in<C>(s, chained);  // S_{t+1} .. S_{t+W}

@@ -12,6 +12,7 @@
 
 #include "cpu/engine_run.hpp"
 #include "cpu/estimators_advantage.hpp"
+#include "cpu/estimators_backward.hpp"
 #include "cpu/estimators_family.hpp"
 #include "cpu/estimators_recurrence.hpp"
 
@@ -113,6 +114,13 @@ void run_recurrence(const engine::arrays& a, const standard_params& p, bool conv
         engine::run_engine(engine::recurrence_producer<C, true>(a), a, converting);
 }
 
+// The value estimators' backward, forwards over time (estimators_backward.hpp).
+template <typename C, typename F, bool kSteps>
+void run_value_vjp(const engine::arrays& a, const standard_params& p, bool converting) {
+    engine::run_engine(engine::value_vjp_producer<C, F, kSteps>(a, family_scalars_of<C>(p)), a, converting, false,
+                       kByteFlags<F>);
+}
+
 // GAE / TD(lambda) read no ratios; V-trace's advantages are its pg advantages.
 template <typename C, typename F, bool kSteps>
 runner standard_runner(const engine::arrays& a, estimator kind) {
@@ -134,6 +142,7 @@ runner runner_for(const engine::arrays& a, estimator kind) {
         case estimator::q_lambda: return run_action_values<C, F, true, kSteps>;
         case estimator::episodic_sum: return run_episodic<C, F, kSteps>;
         case estimator::linear_recurrence: return kSteps ? nullptr : run_recurrence<C>;  // reads no flags
+        case estimator::value_vjp: return run_value_vjp<C, F, kSteps>;
         case estimator::n_step_returns: break;  // n_step_returns.cpp
     }
     return nullptr;

@@ -13,6 +13,7 @@
 
 #include <puffadv/conventions.hpp>
 
+#include "gpu/backward_steps.cuh"
 #include "gpu/family_kinds.cuh"
 #include "gpu/kinds.cuh"
 #include "gpu/recurrence_steps.cuh"
@@ -174,6 +175,7 @@ void estimate_as(const standard_arrays& a, const standard_params& p, cudaStream_
             else
                 scan<T, recurrence_kind<true>>(a, p, device, stream);
             break;
+        case estimator::value_vjp: scan<T, value_vjp_kind>(a, p, device, stream); break;
     }
     if (sums) launch_row_sums(*summed, a.fused, a.rewards.rows, a.rewards.cols, device, stream);
 }

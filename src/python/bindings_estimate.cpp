@@ -136,7 +136,8 @@ void register_estimate(nb::module_& m) {
           nb::arg("reverse") = false,
           nb::arg("alpha") = 1.0, nb::arg("check_only") = false,
           "Any kind (gae, td_lambda, vtrace, discounted_returns, retrace, q_lambda, n_step_returns, "
-          "episodic_sum, puff_advantage, linear_recurrence: reverse=True runs it backwards) into the given "
+          "episodic_sum, puff_advantage, linear_recurrence: reverse=True runs it backwards; value_vjp: the "
+          "backward of gae, td_lambda and discounted_returns) into the given "
           "outputs. `arrays` maps roles (rewards, values, "
           "terminated, truncated, last_value, bootstrap_values, importance, next_values, target_probs, "
           "behaviour_probs, greedy, decay, gamma_steps, lambda_steps (per-step gamma and lambda), sample_mask, advantages, returns, abs_sums, sums, square_sums) to arrays or None; "

@@ -162,7 +162,11 @@ inputs make_inputs(const call_case& c) {
             in.truncated->set(r, t, also || (in.terminated->get(r, t) == 0 && (edge || unit(rng) < 0.05)));
         });
     }
-    if (takes_next_values(c.kind) || c.next_values) {
+    if (c.kind == estimator::value_vjp) {
+        // The backward: the cotangents in rewards' and values' places (grad_returns in
+        // half of the calls), no bootstrap.
+        if (c.seed % 2) in.values.reset();
+    } else if (takes_next_values(c.kind) || c.next_values) {
         in.next_values = grid(c.type), fill(in.next_values, -1, 1);
     } else if (c.truncations || c.kind == estimator::n_step_returns) {
         in.bootstrap = grid(c.type), fill(in.bootstrap, -1, 1);

@@ -176,6 +176,14 @@ TEST(estimators, td_lambda) {
             with(scan_traversals, {"whole rows, long-8", "split rows, long-8", "whole rows, flat-8"}));
 }
 
+// The backward of GAE, TD(lambda) and discounted returns: a scan over reversed time (as the
+// episodic sums), its store reading the step before in time (the flat groups' row ends too).
+TEST(estimators, value_vjp) {
+    std::vector<call_case> v = cases_of(estimator::value_vjp);
+    for (std::size_t i = 0; i < v.size(); i += 3) v[i].returns = true;  // grad_values beside grad_rewards
+    run_all(estimator::value_vjp, v, with(scan_traversals, {"whole rows, flat-8"}));
+}
+
 TEST(estimators, vtrace) { run_all(estimator::vtrace, cases_of(estimator::vtrace), scan_traversals); }
 
 TEST(estimators, discounted_returns) {

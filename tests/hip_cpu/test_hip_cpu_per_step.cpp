@@ -89,6 +89,9 @@ TEST(per_step, discounted_returns) {
     run_per_step("discounted_returns", estimator::discounted_returns, per_step_cases(estimator::discounted_returns),
                  variant_traversals);
 }
+TEST(per_step, value_vjp) {
+    run_per_step("value_vjp", estimator::value_vjp, per_step_cases(estimator::value_vjp), variant_traversals);
+}
 TEST(per_step, retrace) {
     run_per_step("retrace", estimator::retrace, per_step_cases(estimator::retrace), variant_traversals);
 }

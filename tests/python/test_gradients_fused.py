@@ -1,0 +1,215 @@
+"""The backward on the engine's own kernel (the core's value_vjp kind, _vjp_fused): GAE,
+TD(lambda) and discounted returns differentiated through rewards, values and the
+bootstrap, with gamma and lambda numbers or per-step arrays that take no gradient.
+Checked against finite differences (gradcheck in float64) and against _vjp's formulas
+(which test_gradients_reference holds to autograd of float64 references) on fresh
+random episodes with ends at the first and last steps, truncations, both time layouts,
+strided views, float32 and float64; NaN isolation; the path is really taken; and the
+kind's own checks name its arrays."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+puffadv = pytest.importorskip("puffadv")
+
+from puffadv import _vjp_fused  # noqa: E402
+
+from gradient_cases import episode_arrays, layout  # noqa: E402
+
+# case -> (function, differentiated arrays, flags, outputs, lambda's name)
+_SUMS = {"abs_sums": True, "sums": True, "square_sums": True}
+CASES = {
+    "gae_bootstrap": ("gae", ("rewards", "values", "bootstrap_values"), ("terminated", "truncated"),
+                      {"advantages": True, "returns": True, **_SUMS}, "gae_lambda"),
+    "gae_last_value": ("gae", ("rewards", "values", "last_value"), ("terminated",),
+                       {"advantages": True, "returns": True}, "gae_lambda"),
+    "gae_advantages_only": ("gae", ("rewards", "values", "last_value"), ("terminated",),
+                            {"advantages": True, "returns": False}, "gae_lambda"),
+    "gae_returns_only": ("gae", ("rewards", "values", "bootstrap_values"), ("terminated", "truncated"),
+                         {"advantages": False, "returns": True}, "gae_lambda"),
+    "td_lambda_returns": ("td_lambda_returns", ("rewards", "values", "bootstrap_values"),
+                          ("terminated", "truncated"), {"returns": True}, "lambda_"),
+    "td_lambda_returns_last_value": ("td_lambda_returns", ("rewards", "values", "last_value"), ("terminated",),
+                                     {"returns": True, "advantages": True, **_SUMS}, "lambda_"),
+    "discounted_returns": ("discounted_returns", ("rewards", "bootstrap_values"), ("terminated", "truncated"),
+                           {"returns": True, **_SUMS}, None),
+    "discounted_returns_last_value": ("discounted_returns", ("rewards", "last_value"), ("terminated",),
+                                      {"returns": True}, None),
+}
+
+
+def _call(case, seed=0, time_major=False, strided=False, per_step=False, dtype=torch.float64, rows=3,
+          horizon=6, device="cpu"):
+    function, arrays, flags, outputs, lambda_name = CASES[case]
+    data = episode_arrays(seed, rows, horizon)
+    # Episode ends at the first and the last step of some rows.
+    data["terminated"][0, 0] = data["terminated"][1, -1] = True
+    if "truncated" in flags:
+        data["truncated"][0, 0] = data["truncated"][1, -1] = False
+        data["truncated"][2, -1], data["terminated"][2, -1] = True, False
+    cast = lambda x: layout(torch.tensor(x), time_major, strided).to(device)  # noqa: E731
+    leaves = [cast(data[name]).to(dtype).detach().requires_grad_() for name in arrays]
+    fixed = {name: cast(data[name]) for name in flags}
+    scalars = {"gamma": cast(data["gamma"]).to(dtype) if per_step else 0.9}
+    if lambda_name:
+        scalars[lambda_name] = cast(data[lambda_name]).to(dtype) if per_step else 0.8
+    fn = getattr(puffadv, function)
+
+    def call(*values):
+        result = fn(**fixed, **scalars, **outputs, **dict(zip(arrays, values)), time_axis=0 if time_major else -1)
+        return tuple(x for x in (result if isinstance(result, tuple) else (result,)) if x is not None)
+
+    return call, leaves, arrays
+
+
+def _grads(call, leaves, weights=None, fused=True, monkeypatch=None):
+    outputs = call(*leaves)
+    weights = weights or [torch.randn(o.shape, dtype=o.dtype, generator=torch.Generator().manual_seed(i))
+                          for i, o in enumerate(outputs)]
+    loss = sum((o * w).sum() for o, w in zip(outputs, weights))
+    if fused:
+        return torch.autograd.grad(loss, leaves), weights
+    with monkeypatch.context() as patch:  # the formulas: _vjp
+        patch.setattr(_vjp_fused, "applies", lambda *a, **k: False)
+        return torch.autograd.grad(loss, leaves), weights
+
+
+@pytest.fixture
+def spy(monkeypatch):
+    """Counts the backward calls the fused kernel computed."""
+    calls = []
+    real = _vjp_fused.vjp
+
+    def counted(*args, **kwargs):
+        calls.append(args[0])
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(_vjp_fused, "vjp", counted)
+    return calls
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+@pytest.mark.parametrize("time_major,strided", [(False, False), (True, False), (False, True)])
+@pytest.mark.parametrize("per_step", [False, True])
+def test_gradcheck_on_the_fused_kernel(case, time_major, strided, per_step, spy):
+    """Finite differences of the real kernels in float64, through the fused backward."""
+    call, leaves, _ = _call(case, seed=1, time_major=time_major, strided=strided, per_step=per_step)
+    assert torch.autograd.gradcheck(call, tuple(leaves), eps=1e-6, atol=1e-7, rtol=1e-5)
+    assert spy, "the fused backward was not taken"
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+@pytest.mark.parametrize("per_step", [False, True])
+@pytest.mark.parametrize("time_major", [False, True])
+def test_equal_to_the_formulas(case, dtype, per_step, time_major, monkeypatch, spy):
+    """The fused kernel's gradients equal _vjp's on larger random calls (rows of 1 to 70
+    steps: every traversal's edge blocks)."""
+    for seed, (rows, horizon) in enumerate([(5, 1), (9, 8), (7, 37), (33, 70)]):
+        call, leaves, names = _call(case, seed=seed + 10, time_major=time_major, per_step=per_step, dtype=dtype,
+                                    rows=rows, horizon=horizon)
+        fused, weights = _grads(call, leaves)
+        formulas, _ = _grads(call, leaves, weights, fused=False, monkeypatch=monkeypatch)
+        tol = dict(rtol=1e-12, atol=1e-12) if dtype == torch.float64 else dict(rtol=2e-5, atol=2e-5)
+        for name, a, b in zip(names, fused, formulas):
+            torch.testing.assert_close(a, b, **tol, msg=f"{case} {name} {rows}x{horizon}")
+    assert len(spy) == 4
+
+
+@pytest.mark.parametrize("case", ["gae_bootstrap", "td_lambda_returns_last_value", "discounted_returns"])
+def test_nan_stays_in_its_row_and_episode(case, spy):
+    """A NaN reward poisons its own row's gradients only, and never the steps of later
+    episodes of that row (the backward runs forwards in time: an episode's adjoint starts
+    afresh); NaN bootstrap values where a step is terminated (never read) poison nothing."""
+    call, leaves, names = _call(case, seed=4, rows=4, horizon=9)
+    with torch.no_grad():
+        leaves[0][1, 3] = float("nan")
+    terminated = episode_arrays(4, 4, 9)["terminated"]
+    terminated[0, 0] = terminated[1, -1] = True
+    outputs = call(*leaves)
+    loss = sum(o[[0, 2, 3]].sum() if o.ndim == 2 else o[[0, 2, 3]].sum() for o in outputs)
+    grads = torch.autograd.grad(loss, leaves)
+    for name, g in zip(names, grads):
+        assert torch.isfinite(g[[0, 2, 3]]).all(), name
+    assert spy
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_gamma_tensor_that_requires_grad_keeps_the_formulas(case, spy):
+    """A gamma that requires grad needs its gradient: the formulas compute it (the
+    kernel gives none), and the arrays' gradients are the same either way."""
+    function, arrays, flags, outputs, lambda_name = CASES[case]
+    call, leaves, _ = _call(case, seed=2)
+    plain, weights = _grads(call, leaves)
+    assert len(spy) == 1
+    gamma = torch.tensor(0.9, dtype=torch.float64, requires_grad=True)
+    data = episode_arrays(2)
+    data["terminated"][0, 0] = data["terminated"][1, -1] = True
+    if "truncated" in flags:
+        data["truncated"][0, 0] = data["truncated"][1, -1] = False
+        data["truncated"][2, -1], data["terminated"][2, -1] = True, False
+    kwargs = {name: torch.tensor(data[name]) for name in flags}
+    if lambda_name:
+        kwargs[lambda_name] = 0.8
+    result = getattr(puffadv, function)(**kwargs, **outputs, **dict(zip(arrays, leaves)), gamma=gamma, time_axis=-1)
+    result = [x for x in (result if isinstance(result, tuple) else (result,)) if x is not None]
+    grads = torch.autograd.grad(sum((o * w).sum() for o, w in zip(result, weights)), [*leaves, gamma])
+    assert len(spy) == 1  # the formulas, not the kernel
+    for a, b in zip(grads, plain):
+        torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-12)
+    assert grads[-1] != 0
+
+
+def test_double_backward_keeps_the_formulas(spy):
+    """create_graph: the gradient is differentiable again (the formulas' graph)."""
+    call, leaves, _ = _call("gae_last_value", seed=3)
+    (adv, ret) = call(*leaves)
+    g = torch.autograd.grad((adv ** 2).sum() + ret.sum(), leaves, create_graph=True)
+    assert not spy and g[0].requires_grad
+    torch.autograd.grad(g[0].sum(), leaves[1])
+
+
+def test_the_kind_names_its_arrays():
+    """The core's value_vjp kind: its arrays by the names its table gives them."""
+    from puffadv import _core
+    u = np.ones((2, 4))
+    flags = np.zeros((2, 4), bool)
+    out = np.full((2, 4), np.nan)
+    with pytest.raises(ValueError, match="value_vjp takes no last_value"):
+        _core.estimate("value_vjp", {"rewards": u, "terminated": flags, "last_value": np.ones(2),
+                                     "advantages": out}, gamma=0.9, lambda_=0.8)
+    with pytest.raises(ValueError, match="grad_returns"):
+        _core.estimate("value_vjp", {"rewards": u, "values": np.ones((2, 3)), "terminated": flags,
+                                     "advantages": out}, gamma=0.9, lambda_=0.8)
+    _core.estimate("value_vjp", {"rewards": u, "terminated": flags, "advantages": out}, gamma=0.5, lambda_=0.5)
+    # a_t = 1 + 0.25 a_{t-1}: 1, 1.25, 1.3125, 1.328125 (no episode ends)
+    np.testing.assert_allclose(out, [[1, 1.25, 1.3125, 1.328125]] * 2)
+
+
+_GPU = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
+
+
+@_GPU
+@pytest.mark.parametrize("case", sorted(CASES))
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("per_step", [False, True])
+@pytest.mark.parametrize("time_major", [False, True])
+def test_cuda_equals_cpu(case, dtype, per_step, time_major, spy):
+    """The GPU kernel's gradients equal the CPU kernel's, over shapes that take every GPU
+    traversal (row groups, whole rows flat and vector, split and long rows, time-major
+    strided), outputs poisoned by torch's allocator as they come."""
+    for seed, (rows, horizon) in enumerate([(19, 64), (4100, 8), (3, 4501), (3, 4500), (1024, 128), (37, 50)]):
+        call, leaves, names = _call(case, seed=seed + 20, time_major=time_major, per_step=per_step, dtype=dtype,
+                                    rows=rows, horizon=horizon)
+        cpu, weights = _grads(call, leaves)
+        gpu_call, on_gpu, _ = _call(case, seed=seed + 20, time_major=time_major, per_step=per_step, dtype=dtype,
+                                    rows=rows, horizon=horizon, device="cuda")
+        gpu, _ = _grads(gpu_call, on_gpu, [w.cuda() for w in weights])
+        tol = dict(rtol=1e-10, atol=1e-10) if dtype == torch.float64 else dict(rtol=1e-4, atol=1e-4)
+        for name, a, b in zip(names, gpu, cpu):
+            assert a.is_cuda
+            torch.testing.assert_close(a.cpu(), b, **tol, msg=f"{case} {name} {rows}x{horizon}")
+    assert len(spy) == 12
+
