@@ -15,7 +15,7 @@
 
 #include <cstdint>
 
-#include "gpu/family_steps.cuh"
+#include "gpu/family_kinds.cuh"
 
 namespace puffadv::gpu {
 inline namespace PUFF_GPU_ABI {
