@@ -28,7 +28,8 @@
 #             (every estimator on every layout), the n-step window kernel, the flat
 #             and aligned row-group kernels and the long-row kernel
 #             (test_gpu_flat_rows.py), and bench_conventions.py's quick GPU == CPU
-#             sweep (16-bit inputs, flag types, fused outputs).
+#             sweep (16-bit inputs, flag types, fused outputs), and the fused backward
+#             (scripts/gpu/backward_workload.py).
 #   bench     alone on the GPU, the grids named in GRIDS (default std,family,puff):
 #             std: benchmarks/bench_conventions.py's peer grid (every estimator
 #             beside rl-triton, with the copy bandwidth; STD_ESTIMATORS narrows it),
@@ -169,8 +170,8 @@ python3 -m puffadv > "$L/selfcheck.txt" 2>&1 || fail "self-check (logs/selfcheck
 summary "after: $(basename "$WHEEL"); $(tail -1 "$L/selfcheck.txt")${BEFORE_WHEEL:+; before: $BEFORE_WHEEL}"
 
 # ---- tests and sanitizers, side by side
-sanitize() {  # tool: each command within a fifth of the stage's time
-  local tool="$1" rc=0 each=$(( $(limit "${LIMIT_TESTS:-300}") / 5 ))
+sanitize() {  # tool: each of its seven commands within a seventh of the stage's time
+  local tool="$1" rc=0 each=$(( $(limit "${LIMIT_TESTS:-300}") / 7 ))
   under() {  # python3 arguments
     echo "=== $tool: python3 $*" >> "$L/$tool.txt"
     PUFFADV_UNDER_SANITIZER=1 timeout "$each" compute-sanitizer --tool "$tool" --error-exitcode 99 \
@@ -187,6 +188,7 @@ sanitize() {  # tool: each command within a fifth of the stage's time
 or (nan_stays and shape1) or (aligned and (shape6 or shape7)) or long_rows"
   under benchmarks/bench_conventions.py --quick --check-only
   under scripts/gpu/new_kernels_check.py  # linear_recurrence, next_values, overflow caps, backward, issue 29 forms (forms_check.py)
+  under scripts/gpu/backward_workload.py  # the fused backward (value_vjp) on every traversal
   return $rc
 }
 pids=()
@@ -212,7 +214,7 @@ if want tests; then
 fi
 for entry in "${pids[@]}"; do
   wait "${entry%%:*}" || fail "${entry#*:} (logs/${entry#*:}.txt)"
-  summary "${entry#*:}: $(grep -cE 'exit status 0:' "$L/${entry#*:}.txt") of 5 commands clean; $(grep -hE 'ERROR SUMMARY|RACECHECK SUMMARY' "$L/${entry#*:}.txt" | sort | uniq -c | tr '\n' ' ')"
+  summary "${entry#*:}: $(grep -cE 'exit status 0:' "$L/${entry#*:}.txt") of $(grep -cE '^=== .* exit status' "$L/${entry#*:}.txt") commands clean; $(grep -hE 'ERROR SUMMARY|RACECHECK SUMMARY' "$L/${entry#*:}.txt" | sort | uniq -c | tr '\n' ' ')"
 done
 want tests || want sanitize && stamp "tests and sanitizers done"
 
