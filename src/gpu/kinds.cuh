@@ -1,5 +1,5 @@
 // The kinds table of the GPU engine: every estimator as a step producer and
-// an epilogue (puff_steps.cuh, standard_steps.cuh and standard_store.cuh, family_steps.cuh,
+// an epilogue (puff_steps.cuh, standard_steps.cuh and standard_store.cuh, family_steps.cuh, backward_steps.cuh,
 // action_value_steps.cuh) with what the planner (planner.cuh) needs to know of it, and nothing of any
 // traversal. A scan kind says:
 //   static constexpr bool reversed;        the scan runs over reversed time

@@ -16,32 +16,17 @@
 
 #include <puffadv/conventions.hpp>
 
+#include "strided_grid.hpp"
+
 namespace {
 
 using puffadv::dtype;
 using puffadv::estimator;
 using puffadv::matrix;
 
-template <typename T>
-constexpr dtype dtype_of = sizeof(T) == 8 ? dtype::float64 : dtype::float32;
-
-/// [rows, horizon] storage: row-major, time-major, or every other element of a wider row.
-enum class layout { row_major, time_major, strided };
-
-template <typename T>
-struct grid {
-    std::vector<T> data;
-    matrix view;
-    grid(std::int64_t rows, std::int64_t horizon, layout l) : data(std::size_t(rows * horizon * 2), T(0)) {
-        view.data = data.data();
-        view.type = dtype_of<T>;
-        view.rows = rows, view.cols = horizon;
-        if (l == layout::time_major) view.row_stride = 1, view.col_stride = rows;
-        else if (l == layout::strided) view.row_stride = 2 * horizon, view.col_stride = 2;
-        else view.row_stride = horizon, view.col_stride = 1;
-    }
-    T& at(std::int64_t r, std::int64_t t) { return data[std::size_t(r * view.row_stride + t * view.col_stride)]; }
-};
+using puffadv_test::dtype_of;
+using puffadv_test::grid;
+using puffadv_test::layout;
 
 std::vector<double> reference(const std::vector<double>& x, const std::vector<double>& a, const double* seed,
                               std::int64_t rows, std::int64_t horizon, bool reverse) {
