@@ -62,7 +62,9 @@ def vjp(kind: str, inputs: dict, flags: dict, scalars: dict, outputs: dict, cota
         terminated = torch.zeros_like(r, dtype=torch.bool)
     gamma = inputs.get("gamma_steps")
     lam = 1.0 if kind == "discounted_returns" else _number(scalars["lambda"])
-    arrays = {"rewards": total.contiguous(), "values": None if grad_returns is None else grad_returns.contiguous(),
+    total = _dense(total, r)
+    grad_returns = None if grad_returns is None else _dense(grad_returns, r)
+    arrays = {"rewards": total, "values": grad_returns,
               "terminated": terminated, "truncated": flags.get("truncated"), "gamma_steps": gamma,
               "lambda_steps": inputs.get("lambda_steps")}
     grad_rewards = torch.empty_like(arrays["rewards"])
@@ -77,6 +79,15 @@ def vjp(kind: str, inputs: dict, flags: dict, scalars: dict, outputs: dict, cota
         _bootstrap_grads(grads, inputs, grad_rewards, terminated, flags.get("truncated"),
                          _number(scalars["gamma"]) if gamma is None else gamma)
     return grads
+
+
+def _dense(x, like):
+    """x as the kernel reads it at speed: itself where no stride is 0, else (a cotangent
+    expanded from a sum: 0-strided) a copy in `like`'s layout, so that a time-major call's
+    arrays stay time-major together rather than mixing layouts."""
+    if x.numel() <= 1 or 0 not in x.stride():
+        return x
+    return torch.empty_like(like, dtype=x.dtype).copy_(x)
 
 
 def _bootstrap_grads(grads: dict, inputs: dict, a, terminated, truncated, gamma) -> None:

@@ -118,6 +118,21 @@ def test_equal_to_the_formulas(case, dtype, per_step, time_major, monkeypatch, s
     assert len(spy) == 4
 
 
+@pytest.mark.parametrize("case", sorted(CASES))
+@pytest.mark.parametrize("time_major", [False, True])
+def test_a_loss_summed_over_the_outputs(case, time_major, monkeypatch, spy):
+    """`out.sum()`'s cotangent is an expanded (0-strided) tensor: the kernel reads it in
+    the call's own layout and gives the formulas' gradients."""
+    call, leaves, names = _call(case, seed=7, time_major=time_major, rows=9, horizon=37)
+    fused = torch.autograd.grad(sum(o.sum() for o in call(*leaves)), leaves)
+    with monkeypatch.context() as patch:
+        patch.setattr(_vjp_fused, "applies", lambda *a, **k: False)
+        formulas = torch.autograd.grad(sum(o.sum() for o in call(*leaves)), leaves)
+    for name, a, b in zip(names, fused, formulas):
+        torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-12, msg=name)
+    assert len(spy) == 1
+
+
 @pytest.mark.parametrize("case", ["gae_bootstrap", "td_lambda_returns_last_value", "discounted_returns"])
 def test_nan_stays_in_its_row_and_episode(case, spy):
     """A NaN reward poisons its own row's gradients only, and never the steps of later
