@@ -6,14 +6,15 @@ epilogue writing the gradients. _vjp's formulas take some 25 elementwise passes 
 one scan for the same result (the backward ran at 10-29x the forward's time on the
 H200, 2026-12-04).
 
-Taken by eager torch backward calls in its forms: GAE and TD(lambda) with the bootstrap
-pair and without importance ratios, discounted returns; no gradient of gamma or lambda
-wanted (per-step arrays are read as given). Everything else keeps _vjp's formulas:
-V-trace, ratios, next_values, the other estimators; torch.compile (the formulas are
+Taken by eager torch backward calls in its forms: GAE (with the bootstrap pair or
+next_values) and TD(lambda) with the bootstrap pair, without importance ratios, and
+discounted returns; no gradient of gamma or lambda wanted (per-step arrays are read as
+given). Everything else keeps _vjp's formulas: V-trace, ratios, TD(lambda) with
+next_values (Q(lambda)'s recursion), the other estimators; torch.compile (the formulas are
 traced and fused by inductor), torch.func transforms, and create_graph (double backward
 differentiates the formulas). The bootstrap's gradient, gamma_t (1 - terminated_t) a_t
-where V'_t is the bootstrap, is read off a here: a few elementwise passes, only where
-last_value or bootstrap_values is an input.
+where V'_t is the bootstrap (next_values: every step), is read off a here: a few
+elementwise passes, only where last_value, bootstrap_values or next_values is an input.
 """
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ from . import _engine, _frameworks
 from ._vjp_parts import _add, _sums_vjp
 
 KINDS = frozenset({"gae", "td_lambda", "discounted_returns"})
-_NOT_FUSED = frozenset({"importance", "next_values", "sample_mask"})
+_NOT_FUSED = frozenset({"importance", "sample_mask"})
 _SCALARS = frozenset({"gamma", "lambda", "gamma_steps", "lambda_steps"})
 
 
@@ -31,6 +32,9 @@ def applies(kind: str, inputs: dict, needed) -> bool:
     """Whether value_vjp computes this backward: its kinds and forms, no gradient of gamma
     or lambda in `needed` (roles; None: every input's), an eager call on plain tensors."""
     if kind not in KINDS or any(inputs.get(role) is not None for role in _NOT_FUSED):
+        return False
+    # TD(lambda) with next_values is Q(lambda)'s recursion (src/core/estimate.cpp), not this scan.
+    if kind == "td_lambda" and inputs.get("next_values") is not None:
         return False
     if needed is None or any(role in _SCALARS for role in needed):
         return False
@@ -67,14 +71,24 @@ def vjp(kind: str, inputs: dict, flags: dict, scalars: dict, outputs: dict, cota
     arrays = {"rewards": total, "values": grad_returns,
               "terminated": terminated, "truncated": flags.get("truncated"), "gamma_steps": gamma,
               "lambda_steps": inputs.get("lambda_steps")}
+    # GAE with next_values reads no V_{t+1}: dL/dV = dL/dreturns - a, done here (the kernel's
+    # grad_values adds the bootstrap pair's gamma_{t-1} a_{t-1}).
+    next_values = inputs.get("next_values")
+    if next_values is not None:
+        arrays["values"] = None
     grad_rewards = torch.empty_like(arrays["rewards"])
-    grad_values = None if kind == "discounted_returns" else torch.empty_like(grad_rewards)
+    grad_values = None if kind == "discounted_returns" or next_values is not None else torch.empty_like(grad_rewards)
     kernel = _engine.kernel("value_vjp", (_number(scalars["gamma"]), lam, 1.0, 1.0), time_axis=1)
     _engine.run(kernel, "torch", {k: v for k, v in arrays.items() if v is not None},
                 {"advantages": grad_rewards, "returns": grad_values})
     grads = {"rewards": grad_rewards}
     if grad_values is not None:
         grads["values"] = grad_values
+    if next_values is not None:
+        grads["values"] = -grad_rewards if grad_returns is None else grad_returns - grad_rewards
+        g = _number(scalars["gamma"]) if gamma is None else gamma
+        grads["next_values"] = torch.where(terminated, torch.zeros_like(grad_rewards), grad_rewards * g)
+        return grads
     if inputs.get("last_value") is not None or inputs.get("bootstrap_values") is not None:
         _bootstrap_grads(grads, inputs, grad_rewards, terminated, flags.get("truncated"),
                          _number(scalars["gamma"]) if gamma is None else gamma)

@@ -1,6 +1,6 @@
 """The backward on the engine's own kernel (the core's value_vjp kind, _vjp_fused): GAE,
 TD(lambda) and discounted returns differentiated through rewards, values and the
-bootstrap, with gamma and lambda numbers or per-step arrays that take no gradient.
+bootstrap (GAE's next_values too), with gamma and lambda numbers or per-step arrays that take no gradient.
 Checked against finite differences (gradcheck in float64) and against _vjp's formulas
 (which test_gradients_reference holds to autograd of float64 references) on fresh
 random episodes with ends at the first and last steps, truncations, both time layouts,
@@ -29,6 +29,10 @@ CASES = {
                             {"advantages": True, "returns": False}, "gae_lambda"),
     "gae_returns_only": ("gae", ("rewards", "values", "bootstrap_values"), ("terminated", "truncated"),
                          {"advantages": False, "returns": True}, "gae_lambda"),
+    "gae_next_values": ("gae", ("rewards", "values", "next_values"), ("terminated", "truncated"),
+                        {"advantages": True, "returns": True, **_SUMS}, "gae_lambda"),
+    "gae_next_values_advantages_only": ("gae", ("rewards", "values", "next_values"), ("terminated",),
+                                        {"advantages": True, "returns": False}, "gae_lambda"),
     "td_lambda_returns": ("td_lambda_returns", ("rewards", "values", "bootstrap_values"),
                           ("terminated", "truncated"), {"returns": True}, "lambda_"),
     "td_lambda_returns_last_value": ("td_lambda_returns", ("rewards", "values", "last_value"), ("terminated",),
@@ -49,6 +53,10 @@ def _call(case, seed=0, time_major=False, strided=False, per_step=False, dtype=t
     if "truncated" in flags:
         data["truncated"][0, 0] = data["truncated"][1, -1] = False
         data["truncated"][2, -1], data["terminated"][2, -1] = True, False
+    # next_values: NaN where terminated (never read, so it must stay out), finite elsewhere.
+    nv = data["next_values"]
+    nv[~data["terminated"] & np.isnan(nv)] = 0.5
+    nv[data["terminated"]] = np.nan
     cast = lambda x: layout(torch.tensor(x), time_major, strided).to(device)  # noqa: E731
     leaves = [cast(data[name]).to(dtype).detach().requires_grad_() for name in arrays]
     fixed = {name: cast(data[name]) for name in flags}
@@ -133,7 +141,7 @@ def test_a_loss_summed_over_the_outputs(case, time_major, monkeypatch, spy):
     assert len(spy) == 1
 
 
-@pytest.mark.parametrize("case", ["gae_bootstrap", "td_lambda_returns_last_value", "discounted_returns"])
+@pytest.mark.parametrize("case", ["gae_bootstrap", "gae_next_values", "td_lambda_returns_last_value", "discounted_returns"])
 def test_nan_stays_in_its_row_and_episode(case, spy):
     """A NaN reward poisons its own row's gradients only, and never the steps of later
     episodes of that row (the backward runs forwards in time: an episode's adjoint starts
