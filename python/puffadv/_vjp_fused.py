@@ -106,16 +106,16 @@ def _dense(x, like):
 
 def _bootstrap_grads(grads: dict, inputs: dict, a, terminated, truncated, gamma) -> None:
     """The bootstrap's gradient gamma_t (1 - terminated_t) a_t where V'_t is read from it:
-    bootstrap_values at truncations and the row's last step, last_value at the last step."""
+    bootstrap_values at truncations and the row's last step, last_value at the last step.
+    Filled by mask (a NaN of a step that reads no bootstrap stays out); few passes: each is
+    a kernel beside the scan's one."""
     if inputs.get("bootstrap_values") is not None:
-        end = torch.zeros_like(terminated)
-        end[..., -1:] = True
-        if truncated is not None:
-            end = end | truncated
-        grads["bootstrap_values"] = torch.where(end & ~terminated, a * gamma, torch.zeros_like(a))
+        unread = torch.ones_like(terminated) if truncated is None else terminated | ~truncated
+        if a.shape[-1] > 0:
+            unread[..., -1] = terminated[..., -1]
+        grads["bootstrap_values"] = (a * gamma).masked_fill_(unread, 0)
     elif a.shape[-1] == 0:
         grads["last_value"] = a.new_zeros(a.shape[:-1])
     else:
         g_last = gamma[..., -1] if isinstance(gamma, torch.Tensor) else gamma
-        last = a[..., -1] * g_last
-        grads["last_value"] = torch.where(terminated[..., -1], torch.zeros_like(last), last)
+        grads["last_value"] = (a[..., -1] * g_last).masked_fill_(terminated[..., -1], 0)

@@ -23,6 +23,8 @@ _SUMS = {"abs_sums": True, "sums": True, "square_sums": True}
 CASES = {
     "gae_bootstrap": ("gae", ("rewards", "values", "bootstrap_values"), ("terminated", "truncated"),
                       {"advantages": True, "returns": True, **_SUMS}, "gae_lambda"),
+    "gae_bootstrap_at_the_end": ("gae", ("rewards", "values", "bootstrap_values"), ("terminated",),
+                                 {"advantages": True, "returns": True}, "gae_lambda"),
     "gae_last_value": ("gae", ("rewards", "values", "last_value"), ("terminated",),
                        {"advantages": True, "returns": True}, "gae_lambda"),
     "gae_advantages_only": ("gae", ("rewards", "values", "last_value"), ("terminated",),
