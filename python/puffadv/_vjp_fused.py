@@ -65,33 +65,28 @@ def vjp(kind: str, inputs: dict, flags: dict, scalars: dict, outputs: dict, cota
     if terminated is None:
         terminated = torch.zeros_like(r, dtype=torch.bool)
     gamma = inputs.get("gamma_steps")
+    g = _number(scalars["gamma"]) if gamma is None else gamma  # gamma_t where the bootstrap is read
     lam = 1.0 if kind == "discounted_returns" else _number(scalars["lambda"])
     total = _dense(total, r)
     grad_returns = None if grad_returns is None else _dense(grad_returns, r)
-    arrays = {"rewards": total, "values": grad_returns,
-              "terminated": terminated, "truncated": flags.get("truncated"), "gamma_steps": gamma,
-              "lambda_steps": inputs.get("lambda_steps")}
-    # GAE with next_values reads no V_{t+1}: dL/dV = dL/dreturns - a, done here (the kernel's
-    # grad_values adds the bootstrap pair's gamma_{t-1} a_{t-1}).
+    # GAE with next_values reads no V_{t+1}: the kernel gives a alone (its grad_values adds the
+    # bootstrap pair's gamma_{t-1} a_{t-1}), and dL/dV = dL/dreturns - a is done here.
     next_values = inputs.get("next_values")
-    if next_values is not None:
-        arrays["values"] = None
-    grad_rewards = torch.empty_like(arrays["rewards"])
-    grad_values = None if kind == "discounted_returns" or next_values is not None else torch.empty_like(grad_rewards)
+    by_kernel = kind != "discounted_returns" and next_values is None
+    arrays = {"rewards": total, "values": grad_returns if by_kernel else None, "terminated": terminated,
+              "truncated": flags.get("truncated"), "gamma_steps": gamma, "lambda_steps": inputs.get("lambda_steps")}
+    grads = {"rewards": torch.empty_like(total)}
+    if by_kernel:
+        grads["values"] = torch.empty_like(total)
     kernel = _engine.kernel("value_vjp", (_number(scalars["gamma"]), lam, 1.0, 1.0), time_axis=1)
     _engine.run(kernel, "torch", {k: v for k, v in arrays.items() if v is not None},
-                {"advantages": grad_rewards, "returns": grad_values})
-    grads = {"rewards": grad_rewards}
-    if grad_values is not None:
-        grads["values"] = grad_values
+                {"advantages": grads["rewards"], "returns": grads.get("values")})
+    a = grads["rewards"]
     if next_values is not None:
-        grads["values"] = -grad_rewards if grad_returns is None else grad_returns - grad_rewards
-        g = _number(scalars["gamma"]) if gamma is None else gamma
-        grads["next_values"] = torch.where(terminated, torch.zeros_like(grad_rewards), grad_rewards * g)
-        return grads
-    if inputs.get("last_value") is not None or inputs.get("bootstrap_values") is not None:
-        _bootstrap_grads(grads, inputs, grad_rewards, terminated, flags.get("truncated"),
-                         _number(scalars["gamma"]) if gamma is None else gamma)
+        grads["values"] = -a if grad_returns is None else grad_returns - a
+        grads["next_values"] = (a * g).masked_fill_(terminated, 0)
+    elif inputs.get("last_value") is not None or inputs.get("bootstrap_values") is not None:
+        _bootstrap_grads(grads, inputs, a, terminated, flags.get("truncated"), g)
     return grads
 
 
