@@ -5,9 +5,11 @@ time-major result is first checked against the batch-major one.
 
     python benchmarks/bench_cpu_few_rows.py [--shapes TxB,...] [--reps 200] [--rounds 5]
 
-Time-major calls of fewer than 16 rows walk along time through lines gathered
-from the strided rows (src/cpu/engine_run.hpp, too_few_rows_across); the others
-go across rows. Run it against an older build (PYTHONPATH) for a before column.
+Time-major calls of 2, 4 or 8 rows are walked interleaved (W / N steps of every
+row per vector), those of more rows than a vector's lanes up to kMostFlatRows as
+one flat row; the others of fewer than 16 rows along time through lines gathered
+from the strided rows, the rest across rows (src/cpu/engine_run.hpp). Run it
+against an older build (PYTHONPATH) for a before column.
 """
 from __future__ import annotations
 
@@ -18,7 +20,8 @@ import numpy as np
 
 import puffadv
 
-SHAPES = "2048x4,2048x8,2048x12,2048x15,2048x16,2048x24,512x8,8192x8,128x4096"
+SHAPES = ("2048x1,2048x2,2048x3,2048x4,2048x6,2048x8,2048x12,2048x15,2048x16,2048x24,2048x32,2048x48,"
+          "512x8,8192x8,8192x16,128x4096")
 
 
 def best_us(call, reps: int, rounds: int) -> float:
@@ -38,7 +41,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     args = parser.parse_args()
     rng = np.random.default_rng(0)
-    print("| T x B | time-major us | batch-major us |\n|---|---:|---:|")
+    print("| T x B | time-major us | batch-major us | time / batch |\n|---|---:|---:|---:|")
     for shape in args.shapes.split(","):
         horizon, rows = (int(x) for x in shape.split("x"))
         r, v = (rng.standard_normal((horizon, rows)).astype(np.float32) for _ in range(2))
@@ -59,8 +62,8 @@ def main() -> None:
         error = np.linalg.norm(out.T - out_b) / np.linalg.norm(out_b)
         if not error <= 1e-5:
             raise SystemExit(f"{shape}: time-major and batch-major differ (relative error {error:.2e})")
-        print(f"| {shape} | {best_us(time_major, args.reps, args.rounds):.1f} | "
-              f"{best_us(batch_major, args.reps, args.rounds):.1f} |", flush=True)
+        time_us, batch_us = best_us(time_major, args.reps, args.rounds), best_us(batch_major, args.reps, args.rounds)
+        print(f"| {shape} | {time_us:.1f} | {batch_us:.1f} | {time_us / batch_us:.2f} |", flush=True)
 
 
 if __name__ == "__main__":

@@ -65,8 +65,10 @@ void run_in(engine::arrays& a, const standard_params& p) {
 void estimate_cpu(const standard_arrays& arrays, const standard_params& params) {
     engine::arrays a = engine_arrays(arrays);
     if (params.kind == estimator::n_step_returns) {
-        const bool converting = engine::computes_in_double(a) ? !engine::reads_in_place<double>(a, false)
-                                                              : !engine::reads_in_place<float>(a, false);
+        // No interleaved traversal for the n-step windows: those few rows are gathered.
+        const bool converting = engine::computes_in_double(a)
+                                    ? !engine::reads_in_place<double>(a, false) || engine::interleaved_rows_of<double>(a)
+                                    : !engine::reads_in_place<float>(a, false) || engine::interleaved_rows_of<float>(a);
         if (!converting) a.stream = engine::streams(a);
         return engine::n_step_returns_cpu(arrays, a, params, converting);
     }

@@ -140,10 +140,11 @@ PUFF_SIMD_INLINE void combine_with_later(vec<T>& d, vec<T>& k) {
     }
 }
 
-/// In place: lane i becomes the composition of the maps of lanes i .. W-1.
-template <typename T>
+/// In place: lane i becomes the composition of the maps of lanes i, i + N, ...
+/// up to W-1 (N: lanes from one step to the next; N rows interleaved, time-major).
+template <typename T, int N = 1>
 PUFF_SIMD_INLINE void reverse_scan(vec<T>& d, vec<T>& k) {
-    combine_with_later<1, T>(d, k);
+    combine_with_later<N, T>(d, k);
 }
 
 /// Lane i takes lane i - S of `a`; the first S lanes take the last S of `earlier`.
@@ -168,9 +169,45 @@ PUFF_SIMD_INLINE void combine_with_earlier(vec<T>& d, vec<T>& k) {
 
 /// In place, for forward recurrences x_i = d_i + k_i x_{i-1}: lane i becomes the
 /// composition of the maps of lanes i .. 0 (it maps the carry x_{-1} to x_i).
-template <typename T>
+template <typename T, int N = 1>
 PUFF_SIMD_INLINE void forward_scan(vec<T>& d, vec<T>& k) {
-    combine_with_earlier<1, T>(d, k);
+    combine_with_earlier<N, T>(d, k);
+}
+
+/// Lane i takes lane i % N (the first step's lanes of N interleaved rows, repeated).
+template <int N, typename V, std::size_t... I>
+PUFF_SIMD_INLINE V tile_first(V a, std::index_sequence<I...>) {
+    return __builtin_shufflevector(a, a, static_cast<int>(I % N)...);
+}
+
+/// Lane i takes lane W - N + i % N (the last step's lanes, repeated).
+template <int N, typename V, std::size_t... I>
+PUFF_SIMD_INLINE V tile_last(V a, std::index_sequence<I...>) {
+    return __builtin_shufflevector(a, a, static_cast<int>(sizeof...(I) - N + I % N)...);
+}
+
+/// The index of window(): lane i reads lane i + r of two adjacent vectors (0 <= r < W,
+/// known at run time). Made once per call: built per block, it cost 8 inserts.
+template <typename T>
+inline mask<T> window_index(int r) {
+    mask<T> index;
+    for (int i = 0; i < lanes<T>::width; ++i) index[i] = i + r;
+    return index;
+}
+
+/// Lane i takes lane index[i] of `a` followed by `b`: the W elements r past the
+/// start of two adjacent vectors. GCC: two lane permutations and a blend
+/// (vpermps with AVX2); elsewhere lane by lane.
+template <typename T>
+PUFF_SIMD_INLINE vec<T> window(vec<T> a, vec<T> b, mask<T> index) {
+#if defined(__GNUC__) && !defined(__clang__)
+    return __builtin_shuffle(a, b, index);
+#else
+    constexpr int W = lanes<T>::width;
+    vec<T> x;
+    for (int i = 0; i < W; ++i) x[i] = index[i] < W ? a[index[i]] : b[index[i] - W];
+    return x;
+#endif
 }
 
 /// Every lane takes the last.
@@ -189,16 +226,18 @@ PUFF_SIMD_INLINE vec<T> clip(vec<T> x, vec<T> limit) {
     return x < limit ? x : limit;
 }
 
-/// Lane i takes lane i + 1; the last lane takes `next`'s last (callers pass a splat).
-template <typename T>
+/// Lane i takes lane i + N; the last N lanes take `next`'s own (callers pass a
+/// splat, or N interleaved rows' values repeated: tile_first).
+template <typename T, int N = 1>
 PUFF_SIMD_INLINE vec<T> shift_in(vec<T> a, vec<T> next) {
-    return shift_down<1>(a, next, std::make_index_sequence<lanes<T>::width>{});
+    return shift_down<N>(a, next, std::make_index_sequence<lanes<T>::width>{});
 }
 
-/// Lane i takes lane i - 1; lane 0 takes `earlier`'s last (callers pass a splat).
-template <typename T>
+/// Lane i takes lane i - N; the first N lanes take `earlier`'s last N (callers
+/// pass a splat, or N interleaved rows' values repeated: tile_last).
+template <typename T, int N = 1>
 PUFF_SIMD_INLINE vec<T> shift_in_earlier(vec<T> a, vec<T> earlier) {
-    return shift_up<1>(a, earlier, std::make_index_sequence<lanes<T>::width>{});
+    return shift_up<N>(a, earlier, std::make_index_sequence<lanes<T>::width>{});
 }
 
 /// Lane i takes lane i - 1 of a mask; lane 0 takes `earlier`'s last.

@@ -104,17 +104,25 @@ PUFF_SIMD_INLINE M<C> mask_of(Pred pred) {
 
 /// W steps t .. t+W-1 of one row (every [rows, horizon] array has col_stride 1,
 /// or the row has at most one step). `row_lines`: the row's step 0.
-template <typename C, bool kEdge>
+/// N > 1: N rows interleaved (time-major [T, N] data, rows adjacent and steps
+/// N apart): the lanes are W / N steps of all N rows, t and horizon count
+/// elements of the flattened array (t a multiple of W), and dt = +-1 reads the
+/// step N elements away. `row` is then the call's first row (0). N == 0: as N > 1
+/// with the count of rows known at run time (`dynamic_rows`; flat_rows).
+template <typename C, bool kEdge, int N = 1>
 struct time_lanes {
     const arrays& a;
     const lines& row_lines;
     std::int64_t row, t, horizon;
     bool stream;
     bad_step& bad;
+    int dynamic_rows = 0;
 
+    /// Elements from one step of a lane's row to the next.
+    int rows() const { return N > 0 ? N : dynamic_rows; }
     bool present(role k) const { return row_lines.at[static_cast<int>(k)] != nullptr; }
-    std::int64_t row_of(int) const { return row; }
-    std::int64_t step_of(int i) const { return t + i; }
+    std::int64_t row_of(int i) const { return N == 1 ? row : row + (t + i) % rows(); }
+    std::int64_t step_of(int i) const { return N == 1 ? t + i : (t + i) / rows(); }
     bool inside(std::int64_t s) const { return s >= 0 && s < horizon; }
     /// The lanes that hold a step of the row.
     PUFF_SIMD_INLINE M<C> valid() const {
@@ -126,29 +134,41 @@ struct time_lanes {
     /// The lanes that hold the row's last step.
     PUFF_SIMD_INLINE M<C> last_step() const {
         if constexpr (!kEdge) return M<C>{};
-        else return mask_of<C>([&](int i) { return t + i == horizon - 1; });
+        else return mask_of<C>([&](int i) { return t + i >= horizon - rows() && t + i < horizon; });
     }
     /// fill(row) in the lanes that hold the row's last step, 0 elsewhere.
     template <typename Fill>
     PUFF_SIMD_INLINE V<C> at_last_step(Fill fill) const {
-        if constexpr (!kEdge) return V<C>{};
-        else return simd::zero_where<C>(~last_step(), simd::splat<C>(fill(row)));
+        if constexpr (!kEdge) {
+            return V<C>{};
+        } else if constexpr (N == 1) {
+            return simd::zero_where<C>(~last_step(), simd::splat<C>(fill(row)));
+        } else {
+            alignas(32) C x[W<C>] = {};
+            for (int i = 0; i < W<C>; ++i)
+                if (t + i >= horizon - rows() && t + i < horizon) x[i] = fill(row_of(i));
+            return simd::load<C>(x);
+        }
     }
     template <typename T>
     const T* at(role k, std::int64_t s) const {
         return reinterpret_cast<const T*>(row_lines.at[static_cast<int>(k)] + s * std::int64_t(sizeof(T)));
     }
-    /// Each lane's value at its step + dt; fill(row) outside the row.
+    /// Each lane's value at its step + dt; fill(its row) outside the row.
     template <typename Fill>
     PUFF_SIMD_INLINE V<C> values(role k, int dt, Fill fill) const {
-        const std::int64_t s = t + dt;
+        const std::int64_t s = t + dt * rows();
         if constexpr (kEdge) {
             if (s < 0 || s + W<C> > horizon) {
-                if (dt == 1 && s + W<C> == horizon + 1 && t >= 0)  // the last lane is past the end
+                if (N == 1 && dt == 1 && s + W<C> == horizon + 1 && t >= 0)  // the last lane is past the end
                     return simd::shift_in<C>(simd::load<C>(at<C>(k, t)), simd::splat<C>(fill(row)));
                 alignas(32) C x[W<C>];
-                const C outside = fill(row);
-                for (int i = 0; i < W<C>; ++i) x[i] = inside(s + i) ? *at<C>(k, s + i) : outside;
+                if constexpr (N == 1) {
+                    const C outside = fill(row);
+                    for (int i = 0; i < W<C>; ++i) x[i] = inside(s + i) ? *at<C>(k, s + i) : outside;
+                } else {
+                    for (int i = 0; i < W<C>; ++i) x[i] = inside(s + i) ? *at<C>(k, s + i) : fill(row_of(i));
+                }
                 return simd::load<C>(x);
             }
         }
@@ -157,12 +177,12 @@ struct time_lanes {
     /// The lanes whose flag at step + dt is set (non-zero); none outside the row.
     template <typename F>
     PUFF_SIMD_INLINE M<C> flags(role k, int dt) const {
-        const std::int64_t s = t + dt;
+        const std::int64_t s = t + dt * rows();
         if constexpr (kEdge) {
             if (s < 0 || s + W<C> > horizon) {
                 // The earlier step of a forward scan's first block (every row has one):
                 // the flags of steps 0 .. W-1 moved up a lane, none before step 0.
-                if (dt == -1 && s == -1 && W<C> <= horizon)
+                if (N == 1 && dt == -1 && s == -1 && W<C> <= horizon)
                     return simd::shift_in_earlier<C>(simd::set_lanes<C>(at<F>(k, 0)), M<C>{});
                 F x[W<C>] = {};
                 for (int i = 0; i < W<C>; ++i)

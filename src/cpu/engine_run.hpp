@@ -31,13 +31,37 @@ inline layout layout_of(const arrays& a) {
 
 /// Rows across which a call is too narrow to walk: time-major calls of fewer rows
 /// (SB3's and CleanRL's few environments) fill only that many of a vector's lanes.
-/// They are walked along time through converted lines (each row gathered into a
-/// line, engine_sources.hpp). float32 GAE, time-major, this 2-core machine,
-/// 2026-12-04, across rows -> along time: 2048x4 97 -> 20 us, 2048x8 85 -> 40,
-/// 2048x15 115 -> 92, 8192x8 326 -> 139; at 2048x16 across rows won (92 against
-/// 101: the gather reads every cache line once per row). Batch-major: 11-28 us.
+/// Most are walked interleaved (interleaved_rows_of); the rest (3, 5, 6 or 7 rows
+/// in float32, 3 in float64, other dtypes, views whose steps are not `rows` apart,
+/// n_step_returns) along time through converted lines (each row gathered into a
+/// line, engine_sources.hpp): float32 GAE, time-major, this 2-core machine,
+/// 2026-12-04, across rows -> gathered: 2048x4 97 -> 20 us, 2048x15 115 -> 92.
 constexpr std::int64_t kFewRowsAcross = 16;
 inline bool too_few_rows_across(const arrays& a) { return a.rows < kFewRowsAcross && a.horizon > 1; }
+
+/// The most rows a time-major call may have to be walked flat (flat_rows): up to it,
+/// flat beat across rows at every count measured (float32 GAE, T = 2048, this
+/// 2-core machine, 2026-12-05: 16 rows 26 against 36 us, 32 rows 43 against 58;
+/// 40 rows 53 against 62, not taken: unmeasured at other horizons and dtypes).
+constexpr std::int64_t kMostFlatRows = 32;
+
+/// N where a time-major call of N rows is walked interleaved, each vector full
+/// (SB3's and CleanRL's few environments): N dividing a vector's W lanes
+/// (interleaved_rows: W / N steps of every row per vector), or W < N <=
+/// kMostFlatRows (flat_rows: the call as one flat row, each lane's step beside it
+/// N lanes away); every line's rows adjacent and its steps N apart, no row sums;
+/// else 0. (n_step_returns, which has neither traversal, gathers them.)
+template <typename C>
+int interleaved_rows_of(const arrays& a) {
+    static_assert((kMostFlatRows / W<C> + 2) * W<C> <= kFlatRing, "flat_rows' ring holds q + 2 vectors");
+    const bool flat = a.rows > W<C> && a.rows <= kMostFlatRows;
+    if (a.horizon <= 1 || a.rows < 2 || !(flat || W<C> % a.rows == 0) || wants_sums(a)) return 0;
+    for (int k = 0; k < role_count; ++k) {
+        const view& v = a.by_role[k];
+        if (v.present && is_line(role(k)) && (v.row_stride != 1 || v.col_stride != a.rows)) return 0;
+    }
+    return static_cast<int>(a.rows);
+}
 
 /// Whether the traversals read the call's memory itself in arithmetic type C:
 /// every float array of type C (float32 or float64), the flags (terminated,
@@ -57,7 +81,8 @@ bool reads_in_place(const arrays& a, bool arithmetic_dones) {
     }
     if (arithmetic_dones && bytes) return false;
     const layout l = layout_of(a);
-    return l == layout::time_contiguous || (l == layout::row_adjacent && !too_few_rows_across(a));
+    return l == layout::time_contiguous ||
+           (l == layout::row_adjacent && (!too_few_rows_across(a) || interleaved_rows_of<C>(a) > 0));
 }
 
 /// The arithmetic type of a call: double for float64 inputs, float for every other float dtype.
@@ -144,6 +169,16 @@ template <typename P>
 void run_engine(const P& p, const arrays& a, bool converting, bool arithmetic_dones = false,
                 bool flag_bytes = false) {
     using C = typename P::scalar;
+    if (const int n = converting ? 0 : interleaved_rows_of<C>(a)) {  // one unit: a few thousand elements
+        call_lines source(a);  // a step flagged both is terminated: no bad step (below)
+        if (n == 2) interleaved_rows<2>(p, a, source);
+        if (n == 4) interleaved_rows<4>(p, a, source);
+        if constexpr (W<C> == 8) {
+            if (n == 8) interleaved_rows<8>(p, a, source);
+        }
+        if (n > W<C>) flat_rows(p, a, source);
+        return;
+    }
     const plan how = plan_of(a, converting);
     const std::int64_t unit = how.unit;
     const std::int64_t units = (a.rows + unit - 1) / unit;

@@ -5,17 +5,17 @@
 // and .decay, P::finish(lanes, step, S_t, S') -> outputs, S' the S scanned
 // just before S_t: S_{t+1} backwards, S_{t-1} forwards (the seed before step 0).
 //   - along_time: time-contiguous rows ([B, T]), one at a time. A block of W
-//     steps produces its maps, scans them in registers (cpu_scan.hpp) and
-//     chains to the next block through one multiply-add: one dependent
-//     operation per W steps. Rows are walked so that each array is read as one
-//     stream (descending for backward scans, ascending for forward ones).
+//     steps produces its maps, scans them in registers (cpu_scan.hpp) and chains
+//     to the next block through one multiply-add: one dependent operation per W
+//     steps. Each array is read as one stream (backward scans descend).
 //   - across_rows: row-adjacent data (time-major [T, B]): a block of rows steps
 //     through time together, W rows per vector, each lane its own recurrence
 //     with the carries in a scratch line; no scan is needed.
-// Both read their lines through a source (engine_sources.hpp): the call's
-// memory itself, or converted copies of it (16-bit floats, other strides).
-// run_engine (engine_run.hpp) picks the traversal and the source, and splits
-// the rows between the CPU threads.
+//   - interleaved_rows, flat_rows: time-major calls of few rows (N dividing W, or
+//     W < N <= kMostFlatRows), walked as one row with each lane's step beside it
+//     N lanes away. Lines come through a source (engine_sources.hpp): the call's
+//     memory or converted copies. run_engine (engine_run.hpp) picks the walk and
+//     the source, and splits the rows between the CPU threads.
 #pragma once
 
 #include <algorithm>
@@ -38,26 +38,28 @@ namespace puffadv::detail::engine {
 // never share memory with inputs (check_output), and a source loads a row's
 // lines again at each row(), so the row's inputs are still there.
 
-// S from the carry one step at a time. Out of line (rare); scalars and pointers
-// only: a 32-byte vector passed out of line breaks between the clones (cpu_scan.hpp).
-template <bool kForward, typename C>
-__attribute__((noinline, cold)) void stepwise(const C* delta, const C* decay, C carry, C* s) {
-    C x = carry;
+// S from the carries one step at a time (lane i's carry in carry[i]; N rows
+// interleaved: a lane's step beside it is N lanes away). Out of line (rare); scalars
+// and pointers only: a 32-byte vector passed out of line breaks between the clones
+// (cpu_scan.hpp).
+template <bool kForward, int N, typename C>
+__attribute__((noinline, cold)) void stepwise(const C* delta, const C* decay, const C* carry, C* s) {
     for (int j = 0; j < W<C>; ++j) {
         const int i = kForward ? j : W<C> - 1 - j;
-        x = delta[i] + decay[i] * x;
-        s[i] = x;
+        const C before = kForward ? (i >= N ? s[i - N] : carry[i]) : (i + N < W<C> ? s[i + N] : carry[i]);
+        s[i] = delta[i] + decay[i] * before;
     }
 }
 
-// One block of W steps of a row; `chained` is the carry from the block scanned
-// before (S_{t+W} backwards, S_{t-1} forwards), then this block's.
-template <bool kEdge, bool kStepwise, typename P>
+// One block of W steps of a row (N rows interleaved: W / N steps of N rows);
+// `chained` is the carry from the block scanned before (S_{t+W} backwards,
+// S_{t-1} forwards; per row, repeated), then this block's.
+template <bool kEdge, bool kStepwise, int N, typename P>
 PUFF_SIMD_INLINE void time_block(const P& p, const arrays& a, const lines& row_lines, std::int64_t row,
                                  std::int64_t t, std::int64_t horizon, bool stream, V<typename P::scalar>& chained,
                                  simd::double_sums* sums, bad_step& bad) {
     using C = typename P::scalar;
-    const time_lanes<C, kEdge> lanes{a, row_lines, row, t, horizon, stream, bad};
+    const time_lanes<C, kEdge, N> lanes{a, row_lines, row, t, horizon, stream, bad};
     auto step = p.produce(lanes);
     if constexpr (kEdge) {  // steps outside the row: identity-free zero maps, which leave S there 0
         const M<C> outside = ~lanes.valid();
@@ -68,10 +70,10 @@ PUFF_SIMD_INLINE void time_block(const P& p, const arrays& a, const lines& row_l
     if constexpr (kStepwise) simd::store<C>(d, step.delta), simd::store<C>(k, step.decay);
     V<C> s, later;
     if constexpr (P::kForward) {
-        simd::forward_scan<C>(step.delta, step.decay);
+        simd::forward_scan<C, N>(step.delta, step.decay);
         s = step.delta + step.decay * chained;
     } else {
-        simd::reverse_scan<C>(step.delta, step.decay);
+        simd::reverse_scan<C, N>(step.delta, step.decay);
         s = step.delta + step.decay * chained;
     }
     if constexpr (kStepwise) {
@@ -79,17 +81,19 @@ PUFF_SIMD_INLINE void time_block(const P& p, const arrays& a, const lines& row_l
         // the others take the step-by-step value. A row's finite blocks stay bitwise those
         // of the first pass.
         if (!simd::all_finite<C>(s)) {
-            alignas(32) C x[W<C>];
-            stepwise<P::kForward, C>(d, k, chained[0], x);
+            alignas(32) C x[W<C>], carry[W<C>];
+            simd::store<C>(carry, chained);
+            stepwise<P::kForward, N, C>(d, k, carry, x);
             s = (s - s) == V<C>{} ? s : simd::load<C>(x);
         }
     }
+    constexpr auto lanes_index = std::make_index_sequence<W<C>>{};
     if constexpr (P::kForward) {
-        later = simd::shift_in_earlier<C>(s, chained);  // S_{t-1} .. S_{t+W-2}: the step scanned before
-        chained = simd::broadcast_last<C>(s);
+        later = simd::shift_in_earlier<C, N>(s, chained);  // S_{t-1} .. S_{t+W-2}: the step scanned before
+        chained = simd::tile_last<N>(s, lanes_index);
     } else {
-        later = simd::shift_in<C>(s, chained);  // S_{t+1} .. S_{t+W}
-        chained = simd::broadcast_first<C>(s);
+        later = simd::shift_in<C, N>(s, chained);  // S_{t+1} .. S_{t+W}
+        chained = simd::tile_first<N>(s, lanes_index);
     }
     outputs<C> out = p.finish(lanes, step, s, later);
     if constexpr (kEdge) out.advantages = simd::zero_where<C>(~lanes.valid(), out.advantages);  // for the sums
@@ -98,18 +102,21 @@ PUFF_SIMD_INLINE void time_block(const P& p, const arrays& a, const lines& row_l
     if (sums) sums->add(out.advantages);
 }
 
-// One row with its sums, its lines from `source`; returns the final carry.
-template <bool kStepwise, typename P, typename Source>
+// One row with its sums, its lines from `source`; returns the final carry. N > 1:
+// the call's N rows interleaved (interleaved_rows), `row` 0, no sums.
+template <bool kStepwise, int N = 1, typename P, typename Source>
 PUFF_SIMD_INLINE V<typename P::scalar> whole_row(const P& p, const arrays& a, Source& source, std::int64_t row,
                                                  bool stream, bool want_sums, bad_step& bad) {
     using C = typename P::scalar;
-    const std::int64_t T = a.horizon;
+    const std::int64_t T = a.horizon * N;
     simd::double_sums sums;
     simd::double_sums* sums_or_null = want_sums ? &sums : nullptr;
-    V<C> chained = simd::splat<C>(p.seed(row));
+    alignas(32) C seeds[W<C>];
+    for (int i = 0; i < W<C>; ++i) seeds[i] = p.seed(row + i % N);
+    V<C> chained = simd::load<C>(seeds);
     const lines row_lines = source.row(row);
 #define PUFF_BLOCK(kEdge, t) \
-    time_block<kEdge, kStepwise>(p, a, row_lines, row, t, T, stream, chained, sums_or_null, bad)
+    time_block<kEdge, kStepwise, N>(p, a, row_lines, row, t, T, stream, chained, sums_or_null, bad)
     if (T > 0 && P::kForward) {
         // The first block reads before the row (dt = -1), the last one may pass its end.
         const std::int64_t last = (T - 1) / W<C> * W<C>;
@@ -160,6 +167,102 @@ PUFF_SIMD_CLONES bad_step along_time(const P& producer, const arrays& a, Source&
     return bad;
 }
 
+/// Every row of a time-major call of N rows (N divides W; rows adjacent, steps N
+/// apart, no sums): the call's memory read as one row whose lanes hold W / N
+/// steps of the N rows, so that each vector is full and each row's carry stays in
+/// its lanes (across_rows filled N of W lanes, and loaded and stored the carries
+/// every step). SB3's and CleanRL's few environments.
+template <int N, typename P, typename Source>
+PUFF_SIMD_CLONES bad_step interleaved_rows(const P& producer, const arrays& a, Source& source) {
+    using C = typename P::scalar;
+    const P p = producer;
+    const bool stream = source.streams();
+    bad_step bad;
+    const V<C> carry = whole_row<false, N>(p, a, source, 0, stream, false, bad);
+    if (__builtin_expect(!simd::all_finite<C>(carry), 0)) whole_row<true, N>(p, a, source, 0, stream, false, bad);
+    if (stream) simd::fence();
+    return bad;
+}
+
+// The carries of a flat walk: S by flattened position modulo kFlatRing, stored and
+// loaded as whole aligned vectors (a load across two recent stores waits for both
+// to leave the store buffer).
+constexpr int kFlatRing = 64;
+
+// W consecutive elements of the flattened time-major call of n >= W rows: no
+// lane's step beside it lies in its own vector, so each lane's S comes from the
+// carries in one step (no scan; the decays are never multiplied together). The
+// step beside lane i lies n = q W + r elements away, in the vectors q and q + 1
+// away: for q = 1 the two scanned last (`nearer`, `farther`: registers, since a
+// load of a vector stored one block before waits for the store), else the ring.
+template <bool kEdge, typename P>
+PUFF_SIMD_INLINE void flat_block(const P& p, const arrays& a, const lines& call_lines, std::int64_t t,
+                                 std::int64_t horizon, int n, int q, int r, const M<typename P::scalar>& index,
+                                 V<typename P::scalar>& nearer, V<typename P::scalar>& farther, bool stream,
+                                 typename P::scalar* ring, bad_step& bad) {
+    using C = typename P::scalar;
+    constexpr int kMask = kFlatRing - 1;
+    const time_lanes<C, kEdge, 0> lanes{a, call_lines, 0, t, horizon, stream, bad, n};
+    auto step = p.produce(lanes);
+    if constexpr (kEdge) {
+        const M<C> outside = ~lanes.valid();
+        step.delta = simd::zero_where<C>(outside, step.delta);
+        step.decay = simd::zero_where<C>(outside, step.decay);
+    }
+    const std::int64_t away = P::kForward ? -W<C> : W<C>;  // S at t - n forwards, t + n backwards
+    const V<C> near = q == 1 ? nearer : simd::load<C>(ring + ((t + q * away) & kMask));
+    V<C> later = near;
+    if (r != 0) {
+        const V<C> far = q == 1 ? farther : simd::load<C>(ring + ((t + (q + 1) * away) & kMask));
+        later = P::kForward ? simd::window<C>(far, near, index) : simd::window<C>(near, far, index);
+    }
+    const V<C> s = step.delta + step.decay * later;
+    simd::store<C>(ring + (t & kMask), s);
+    farther = nearer;
+    nearer = s;
+    outputs<C> out = p.finish(lanes, step, s, later);
+    lanes.store(role::advantages, out.advantages);
+    lanes.store(role::returns, out.returns);
+}
+
+/// Every row of a time-major call of n rows, W < n <= kMostFlatRows (rows
+/// adjacent, steps n apart, no sums): the call's memory walked as one flat row
+/// of W-lane vectors, each lane's carry n elements away (interleaved_rows for n
+/// rows beyond a vector). across_rows would fill a partial group every step and
+/// walk each step's lines apart.
+template <typename P, typename Source>
+PUFF_SIMD_CLONES bad_step flat_rows(const P& producer, const arrays& a, Source& source) {
+    using C = typename P::scalar;
+    const P p = producer;
+    const bool stream = source.streams();
+    bad_step bad;
+    const int n = static_cast<int>(a.rows), q = n / W<C>, r = n % W<C>;
+    const std::int64_t T = a.horizon * n;
+    const lines call_lines = source.row(0);
+    alignas(32) C ring[kFlatRing];
+    // The seeds in the vectors the walk reads before it writes them: q + 1 past the
+    // top block (backwards) or before step 0 (forwards), each lane its own row's.
+    const std::int64_t top = T - (T - 1) % W<C> - 1;
+    const std::int64_t first_read = P::kForward ? -(q + 1) * W<C> : top + W<C>;
+    for (std::int64_t pos = first_read; pos < first_read + (q + 1) * W<C>; ++pos)
+        ring[pos & (kFlatRing - 1)] = p.seed(((pos % n) + n) % n);
+    const std::int64_t away = P::kForward ? -W<C> : W<C>, start = P::kForward ? 0 : top;
+    V<C> nearer = simd::load<C>(ring + ((start + away) & (kFlatRing - 1)));
+    V<C> farther = simd::load<C>(ring + ((start + 2 * away) & (kFlatRing - 1)));
+    const M<C> index = simd::window_index<C>(P::kForward && r != 0 ? W<C> - r : r);
+    // Blocks that read before step 0 (dt = -1) or past the last (dt = +1), or hold
+    // lanes past the end, take the edge path. (No lambda: it would not be compiled
+    // for the clone's target.)
+    for (std::int64_t j = 0, t = P::kForward ? 0 : top; j <= top; j += W<C>, t += P::kForward ? W<C> : -W<C>) {
+        if (t < n || t + n + W<C> > T)
+            flat_block<true>(p, a, call_lines, t, T, n, q, r, index, nearer, farther, stream, ring, bad);
+        else
+            flat_block<false>(p, a, call_lines, t, T, n, q, r, index, nearer, farther, stream, ring, bad);
+    }
+    if (stream) simd::fence();
+    return bad;
+}
+
 template <typename C>
 constexpr int kLineElements = 64 / sizeof(C);  // a cache line
 
@@ -167,15 +270,22 @@ constexpr int kLineElements = 64 / sizeof(C);  // a cache line
 // reads and writes: beside them, the hardware prefetcher restarted at every page
 // of every step's line (65536x128 f32 time-major GAE, one thread, 8192-row
 // blocks: 8.0 -> 6.4 ms). Row-adjacent lines of the call's memory only.
+// Blocks of fewer rows go without: their steps' lines stay in the caches (2048
+// rows are 8 KB float32 lines), and the prefetches cost more than they saved
+// (time-major f32 GAE, this 2-core machine, 2026-12-04, T x B: 128x16384 (blocks of 2048
+// rows) 730-745 us without, 800-819 with; 128x4096 184 against 214-233; 128x32768
+// (blocks of 4096) 1719-1806 without, 1659-1679 with).
+constexpr int kPrefetchedBlockRows = 4096;
+
 struct next_step_lines {
     static constexpr int kMost = role_count;
-    const char* lines[kMost] = {};
-    int sizes[kMost] = {};
+    const char* lines[kMost];  // the first `count` only: nothing is zeroed per step
+    int sizes[kMost];
     int count = 0;
 
     next_step_lines() = default;
-    next_step_lines(const arrays& a, std::int64_t first, std::int64_t t) {
-        if (t < 0 || t >= a.horizon) return;
+    next_step_lines(const arrays& a, std::int64_t first, std::int64_t t, int rows) {
+        if (t < 0 || t >= a.horizon || rows < kPrefetchedBlockRows) return;
         for (int k = 0; k < role_count; ++k) {
             const view& v = a.by_role[k];
             // Streamed outputs have no line to fetch; truncated is rarely set (its bootstraps: not at all).
@@ -233,10 +343,11 @@ PUFF_SIMD_CLONES bad_step across_rows(const P& producer, const arrays& a, Source
     const std::int64_t T = a.horizon;
     const bool stream = source.streams();
     bad_step bad;
+    lines step_lines = source.start_lines();
     for (std::int64_t step = 0; step < T; ++step) {
         const std::int64_t t = P::kForward ? step : T - 1 - step;
-        const next_step_lines ahead = source.ahead(first, P::kForward ? t + 1 : t - 1);
-        const lines step_lines = source.step(first, n, t, P::kForward);
+        const next_step_lines ahead = source.ahead(first, P::kForward ? t + 1 : t - 1, n);
+        source.step(step_lines, first, n, t, P::kForward);
         for (int i = 0; i < full; i += W<C>) {
             if (i % kLineElements<C> == 0) ahead.prefetch(i);
             row_group<false>(p, a, step_lines, first, i, t, T, W<C>, stream, carry + i, sums ? sums + i : nullptr,

@@ -110,9 +110,10 @@ PUFF_SIMD_CLONES bad_step windows_across_rows(const arrays& a, const n_step_scal
     const std::int64_t T = a.horizon;
     const V<C> gamma = simd::splat<C>(p.gamma), gamma_lambda = simd::splat<C>(p.gamma * p.lambda);
     bad_step bad;
+    lines step_lines = source.start_lines();
     for (std::int64_t t = T - 1; t >= 0; --t) {
-        const lines step_lines = source.step(first, n, t, false);
-        const next_step_lines ahead = source.ahead(first, t - 1);
+        source.step(step_lines, first, n, t, false);
+        const next_step_lines ahead = source.ahead(first, t - 1, n);
         const bool last = t == T - 1;
         for (int i = 0; i < full; i += W<C>) {
             if (i % kLineElements<C> == 0) ahead.prefetch(i);

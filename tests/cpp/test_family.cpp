@@ -23,6 +23,14 @@ TEST_P(family, matches_the_float64_reference_in_every_layout) {
     check_case<double>(GetParam(), layout::row_major, 11, 600);
     check_case<float>(GetParam(), layout::reversed, 9, 530);
     check_case<double>(GetParam(), layout::row_major, 300, 1);
+    // Time-major with few rows: 2, 4 or 8 walked interleaved (W / N steps per vector),
+    // 5 to 32 beyond a vector walked flat (each lane's step beside it a vector or more
+    // away), the last block partial or whole, one step; 3 and 33 gathered and across rows.
+    for (std::int64_t rows : {2, 3, 4, 5, 8, 9, 12, 15, 16, 24, 32, 33})
+        for (std::int64_t horizon : {1, 2, 5, 301}) {
+            check_case<float>(GetParam(), layout::time_major, rows, horizon);
+            check_case<double>(GetParam(), layout::time_major, rows, horizon);
+        }
 }
 
 // Inputs the definitions never read must not matter, NaN included: bootstrap_values

@@ -87,7 +87,8 @@ TEST(linear_recurrence, matches_the_float64_reference) {
         for (bool reverse : {false, true})
             for (bool seeded : {false, true})
                 for (auto [rows, horizon] : {std::pair<std::int64_t, std::int64_t>{1, 1}, {3, 2}, {19, 23},
-                                             {70, 9}, {5, 300}}) {
+                                             {70, 9}, {5, 300}, {2, 37}, {4, 300}, {8, 9},
+                                             {12, 33}, {16, 8}, {31, 17}}) {
                     check<double>(rows, horizon, l, reverse, seeded, seed++);
                     check<float>(rows, horizon, l, reverse, seeded, seed++);
                 }

@@ -113,7 +113,10 @@ void expect_strided_matches_reference(std::int64_t rows, std::int64_t horizon, l
 template <typename T>
 void expect_all_layouts_match() {
     const layout all[] = {layout::row_major, layout::padded, layout::time_major, layout::reversed};
-    for (auto [rows, horizon] : {std::pair<std::int64_t, std::int64_t>{9, 37}, {20, 600}}) {
+    // 2, 4 and 8 rows time-major: walked interleaved (W / N steps of every row per
+    // vector); 9 to 32: walked flat.
+    for (auto [rows, horizon] : {std::pair<std::int64_t, std::int64_t>{9, 37}, {20, 600}, {2, 5}, {4, 37}, {8, 600},
+                                 {13, 7}, {32, 41}}) {
         for (layout l : all) expect_strided_matches_reference<T>(rows, horizon, {l, l, l, l, l});
         // Time-contiguous inputs with a strided output, and every layout mixed in one call.
         expect_strided_matches_reference<T>(rows, horizon, {layout::padded, layout::row_major, layout::padded,

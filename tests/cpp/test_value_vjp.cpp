@@ -129,6 +129,13 @@ TEST(value_vjp, matches_the_float64_reference) {
                     check<double>(7, horizon, l, per_step, values, seed++);
                     check<float>(7, horizon, l, per_step, values, seed++);
                 }
+    // Time-major with 2, 4 or 8 rows: a forward scan walked interleaved; 12 and 16: flat.
+    for (std::int64_t rows : {2, 4, 8, 12, 16})
+        for (std::int64_t horizon : {1, 3, 37})
+            for (bool per_step : {false, true}) {
+                check<double>(rows, horizon, layout::time_major, per_step, true, seed++);
+                check<float>(rows, horizon, layout::time_major, per_step, true, seed++);
+            }
 }
 
 TEST(value_vjp, bad_arguments_are_named) {

@@ -190,10 +190,12 @@ def test_last_value_of_b_b1_or_1b(rng, last_shape, time_axis, target):
 @pytest.mark.parametrize("rows", [1, 4, 15, 16, 17])
 @pytest.mark.parametrize("function", sorted(ESTIMATORS))
 def test_few_time_major_rows_give_the_batch_major_numbers(rng, function, rows, dtype):
-    """Time-major calls of fewer than 16 rows (SB3's and CleanRL's few environments) are
-    walked along time through lines gathered from the strided rows (src/cpu/engine_run.hpp,
-    too_few_rows_across); 16 and more go across rows. Both give the batch-major call's
-    numbers, episode ends at the first and last steps included, every output asked for."""
+    """Time-major calls of few rows (SB3's and CleanRL's few environments): float32 and
+    float64 calls of 4, 15, 16 and 17 rows are walked interleaved (src/cpu/engine_run.hpp,
+    interleaved_rows_of; test_interleaved_rows.py), float16 ones of fewer than 16 rows
+    along time through lines gathered from the strided rows (too_few_rows_across), of 16
+    and more across rows. Every path gives the batch-major call's numbers, episode ends at
+    the first and last steps included, every output asked for."""
     e = ref.random_off_policy(rng, rows, 300, dtype)
     args, kw, scalars = _arguments(function, e)
     fn = getattr(puffadv, function)
