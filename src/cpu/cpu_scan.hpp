@@ -188,8 +188,9 @@ PUFF_SIMD_INLINE V tile_last(V a, std::index_sequence<I...>) {
 
 /// The index of window(): lane i reads lane i + r of two adjacent vectors (0 <= r < W,
 /// known at run time). Made once per call: built per block, it cost 8 inserts.
+/// Inlined: a vector returned out of line breaks between the clones (ASan builds).
 template <typename T>
-inline mask<T> window_index(int r) {
+PUFF_SIMD_INLINE mask<T> window_index(int r) {
     mask<T> index;
     for (int i = 0; i < lanes<T>::width; ++i) index[i] = i + r;
     return index;
