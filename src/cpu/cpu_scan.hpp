@@ -186,6 +186,16 @@ PUFF_SIMD_INLINE V tile_last(V a, std::index_sequence<I...>) {
     return __builtin_shufflevector(a, a, static_cast<int>(sizeof...(I) - N + I % N)...);
 }
 
+template <int N, typename T>
+PUFF_SIMD_INLINE vec<T> tile_first(vec<T> a) {
+    return tile_first<N>(a, std::make_index_sequence<lanes<T>::width>{});
+}
+
+template <int N, typename T>
+PUFF_SIMD_INLINE vec<T> tile_last(vec<T> a) {
+    return tile_last<N>(a, std::make_index_sequence<lanes<T>::width>{});
+}
+
 /// The index of window(): lane i reads lane i + r of two adjacent vectors (0 <= r < W,
 /// known at run time). Made once per call: built per block, it cost 8 inserts.
 /// Inlined: a vector returned out of line breaks between the clones (ASan builds).

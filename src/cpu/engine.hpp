@@ -50,7 +50,8 @@ using role = argument_role;
 struct arrays {
     std::int64_t rows = 0, horizon = 0;
     view by_role[role_count];
-    bool stream = false;  // outputs stored past the caches (engine_run.hpp: streams)
+    bool stream = false;        // outputs stored past the caches (engine_run.hpp: streams)
+    int interleaved_rows = 0;   // walked by interleaved_rows or flat_rows (engine_run.hpp: choose_walk)
     const view& operator[](role r) const { return by_role[static_cast<int>(r)]; }
     view& operator[](role r) { return by_role[static_cast<int>(r)]; }
 };

@@ -47,10 +47,11 @@ constexpr std::int64_t kMostFlatRows = 32;
 
 /// N where a time-major call of N rows is walked interleaved, each vector full
 /// (SB3's and CleanRL's few environments): N dividing a vector's W lanes
-/// (interleaved_rows: W / N steps of every row per vector), or W < N <=
+/// (along_time<N>: W / N steps of every row per vector), or W < N <=
 /// kMostFlatRows (flat_rows: the call as one flat row, each lane's step beside it
 /// N lanes away); every line's rows adjacent and its steps N apart, no row sums;
-/// else 0. (n_step_returns, which has neither traversal, gathers them.)
+/// else 0. (n_step_returns has neither walk: it gathers the calls of fewer than
+/// kFewRowsAcross rows and walks the others across rows.)
 template <typename C>
 int interleaved_rows_of(const arrays& a) {
     static_assert((kMostFlatRows / W<C> + 2) * W<C> <= kFlatRing, "flat_rows' ring holds q + 2 vectors");
@@ -66,10 +67,11 @@ int interleaved_rows_of(const arrays& a) {
 /// Whether the traversals read the call's memory itself in arithmetic type C:
 /// every float array of type C (float32 or float64), the flags (terminated,
 /// truncated, greedy) all of that type or all bool/uint8 (`arithmetic_dones`:
-/// terminated of type C, the puff advantage's), and a layout a traversal walks.
+/// terminated of type C, the puff advantage's), and a layout a traversal walks
+/// (`interleaved_rows`: interleaved_rows_of, or 0 for a caller without those walks).
 /// Every other call reads converted lines (engine_sources.hpp).
 template <typename C>
-bool reads_in_place(const arrays& a, bool arithmetic_dones) {
+bool reads_in_place(const arrays& a, bool arithmetic_dones, int interleaved_rows) {
     const bool bytes = byte_flags(a[role::terminated].type);
     for (int k = 0; k < role_count; ++k) {
         const view& v = a.by_role[k];
@@ -82,7 +84,7 @@ bool reads_in_place(const arrays& a, bool arithmetic_dones) {
     if (arithmetic_dones && bytes) return false;
     const layout l = layout_of(a);
     return l == layout::time_contiguous ||
-           (l == layout::row_adjacent && (!too_few_rows_across(a) || interleaved_rows_of<C>(a) > 0));
+           (l == layout::row_adjacent && (!too_few_rows_across(a) || interleaved_rows > 0));
 }
 
 /// The arithmetic type of a call: double for float64 inputs, float for every other float dtype.
@@ -116,6 +118,19 @@ inline bool streams(const arrays& a) {
     }
     if (any && all_shared) return false;
     return bytes >= kStreamingBytes;
+}
+
+/// How the traversals read a call, decided once by its entry: sets `a.stream` and
+/// `a.interleaved_rows`, and returns whether it reads converted lines.
+/// `interleaved_walks`: false for a caller that has neither along_time<N> nor
+/// flat_rows (n_step_returns).
+template <typename C>
+bool choose_walk(arrays& a, bool arithmetic_dones, bool interleaved_walks = true) {
+    const int n = interleaved_walks ? interleaved_rows_of<C>(a) : 0;
+    const bool converting = !reads_in_place<C>(a, arithmetic_dones, n);
+    a.interleaved_rows = converting ? 0 : n;
+    a.stream = !converting && streams(a);
+    return converting;
 }
 
 constexpr std::int64_t kElementsPerThread = 1 << 15;  // below this, extra threads cost more than they give
@@ -169,12 +184,12 @@ template <typename P>
 void run_engine(const P& p, const arrays& a, bool converting, bool arithmetic_dones = false,
                 bool flag_bytes = false) {
     using C = typename P::scalar;
-    if (const int n = converting ? 0 : interleaved_rows_of<C>(a)) {  // one unit: a few thousand elements
+    if (const int n = converting ? 0 : a.interleaved_rows) {  // one unit: a few thousand elements
         call_lines source(a);  // a step flagged both is terminated: no bad step (below)
-        if (n == 2) interleaved_rows<2>(p, a, source);
-        if (n == 4) interleaved_rows<4>(p, a, source);
+        if (n == 2) along_time<2>(p, a, source, 0, 1);
+        if (n == 4) along_time<4>(p, a, source, 0, 1);
         if constexpr (W<C> == 8) {
-            if (n == 8) interleaved_rows<8>(p, a, source);
+            if (n == 8) along_time<8>(p, a, source, 0, 1);
         }
         if (n > W<C>) flat_rows(p, a, source);
         return;

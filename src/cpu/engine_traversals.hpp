@@ -11,7 +11,7 @@
 //   - across_rows: row-adjacent data (time-major [T, B]): a block of rows steps
 //     through time together, W rows per vector, each lane its own recurrence
 //     with the carries in a scratch line; no scan is needed.
-//   - interleaved_rows, flat_rows: time-major calls of few rows (N dividing W, or
+//   - along_time<N>, flat_rows: time-major calls of N rows, few (N dividing W, or
 //     W < N <= kMostFlatRows), walked as one row with each lane's step beside it
 //     N lanes away. Lines come through a source (engine_sources.hpp): the call's
 //     memory or converted copies. run_engine (engine_run.hpp) picks the walk and
@@ -51,6 +51,25 @@ __attribute__((noinline, cold)) void stepwise(const C* delta, const C* decay, co
     }
 }
 
+// One step's maps from p; in an edge block the lanes outside the row take
+// identity-free zero maps, which leave S there 0.
+template <bool kEdge, typename P, typename Lanes>
+PUFF_SIMD_INLINE auto produce_step(const P& p, const Lanes& lanes) {
+    auto step = p.produce(lanes);
+    if constexpr (kEdge) {
+        const M<typename P::scalar> outside = ~lanes.valid();
+        step.delta = simd::zero_where<typename P::scalar>(outside, step.delta);
+        step.decay = simd::zero_where<typename P::scalar>(outside, step.decay);
+    }
+    return step;
+}
+
+template <typename Lanes, typename C>
+PUFF_SIMD_INLINE void store_outputs(const Lanes& lanes, const outputs<C>& out) {
+    lanes.store(role::advantages, out.advantages);
+    lanes.store(role::returns, out.returns);
+}
+
 // One block of W steps of a row (N rows interleaved: W / N steps of N rows);
 // `chained` is the carry from the block scanned before (S_{t+W} backwards,
 // S_{t-1} forwards; per row, repeated), then this block's.
@@ -60,12 +79,7 @@ PUFF_SIMD_INLINE void time_block(const P& p, const arrays& a, const lines& row_l
                                  simd::double_sums* sums, bad_step& bad) {
     using C = typename P::scalar;
     const time_lanes<C, kEdge, N> lanes{a, row_lines, row, t, horizon, stream, bad};
-    auto step = p.produce(lanes);
-    if constexpr (kEdge) {  // steps outside the row: identity-free zero maps, which leave S there 0
-        const M<C> outside = ~lanes.valid();
-        step.delta = simd::zero_where<C>(outside, step.delta);
-        step.decay = simd::zero_where<C>(outside, step.decay);
-    }
+    auto step = produce_step<kEdge>(p, lanes);
     alignas(32) C d[W<C>], k[W<C>];
     if constexpr (kStepwise) simd::store<C>(d, step.delta), simd::store<C>(k, step.decay);
     V<C> s, later;
@@ -87,23 +101,21 @@ PUFF_SIMD_INLINE void time_block(const P& p, const arrays& a, const lines& row_l
             s = (s - s) == V<C>{} ? s : simd::load<C>(x);
         }
     }
-    constexpr auto lanes_index = std::make_index_sequence<W<C>>{};
     if constexpr (P::kForward) {
         later = simd::shift_in_earlier<C, N>(s, chained);  // S_{t-1} .. S_{t+W-2}: the step scanned before
-        chained = simd::tile_last<N>(s, lanes_index);
+        chained = simd::tile_last<N, C>(s);
     } else {
         later = simd::shift_in<C, N>(s, chained);  // S_{t+1} .. S_{t+W}
-        chained = simd::tile_first<N>(s, lanes_index);
+        chained = simd::tile_first<N, C>(s);
     }
     outputs<C> out = p.finish(lanes, step, s, later);
     if constexpr (kEdge) out.advantages = simd::zero_where<C>(~lanes.valid(), out.advantages);  // for the sums
-    lanes.store(role::advantages, out.advantages);
-    lanes.store(role::returns, out.returns);
+    store_outputs(lanes, out);
     if (sums) sums->add(out.advantages);
 }
 
 // One row with its sums, its lines from `source`; returns the final carry. N > 1:
-// the call's N rows interleaved (interleaved_rows), `row` 0, no sums.
+// the call's N rows interleaved (along_time<N>), `row` 0, no sums.
 template <bool kStepwise, int N = 1, typename P, typename Source>
 PUFF_SIMD_INLINE V<typename P::scalar> whole_row(const P& p, const arrays& a, Source& source, std::int64_t row,
                                                  bool stream, bool want_sums, bad_step& bad) {
@@ -111,9 +123,14 @@ PUFF_SIMD_INLINE V<typename P::scalar> whole_row(const P& p, const arrays& a, So
     const std::int64_t T = a.horizon * N;
     simd::double_sums sums;
     simd::double_sums* sums_or_null = want_sums ? &sums : nullptr;
-    alignas(32) C seeds[W<C>];
-    for (int i = 0; i < W<C>; ++i) seeds[i] = p.seed(row + i % N);
-    V<C> chained = simd::load<C>(seeds);
+    V<C> chained;
+    if constexpr (N == 1) {
+        chained = simd::splat<C>(p.seed(row));  // one read of the seed (the episodic kinds' last_value)
+    } else {
+        alignas(32) C seeds[W<C>];
+        for (int i = 0; i < W<C>; ++i) seeds[i] = p.seed(row + i % N);  // each lane its row's
+        chained = simd::load<C>(seeds);
+    }
     const lines row_lines = source.row(row);
 #define PUFF_BLOCK(kEdge, t) \
     time_block<kEdge, kStepwise, N>(p, a, row_lines, row, t, T, stream, chained, sums_or_null, bad)
@@ -142,7 +159,12 @@ PUFF_SIMD_INLINE V<typename P::scalar> whole_row(const P& p, const arrays& a, So
 }
 
 /// Rows [first, first + count), each row's steps adjacent in the source's lines.
-template <typename P, typename Source>
+/// N > 1: the N rows of a time-major call (N dividing W; rows adjacent, steps N
+/// apart, no sums; first 0, count 1), its memory read as one row whose lanes hold
+/// W / N steps of the N rows, so that each vector is full and each row's carry
+/// stays in its lanes (across_rows filled N of W lanes, and loaded and stored the
+/// carries every step). SB3's and CleanRL's few environments.
+template <int N = 1, typename P, typename Source>
 PUFF_SIMD_CLONES bad_step along_time(const P& producer, const arrays& a, Source& source, std::int64_t first,
                                      int count) {
     using C = typename P::scalar;
@@ -156,30 +178,13 @@ PUFF_SIMD_CLONES bad_step along_time(const P& producer, const arrays& a, Source&
     for (int j = 0; j < count; ++j) {
         const std::int64_t row = P::kForward ? first + j : first + count - 1 - j;
         if (j + 1 < count) p.prefetch_row(P::kForward ? row + 1 : row - 1);
-        const V<C> carry = whole_row<false>(p, a, source, row, stream, want_sums, bad);
+        const V<C> carry = whole_row<false, N>(p, a, source, row, stream, want_sums, bad);
         if (__builtin_expect(!simd::all_finite<C>(carry), 0)) {
             lo = row < lo ? row : lo;
             hi = row > hi ? row : hi;
         }
     }
-    for (std::int64_t row = lo; row <= hi; ++row) whole_row<true>(p, a, source, row, stream, want_sums, bad);
-    if (stream) simd::fence();
-    return bad;
-}
-
-/// Every row of a time-major call of N rows (N divides W; rows adjacent, steps N
-/// apart, no sums): the call's memory read as one row whose lanes hold W / N
-/// steps of the N rows, so that each vector is full and each row's carry stays in
-/// its lanes (across_rows filled N of W lanes, and loaded and stored the carries
-/// every step). SB3's and CleanRL's few environments.
-template <int N, typename P, typename Source>
-PUFF_SIMD_CLONES bad_step interleaved_rows(const P& producer, const arrays& a, Source& source) {
-    using C = typename P::scalar;
-    const P p = producer;
-    const bool stream = source.streams();
-    bad_step bad;
-    const V<C> carry = whole_row<false, N>(p, a, source, 0, stream, false, bad);
-    if (__builtin_expect(!simd::all_finite<C>(carry), 0)) whole_row<true, N>(p, a, source, 0, stream, false, bad);
+    for (std::int64_t row = lo; row <= hi; ++row) whole_row<true, N>(p, a, source, row, stream, want_sums, bad);
     if (stream) simd::fence();
     return bad;
 }
@@ -203,12 +208,7 @@ PUFF_SIMD_INLINE void flat_block(const P& p, const arrays& a, const lines& call_
     using C = typename P::scalar;
     constexpr int kMask = kFlatRing - 1;
     const time_lanes<C, kEdge, 0> lanes{a, call_lines, 0, t, horizon, stream, bad, n};
-    auto step = p.produce(lanes);
-    if constexpr (kEdge) {
-        const M<C> outside = ~lanes.valid();
-        step.delta = simd::zero_where<C>(outside, step.delta);
-        step.decay = simd::zero_where<C>(outside, step.decay);
-    }
+    auto step = produce_step<kEdge>(p, lanes);
     const std::int64_t away = P::kForward ? -W<C> : W<C>;  // S at t - n forwards, t + n backwards
     const V<C> near = q == 1 ? nearer : simd::load<C>(ring + ((t + q * away) & kMask));
     V<C> later = near;
@@ -220,16 +220,15 @@ PUFF_SIMD_INLINE void flat_block(const P& p, const arrays& a, const lines& call_
     simd::store<C>(ring + (t & kMask), s);
     farther = nearer;
     nearer = s;
-    outputs<C> out = p.finish(lanes, step, s, later);
-    lanes.store(role::advantages, out.advantages);
-    lanes.store(role::returns, out.returns);
+    store_outputs(lanes, p.finish(lanes, step, s, later));
 }
 
 /// Every row of a time-major call of n rows, W < n <= kMostFlatRows (rows
 /// adjacent, steps n apart, no sums): the call's memory walked as one flat row
-/// of W-lane vectors, each lane's carry n elements away (interleaved_rows for n
-/// rows beyond a vector). across_rows would fill a partial group every step and
-/// walk each step's lines apart.
+/// of W-lane vectors, each lane's carry n elements away. along_time<N> serves
+/// n dividing W, where a row's next step lies in the same vector; here it never
+/// does. across_rows would fill a partial group every step and walk each step's
+/// lines apart.
 template <typename P, typename Source>
 PUFF_SIMD_CLONES bad_step flat_rows(const P& producer, const arrays& a, Source& source) {
     using C = typename P::scalar;

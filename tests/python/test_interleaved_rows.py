@@ -18,7 +18,7 @@ import puffadv
 from puffadv._estimators import ESTIMATORS
 
 import reference as ref
-from test_layouts import _arguments, _outputs, _requests
+from estimator_calls import call_arguments, every_output_requested, named_outputs
 
 try:
     import torch
@@ -49,12 +49,12 @@ def _episodes(rng, rows, horizon, dtype, flags_as_floats=False):
 @pytest.mark.parametrize("function", sorted(ESTIMATORS))
 def test_every_estimator_gives_the_batch_major_numbers(rng, function, rows, horizon, dtype):
     e = _episodes(rng, rows, horizon, dtype, flags_as_floats=horizon == 5)
-    args, kw, scalars = _arguments(function, e)
+    args, kw, scalars = call_arguments(function, e)
     fn = getattr(puffadv, function)
-    want = _outputs(fn(*args, **kw, **scalars, **_requests(function), time_axis=-1))
+    want = named_outputs(fn(*args, **kw, **scalars, **every_output_requested(function), time_axis=-1))
     poisoned = {name: np.full((horizon, rows), np.nan, dtype=x.dtype) for name, x in want.items() if name != "out"}
-    got = _outputs(fn(*map(_time_major, args), **{k: _time_major(v) for k, v in kw.items()}, **scalars,
-                      **(poisoned or _requests(function)), time_axis=0))
+    got = named_outputs(fn(*map(_time_major, args), **{k: _time_major(v) for k, v in kw.items()}, **scalars,
+                      **(poisoned or every_output_requested(function)), time_axis=0))
     assert set(got) == set(want)
     for name, x in got.items():
         assert x.shape == (horizon, rows), name

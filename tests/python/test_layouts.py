@@ -16,46 +16,12 @@ from puffadv import _core, _engine
 from puffadv._estimators import ESTIMATORS
 
 import reference as ref
+from estimator_calls import call_arguments, every_output_requested, named_outputs
 
 try:
     import torch
 except ImportError:
     torch = None
-
-
-def _arguments(function, e):
-    """(positional arrays, keyword arrays, scalars) of one call of `function` on [B, T] episodes `e`."""
-    dones = np.maximum(e["terminated"], e["truncated"])
-    value_kw = dict(bootstrap_values=e["bootstrap_values"])
-    return {
-        "gae": ([e["rewards"], e["values"], e["terminated"], e["truncated"]],
-                dict(value_kw, importance=e["importance"]), {}),
-        "td_lambda_returns": ([e["rewards"], e["values"], e["terminated"], e["truncated"]], value_kw, {}),
-        "vtrace": ([e["rewards"], e["values"], e["terminated"], e["truncated"]],
-                   dict(value_kw, importance=e["importance"]), {}),
-        "discounted_returns": ([e["rewards"], e["terminated"]], dict(last_value=e["last_value"]), {}),
-        "n_step_returns": ([e["rewards"], e["values"], e["terminated"], e["truncated"]], value_kw, dict(n=3)),
-        "retrace": ([e["rewards"], e["q_values"], e["next_values"], e["terminated"], e["truncated"]],
-                    dict(target_probs=e["target_probs"], behaviour_probs=e["behaviour_probs"]), {}),
-        "q_lambda": ([e["rewards"], e["q_values"], e["next_values"], e["terminated"], e["truncated"]],
-                     dict(greedy=e["greedy"]), {}),
-        "episodic_cumsum": ([e["rewards"], dones], dict(seed=e["last_value"]), {}),
-        "eligibility_traces": ([e["rewards"], dones], dict(seed=e["last_value"]), dict(gamma=0.9, lambda_=0.8)),
-    }[function]
-
-
-def _outputs(result) -> dict:
-    """An estimator's result as {name: array} (None left out)."""
-    if not isinstance(result, tuple):
-        return {"out": result}
-    return {name: x for name, x in result._asdict().items() if x is not None}
-
-
-def _requests(function) -> dict:
-    """Every output of `function` asked for (the single-array ones have none to ask)."""
-    estimator = ESTIMATORS[function]
-    return {} if estimator.result == "array" else {name: True for name in estimator.outputs.values()
-                                                   if not name.endswith("sums")}
 
 
 MESSAGE_START = "needs time_axis, which has no default: time_axis=0 for time-major arrays"
@@ -68,7 +34,7 @@ def _expected_message(function):
 @pytest.mark.parametrize("function", sorted(ESTIMATORS))
 def test_missing_time_axis_is_a_type_error_naming_both_layouts(rng, function):
     e = ref.random_off_policy(rng, 3, 5)
-    args, kw, scalars = _arguments(function, e)
+    args, kw, scalars = call_arguments(function, e)
     want = _expected_message(function)
     assert want.startswith(f"{function}() {MESSAGE_START}") and "[B, T]" in want and "[T, B]" in want
     with pytest.raises(TypeError) as numpy_error:
@@ -81,7 +47,7 @@ def test_missing_time_axis_is_a_type_error_naming_both_layouts(rng, function):
         assert str(torch_error.value) == want
     # Square arrays: the case the old default read silently either way.
     square = ref.random_off_policy(rng, 6, 6)
-    args, kw, scalars = _arguments(function, square)
+    args, kw, scalars = call_arguments(function, square)
     with pytest.raises(TypeError, match=r"needs time_axis"):
         getattr(puffadv, function)(*args, **kw, **scalars)
 
@@ -90,7 +56,7 @@ def test_missing_time_axis_is_a_type_error_naming_both_layouts(rng, function):
 def test_missing_time_axis_in_jax(rng, function):
     pjax = pytest.importorskip("puffadv.jax")
     e = ref.random_off_policy(rng, 3, 5)
-    args, kw, scalars = _arguments(function, e)
+    args, kw, scalars = call_arguments(function, e)
     with pytest.raises(TypeError) as error:
         getattr(pjax, function)(*args, **kw, **scalars)
     assert str(error.value) == _expected_message(function)
@@ -145,20 +111,20 @@ def _per_row(x):
 def test_leading_batch_axes_equal_the_flattened_call(rng, form, function, target):
     time_axis, shaped = _forms()[form]
     e = ref.random_off_policy(rng, math.prod(BATCH), HORIZON)
-    args, kw, scalars = _arguments(function, e)
+    args, kw, scalars = call_arguments(function, e)
     fn = getattr(puffadv, function)
-    requests = _requests(function)
+    requests = every_output_requested(function)
     if requests:
         requests.update(sums=True, abs_sums=True)
     # The flattened call in the same orientation (the time-major traversal rounds its own way),
     # on the same target: a GPU kernel and the CPU's may round differently, the same kernel may not.
     flat_form = (lambda x: x) if time_axis != 0 else (lambda x: x if x.ndim == 1 else np.ascontiguousarray(x.T))
     flat = lambda x: target.put(flat_form(x))
-    want = _outputs(fn(*map(flat, args), **{k: flat(v) for k, v in kw.items()}, **scalars, **requests,
+    want = named_outputs(fn(*map(flat, args), **{k: flat(v) for k, v in kw.items()}, **scalars, **requests,
                        time_axis=-1 if time_axis != 0 else 0))
     want = {k: target.get(x) if k.endswith("sums") else flat_form(target.get(x)) for k, x in want.items()}
     move = lambda x: target.put(_per_row(x) if x.ndim == 1 else shaped(x))
-    got = _outputs(fn(*map(move, args), **{k: move(v) for k, v in kw.items()}, **scalars, **requests,
+    got = named_outputs(fn(*map(move, args), **{k: move(v) for k, v in kw.items()}, **scalars, **requests,
                       time_axis=time_axis))
     assert set(got) == set(want)
     shape = shaped(e["rewards"]).shape
@@ -197,13 +163,13 @@ def test_few_time_major_rows_give_the_batch_major_numbers(rng, function, rows, d
     and more across rows. Every path gives the batch-major call's numbers, episode ends at
     the first and last steps included, every output asked for."""
     e = ref.random_off_policy(rng, rows, 300, dtype)
-    args, kw, scalars = _arguments(function, e)
+    args, kw, scalars = call_arguments(function, e)
     fn = getattr(puffadv, function)
-    requests = _requests(function)
-    want = _outputs(fn(*args, **kw, **scalars, **requests, time_axis=-1))
+    requests = every_output_requested(function)
+    want = named_outputs(fn(*args, **kw, **scalars, **requests, time_axis=-1))
     time_major = lambda x: x if x.ndim == 1 else np.ascontiguousarray(x.T)
     poisoned = {name: np.full((300, rows), np.nan, dtype=x.dtype) for name, x in want.items() if name != "out"}
-    got = _outputs(fn(*map(time_major, args), **{k: time_major(v) for k, v in kw.items()}, **scalars,
+    got = named_outputs(fn(*map(time_major, args), **{k: time_major(v) for k, v in kw.items()}, **scalars,
                       **(poisoned or requests), time_axis=0))
     assert set(got) == set(want)
     tolerance = {np.float32: 1e-5, np.float64: 1e-12, np.float16: 1e-5}[dtype]  # float16: float32 arithmetic
