@@ -314,14 +314,26 @@ class _OpDifferentiable(torch.autograd.Function):
         return (None, *out)
 
 
-def _autograd_kernel(info: _OpInfo):
+def keys_between_autograd_and_backend_select() -> int:
+    """The dispatch keys below Autograd and above BackendSelect (Python, Functionalize,
+    Conjugate, Negative, ZeroTensor, ... as this torch has them), as a raw bit mask."""
+    DispatchKey, after = torch._C.DispatchKey, torch._C._dispatch_keyset_full_after
+    backend_select = torch._C.DispatchKeySet(DispatchKey.BackendSelect).raw_repr()
+    return after(DispatchKey.ADInplaceOrView).raw_repr() & ~after(DispatchKey.BackendSelect).raw_repr() \
+        & ~backend_select
+
+
+def _autograd_kernel(info: _OpInfo, backend_select: Callable):
     """The operator's Autograd key: a graph when grad mode is on and a tensor requires grad,
-    else straight to the kernels below (what the fallthrough it replaces did)."""
+    else on to the kernels below (what the fallthrough it replaces did). `backend_select`:
+    the op's BackendSelect kernel (op, keyset, *args, **kwargs), called here directly when
+    no key lies between the two: one Python kernel per eager call instead of two."""
     from torch._library.utils import fill_defaults
-    schema, redispatch = info.op._schema, info.op.redispatch
+    op, schema, redispatch = info.op, info.op._schema, info.op.redispatch
     # Every eager call of the op passes here: C-level checks keep it cheap.
     grad_enabled, any_requires_grad, below = (torch._C.is_grad_enabled, torch._C._any_requires_grad,
                                               torch._C._after_autograd_keyset)
+    between = keys_between_autograd_and_backend_select()
 
     def kernel(keyset, *args, **kwargs):
         if grad_enabled() and any_requires_grad(*args, **kwargs):
@@ -330,7 +342,9 @@ def _autograd_kernel(info: _OpInfo):
             # unwrapped) this level's autograd records the graph, as for a native op:
             # Function.apply would hand it to the transforms again.
             return _record(_OpDifferentiable, info, *args)
-        return redispatch(keyset & below, *args, **kwargs)
+        if keyset.raw_repr() & between:  # a fake, functional, negative or conjugate tensor: their keys first
+            return redispatch(keyset & below, *args, **kwargs)
+        return backend_select(op, keyset, *args, **kwargs)
 
     return kernel
 
@@ -344,11 +358,12 @@ def _record(function, *args):
         return super(torch.autograd.Function, function).apply(*args)
 
 
-def register(lib, names) -> None:
-    """The Autograd kernel of every functional operator in `names` (torch.ops.puffadv)."""
+def register(lib, names, backend_select: Callable) -> None:
+    """The Autograd kernel of every functional operator in `names` (torch.ops.puffadv);
+    `backend_select`: their BackendSelect kernel (_torch_kernels._run_kernel)."""
     for name in names:
         op = getattr(torch.ops.puffadv, name).default
         estimator, roles, scalar_roles = _op_roles(name)
         info = _OpInfo(op, tuple(a.name for a in op._schema.arguments), roles, scalar_roles, estimator,
                        _op_series(estimator, name))
-        lib.impl(name, _autograd_kernel(info), "Autograd", with_keyset=True)
+        lib.impl(name, _autograd_kernel(info, backend_select), "Autograd", with_keyset=True)

@@ -77,7 +77,7 @@ def _may_fall_back() -> bool:
     return not (status["compiled"] and status["device_count"] > 0)
 
 
-def _compute_puff_advantage_writes(keyset, values, rewards, dones, importance, advantages,
+def compute_puff_advantage_writes(keyset, values, rewards, dones, importance, advantages,
                                    gamma, lambda_, rho_clip, c_clip):
     """torch's rules for an in-place write, which a kernel writing through a pointer
     cannot follow: refuse what torch's in-place ops refuse, bump the version after."""
@@ -166,14 +166,14 @@ def register(lib: torch.library.Library) -> None:
     """Everything above, on the loaded op library (lib: a Library("puffadv", "IMPL"))."""
     torch.library.register_fake("puffadv::compute_puff_advantage", _compute_puff_advantage_fake, lib=lib)
     torch.library.register_fake("puffadv::puff_advantage", _puff_advantage_fake, lib=lib)
-    lib.impl("compute_puff_advantage", _compute_puff_advantage_writes, "BackendSelect", with_keyset=True)
+    lib.impl("compute_puff_advantage", compute_puff_advantage_writes, "BackendSelect", with_keyset=True)
     for name in _FUNCTIONAL:
         op = getattr(torch.ops.puffadv, name).default
         lib.impl(name, functools.partial(_run_kernel, op), "BackendSelect", with_keyset=True)
     # The in-place schema op records no graph, as PufferLib's (its BackendSelect kernel warns
     # once when an input requires grad); every functional op differentiates (_torch_autograd).
     lib.impl("compute_puff_advantage", torch.library.fallthrough_kernel, "Autograd")
-    _torch_autograd.register(lib, _FUNCTIONAL)
+    _torch_autograd.register(lib, _FUNCTIONAL, _run_kernel)
     # Sparse, quantized, nested tensors and calls without a tensor: a TypeError naming the argument.
     _torch_refusals.register(lib, ("compute_puff_advantage", *_FUNCTIONAL))
     lib.impl("compute_puff_advantage", refuse_negative_views, "Negative")

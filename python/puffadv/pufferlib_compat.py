@@ -188,13 +188,32 @@ def _register():
     op = _puffadv_ops.compute_puff_advantage.default
     # Composite: autograd, torch.compile and every device see puffadv's operator underneath.
     lib.impl("compute_puff_advantage", op, "CompositeImplicitAutograd")
+    eager = _eager_kernel(op)
+    lib.impl("compute_puff_advantage", eager, "AutogradCPU", with_keyset=True)
     if _gpu_backend() is not None:
         # A CUDA kernel of its own, because pufferlib-core keeps tensors on the GPU
         # only when the dispatcher has one (_has_advantage_cuda_kernel); the
         # autograd key then routes through puffadv's operator as the composite does.
         lib.impl("compute_puff_advantage", op, "CUDA")
-        lib.impl("compute_puff_advantage", op, "AutogradCUDA")
+        lib.impl("compute_puff_advantage", eager, "AutogradCUDA", with_keyset=True)
     _library, registered_here = lib, True
+
+
+def _eager_kernel(op):
+    """The eager call on plain CPU or CUDA tensors: puffadv's operator's own BackendSelect
+    rules and kernel, reached without dispatching that operator from the top again (a
+    second Python kernel per call). Tensors with keys of their own below autograd (fake,
+    functional, negative, conjugate) take puffadv's operator from the top, as the composite."""
+    from ._torch_autograd import keys_between_autograd_and_backend_select
+    from ._torch_kernels import compute_puff_advantage_writes
+    between = keys_between_autograd_and_backend_select()
+
+    def kernel(keyset, *args):
+        if keyset.raw_repr() & between:
+            return op(*args)
+        return compute_puff_advantage_writes(keyset, *args)
+
+    return kernel
 
 
 def _gpu_backend():
