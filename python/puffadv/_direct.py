@@ -1,5 +1,7 @@
 """The common call of a family estimator, direct: NumPy arrays (np.ndarray itself, no
-subclass), float scalars, an int time_axis, no stream and no log-probability pair.
+subclass) or host torch tensors (torch.Tensor itself, none requiring grad, outside
+torch.compile's tracing, every output allocated), float scalars, an int time_axis,
+no stream and no log-probability pair.
 
 For such a call (2-D arrays, a [B] last_value; leading batch axes take the general
 path: _shapes) every check that Python applies is decided by type alone, so each
@@ -14,14 +16,60 @@ is what issue 14's overhead bars time.
 from __future__ import annotations
 
 import operator
+import sys
 
 import numpy as np
 
-from . import _eager, _engine, _outputs
+from . import _eager, _engine, _frameworks, _outputs
 from ._arguments import layout
 from ._estimators import OUTPUT_ROLES, SUM_ROLES, Estimate, Estimator, VTraceEstimate
 
 MISSED = object()  # not the common call: take the general path
+
+
+class _HostTensors:
+    """torch's side of the direct call: what _engine.run's host branch does for plain
+    host tensors (imported as they are, handle 0, version counters bumped after)."""
+
+    def __init__(self):
+        self.tensor = None  # torch.Tensor once torch is loaded and usable here
+
+    def type_of(self, x):
+        """torch.Tensor when x is a plain torch tensor and the direct call may take it
+        (torch imported, its DLPack exchange API present, no tracing under way), else None."""
+        if self.tensor is None:
+            torch = sys.modules.get("torch")
+            if torch is None or type(x) is not getattr(torch, "Tensor", None):
+                return None
+            from . import _torch_rules
+            if not _torch_rules.EXCHANGE_API:
+                return None
+            self.torch, self.rules, self.tensor = torch, _torch_rules, torch.Tensor
+        if type(x) is not self.tensor or _frameworks.torch_compiling():
+            return None
+        return self.tensor
+
+    def usable(self, tensors) -> bool:
+        """Dense host tensors recording no graph: none requires grad (the general path
+        decides whether one must be recorded: _route.needs_graph); sparse and quantized
+        ones take the general path too, which refuses them by name."""
+        strided = self.torch.strided
+        for x in tensors:
+            if x.requires_grad or not x.is_cpu or x.layout is not strided or x.is_quantized:
+                return False
+        return True
+
+    def empty_series(self, rewards, like):
+        dtype = _outputs.output_dtype("torch", like)
+        if rewards.shape == like.shape:
+            return self.torch.empty_like(like, dtype=dtype, memory_format=self.torch.contiguous_format)
+        return self.torch.empty(tuple(rewards.shape), dtype=dtype)
+
+    def empty_sums(self, rows: int, like):
+        return self.torch.empty((rows,), dtype=_outputs.sums_dtype("torch", like))
+
+
+_host_tensors = _HostTensors()
 
 _INT64_MAX, _INT64_MIN = 2**63 - 1, -2**63
 _BOUNDARIES = ("ends_at", "starts_at")
@@ -70,6 +118,7 @@ def direct(estimator: Estimator):
     # needs hidden advantages (_eager.advantages_for_sums: on a GPU only, but decided in one place).
     sums_need_advantages = estimator.kind in _eager.GPU_SUMS_NEED_ADVANTAGES
     made_roles = tuple(role for role, _ in made)
+    first_input = inputs[0][1]  # a required array: its type decides NumPy or torch
     made_sums = tuple(role in SUM_ROLES for role in made_roles)
     ndarray, empty = np.ndarray, np.empty
     one_entry = _engine._one_entry  # the core's one entry, called as _engine.kernel() would
@@ -93,12 +142,20 @@ def direct(estimator: Estimator):
             reset = reset == "starts_at"
         # Each check a plain loop: cheaper here than sets of types (issue 14 times this path).
         arrays = {}  # absent inputs left out (the core reads a missing role as None)
+        array_type = ndarray
+        if type(args[first_input]) is not ndarray:
+            array_type = _host_tensors.type_of(args[first_input])
+            if array_type is None:
+                return MISSED
         for role, name, needed in inputs:
             x = args[name]
-            if type(x) is ndarray:
+            if type(x) is array_type:
                 arrays[role] = x
             elif needed or x is not None:
                 return MISSED
+        tensors = array_type is not ndarray
+        if tensors and not _host_tensors.usable(arrays.values()):
+            return MISSED
         scalars = fetch_scalars(args)
         for value in scalars:
             if type(value) is not float:
@@ -123,7 +180,10 @@ def direct(estimator: Estimator):
         series_dtype = None
         for role, is_sum, spec in zip(made_roles, made_sums, specs):
             if spec is True or (spec is None and role in none_allocates):
-                if is_sum:
+                if tensors:  # outputs given as tensors take the general path (torch's in-place rules)
+                    spec = (_host_tensors.empty_sums(_outputs.batch_size(rewards, time_axis), like) if is_sum
+                            else _host_tensors.empty_series(rewards, like))
+                elif is_sum:
                     spec = empty((_outputs.batch_size(rewards, time_axis),), _outputs.sums_dtype("numpy", like))
                 else:
                     if series_dtype is None:
@@ -133,11 +193,15 @@ def direct(estimator: Estimator):
                 spec = None
             elif spec is not None and type(spec) is not ndarray:
                 return MISSED
+            elif spec is not None and tensors:
+                return MISSED  # a NumPy output beside tensors: the general path refuses it by name
             arrays[role] = spec
         if never_made:
             arrays.update(never_made)
         gamma, lam, rho_clip, c_clip, rho_pg_clip, alpha = pick_scalars(scalars + _ONE)
         one_entry(kind, gamma, lam, rho_clip, c_clip, rho_pg_clip, n, False, reset, lambda_name, time_axis, alpha,
                   arrays, 0)
+        if tensors:  # as torch's in-place ops do after a write (_engine.run's host branch)
+            _host_tensors.rules.mark_written_all([arrays[role] for role in made_roles])
         return make_result(arrays)
     return call

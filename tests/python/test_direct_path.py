@@ -141,3 +141,84 @@ def test_direct_puff_advantage_on_host_tensors(rng):
                                        0.9, 0.8, 1.5, 1.2)
     with pytest.raises(RuntimeError, match="leaf Variable that requires grad"):
         puffadv.compute_puff_advantage(v, r, d, i, torch.zeros(6, 40, requires_grad=True), 0.9, 0.8, 1.5, 1.2)
+
+
+def _tensor_calls(e):
+    """(name, call) pairs on host tensors, every output allocated: the direct path takes them."""
+    r, v, t, last, i, nv, p = (e[k] for k in ("rewards", "values", "terminated", "last_value", "importance",
+                                              "next_values", "probs"))
+    return [
+        ("gae", lambda: puffadv.gae(r, v, t, last_value=last, gamma=0.9, gae_lambda=0.8, time_axis=-1)),
+        ("gae all outputs", lambda: puffadv.gae(r, v, t, last_value=last, importance=i, abs_sums=True,
+                                                sums=True, square_sums=True, time_axis=1)),
+        ("gae time-major", lambda: puffadv.gae(r.T.contiguous(), v.T.contiguous(), t.T.contiguous(),
+                                               last_value=last, time_axis=0, sums=True)),
+        ("td_lambda", lambda: puffadv.td_lambda_returns(r, v, t, bootstrap_values=v, lambda_=0.7, time_axis=-1)),
+        ("vtrace", lambda: puffadv.vtrace(r, v, t, last_value=last, importance=i, rho_pg_clip=0.8, time_axis=-1)),
+        ("discounted", lambda: puffadv.discounted_returns(r, t, last_value=last, square_sums=True, time_axis=-1)),
+        ("n_step", lambda: puffadv.n_step_returns(r, v, t, n=3, last_value=last, advantages=True, time_axis=-1)),
+        ("retrace", lambda: puffadv.retrace(r, v, nv, t, target_probs=p, behaviour_probs=p.flip(1),
+                                            c_clip=0.9, sums=True, advantages=True, time_axis=-1)),
+        ("q_lambda", lambda: puffadv.q_lambda(r, v, nv, t, lambda_=0.6, time_axis=-1)),
+        ("episodic_cumsum", lambda: puffadv.episodic_cumsum(r, t, boundary="starts_at", time_axis=-1)),
+        ("eligibility", lambda: puffadv.eligibility_traces(r, t, gamma=0.9, lambda_=0.5, time_axis=-1)),
+    ]
+
+
+def _same_tensors(a, b, what):
+    if isinstance(a, tuple):
+        assert type(a) is type(b), what
+        for x, y in zip(a, b):
+            _same_tensors(x, y, what)
+        return
+    if a is None:
+        assert b is None, what
+        return
+    assert type(a) is type(b) is torch.Tensor and a.dtype == b.dtype and a.shape == b.shape, what
+    assert a.is_contiguous() and b.is_contiguous() and a._version == b._version, what
+    assert torch.equal(a, b) or torch.equal(a.isnan(), b.isnan()) and torch.equal(a.nan_to_num(), b.nan_to_num()), what
+
+
+@pytest.mark.skipif(torch is None, reason="needs torch")
+@pytest.mark.parametrize("dtype", ["float32", "float64", "bfloat16"])
+def test_direct_family_calls_on_host_tensors_equal_the_general_path(rng, monkeypatch, dtype):
+    """Host torch tensors with every output allocated go direct: bit for bit the general
+    path's results, dtypes (float32 from bfloat16) and version counters."""
+    e = {k: torch.from_numpy(x) if x.dtype == bool else torch.from_numpy(x).to(getattr(torch, dtype))
+         for k, x in _inputs(rng, dtype=np.float64).items()}
+    taken = []
+    real = _eager.estimate
+    monkeypatch.setattr(_eager, "estimate", lambda *a: (taken.append(a[0].function), real(*a))[1])
+    _tensor_calls(e)[0][1]()  # the first tensor call loads the torch rules
+    taken.clear()
+    direct = {name: call() for name, call in _tensor_calls(e)}
+    assert taken == [], taken  # every one of these went direct
+    assert direct["gae"].advantages.dtype == (torch.float32 if dtype == "bfloat16" else getattr(torch, dtype))
+    monkeypatch.setattr(_route, "_DIRECT", {name: (lambda args: _direct.MISSED) for name in _route._DIRECT})
+    for name, call in _tensor_calls(e):
+        _same_tensors(direct[name], call(), name)
+    assert len(taken) == len(direct)
+
+
+@pytest.mark.skipif(torch is None, reason="needs torch")
+def test_tensor_calls_the_direct_path_leaves_to_the_general_one(rng, monkeypatch):
+    """Outputs given as tensors, tensors that require grad, mixed frameworks: the general
+    path, with torch's in-place rules, a recorded graph, and its message."""
+    e = {k: torch.from_numpy(x) for k, x in _inputs(rng).items()}
+    r, v, t, last = e["rewards"], e["values"], e["terminated"], e["last_value"]
+    taken = []
+    real = _eager.estimate
+    monkeypatch.setattr(_eager, "estimate", lambda *a: (taken.append(a[0].function), real(*a))[1])
+    out = torch.full(r.shape, float("nan"))
+    version = out._version
+    puffadv.gae(r, v, t, last_value=last, advantages=out, returns=False, time_axis=-1)
+    assert taken == ["gae"] and out._version > version and not out.isnan().any()
+    leaf = v.clone().requires_grad_()
+    result = puffadv.gae(r, leaf, t, last_value=last, time_axis=-1)
+    assert result.advantages.requires_grad  # went through _torch_autograd, not the direct path
+    with pytest.raises(TypeError, match="numpy"):
+        puffadv.gae(r, v.numpy(), t, last_value=last, time_axis=-1)
+    with torch.no_grad():
+        taken.clear()
+        assert not puffadv.gae(r, leaf, t, last_value=last, time_axis=-1).advantages.requires_grad
+        assert taken == ["gae"]  # a tensor requiring grad goes the general way, which decides
