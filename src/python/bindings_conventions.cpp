@@ -3,6 +3,7 @@
 // _core.estimate: thin calls of the one path (bindings_estimate.cpp).
 #include <cstdint>
 #include <string>
+#include <utility>
 
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
@@ -31,10 +32,19 @@ void standard_estimate(nb::handle rewards, nb::handle values, nb::handle termina
                        nb::handle target_probs, nb::handle behaviour_probs, nb::handle greedy, std::int64_t n,
                        bool log_probs, bool reset_at_start) {
     const estimator estimator_kind = estimator_from_name(kind);
-    // In role order (core/kinds.hpp).
-    const bindings::role_handles arrays = {rewards, values, terminated, truncated, last_value, bootstrap_values,
-                                           importance, next_values, target_probs, behaviour_probs, greedy,
-                                           advantages, returns, abs_sums, sums, square_sums};
+    // By role (core/kinds.hpp): a list in role order put the outputs in the slots of the roles
+    // added since (decay, per-step gamma and lambda, sample_mask).
+    bindings::role_handles arrays{};
+    const std::pair<argument_role, nb::handle> given[] = {
+        {argument_role::rewards, rewards},         {argument_role::values, values},
+        {argument_role::terminated, terminated},   {argument_role::truncated, truncated},
+        {argument_role::last_value, last_value},   {argument_role::bootstrap_values, bootstrap_values},
+        {argument_role::importance, importance},   {argument_role::next_values, next_values},
+        {argument_role::target_probs, target_probs}, {argument_role::behaviour_probs, behaviour_probs},
+        {argument_role::greedy, greedy},           {argument_role::advantages, advantages},
+        {argument_role::returns, returns},         {argument_role::abs_sums, abs_sums},
+        {argument_role::sums, sums},               {argument_role::square_sums, square_sums}};
+    for (const auto& [role, handle] : given) arrays[static_cast<int>(role)] = handle;
     standard_params p{estimator_kind, gamma, lambda, rho_clip, c_clip, rho_pg_clip, lambda_name.c_str()};
     p.n = n;
     p.log_probs = log_probs;

@@ -165,3 +165,40 @@ def test_python_api_refuses_inference_tensor_outside_inference_mode():
     with torch.inference_mode():
         call()
     assert not torch.isnan(out).any()
+
+
+@pytest.mark.parametrize("kind", ["gae", "retrace", "q_lambda"])
+def test_standard_estimate_binding_reads_every_array_by_its_role(rng, kind):
+    """_core.standard_estimate, the family's binding before the one entry, equals the public
+    function: its arrays listed in role order had put the outputs in the slots of the roles
+    added since (gae refused its advantages as a decay)."""
+    from puffadv import _core
+    e = ref.random_off_policy(rng, 5, 17)
+    e["terminated"][:, 0] = e["terminated"][:, -1] = True
+    series = [np.full((5, 17), np.nan, np.float32) for _ in range(2)]
+    sums = [np.full(5, np.nan, np.float32) for _ in range(3)]
+    flags = (e["terminated"], e["truncated"])
+    every_output = dict(abs_sums=True, sums=True, square_sums=True, time_axis=-1)
+    if kind == "gae":
+        _core.standard_estimate(e["rewards"], e["values"], *flags, None, e["bootstrap_values"], e["importance"],
+                                *series, *sums, "gae", 0.9, 0.8, 1.2, 0.9, 1.0, -1, "gae_lambda")
+        want = puffadv.gae(e["rewards"], e["values"], *flags, bootstrap_values=e["bootstrap_values"],
+                           importance=e["importance"], gamma=0.9, gae_lambda=0.8, rho_clip=1.2, c_clip=0.9,
+                           **every_output)
+    elif kind == "retrace":
+        _core.standard_estimate(e["rewards"], e["q_values"], *flags, None, None, None, *series, *sums, "retrace",
+                                0.9, 0.8, 1.0, 0.9, 1.0, -1, "lambda_", next_values=e["next_values"],
+                                target_probs=e["target_probs"], behaviour_probs=e["behaviour_probs"])
+        want = puffadv.retrace(e["rewards"], e["q_values"], e["next_values"], *flags, target_probs=e["target_probs"],
+                               behaviour_probs=e["behaviour_probs"], gamma=0.9, lambda_=0.8, c_clip=0.9,
+                               advantages=True, **every_output)
+    else:
+        _core.standard_estimate(e["rewards"], e["q_values"], *flags, None, None, None, *series, *sums, "q_lambda",
+                                0.9, 0.8, 1.0, 1.0, 1.0, -1, "lambda_", next_values=e["next_values"],
+                                greedy=e["greedy"])
+        want = puffadv.q_lambda(e["rewards"], e["q_values"], e["next_values"], *flags, greedy=e["greedy"],
+                                gamma=0.9, lambda_=0.8, advantages=True, **every_output)
+    got = dict(zip(("advantages", "returns", "abs_sums", "sums", "square_sums"), (*series, *sums)))
+    for role, x in got.items():
+        np.testing.assert_array_equal(x, getattr(want, role), err_msg=f"{kind} {role}")
+    assert np.isfinite(series[0]).all()
