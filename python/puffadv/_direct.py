@@ -1,7 +1,7 @@
 """The common call of a family estimator, direct: NumPy arrays (np.ndarray itself, no
-subclass) or host torch tensors (torch.Tensor itself, none requiring grad, outside
-torch.compile's tracing, every output allocated), float scalars, an int time_axis,
-no stream and no log-probability pair.
+subclass) or host torch tensors (torch.Tensor itself, dense, none requiring grad, outside
+torch.compile's tracing; given outputs that torch lets a kernel write), float scalars,
+an int time_axis, no stream and no log-probability pair.
 
 For such a call (2-D arrays, a [B] last_value; leading batch axes take the general
 path: _shapes) every check that Python applies is decided by type alone, so each
@@ -51,13 +51,20 @@ class _HostTensors:
 
     def usable(self, tensors) -> bool:
         """Dense host tensors recording no graph: none requires grad (the general path
-        decides whether one must be recorded: _route.needs_graph); sparse and quantized
-        ones take the general path too, which refuses them by name."""
+        decides whether one must be recorded: _route.needs_graph); sparse, quantized and
+        negative views (the neg bit: memory holding -x) take the general path too, which
+        refuses them by name (_frameworks.framework_of_call)."""
         strided = self.torch.strided
         for x in tensors:
-            if x.requires_grad or not x.is_cpu or x.layout is not strided or x.is_quantized:
+            if x.requires_grad or not x.is_cpu or x.layout is not strided or x.is_quantized or x.is_neg():
                 return False
         return True
+
+    def writable(self, out) -> bool:
+        """A given output torch lets a kernel write without a word: a dense host tensor
+        with no autograd history, not an inference tensor (_torch_rules.check_all_writable)."""
+        return (not out.requires_grad and not out.is_inference() and out.is_cpu
+                and out.layout is self.torch.strided and not out.is_neg())
 
     def empty_series(self, rewards, like):
         dtype = _outputs.output_dtype("torch", like)
@@ -180,7 +187,7 @@ def direct(estimator: Estimator):
         series_dtype = None
         for role, is_sum, spec in zip(made_roles, made_sums, specs):
             if spec is True or (spec is None and role in none_allocates):
-                if tensors:  # outputs given as tensors take the general path (torch's in-place rules)
+                if tensors:
                     spec = (_host_tensors.empty_sums(_outputs.batch_size(rewards, time_axis), like) if is_sum
                             else _host_tensors.empty_series(rewards, like))
                 elif is_sum:
@@ -191,10 +198,8 @@ def direct(estimator: Estimator):
                     spec = empty(rewards.shape, series_dtype)
             elif spec is False:
                 spec = None
-            elif spec is not None and type(spec) is not ndarray:
-                return MISSED
-            elif spec is not None and tensors:
-                return MISSED  # a NumPy output beside tensors: the general path refuses it by name
+            elif spec is not None and (type(spec) is not array_type or tensors and not _host_tensors.writable(spec)):
+                return MISSED  # another framework's, or one torch's in-place rules refuse: the general path names it
             arrays[role] = spec
         if never_made:
             arrays.update(never_made)

@@ -144,10 +144,17 @@ def test_direct_puff_advantage_on_host_tensors(rng):
 
 
 def _tensor_calls(e):
-    """(name, call) pairs on host tensors, every output allocated: the direct path takes them."""
+    """(name, call) pairs on host tensors, outputs allocated or given: the direct path takes them."""
     r, v, t, last, i, nv, p = (e[k] for k in ("rewards", "values", "terminated", "last_value", "importance",
                                               "next_values", "probs"))
+    poisoned = lambda: torch.full(r.shape, float("nan"), dtype=torch.float64 if r.dtype == torch.float64  # noqa: E731
+                                  else torch.float32)
     return [
+        ("gae given", lambda: puffadv.gae(r, v, t, last_value=last, advantages=poisoned(), returns=False,
+                                          time_axis=-1)),
+        ("vtrace given", lambda: puffadv.vtrace(r, v, t, last_value=last, importance=i, vs=poisoned(),
+                                                abs_sums=True, time_axis=-1)),
+        ("episodic_cumsum out", lambda: puffadv.episodic_cumsum(r, t, out=poisoned(), time_axis=-1)),
         ("gae", lambda: puffadv.gae(r, v, t, last_value=last, gamma=0.9, gae_lambda=0.8, time_axis=-1)),
         ("gae all outputs", lambda: puffadv.gae(r, v, t, last_value=last, importance=i, abs_sums=True,
                                                 sums=True, square_sums=True, time_axis=1)),
@@ -182,7 +189,7 @@ def _same_tensors(a, b, what):
 @pytest.mark.skipif(torch is None, reason="needs torch")
 @pytest.mark.parametrize("dtype", ["float32", "float64", "bfloat16"])
 def test_direct_family_calls_on_host_tensors_equal_the_general_path(rng, monkeypatch, dtype):
-    """Host torch tensors with every output allocated go direct: bit for bit the general
+    """Host torch tensors, outputs allocated or given, go direct: bit for bit the general
     path's results, dtypes (float32 from bfloat16) and version counters."""
     e = {k: torch.from_numpy(x) if x.dtype == bool else torch.from_numpy(x).to(getattr(torch, dtype))
          for k, x in _inputs(rng, dtype=np.float64).items()}
@@ -202,8 +209,8 @@ def test_direct_family_calls_on_host_tensors_equal_the_general_path(rng, monkeyp
 
 @pytest.mark.skipif(torch is None, reason="needs torch")
 def test_tensor_calls_the_direct_path_leaves_to_the_general_one(rng, monkeypatch):
-    """Outputs given as tensors, tensors that require grad, mixed frameworks: the general
-    path, with torch's in-place rules, a recorded graph, and its message."""
+    """Outputs torch's in-place rules refuse, tensors that require grad, mixed frameworks:
+    the general path, with those rules' errors, a recorded graph, and its message."""
     e = {k: torch.from_numpy(x) for k, x in _inputs(rng).items()}
     r, v, t, last = e["rewards"], e["values"], e["terminated"], e["last_value"]
     taken = []
@@ -212,7 +219,20 @@ def test_tensor_calls_the_direct_path_leaves_to_the_general_one(rng, monkeypatch
     out = torch.full(r.shape, float("nan"))
     version = out._version
     puffadv.gae(r, v, t, last_value=last, advantages=out, returns=False, time_axis=-1)
-    assert taken == ["gae"] and out._version > version and not out.isnan().any()
+    assert taken == [] and out._version > version and not out.isnan().any()  # direct, as torch writes
+    with pytest.raises(RuntimeError, match="leaf Variable that requires grad"):
+        puffadv.gae(r, v, t, last_value=last, advantages=torch.zeros(r.shape, requires_grad=True), time_axis=-1)
+    with torch.inference_mode():
+        made = torch.zeros(r.shape)
+    with pytest.raises(RuntimeError, match="Inplace update to inference tensor"):
+        puffadv.gae(r, v, t, last_value=last, advantages=made, time_axis=-1)
+    neg = torch.randn(r.shape, dtype=torch.complex64).conj().imag  # memory holding -x
+    with pytest.raises(ValueError, match="rewards is a negative view"):
+        puffadv.gae(neg, v, t, last_value=last, time_axis=-1)
+    with pytest.raises(ValueError, match="returns is a negative view"):
+        puffadv.gae(r, v, t, last_value=last, returns=neg, time_axis=-1)
+    assert taken == ["gae"] * 4
+    taken.clear()
     leaf = v.clone().requires_grad_()
     result = puffadv.gae(r, leaf, t, last_value=last, time_axis=-1)
     assert result.advantages.requires_grad  # went through _torch_autograd, not the direct path
