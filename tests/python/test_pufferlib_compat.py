@@ -127,6 +127,39 @@ def test_no_pufferlib_at_all():
     assert said(done.stderr) == [compat.MESSAGES["absent"].format(devices=compat._devices())]
 
 
+def test_schema_op_eagerly_compiled_and_on_views_it_refuses():
+    """puffadv's eager kernel under PufferLib's schema (its autograd keys) keeps what the
+    operator underneath does: torch.compile(fullgraph=True) traces it and equals eager, a
+    negative view is refused by name, an input that requires grad is read as a constant
+    with a warning, and the output's version counter is bumped."""
+    done = run("import puffadv.pufferlib_compat\n", CALL_AND_COMPARE, """
+        import warnings
+        op = torch.ops.pufferlib.compute_puff_advantage
+
+        def step(x, d):
+            adv = torch.zeros_like(x)
+            op(x, x.flip(1), d, x + 0.5, adv, 0.9, 0.8, 1.0, 1.0)
+            return adv * 2
+
+        print("compiled", torch.equal(torch.compile(step, fullgraph=True)(x, d), step(x, d)))
+        neg = torch.randn(6, 9, dtype=torch.complex128).conj().imag
+        try:
+            op(x, neg, d, x + 0.5, out, 0.9, 0.8, 1.0, 1.0)
+        except ValueError as e:
+            print("refused", str(e).split(" (")[0])
+        version = out._version
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            op(x.clone().requires_grad_(), x.flip(1), d, x + 0.5, out, 0.9, 0.8, 1.0, 1.0)
+        print("warned", [type(w.message).__name__ for w in caught], out._version > version)
+        """)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0].startswith("same True ")
+    assert lines[1:] == ["compiled True", "refused rewards is a negative view",
+                         "warned ['ConstantInputWarning'] True"], done.stdout
+
+
 def test_install_hook_acts_at_import_of_the_extension_only(tmp_path):
     """The .pth installs the finder at startup without importing torch or puffadv;
     importing pufferlib._C then decides. uninstall removes both files."""
