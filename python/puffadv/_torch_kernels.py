@@ -28,6 +28,7 @@ from ._estimators import PUFF_ADVANTAGE
 _PUFF_NAMES = tuple(PUFF_ADVANTAGE.names().values())[:5]  # values, rewards, dones, importance, advantages
 _FUNCTIONAL = ("puff_advantage", *_torch_conventions.OPERATORS)
 _BELOW_BACKEND_SELECT = torch._C._dispatch_keyset_full_after(torch._C.DispatchKey.BackendSelect)
+_any_requires_grad = torch._C._any_requires_grad
 _TYPE_ERROR = "TypeError: "  # how a kernel marks a type problem (type_error_prefix in src/torch/ops.hpp)
 
 
@@ -97,7 +98,7 @@ def warn_constant_inputs(values, rewards, importance):
     op does; PufferLib's trainer relies on that (it passes the live ``ratio`` as importance).
     So an input that requires grad is read as a constant, and said so (once per process under
     Python's default warning filter), never dropped without a word."""
-    if not torch.is_grad_enabled():
+    if not torch.is_grad_enabled() or not _any_requires_grad(values, rewards, importance):  # one C call
         return
     for name, t in zip(("values", "rewards", "importance"), (values, rewards, importance)):
         if isinstance(t, torch.Tensor) and t.requires_grad:
