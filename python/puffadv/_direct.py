@@ -61,19 +61,10 @@ class _HostTensors:
         return True
 
     def writable(self, out) -> bool:
-        """A given output torch lets a kernel write without a word: a dense host tensor
-        with no autograd history, not an inference tensor (_torch_rules.check_all_writable)."""
-        return (not out.requires_grad and not out.is_inference() and out.is_cpu
-                and out.layout is self.torch.strided and not out.is_neg())
-
-    def empty_series(self, rewards, like):
-        dtype = _outputs.output_dtype("torch", like)
-        if rewards.shape == like.shape:
-            return self.torch.empty_like(like, dtype=dtype, memory_format=self.torch.contiguous_format)
-        return self.torch.empty(tuple(rewards.shape), dtype=dtype)
-
-    def empty_sums(self, rows: int, like):
-        return self.torch.empty((rows,), dtype=_outputs.sums_dtype("torch", like))
+        """A given output torch lets a kernel write without a word (_torch_rules.writes_freely),
+        dense, on the host and not a negative view."""
+        return (self.rules.writes_freely(out) and out.is_cpu and out.layout is self.torch.strided
+                and not out.is_neg())
 
 
 _host_tensors = _HostTensors()
@@ -187,9 +178,10 @@ def direct(estimator: Estimator):
         series_dtype = None
         for role, is_sum, spec in zip(made_roles, made_sums, specs):
             if spec is True or (spec is None and role in none_allocates):
-                if tensors:
-                    spec = (_host_tensors.empty_sums(_outputs.batch_size(rewards, time_axis), like) if is_sum
-                            else _host_tensors.empty_series(rewards, like))
+                if tensors:  # as _outputs.allocate makes them
+                    spec = (_frameworks.torch_empty(like, (_outputs.batch_size(rewards, time_axis),),
+                                                    _outputs.sums_dtype("torch", like)) if is_sum
+                            else _frameworks.torch_empty(like, rewards.shape, _outputs.output_dtype("torch", like)))
                 elif is_sum:
                     spec = empty((_outputs.batch_size(rewards, time_axis),), _outputs.sums_dtype("numpy", like))
                 else:

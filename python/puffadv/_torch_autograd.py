@@ -314,13 +314,17 @@ class _OpDifferentiable(torch.autograd.Function):
         return (None, *out)
 
 
-def keys_between_autograd_and_backend_select() -> int:
-    """The dispatch keys below Autograd and above BackendSelect (Python, Functionalize,
-    Conjugate, Negative, ZeroTensor, ... as this torch has them), as a raw bit mask."""
+def _keys_between_autograd_and_backend_select() -> int:
     DispatchKey, after = torch._C.DispatchKey, torch._C._dispatch_keyset_full_after
     backend_select = torch._C.DispatchKeySet(DispatchKey.BackendSelect).raw_repr()
     return after(DispatchKey.ADInplaceOrView).raw_repr() & ~after(DispatchKey.BackendSelect).raw_repr() \
         & ~backend_select
+
+
+# The dispatch keys below Autograd and above BackendSelect (Python, Functionalize, Conjugate,
+# Negative, ZeroTensor, ... as this torch has them), as a raw bit mask: a call whose keyset
+# has none of them may go from its Autograd kernel straight to its BackendSelect kernel.
+KEYS_BETWEEN_AUTOGRAD_AND_BACKEND_SELECT = _keys_between_autograd_and_backend_select()
 
 
 def _autograd_kernel(info: _OpInfo, backend_select: Callable):
@@ -333,7 +337,7 @@ def _autograd_kernel(info: _OpInfo, backend_select: Callable):
     # Every eager call of the op passes here: C-level checks keep it cheap.
     grad_enabled, any_requires_grad, below = (torch._C.is_grad_enabled, torch._C._any_requires_grad,
                                               torch._C._after_autograd_keyset)
-    between = keys_between_autograd_and_backend_select()
+    between = KEYS_BETWEEN_AUTOGRAD_AND_BACKEND_SELECT
 
     def kernel(keyset, *args, **kwargs):
         if grad_enabled() and any_requires_grad(*args, **kwargs):

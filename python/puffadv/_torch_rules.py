@@ -67,10 +67,15 @@ def check_all_writable(outputs: dict, names: dict) -> None:
     output (no autograd history, not an inference tensor) costs two attribute reads:
     this runs before every torch call's kernel launch."""
     for role, tensor in outputs.items():
-        if tensor is None or (type(tensor) is _Tensor and not tensor.requires_grad
-                              and not tensor.is_inference()):
+        if tensor is None or writes_freely(tensor):
             continue
         check_writable(tensor, names.get(role, role))
+
+
+def writes_freely(tensor) -> bool:
+    """A plain tensor that torch lets a kernel write without a word: no autograd history,
+    not an inference tensor (the common output; the others go through check_writable)."""
+    return type(tensor) is _Tensor and not tensor.requires_grad and not tensor.is_inference()
 
 
 _Tensor = torch.Tensor

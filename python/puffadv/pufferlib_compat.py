@@ -204,9 +204,8 @@ def _eager_kernel(op):
     rules and kernel, reached without dispatching that operator from the top again (a
     second Python kernel per call). Tensors with keys of their own below autograd (fake,
     functional, negative, conjugate) take puffadv's operator from the top, as the composite."""
-    from ._torch_autograd import keys_between_autograd_and_backend_select
+    from ._torch_autograd import KEYS_BETWEEN_AUTOGRAD_AND_BACKEND_SELECT as between
     from ._torch_kernels import compute_puff_advantage_writes
-    between = keys_between_autograd_and_backend_select()
 
     def kernel(keyset, *args):
         if keyset.raw_repr() & between:
