@@ -52,23 +52,18 @@ runner runner_of(const engine::arrays& a, estimator kind) {
 template <typename C>
 void run_in(engine::arrays& a, const standard_params& p) {
     const bool puff = p.kind == estimator::puff_advantage;
-    const bool converting = engine::choose_walk<C>(a, puff);
-    const bool bytes = converting ? !puff && engine::flags_stay_bytes(a, true)
-                                  : engine::byte_flags(a[role::terminated].type);
+    engine::choose_walk<C>(a, puff);
+    const bool bytes = a.walk.converting ? !puff && engine::flags_stay_bytes(a)
+                                         : engine::byte_flags(a[role::terminated].type);
     const runner run = bytes ? runner_of<C, std::uint8_t>(a, p.kind) : runner_of<C, C>(a, p.kind);
-    run(a, p, converting);
+    run(a, p);
 }
 
 }  // namespace
 
 void estimate_cpu(const standard_arrays& arrays, const standard_params& params) {
     engine::arrays a = engine_arrays(arrays);
-    if (params.kind == estimator::n_step_returns) {
-        // No interleaved traversal for the n-step windows: those few rows are gathered.
-        const bool converting = engine::computes_in_double(a) ? engine::choose_walk<double>(a, false, false)
-                                                              : engine::choose_walk<float>(a, false, false);
-        return engine::n_step_returns_cpu(arrays, a, params, converting);
-    }
+    if (params.kind == estimator::n_step_returns) return engine::n_step_returns_cpu(arrays, a, params);
     if (is_standard_form(a, params)) return standard_form_cpu(a, params);  // issue 29's forms
     if (engine::computes_in_double(a))
         run_in<double>(a, params);

@@ -141,8 +141,8 @@ struct kind_info {
     text missing[3];         ///< "<kind>" + this, where not " needs <name> ([rows, horizon])"
     /// Derived from the above when the table is built (kinds.cpp), so that a
     /// call's lookups cost an index each: how it treats each role, and the name.
-    need needs[role_count];
-    const char* names_by_role[role_count];
+    need needs[role_count]{};
+    const char* names_by_role[role_count]{};
 };
 
 /// estimator_from_name, and "puff_advantage" too (the one Python entry takes every kind).

@@ -140,9 +140,9 @@ PUFF_CONVERT_INLINE void load(dtype type, const void* first, std::int64_t stride
 }
 
 template <typename C>
-inline C load_one(const view& v, std::int64_t row, std::int64_t t) {
-    C x;
-    load<C>(v.type, v.at(row, t), 1, 1, &x, false);
+inline C load_one(const view& v, std::int64_t row, std::int64_t t, bool flag = false) {
+    C x{};  // load's switch writes it for every dtype; GCC cannot see that (-Wmaybe-uninitialized)
+    load<C>(v.type, v.at(row, t), 1, 1, &x, flag);
     return x;
 }
 

@@ -46,12 +46,19 @@ constexpr int W = simd::lanes<C>::width;
 
 using role = argument_role;
 
+/// How the traversals read one call, chosen once by its entry (engine_run.hpp:
+/// choose_walk) and read by run_engine, the sources and the traversals.
+struct walk_choice {
+    bool converting = false;   // through converted lines (engine_sources.hpp), not the call's memory
+    bool stream = false;       // outputs stored past the caches (engine_run.hpp: streams)
+    int interleaved_rows = 0;  // time-major rows walked by along_time<N> or flat_rows; 0: neither
+};
+
 /// One call's arrays by role (kinds.hpp's visit_field fills them); absent ones are !present.
 struct arrays {
     std::int64_t rows = 0, horizon = 0;
     view by_role[role_count];
-    bool stream = false;        // outputs stored past the caches (engine_run.hpp: streams)
-    int interleaved_rows = 0;   // walked by interleaved_rows or flat_rows (engine_run.hpp: choose_walk)
+    walk_choice walk;           // how the traversals read it: engine_run.hpp's choose_walk
     const view& operator[](role r) const { return by_role[static_cast<int>(r)]; }
     view& operator[](role r) { return by_role[static_cast<int>(r)]; }
 };

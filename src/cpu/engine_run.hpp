@@ -120,25 +120,22 @@ inline bool streams(const arrays& a) {
     return bytes >= kStreamingBytes;
 }
 
-/// How the traversals read a call, decided once by its entry: sets `a.stream` and
-/// `a.interleaved_rows`, and returns whether it reads converted lines.
+/// How the traversals read a call, decided once by its entry: sets `a.walk`
+/// (converted lines or the call's memory, streaming stores, interleaved rows).
 /// `interleaved_walks`: false for a caller that has neither along_time<N> nor
 /// flat_rows (n_step_returns).
 template <typename C>
-bool choose_walk(arrays& a, bool arithmetic_dones, bool interleaved_walks = true) {
+void choose_walk(arrays& a, bool arithmetic_dones, bool interleaved_walks = true) {
     const int n = interleaved_walks ? interleaved_rows_of<C>(a) : 0;
     const bool converting = !reads_in_place<C>(a, arithmetic_dones, n);
-    a.interleaved_rows = converting ? 0 : n;
-    a.stream = !converting && streams(a);
-    return converting;
+    a.walk = {converting, !converting && streams(a), converting ? 0 : n};
 }
 
 constexpr std::int64_t kElementsPerThread = 1 << 15;  // below this, extra threads cost more than they give
 
-
-/// How a call is walked: the traversal, and whether its lines are converted.
+/// How a call's rows are shared out: along time or across rows, and in units of how many.
 struct plan {
-    bool along_time, converting;
+    bool along_time;
     std::int64_t unit;  // rows per unit of thread work
 };
 
@@ -147,22 +144,22 @@ struct plan {
 /// across rows in blocks of kBlockRows.
 constexpr std::int64_t kConvertedRowSteps = 1 << 16;
 
-inline plan plan_of(const arrays& a, bool converting) {
-    if (!converting) {
+inline plan plan_of(const arrays& a) {
+    if (!a.walk.converting) {
         const bool along = layout_of(a) == layout::time_contiguous;
-        return {along, false, along ? kSimdTileRows : simd_block_rows(a.rows)};
+        return {along, along ? kSimdTileRows : simd_block_rows(a.rows)};
     }
     const view& r = a[role::rewards];
     const bool time_inner =
         a.rows <= 1 || std::llabs(r.col_stride) <= std::llabs(r.row_stride) || too_few_rows_across(a);
     const bool along = a.horizon <= 1 || (time_inner && a.horizon <= kConvertedRowSteps);
-    return {along, true, along ? kSimdTileRows : kBlockRows};
+    return {along, along ? kSimdTileRows : kBlockRows};
 }
 
 /// Whether a converting call's flags are all of one byte and adjacent along its
 /// traversal: read in place, by a producer of byte flags.
-inline bool flags_stay_bytes(const arrays& a, bool converting) {
-    const plan how = plan_of(a, converting);
+inline bool flags_stay_bytes(const arrays& a) {
+    const plan how = plan_of(a);
     bool any = false;
     for (role r : {role::terminated, role::truncated, role::greedy}) {
         const view& v = a[r];
@@ -181,10 +178,9 @@ inline bool flags_stay_bytes(const arrays& a, bool converting) {
 /// advantage's, converted as values rather than as flags; `flag_bytes`: p reads
 /// flags of one byte (flags_stay_bytes).
 template <typename P>
-void run_engine(const P& p, const arrays& a, bool converting, bool arithmetic_dones = false,
-                bool flag_bytes = false) {
+void run_engine(const P& p, const arrays& a, bool arithmetic_dones = false, bool flag_bytes = false) {
     using C = typename P::scalar;
-    if (const int n = converting ? 0 : a.interleaved_rows) {  // one unit: a few thousand elements
+    if (const int n = a.walk.interleaved_rows) {  // one unit: a few thousand elements
         call_lines source(a);  // a step flagged both is terminated: no bad step (below)
         if (n == 2) along_time<2>(p, a, source, 0, 1);
         if (n == 4) along_time<4>(p, a, source, 0, 1);
@@ -194,7 +190,7 @@ void run_engine(const P& p, const arrays& a, bool converting, bool arithmetic_do
         if (n > W<C>) flat_rows(p, a, source);
         return;
     }
-    const plan how = plan_of(a, converting);
+    const plan how = plan_of(a);
     const std::int64_t unit = how.unit;
     const std::int64_t units = (a.rows + unit - 1) / unit;
     const std::int64_t by_work = std::max<std::int64_t>(1, a.rows * a.horizon / kElementsPerThread);
@@ -216,7 +212,7 @@ void run_engine(const P& p, const arrays& a, bool converting, bool arithmetic_do
         for (std::int64_t u = begin; u < end; ++u) {
             const std::int64_t first = u * unit;
             const int count = static_cast<int>(std::min<std::int64_t>(unit, a.rows - first));
-            if (how.converting) {
+            if (a.walk.converting) {
                 converting_lines<C> source(a, arithmetic_dones, flag_bytes, how.along_time ? a.horizon : count,
                                            !how.along_time);
                 walk(source, first, count);

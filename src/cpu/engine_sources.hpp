@@ -34,7 +34,7 @@ struct call_lines {
         for (int k = 0; k < role_count; ++k)
             if (origin.at[k]) present[count] = k, row_bytes[count++] = a.by_role[k].row_stride * a.by_role[k].size;
     }
-    bool streams() const { return a.stream; }
+    bool streams() const { return a.walk.stream; }
     PUFF_SIMD_INLINE lines at(std::int64_t r, std::int64_t t) const {
         lines l = origin;
         for (int j = 0; j < count; ++j) {

@@ -288,7 +288,7 @@ struct next_step_lines {
         for (int k = 0; k < role_count; ++k) {
             const view& v = a.by_role[k];
             // Streamed outputs have no line to fetch; truncated is rarely set (its bootstraps: not at all).
-            if (!v.present || !is_line(role(k)) || k == int(role::truncated) || (a.stream && is_output(role(k))))
+            if (!v.present || !is_line(role(k)) || k == int(role::truncated) || (a.walk.stream && is_output(role(k))))
                 continue;
             lines[count] = static_cast<const char*>(v.at(first, t)), sizes[count++] = v.size;
         }

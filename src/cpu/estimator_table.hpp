@@ -19,7 +19,7 @@
 namespace puffadv::detail::cpu_table {
 
 using engine::role;
-using runner = void (*)(const engine::arrays&, const standard_params&, bool converting);
+using runner = void (*)(const engine::arrays&, const standard_params&);
 
 /// The runner of a call's kind, or nullptr where the kind takes no such form
 /// (n_step_returns: n_step_returns.cpp). Instantiated in the generated units.
@@ -64,8 +64,8 @@ engine::advantage_scalars<C> advantage_scalars_of(const standard_params& p) {
 }
 
 template <typename C>
-void run_puff(const engine::arrays& a, const standard_params& p, bool converting) {
-    engine::run_engine(engine::puff_producer<C>(a, advantage_scalars_of<C>(p)), a, converting, true);
+void run_puff(const engine::arrays& a, const standard_params& p) {
+    engine::run_engine(engine::puff_producer<C>(a, advantage_scalars_of<C>(p)), a, true);
 }
 
 template <typename F>
@@ -73,9 +73,9 @@ constexpr bool kByteFlags = sizeof(F) == 1;
 
 // kSteps: per-step gamma / lambda arrays (an instantiation of its own: the scalar form tests nothing).
 template <typename C, typename F, bool kImp, bool kPg, bool kSteps>
-void run_standard(const engine::arrays& a, const standard_params& p, bool converting) {
-    engine::run_engine(engine::standard_producer<C, F, kImp, kPg, kSteps>(a, advantage_scalars_of<C>(p)), a,
-                       converting, false, kByteFlags<F>);
+void run_standard(const engine::arrays& a, const standard_params& p) {
+    engine::run_engine(engine::standard_producer<C, F, kImp, kPg, kSteps>(a, advantage_scalars_of<C>(p)), a, false,
+                       kByteFlags<F>);
 }
 
 template <typename C>
@@ -84,40 +84,40 @@ engine::family_scalars<C> family_scalars_of(const standard_params& p) {
 }
 
 template <typename C, typename F, bool kSteps>
-void run_discounted(const engine::arrays& a, const standard_params& p, bool converting) {
-    engine::run_engine(engine::discounted_producer<C, F, kSteps>(a, family_scalars_of<C>(p)), a, converting, false,
+void run_discounted(const engine::arrays& a, const standard_params& p) {
+    engine::run_engine(engine::discounted_producer<C, F, kSteps>(a, family_scalars_of<C>(p)), a, false,
                        kByteFlags<F>);
 }
 
 template <typename C, typename F, bool kQ, bool kSteps>
-void run_action_values(const engine::arrays& a, const standard_params& p, bool converting) {
+void run_action_values(const engine::arrays& a, const standard_params& p) {
     engine::action_value_producer<C, F, kQ, kSteps> producer(a, family_scalars_of<C>(p));
     // Q(lambda) scans its returns G; q only enters A = G - q (stored, or summed).
     if (kQ) producer.q_read = a[role::values].present && (a[role::advantages].present || engine::wants_sums(a));
     producer.log_probs = !kQ && p.log_probs;
-    engine::run_engine(producer, a, converting, false, kByteFlags<F>);
+    engine::run_engine(producer, a, false, kByteFlags<F>);
 }
 
 template <typename C, typename F, bool kSteps>
-void run_episodic(const engine::arrays& a, const standard_params& p, bool converting) {
+void run_episodic(const engine::arrays& a, const standard_params& p) {
     engine::episodic_producer<C, F, kSteps> producer(a, family_scalars_of<C>(p));
     producer.reset_at_start = p.reset_at_start;
-    engine::run_engine(producer, a, converting, false, kByteFlags<F>);
+    engine::run_engine(producer, a, false, kByteFlags<F>);
 }
 
 // linear_recurrence: the scan itself, forwards or (reverse) backwards over time.
 template <typename C>
-void run_recurrence(const engine::arrays& a, const standard_params& p, bool converting) {
+void run_recurrence(const engine::arrays& a, const standard_params& p) {
     if (p.reverse)
-        engine::run_engine(engine::recurrence_producer<C, false>(a), a, converting);
+        engine::run_engine(engine::recurrence_producer<C, false>(a), a);
     else
-        engine::run_engine(engine::recurrence_producer<C, true>(a), a, converting);
+        engine::run_engine(engine::recurrence_producer<C, true>(a), a);
 }
 
 // The value estimators' backward, forwards over time (estimators_backward.hpp).
 template <typename C, typename F, bool kSteps>
-void run_value_vjp(const engine::arrays& a, const standard_params& p, bool converting) {
-    engine::run_engine(engine::value_vjp_producer<C, F, kSteps>(a, family_scalars_of<C>(p)), a, converting, false,
+void run_value_vjp(const engine::arrays& a, const standard_params& p) {
+    engine::run_engine(engine::value_vjp_producer<C, F, kSteps>(a, family_scalars_of<C>(p)), a, false,
                        kByteFlags<F>);
 }
 
@@ -153,10 +153,10 @@ runner runner_for(const engine::arrays& a, estimator kind) {
 // vector), so the forms combine with them without doubling these instantiations.
 
 template <typename C, typename F, bool kImp, bool kPg, bool kNext, bool kExtra>
-void run_form(const engine::arrays& a, const standard_params& p, bool converting) {
+void run_form(const engine::arrays& a, const standard_params& p) {
     const engine::advantage_scalars<C> s{C(p.gamma),      C(p.gamma) * C(p.lambda), C(p.rho_clip), C(p.c_clip),
                                          C(p.rho_pg_clip), C(p.lambda),              C(p.alpha)};
-    engine::run_engine(engine::standard_producer<C, F, kImp, kPg, true, kNext, kExtra>(a, s), a, converting);
+    engine::run_engine(engine::standard_producer<C, F, kImp, kPg, true, kNext, kExtra>(a, s), a);
 }
 
 template <typename C, typename F, bool kImp>

@@ -156,9 +156,7 @@ bad_step per_step_windows(const arrays& a, const n_step_scalars<C>& p, std::int6
     std::vector<double> w1(static_cast<std::size_t>(T)), next(w1), k(w1);
     std::vector<std::uint8_t> done(static_cast<std::size_t>(T));
     auto read = [](const view& v, std::int64_t row, std::int64_t t, bool flag) {
-        C x;
-        load<C>(v.type, v.at(row, t), 1, 1, &x, flag);
-        return double(x);
+        return double(load_one<C>(v, row, t, flag));
     };
     const bool sum = wants_sums(a);
     bad_step bad;

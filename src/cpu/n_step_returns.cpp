@@ -234,7 +234,8 @@ PUFF_SIMD_CLONES bad_step windows_along_time(const arrays& a, const n_step_scala
 }  // namespace
 
 template <typename C>
-void n_step_returns_in(const arrays& a, const standard_params& params, bool converting) {
+void n_step_returns_in(const arrays& a, const standard_params& params) {
+    const bool converting = a.walk.converting;
     const n_step_scalars<C> p{C(params.gamma), C(params.lambda), params.n};
     shared_bad_step bad;
     const std::int64_t by_work = std::max<std::int64_t>(1, a.rows * a.horizon / kElementsPerThread);
@@ -250,7 +251,7 @@ void n_step_returns_in(const arrays& a, const standard_params& params, bool conv
     // Rows whose steps are adjacent in the call (or converted whole) go along time, per-step
     // gamma / lambda lines included (across rows, a [B, T] call's steps would be gathered
     // T elements apart: 7.6x the scalar call's time at 65536x128, 2026-12-04).
-    const plan how = plan_of(a, converting);
+    const plan how = plan_of(a);
     if (how.along_time) {
         const std::int64_t units = (a.rows + how.unit - 1) / how.unit;
         const int threads = static_cast<int>(std::min<std::int64_t>({cpu_thread_count(), units, by_work}));
@@ -305,16 +306,20 @@ void n_step_returns_in(const arrays& a, const standard_params& params, bool conv
     // a step flagged both terminated and truncated is terminated (issue 33): `bad` is not an error
 }
 
-void n_step_returns_cpu(const standard_arrays& call, arrays& a, const standard_params& params, bool converting) {
+void n_step_returns_cpu(const standard_arrays& call, arrays& a, const standard_params& params) {
     if (params.n >= a.horizon) {
         standard_params td = params;
         td.kind = estimator::td_lambda;
         return estimate_cpu(call, td);
     }
-    if (computes_in_double(a))
-        n_step_returns_in<double>(a, params, converting);
-    else
-        n_step_returns_in<float>(a, params, converting);
+    // No interleaved walk for the n-step windows: calls of few time-major rows are gathered.
+    if (computes_in_double(a)) {
+        choose_walk<double>(a, false, false);
+        n_step_returns_in<double>(a, params);
+    } else {
+        choose_walk<float>(a, false, false);
+        n_step_returns_in<float>(a, params);
+    }
 }
 
 }  // namespace puffadv::detail::engine

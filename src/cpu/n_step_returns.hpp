@@ -6,8 +6,8 @@
 
 namespace puffadv::detail::engine {
 
-/// n_step_returns over `a` (the engine's view of `call`); `converting`: the
-/// lines are read converted (engine_sources.hpp), as the engine would.
-void n_step_returns_cpu(const standard_arrays& call, arrays& a, const standard_params& params, bool converting);
+/// n_step_returns over `a` (the engine's view of `call`), its walk chosen here
+/// (engine_run.hpp: choose_walk) as the engine's entries choose theirs.
+void n_step_returns_cpu(const standard_arrays& call, arrays& a, const standard_params& params);
 
 }  // namespace puffadv::detail::engine

@@ -19,11 +19,11 @@ using cpu_table::runner;
 
 template <typename C>
 void run_in(engine::arrays& a, const standard_params& p) {
-    const bool converting = engine::choose_walk<C>(a, false);
-    const bool bytes = !converting && engine::byte_flags(a[role::terminated].type);
+    engine::choose_walk<C>(a, false);
+    const bool bytes = !a.walk.converting && engine::byte_flags(a[role::terminated].type);
     const runner run =
         bytes ? cpu_table::form_runner_for<C, std::uint8_t>(a, p) : cpu_table::form_runner_for<C, C>(a, p);
-    run(a, p, converting);
+    run(a, p);
 }
 
 }  // namespace

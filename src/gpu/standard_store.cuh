@@ -35,17 +35,8 @@ struct store_estimate {
             rho = clip_to(s.ratio, rho_pg_clip);
             if (alpha != T(1)) rho = alpha * rho + (T(1) - alpha) * s.ratio;
         }
-        if (!(s.flags & 8u)) {  // no next_values: the bootstrap is in the reward (flag 4), as below
-            const T vs_next = row_end ? T(0) : a_next + value_next;
-            T next_term;
-            if constexpr (Step::per_step) {
-                next_term = s.flags & 5u ? T(0) * vs_next : g * vs_next;
-            } else {
-                const T not_terminated = s.flags & 1u ? T(0) : T(1);
-                next_term = gamma * (s.flags & 4u ? T(0) * vs_next : vs_next * not_terminated);
-            }
-            return rho * (s.reward + next_term - s.value);
-        }
+        if (!(s.flags & 8u))  // no next_values: the bootstrap is in the reward (flag 4), as below
+            return rho * (s.reward + discounted_vs_next(s, row_end, a_next, value_next) - s.value);
         const bool done = s.flags & 3u;
         const T v_after = done || row_end ? s.next_value : value_next;
         const T td = s.reward + (s.flags & 1u ? T(0) : g * v_after) - s.value;
@@ -62,17 +53,23 @@ struct store_estimate {
         // (it is in s.reward then; step t+1 belongs to the next episode). Past the
         // row's last step there is nothing (a_next and next belong to another row).
         if constexpr (Step::forms) return pg_of_forms(s, row_end, a_next, value_next);
-        const T vs_next = row_end ? T(0) : a_next + value_next;
         const T rho = has_ratio ? clip_to(s.ratio, rho_pg_clip) : T(1);
-        T next_term;
-        if constexpr (Step::per_step) {  // gamma_t selected away where done (a NaN there too), as on the CPU
-            next_term = s.flags & 5u ? T(0) * vs_next : s.gamma * vs_next;
+        return rho * (s.reward + discounted_vs_next(s, row_end, a_next, value_next) - s.value);
+    }
+
+    /// gamma_t (1 - term_t) vs_{t+1} for pg_t, vs_{t+1} = A_{t+1} + V_{t+1} (0 past the row's
+    /// last step), with the bootstrap pair (no next_values: flag 4 says the bootstrap is in
+    /// s.reward). A per-step gamma_t is selected away where step t is done (a NaN there too),
+    /// as on the CPU.
+    template <typename Step>
+    __device__ __forceinline__ T discounted_vs_next(const Step& s, bool row_end, T a_next, T value_next) const {
+        const T vs_next = row_end ? T(0) : a_next + value_next;
+        if constexpr (Step::per_step) {
+            return s.flags & 5u ? T(0) * vs_next : s.gamma * vs_next;
         } else {
             const T not_terminated = s.flags & 1u ? T(0) : T(1);
-            next_term = gamma * (s.flags & 4u ? T(0) * vs_next : vs_next * not_terminated);
+            return gamma * (s.flags & 4u ? T(0) * vs_next : vs_next * not_terminated);
         }
-        const T td = s.reward + next_term - s.value;
-        return rho * td;
     }
 
     template <typename Step, typename Next>

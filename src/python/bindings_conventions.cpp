@@ -32,10 +32,7 @@ void standard_estimate(nb::handle rewards, nb::handle values, nb::handle termina
                        nb::handle target_probs, nb::handle behaviour_probs, nb::handle greedy, std::int64_t n,
                        bool log_probs, bool reset_at_start) {
     const estimator estimator_kind = estimator_from_name(kind);
-    // By role (core/kinds.hpp): a list in role order put the outputs in the slots of the roles
-    // added since (decay, per-step gamma and lambda, sample_mask).
-    bindings::role_handles arrays{};
-    const std::pair<argument_role, nb::handle> given[] = {
+    const bindings::role_handles arrays = bindings::by_role({
         {argument_role::rewards, rewards},         {argument_role::values, values},
         {argument_role::terminated, terminated},   {argument_role::truncated, truncated},
         {argument_role::last_value, last_value},   {argument_role::bootstrap_values, bootstrap_values},
@@ -43,8 +40,7 @@ void standard_estimate(nb::handle rewards, nb::handle values, nb::handle termina
         {argument_role::target_probs, target_probs}, {argument_role::behaviour_probs, behaviour_probs},
         {argument_role::greedy, greedy},           {argument_role::advantages, advantages},
         {argument_role::returns, returns},         {argument_role::abs_sums, abs_sums},
-        {argument_role::sums, sums},               {argument_role::square_sums, square_sums}};
-    for (const auto& [role, handle] : given) arrays[static_cast<int>(role)] = handle;
+        {argument_role::sums, sums},               {argument_role::square_sums, square_sums}});
     standard_params p{estimator_kind, gamma, lambda, rho_clip, c_clip, rho_pg_clip, lambda_name.c_str()};
     p.n = n;
     p.log_probs = log_probs;
@@ -56,16 +52,12 @@ void puff_advantage_fused(nb::handle values, nb::handle rewards, nb::handle done
                           nb::handle advantages, nb::handle returns, nb::handle abs_sums, nb::handle sums,
                           nb::handle square_sums, double gamma, double gae_lambda, double rho_clip,
                           double c_clip, nb::handle stream) {
-    bindings::role_handles arrays{};
-    arrays[static_cast<int>(argument_role::values)] = values;
-    arrays[static_cast<int>(argument_role::rewards)] = rewards;
-    arrays[static_cast<int>(argument_role::terminated)] = dones;
-    arrays[static_cast<int>(argument_role::importance)] = importance;
-    arrays[static_cast<int>(argument_role::advantages)] = advantages;
-    arrays[static_cast<int>(argument_role::returns)] = returns;
-    arrays[static_cast<int>(argument_role::abs_sums)] = abs_sums;
-    arrays[static_cast<int>(argument_role::sums)] = sums;
-    arrays[static_cast<int>(argument_role::square_sums)] = square_sums;
+    const bindings::role_handles arrays = bindings::by_role({
+        {argument_role::values, values},         {argument_role::rewards, rewards},
+        {argument_role::terminated, dones},      {argument_role::importance, importance},
+        {argument_role::advantages, advantages}, {argument_role::returns, returns},
+        {argument_role::abs_sums, abs_sums},     {argument_role::sums, sums},
+        {argument_role::square_sums, square_sums}});
     const standard_params p = detail::as_standard_params(puff_params{gamma, gae_lambda, rho_clip, c_clip});
     bindings::estimate(arrays, p, nb::handle(), stream, none_wording::short_);
 }

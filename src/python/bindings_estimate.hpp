@@ -6,6 +6,8 @@
 #pragma once
 
 #include <array>
+#include <initializer_list>
+#include <utility>
 
 #include <nanobind/nanobind.h>
 
@@ -17,6 +19,15 @@ namespace puffadv::bindings {
 
 /// One call's arrays by role; a null or None handle is an absent array.
 using role_handles = std::array<nanobind::handle, detail::role_count>;
+
+/// The handles placed in their roles' slots (every other slot absent): callers name
+/// each array's role, so a new role never shifts the others (issue 29 added roles
+/// between the inputs and the outputs).
+inline role_handles by_role(std::initializer_list<std::pair<detail::argument_role, nanobind::handle>> given) {
+    role_handles arrays{};
+    for (const auto& [role, handle] : given) arrays[static_cast<int>(role)] = handle;
+    return arrays;
+}
 
 /// How an array the kind takes in every call (need::always) is refused when it is None.
 enum class none_wording {
