@@ -35,7 +35,13 @@ for needed in ("LICENSE", "CMakeLists.txt", "pyproject.toml", "README.md", "PKG-
 assert not any("/build/" in n or "/.ci/" in n for n in names), "build output in the sdist"
 print(f"sdist: {len(names)} entries, LICENSE and sources present")
 PY
-python -m pip wheel -q --no-build-isolation --no-deps -w "${work}/dist" "${sdist}" \
+# Built from the sdist unpacked inside the clone, not from the archive: pip would unpack
+# it at a random /tmp path, outside CCACHE_BASEDIR (compiler_cache.sh), and every unit
+# compiled cold in every run (50-wheel took ~380 s with a warm cache as with a cold one,
+# 2026-12-04). The wheel is the same: pip builds an unpacked sdist in place.
+mkdir -p "${work}/unpacked" && tar -xzf "${sdist}" -C "${work}/unpacked"
+unpacked="$(ls -d "${work}"/unpacked/puffadv-*)"
+python -m pip wheel -q --no-build-isolation --no-deps -w "${work}/dist" "${unpacked}" \
   -C build-dir="${work}/build" -C cmake.define.PUFF_CUDA=OFF -C cmake.define.PUFF_HIP=OFF \
   -C cmake.define.PUFF_TORCH=ON -C cmake.define.PUFF_JAX=ON > "${work}/wheel.log" 2>&1 \
   || { tail -60 "${work}/wheel.log"; exit 1; }
