@@ -18,7 +18,12 @@ equal to puffadv first, forward and gradients.
     python benchmarks/bench_backward.py --device cpu   # wall time with torch's threads, % of memcpy
 
 On the CPU, device and eager time are both the wall time of one call (best of the
-repeats), and the bandwidth is a 256 MiB tensor copy's in the same run.
+repeats), and the bandwidth is a 256 MiB tensor copy's in the same run. A second CPU
+table splits the fused backward (GAE, TD(lambda), discounted returns): the core's
+value_vjp kernel alone, writing into gradient tensors allocated once, against the
+allocation and first touch of the fresh gradient tensors a backward returns (torch's
+CPU allocator hands large tensors fresh pages from the kernel each call: with
+THP_MEM_ALLOC_ENABLE=1 it asks for huge pages, which fault in far fewer steps).
 """
 from __future__ import annotations
 
@@ -147,6 +152,27 @@ def copy_bandwidth():
     return 2 * n * 4 / (eager_us(lambda: dst.copy_(src)) * 1e-6) / 1e9  # GB/s read + written
 
 
+# The fused backward's kernel on the CPU: (lambda, whether it writes dL/dvalues too).
+VALUE_VJP = {"gae": (LAMBDA, True), "td_lambda_returns": (LAMBDA, True), "discounted_returns": (1.0, False)}
+
+
+def cpu_kernel_split(name, rows, horizon, gen):
+    """(value_vjp's time into gradients allocated once, the time to allocate and first
+    touch the gradient tensors a backward returns), microseconds, on the CPU."""
+    from puffadv import _engine  # the kernel the fused backward calls (python/puffadv/_vjp_fused.py)
+    lam, with_values = VALUE_VJP[name]
+    total = torch.randn(rows, horizon, generator=gen)
+    term = torch.rand(rows, horizon, generator=gen) < 0.02
+    term[:, 0] = term[:, -1] = True
+    grads = {"advantages": torch.empty_like(total)}
+    if with_values:
+        grads["returns"] = torch.empty_like(total)
+    kernel = _engine.kernel("value_vjp", (GAMMA, lam, 1.0, 1.0), time_axis=1)
+    run = functools.partial(_engine.run, kernel, "torch", {"rewards": total, "terminated": term}, grads)
+    fresh = lambda: [torch.empty_like(total).fill_(0.0) for _ in grads]  # noqa: E731
+    return cpu_us(run, 10), cpu_us(fresh, 10)
+
+
 def measure(fn, leaves, cot):
     """{fwd_dev, both_dev, bwd_dev, fwd_eager, bwd_eager, capture}: microseconds."""
     result = {}
@@ -212,6 +238,11 @@ def main():
                   "(max rel err of the output and every gradient):", "",
                   "| shape | implementation | rel err | fwd+bwd device us | fwd+bwd eager us | its time / puffadv's |",
                   "|---|---|---:|---:|---:|---:|"]
+    split_lines = ["", "The fused backward on the CPU, split: the value_vjp kernel alone (gradients written "
+                   "into tensors allocated once) and the fresh gradient tensors a backward allocates and "
+                   "writes (their first touch):", "",
+                   "| shape | estimator | kernel us | kernel % of copy BW | fresh gradients us |",
+                   "|---|---|---:|---:|---:|"]
     for rows, horizon in shapes:
         steps = rows * horizon
         for name in args.estimators.split(","):
@@ -226,6 +257,11 @@ def main():
                          f"{'-' if bwd is None else f'{bwd:.1f}'} | {ratio} | {pct} | {m['fwd_eager']:.1f} | "
                          f"{m['bwd_eager']:.1f} | {m['capture']} |")
             print(lines[-1], flush=True)
+            if DEV == "cpu" and name in VALUE_VJP:
+                kernel, fresh = cpu_kernel_split(name, rows, horizon, gen)
+                split_lines.append(f"| {rows}x{horizon} | {name} | {kernel:.1f} | "
+                                   f"{(read + write) * steps / (kernel * 1e-6) / 1e9 / copy * 100:.1f} | {fresh:.1f} |")
+                print(split_lines[-1], flush=True)
             if name == "gae":
                 ours_both = m.get("both_dev")
                 ours_eager = m["fwd_eager"] + m["bwd_eager"]
@@ -256,7 +292,7 @@ def main():
                     print(peer_lines[-1], flush=True)
             if DEV == "cuda":
                 torch.cuda.empty_cache()
-    text = "\n".join(lines + peer_lines) + "\n"
+    text = "\n".join(lines + peer_lines + (split_lines if DEV == "cpu" else [])) + "\n"
     print(text)
     if args.out:
         with open(args.out, "w") as f:
@@ -266,7 +302,9 @@ def main():
 def _machine():
     if DEV == "cuda":
         return torch.cuda.get_device_name()
-    return f"the CPU ({os.cpu_count()} cores, {torch.get_num_threads()} torch threads, {platform.processor() or platform.machine()})"
+    thp = os.environ.get("THP_MEM_ALLOC_ENABLE", "unset")
+    return (f"the CPU ({os.cpu_count()} cores, {torch.get_num_threads()} torch threads, "
+            f"{platform.processor() or platform.machine()}, THP_MEM_ALLOC_ENABLE={thp})")
 
 
 if __name__ == "__main__":
