@@ -15,7 +15,10 @@ timings=("$(printf '%-34s %5d s' 'setup_env.sh (venv, requirements)' $((SECONDS 
 # step's line says how much of what it compiled was a hit: a warm run's builds should
 # be nearly all hits, and a step that misses in every run shows there.
 cache_counts() {
-  if [ -n "${CCACHE_DIR:-}" ]; then ccache --show-stats 2>/dev/null | awk '/^ *Hits:/ {print $2, $4; exit}'; fi
+  # (ccache prints no "Hits:" line before its first cacheable call: 0 0 then)
+  if [ -n "${CCACHE_DIR:-}" ]; then
+    ccache --show-stats 2>/dev/null | awk '/^ *Hits:/ {print $2, $4; found = 1; exit} END {if (!found) print 0, 0}'
+  fi
 }
 step_cache() {  # "  (compiler cache: H of N hit)" for a step that compiled, from its two cache_counts
   local before=($1) after=($2)
