@@ -30,7 +30,8 @@ step_cache() {  # "  (compiler cache: H of N hit)" for a step that compiled, fro
 
 print_timings() {
   if [ -n "${CCACHE_DIR:-}" ]; then
-    echo "--- compiler cache: $(ccache --show-stats 2>/dev/null | grep -E '^ *Hits:' | head -1 | xargs)"
+    local total=($(cache_counts))
+    echo "--- compiler cache: ${total[0]} of ${total[1]} hit"
   fi
   echo "--- step times (wall clock)"
   printf '%s\n' "${timings[@]}"
