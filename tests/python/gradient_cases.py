@@ -131,22 +131,27 @@ def layout(x: torch.Tensor, time_major: bool, strided: bool) -> torch.Tensor:
     if x.ndim == 2 and time_major:
         x = x.t()
     if strided and x.ndim == 2:
-        wide = torch.zeros(x.shape[0], 2 * x.shape[1], dtype=x.dtype)
+        wide = torch.zeros(x.shape[0], 2 * x.shape[1], dtype=x.dtype, device=x.device)
         wide[:, ::2] = x.detach()
         x = wide[:, ::2]
     return x
 
 
-def make_call(case: str, seed: int = 0, time_major: bool = False, strided: bool = False):
-    """(function(*differentiated) -> outputs without None, differentiated leaves, their names)."""
+def make_call(case: str, seed: int = 0, time_major: bool = False, strided: bool = False, device: str = "cpu",
+              rows: int = 3, horizon: int = 6):
+    """(function(*differentiated) -> outputs without None, differentiated leaves, their names).
+    On another `device` the arrays are the CPU call's, moved; gamma and lambda stay 0-d
+    tensors there too."""
     import puffadv
     arrays, flags, fixed, scalars, outputs = CASES[case]
-    data = episode_arrays(seed)
+    data = episode_arrays(seed, rows, horizon)
     if case == "compute_puff_advantage":
         data["dones"] = data["terminated"].astype(np.float64)
-    leaves = [layout(torch.tensor(data[name]), time_major, strided).requires_grad_() for name in arrays]
-    leaves += [torch.tensor(SCALARS[name], dtype=torch.float64, requires_grad=True) for name in scalars]
-    const = {name: layout(torch.tensor(data[name]), time_major, strided) for name in flags}
+    leaves = [layout(torch.tensor(data[name], device=device), time_major, strided).requires_grad_()
+              for name in arrays]
+    leaves += [torch.tensor(SCALARS[name], dtype=torch.float64, device=device, requires_grad=True)
+               for name in scalars]
+    const = {name: layout(torch.tensor(data[name], device=device), time_major, strided) for name in flags}
     function = getattr(puffadv, function_of(case))
     names = (*arrays, *scalars)
 
