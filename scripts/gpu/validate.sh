@@ -48,6 +48,8 @@
 #   call 1  STAGES=build,tests,sanitize        (wheels come back)
 #   call 2  STAGES=bench WHEEL=... BEFORE_WHEEL=...
 #
+# PY_OVERLAY=1: this tree's python/puffadv/ is copied over the installed wheel (a carried wheel
+# of an earlier commit whose C++ is unchanged since).
 # TEST_FILES: the tests stage runs these pytest paths only (space-separated), and not the
 # JAX files after them; default the whole suite.
 # Time limits, seconds: LIMIT_BUILD (300), LIMIT_TESTS (300: tests and sanitizers
@@ -161,6 +163,9 @@ split_wheel() {  # the wheel under $OUT/wheel-NAME/, in parts if it is too large
 [ -n "$BEFORE_WHEEL" ] && BEFORE_WHEEL="$(join_parts "$(split_wheel "$BEFORE_WHEEL")")"
 [ -n "$WHEEL" ] && [ -f "$WHEEL" ] || { fail "no wheel: build it (STAGES=build) or give WHEEL=path"; exit 1; }
 install_wheel after "$WHEEL" || { fail "install of $WHEEL"; exit 1; }
+# PY_OVERLAY=1: this tree's Python package files over the installed wheel's (a carried wheel
+# built from an earlier commit whose C++ is this tree's; its compiled modules stay).
+[ "${PY_OVERLAY:-0}" = 1 ] && cp -r python/puffadv/. "$SITE/after/puffadv/" && summary "python/puffadv/ laid over the wheel"
 if [ -n "$BEFORE_WHEEL" ]; then
   install_wheel before "$BEFORE_WHEEL" || fail "install of $BEFORE_WHEEL"
 fi
