@@ -12,7 +12,9 @@ Per estimator and shape:
   bytes a fused backward must move: the cotangent, the flags and every input its
   formula reads, once, and every gradient written once (BYTES_PER_STEP).
 Peers compute the same GAE (terminated only, last_value bootstrap) and are checked
-equal to puffadv first, forward and gradients.
+equal to puffadv first, forward and gradients: torch's compiled associative_scan,
+autograd of a Python loop, TorchRL's vectorised GAE, and with --jax jax.grad of rlax's
+GAE and of puffadv.jax's (JAX peers: eager time only, against puffadv's eager time).
 
     python benchmarks/bench_backward.py [--shapes 65536x128,...] [--out results.md]
     python benchmarks/bench_backward.py --device cpu   # wall time with torch's threads, % of memcpy
@@ -122,6 +124,68 @@ def loop_gae(r, v, lv, term):
     return torch.stack(out[::-1], 1)
 
 
+def torchrl_vec_gae():
+    """TorchRL's vectorised GAE (vec_generalized_advantage_estimate, what its GAE module
+    runs by default), differentiated by torch autograd (TorchRL's differentiable=True
+    only stops detaching the values; the functional itself is differentiable)."""
+    from torchrl.objectives.value.functional import vec_generalized_advantage_estimate
+
+    def gae(r, v, lv, term):
+        col = lambda x: x[..., None]  # noqa: E731  [B, T, 1], time_dim=-2
+        following = torch.cat([v[:, 1:], lv[:, None]], 1)
+        adv, _ = vec_generalized_advantage_estimate(GAMMA, LAMBDA, col(v), col(following), col(r), col(term),
+                                                    col(term))
+        return adv[..., 0]
+    return gae
+
+
+def jax_peers(leaves, term, cot):
+    """{label: (rel err against puffadv's torch gradients, eager us)}: jit(value_and_grad)
+    of rlax's truncated_generalized_advantage_estimation (vmapped over rows) and of
+    puffadv.jax.gae, on the same arrays (through DLPack), wall time of one call to
+    block_until_ready: JAX has no CUDA-graph replay here, so only eager time is compared."""
+    import jax
+    import jax.numpy as jnp
+
+    import puffadv.jax as pj
+    r, v, lv = (jax.dlpack.from_dlpack(x.detach().contiguous()) for x in leaves)
+    done, w = jax.dlpack.from_dlpack(term.contiguous()), jax.dlpack.from_dlpack(cot.contiguous())
+    ours = torch.autograd.grad(puffadv.gae(*leaves[:2], term, last_value=leaves[2], gamma=GAMMA, gae_lambda=LAMBDA,
+                                           returns=False, time_axis=-1).advantages, leaves, cot)
+    result = {}
+    try:
+        import rlax
+
+        def rlax_loss(r, v, lv):
+            discount = GAMMA * (1.0 - done.astype(r.dtype))
+            boot = jnp.concatenate([v, lv[:, None]], 1)
+            adv = jax.vmap(rlax.truncated_generalized_advantage_estimation, in_axes=(0, 0, None, 0))(
+                r, discount, LAMBDA, boot)
+            return (adv * w).sum()
+        losses = {"jax.grad of rlax (jit, vmap)": rlax_loss}
+    except ImportError as error:
+        result["jax.grad of rlax (jit, vmap)"] = (None, f"not run: {error}")
+        losses = {}
+
+    def puffadv_loss(r, v, lv):
+        return (pj.gae(r, v, done, last_value=lv, gamma=GAMMA, gae_lambda=LAMBDA, time_axis=-1).advantages * w).sum()
+    losses["jax.grad of puffadv.jax (jit)"] = puffadv_loss
+    for label, loss in losses.items():
+        step = jax.jit(jax.value_and_grad(loss, argnums=(0, 1, 2)))
+        _, grads = step(r, v, lv)
+        err = max(rel(torch.from_dlpack(g), o) for g, o in zip(grads, ours))
+        call = lambda: jax.block_until_ready(step(r, v, lv))  # noqa: E731
+        call()
+        times = []
+        for _ in range(20):
+            start = time.perf_counter()
+            call()
+            times.append(time.perf_counter() - start)
+        times.sort()
+        result[label] = (err, times[len(times) // 2] * 1e6)
+    return result
+
+
 # ---------------------------------------------------------------- timing
 
 def graph_us(fn, calls=10, repeats=7):
@@ -221,6 +285,8 @@ def main():
     parser.add_argument("--estimators", default=",".join(BYTES_PER_STEP))
     parser.add_argument("--out", default=None)
     parser.add_argument("--device", default="cuda", choices=("cuda", "cpu"))
+    parser.add_argument("--jax", action="store_true", help="GAE's peers in JAX too: jax.grad of rlax and of "
+                        "puffadv.jax (eager time only)")
     args = parser.parse_args()
     global DEV
     DEV = args.device
@@ -234,6 +300,10 @@ def main():
              "| shape | estimator | fwd device us | bwd device us | bwd / fwd | bwd % of copy BW | "
              "fwd eager us | bwd eager us | capture |", "|---|---|---:|---:|---:|---:|---:|---:|---|"]
     peers = {"torch compiled associative_scan": associative_scan_gae(), "autograd of a Python loop": loop_gae}
+    try:
+        peers["TorchRL vec_generalized_advantage_estimate (autograd)"] = torchrl_vec_gae()
+    except ImportError as error:
+        print(f"TorchRL not run: {error}", flush=True)
     peer_lines = ["", "Forward + backward of GAE (terminated, last_value), each checked equal to puffadv first "
                   "(max rel err of the output and every gradient):", "",
                   "| shape | implementation | rel err | fwd+bwd device us | fwd+bwd eager us | its time / puffadv's |",
@@ -290,6 +360,18 @@ def main():
                         traceback.print_exc()
                         peer_lines.append(f"| {rows}x{horizon} | {label} | - | failed: {type(error).__name__} | | |")
                     print(peer_lines[-1], flush=True)
+                if args.jax:
+                    try:
+                        for label, (err, eager) in jax_peers(leaves, term, cot).items():
+                            if err is None:
+                                peer_lines.append(f"| {rows}x{horizon} | {label} | - | {eager} | | |")
+                            else:
+                                peer_lines.append(f"| {rows}x{horizon} | {label} | {err:.1e} | - | {eager:.1f} | "
+                                                  f"{eager / ours_eager:.2f}x (eager) |")
+                            print(peer_lines[-1], flush=True)
+                    except Exception as error:  # noqa: BLE001
+                        traceback.print_exc()
+                        peer_lines.append(f"| {rows}x{horizon} | JAX | - | failed: {type(error).__name__} | | |")
             if DEV == "cuda":
                 torch.cuda.empty_cache()
     text = "\n".join(lines + peer_lines + (split_lines if DEV == "cpu" else [])) + "\n"
