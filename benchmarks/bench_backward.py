@@ -41,11 +41,11 @@ import traceback
 import torch
 
 import puffadv
+from backward_peers import GAMMA, LAMBDA, associative_scan_gae, jax_peers, loop_gae, rel, torchrl_vec_gae
 from bench_gpu import eager_time_us, median_time_us  # this folder is on sys.path
 
 DEV = "cuda"
 SHAPES = ((1024, 128), (65536, 128), (262144, 128), (4096, 1024))
-GAMMA, LAMBDA = 0.99, 0.95
 
 # (bytes the backward reads, bytes it writes) per step, float32 arrays, bool flags: the
 # GAE family's gradients need only the cotangent and the flags (delta and the decay are
@@ -87,103 +87,6 @@ def make_case(name, rows, horizon, gen):
     else:
         raise ValueError(name)
     return fn, [x.requires_grad_() for x in leaves], term
-
-
-# ---------------------------------------------------------------- peers (GAE)
-
-def _gae_steps(r, v, lv, term):
-    """GAE's producer: delta_t and the decay k_t of A_t = delta_t + k_t A_{t+1}."""
-    following = torch.cat([v[:, 1:], lv[:, None]], 1)
-    live = (~term).to(r.dtype)
-    return r + GAMMA * live * following - v, GAMMA * LAMBDA * live
-
-
-def _combine(a, b):
-    (ka, da), (kb, db) = a, b
-    return kb * ka, db + kb * da
-
-
-def associative_scan_gae():
-    """torch's associative_scan (reverse, compiled) of GAE's affine steps."""
-    from torch._higher_order_ops.associative_scan import associative_scan
-
-    def gae(r, v, lv, term):
-        delta, k = _gae_steps(r, v, lv, term)
-        return associative_scan(_combine, (k, delta), dim=1, reverse=True, combine_mode="generic")[1]
-    return torch.compile(gae, fullgraph=True)
-
-
-def loop_gae(r, v, lv, term):
-    """Autograd of the recurrence as a Python loop over time (how TorchRL's
-    generalized_advantage_estimate and most trainers write it)."""
-    delta, k = _gae_steps(r, v, lv, term)
-    a, out = torch.zeros_like(lv), []
-    for t in range(r.shape[1] - 1, -1, -1):
-        a = delta[:, t] + k[:, t] * a
-        out.append(a)
-    return torch.stack(out[::-1], 1)
-
-
-def torchrl_vec_gae():
-    """TorchRL's vectorised GAE (vec_generalized_advantage_estimate, what its GAE module
-    runs by default), differentiated by torch autograd (TorchRL's differentiable=True
-    only stops detaching the values; the functional itself is differentiable)."""
-    from torchrl.objectives.value.functional import vec_generalized_advantage_estimate
-
-    def gae(r, v, lv, term):
-        col = lambda x: x[..., None]  # noqa: E731  [B, T, 1], time_dim=-2
-        following = torch.cat([v[:, 1:], lv[:, None]], 1)
-        adv, _ = vec_generalized_advantage_estimate(GAMMA, LAMBDA, col(v), col(following), col(r), col(term),
-                                                    col(term))
-        return adv[..., 0]
-    return gae
-
-
-def jax_peers(leaves, term, cot):
-    """{label: (rel err against puffadv's torch gradients, eager us)}: jit(value_and_grad)
-    of rlax's truncated_generalized_advantage_estimation (vmapped over rows) and of
-    puffadv.jax.gae, on the same arrays (through DLPack), wall time of one call to
-    block_until_ready: JAX has no CUDA-graph replay here, so only eager time is compared."""
-    import jax
-    import jax.numpy as jnp
-
-    import puffadv.jax as pj
-    r, v, lv = (jax.dlpack.from_dlpack(x.detach().contiguous()) for x in leaves)
-    done, w = jax.dlpack.from_dlpack(term.contiguous()), jax.dlpack.from_dlpack(cot.contiguous())
-    ours = torch.autograd.grad(puffadv.gae(*leaves[:2], term, last_value=leaves[2], gamma=GAMMA, gae_lambda=LAMBDA,
-                                           returns=False, time_axis=-1).advantages, leaves, cot)
-    result = {}
-    try:
-        import rlax
-
-        def rlax_loss(r, v, lv):
-            discount = GAMMA * (1.0 - done.astype(r.dtype))
-            boot = jnp.concatenate([v, lv[:, None]], 1)
-            adv = jax.vmap(rlax.truncated_generalized_advantage_estimation, in_axes=(0, 0, None, 0))(
-                r, discount, LAMBDA, boot)
-            return (adv * w).sum()
-        losses = {"jax.grad of rlax (jit, vmap)": rlax_loss}
-    except ImportError as error:
-        result["jax.grad of rlax (jit, vmap)"] = (None, f"not run: {error}")
-        losses = {}
-
-    def puffadv_loss(r, v, lv):
-        return (pj.gae(r, v, done, last_value=lv, gamma=GAMMA, gae_lambda=LAMBDA, time_axis=-1).advantages * w).sum()
-    losses["jax.grad of puffadv.jax (jit)"] = puffadv_loss
-    for label, loss in losses.items():
-        step = jax.jit(jax.value_and_grad(loss, argnums=(0, 1, 2)))
-        _, grads = step(r, v, lv)
-        err = max(rel(torch.from_dlpack(g), o) for g, o in zip(grads, ours))
-        call = lambda: jax.block_until_ready(step(r, v, lv))  # noqa: E731
-        call()
-        times = []
-        for _ in range(20):
-            start = time.perf_counter()
-            call()
-            times.append(time.perf_counter() - start)
-        times.sort()
-        result[label] = (err, times[len(times) // 2] * 1e6)
-    return result
 
 
 # ---------------------------------------------------------------- timing
@@ -260,12 +163,24 @@ def measure(fn, leaves, cot):
     return result
 
 
+def kernel_breakdown(fn, leaves, cot, calls=5):
+    """torch.profiler's table of the device kernels of forward + backward (the time of each
+    kernel summed over `calls` calls), so that a backward's time can be read kernel by
+    kernel: the engine's scan against the elementwise passes around it."""
+    from torch.profiler import ProfilerActivity, profile
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if DEV == "cuda" else [])
+    torch.autograd.grad(fn(*leaves), leaves, cot)
+    with profile(activities=activities) as prof:
+        for _ in range(calls):
+            torch.autograd.grad(fn(*leaves), leaves, cot)
+        if DEV == "cuda":
+            torch.cuda.synchronize()
+    key = "self_cuda_time_total" if DEV == "cuda" else "self_cpu_time_total"
+    return prof.key_averages().table(sort_by=key, row_limit=25, max_name_column_width=70)
+
+
 def _forward_backward(peer, leaves, term, cot):
     return torch.autograd.grad(peer(*leaves, term), leaves, cot)
-
-
-def rel(a, b):
-    return float((a.double() - b.double()).abs().max() / b.double().abs().max().clamp_min(1e-30))
 
 
 def check_peer(peer, rows, horizon, gen):
@@ -285,6 +200,8 @@ def main():
     parser.add_argument("--estimators", default=",".join(BYTES_PER_STEP))
     parser.add_argument("--out", default=None)
     parser.add_argument("--device", default="cuda", choices=("cuda", "cpu"))
+    parser.add_argument("--profile", default=None, help="write each estimator's kernel-by-kernel table "
+                        "(torch.profiler, forward + backward, the first shape) to this file")
     parser.add_argument("--jax", action="store_true", help="GAE's peers in JAX too: jax.grad of rlax and of "
                         "puffadv.jax (eager time only)")
     args = parser.parse_args()
@@ -319,6 +236,10 @@ def main():
             fn, leaves, term = make_case(name, rows, horizon, gen)
             cot = torch.randn(rows, horizon, device=DEV, generator=gen)
             m = measure(fn, leaves, cot)
+            if args.profile and (rows, horizon) == shapes[0]:
+                with open(args.profile, "a") as f:
+                    f.write(f"\n== {name} {rows}x{horizon}: forward + backward, {DEV}\n")
+                    f.write(kernel_breakdown(fn, leaves, cot))
             read, write = BYTES_PER_STEP[name]
             bwd = m.get("bwd_dev")
             pct = "-" if bwd is None or bwd <= 0 else f"{(read + write) * steps / (bwd * 1e-6) / 1e9 / copy * 100:.1f}"
