@@ -69,7 +69,8 @@ def gradients(plan: Plan, arrays: dict, tensor_scalars: dict, outputs: dict, cot
     cots = {role: None if g is None else (_batch_major(g, tm) if role in _SERIES else g).to(compute)
             for role, g in cotangents.items()}
     if _vjp_fused.applies(plan.kind, inputs, needed):  # the engine's own backward kernel
-        grads = _vjp_fused.vjp(plan.kind, inputs, flags, scalars, outs, cots)
+        grads = _vjp_fused.vjp(plan.kind, inputs, flags, scalars, outs, cots,
+                               scalar_gradients=len(plan.scalar_roles) > 0, needed=needed)
     else:
         grads = _vjp.vjp(torch, plan.kind, inputs, flags, scalars, outs, cots, n=plan.n,
                          log_probs=plan.log_probs, reset_at_start=plan.reset_at_start,

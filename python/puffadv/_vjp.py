@@ -83,12 +83,10 @@ def _value_family(xp, kind, x, f, s, out, cot):
     grads["rewards"] = _add(grads["rewards"], g_td)
     grads["values"] = -g_td if grads["values"] is None else grads["values"] - g_td
     g_nv = _add(g_nv, _select(xp, ~term, g_td * gamma))
-    if scalars_too:
-        grads["gamma"] = _add(grads.get("gamma"), _select(xp, ~term, g_td * _next_values(x, boot)))
     if scalars_too or imp is not None:
         g_k = _select(xp, traced, a * _later(xp, adv))
     if scalars_too:
-        _producer_tail(xp, grads, g_k * c, s, traced)
+        decay_gradients(xp, grads, s, g_td, _next_values(x, boot), g_k * c, term, traced)
     if imp is not None:
         td = r + _select(xp, ~term, gamma * _next_values(x, boot)) - v
         g_rho = a * td if sampled is None else _select(xp, sampled, a * td)
@@ -100,6 +98,21 @@ def _value_family(xp, kind, x, f, s, out, cot):
     else:
         boot.vjp(g_nv, grads)
     return grads
+
+
+def decay_gradients(xp, grads, s, g_td, next_values, g_k_c, term, traced):
+    """gamma's and lambda's per-step gradients in the value family (added to grads): delta_t
+    reads gamma_t in rho_t gamma_t (1 - term_t) V'_t (g_td: dL/d delta_t times rho_t), and
+    k_t = gamma_t lambda_t c_t at the steps `traced` (g_k_c: dL/dk_t times c_t). Also taken by
+    the fused backward (_vjp_fused), whose kernel gives dL/d delta_t."""
+    grads["gamma"] = _add(grads.get("gamma"), _select(xp, ~term, g_td * next_values))
+    _producer_tail(xp, grads, g_k_c, s, traced)
+
+
+def discounted_gamma_gradient(xp, a, returns, bootstrap, term, keep):
+    """gamma's per-step gradient in discounted returns, G_t = r_t + gamma_t ((1 - term_t) B_t +
+    (1 - done_t) G_{t+1}), from a_t = dL/dG_t's scan (here and in _vjp_fused)."""
+    return _select(xp, ~term, a * bootstrap.value) + _select(xp, keep, a * _later(xp, returns))
 
 
 def _next_values(x, boot):
@@ -122,7 +135,7 @@ def _discounted(xp, x, f, s, out, cot):
     a = _scan(u, _earlier(xp, k), reverse=False)
     grads = {"rewards": a}
     if s["differentiate_scalars"]:
-        grads["gamma"] = _select(xp, ~term, a * boot.value) + _select(xp, keep, a * _later(xp, g))
+        grads["gamma"] = discounted_gamma_gradient(xp, a, g, boot, term, keep)
     boot.vjp(_select(xp, ~term, a * gamma), grads, values_role=None)
     return grads
 

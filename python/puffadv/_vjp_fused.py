@@ -8,8 +8,11 @@ H200, 2026-12-04).
 
 Taken by eager torch backward calls in its forms: GAE (with the bootstrap pair or
 next_values) and TD(lambda) with the bootstrap pair, without importance ratios, and
-discounted returns; no gradient of gamma or lambda wanted (per-step arrays are read as
-given). Everything else keeps _vjp's formulas: V-trace, ratios, TD(lambda) with
+discounted returns. Where gamma or lambda (numbers as tensors, or per-step arrays)
+want gradients, as in meta-gradient RL, their per-step gradients are read off the
+kernel's dL/d delta and the forward's output in a few elementwise passes, by the
+formulas' own functions (_vjp.decay_gradients, _vjp.discounted_gamma_gradient).
+Everything else keeps _vjp's formulas: V-trace, ratios, TD(lambda) with
 next_values (Q(lambda)'s recursion), the other estimators; torch.compile (the formulas are
 traced and fused by inductor), torch.func transforms, and create_graph (double backward
 differentiates the formulas). The bootstrap's gradient, gamma_t (1 - terminated_t) a_t
@@ -20,23 +23,21 @@ from __future__ import annotations
 
 import torch
 
-from . import _engine, _frameworks
-from ._vjp_parts import _add, _sums_vjp
+from . import _engine, _frameworks, _vjp
+from ._estimators import STEP_ROLES
+from ._vjp_parts import _add, _Bootstrap, _flags, _last, _later, _select, _sums_vjp
 
 KINDS = frozenset({"gae", "td_lambda", "discounted_returns"})
 _NOT_FUSED = frozenset({"importance", "sample_mask"})
-_SCALARS = frozenset({"gamma", "lambda", "gamma_steps", "lambda_steps"})
 
 
 def applies(kind: str, inputs: dict, needed) -> bool:
-    """Whether value_vjp computes this backward: its kinds and forms, no gradient of gamma
-    or lambda in `needed` (roles; None: every input's), an eager call on plain tensors."""
+    """Whether value_vjp computes this backward: its kinds and forms, an eager call on
+    plain tensors."""
     if kind not in KINDS or any(inputs.get(role) is not None for role in _NOT_FUSED):
         return False
     # TD(lambda) with next_values is Q(lambda)'s recursion (src/core/estimate.cpp), not this scan.
     if kind == "td_lambda" and inputs.get("next_values") is not None:
-        return False
-    if needed is None or any(role in _SCALARS for role in needed):
         return False
     if torch.is_grad_enabled() or _frameworks.torch_compiling() or torch._C._are_functorch_transforms_active():
         return False
@@ -47,9 +48,12 @@ def _number(x) -> float:
     return float(x) if isinstance(x, torch.Tensor) else x
 
 
-def vjp(kind: str, inputs: dict, flags: dict, scalars: dict, outputs: dict, cotangents: dict) -> dict:
+def vjp(kind: str, inputs: dict, flags: dict, scalars: dict, outputs: dict, cotangents: dict, *,
+        scalar_gradients: bool = False, needed=None) -> dict:
     """The gradients by role of one call (batch-major [B, T] tensors, flags bool), as
-    _vjp.vjp gives them for the roles it computes (not gamma's or lambda's)."""
+    _vjp.vjp gives them: gamma's and lambda's (per step, as "gamma" / "lambda") where
+    scalar_gradients (tensors given for them), per-step arrays' where `needed` (roles;
+    None: all) asks."""
     r = inputs["rewards"]
     cot = cotangents
     if kind == "discounted_returns":  # G = S: its only series is the returns
@@ -87,7 +91,34 @@ def vjp(kind: str, inputs: dict, flags: dict, scalars: dict, outputs: dict, cota
         grads["next_values"] = (a * g).masked_fill_(terminated, 0)
     elif inputs.get("last_value") is not None or inputs.get("bootstrap_values") is not None:
         _bootstrap_grads(grads, inputs, a, terminated, flags.get("truncated"), g)
+    steps = [role for role in STEP_ROLES if inputs.get(STEP_ROLES[role]) is not None
+             and (needed is None or STEP_ROLES[role] in needed)]
+    if scalar_gradients or steps:
+        _decay_gradients(kind, grads, inputs, flags, scalars, outputs)
+        for role in steps:
+            grads[STEP_ROLES[role]] = grads.pop(role)
     return grads
+
+
+def _decay_gradients(kind: str, grads: dict, inputs: dict, flags: dict, scalars: dict, outputs: dict) -> None:
+    """gamma's and lambda's per-step gradients (grads["gamma"], grads["lambda"]) from the
+    kernel's a = dL/d delta (grads["rewards"]) and the forward's output, by _vjp's formulas
+    for these forms (no ratios: rho = c = 1)."""
+    a, r = grads["rewards"], inputs["rewards"]
+    term, trunc = _flags(torch, flags, r)
+    last = _last(torch, term)
+    end, keep = trunc | last, ~(term | trunc | last)
+    s = {role: inputs[STEP_ROLES[role]] if inputs.get(STEP_ROLES[role]) is not None else scalars.get(role)
+         for role in STEP_ROLES}
+    if kind == "discounted_returns":
+        bootstrap = _Bootstrap(torch, inputs, end, None)
+        grads["gamma"] = _vjp.discounted_gamma_gradient(torch, a, outputs["returns"], bootstrap, term, keep)
+        return
+    values = inputs["values"]
+    adv = outputs["advantages"] if outputs.get("advantages") is not None else outputs["returns"] - values
+    next_values = inputs["next_values"] if inputs.get("next_values") is not None else \
+        _Bootstrap(torch, inputs, end, values).value
+    _vjp.decay_gradients(torch, grads, s, a, next_values, _select(torch, keep, a * _later(torch, adv)), term, keep)
 
 
 def _dense(x, like):

@@ -1,6 +1,7 @@
 """The backward on the engine's own kernel (the core's value_vjp kind, _vjp_fused): GAE,
 TD(lambda) and discounted returns differentiated through rewards, values and the
-bootstrap (GAE's next_values too), with gamma and lambda numbers or per-step arrays that take no gradient.
+bootstrap (GAE's next_values too), with gamma and lambda numbers or per-step arrays, and
+as tensors that require grad (0-d or per step: their gradients come beside the kernel's).
 Checked against finite differences (gradcheck in float64) and against _vjp's formulas
 (which test_gradients_reference holds to autograd of float64 references) on fresh
 random episodes with ends at the first and last steps, truncations, both time layouts,
@@ -47,7 +48,9 @@ CASES = {
 
 
 def _call(case, seed=0, time_major=False, strided=False, per_step=False, dtype=torch.float64, rows=3,
-          horizon=6, device="cpu"):
+          horizon=6, device="cpu", decays_grad=False):
+    """decays_grad: gamma and lambda require grad (0-d tensors, or per_step arrays) and come
+    last among the leaves, as meta-gradient RL differentiates them."""
     function, arrays, flags, outputs, lambda_name = CASES[case]
     data = episode_arrays(seed, rows, horizon)
     # Episode ends at the first and the last step of some rows.
@@ -65,13 +68,18 @@ def _call(case, seed=0, time_major=False, strided=False, per_step=False, dtype=t
     scalars = {"gamma": cast(data["gamma"]).to(dtype) if per_step else 0.9}
     if lambda_name:
         scalars[lambda_name] = cast(data[lambda_name]).to(dtype) if per_step else 0.8
+    names = arrays
+    if decays_grad:
+        decays = {k: (v if per_step else torch.tensor(v, dtype=dtype, device=device)).detach().requires_grad_()
+                  for k, v in scalars.items()}
+        leaves, names, scalars = [*leaves, *decays.values()], (*arrays, *decays), {}
     fn = getattr(puffadv, function)
 
     def call(*values):
-        result = fn(**fixed, **scalars, **outputs, **dict(zip(arrays, values)), time_axis=0 if time_major else -1)
+        result = fn(**fixed, **scalars, **outputs, **dict(zip(names, values)), time_axis=0 if time_major else -1)
         return tuple(x for x in (result if isinstance(result, tuple) else (result,)) if x is not None)
 
-    return call, leaves, arrays
+    return call, leaves, names
 
 
 def _grads(call, leaves, weights=None, fused=True, monkeypatch=None):
@@ -103,9 +111,12 @@ def spy(monkeypatch):
 @pytest.mark.parametrize("case", sorted(CASES))
 @pytest.mark.parametrize("time_major,strided", [(False, False), (True, False), (False, True)])
 @pytest.mark.parametrize("per_step", [False, True])
-def test_gradcheck_on_the_fused_kernel(case, time_major, strided, per_step, spy):
-    """Finite differences of the real kernels in float64, through the fused backward."""
-    call, leaves, _ = _call(case, seed=1, time_major=time_major, strided=strided, per_step=per_step)
+@pytest.mark.parametrize("decays_grad", [False, True])
+def test_gradcheck_on_the_fused_kernel(case, time_major, strided, per_step, decays_grad, spy):
+    """Finite differences of the real kernels in float64, through the fused backward, gamma
+    and lambda differentiated too or not."""
+    call, leaves, _ = _call(case, seed=1, time_major=time_major, strided=strided, per_step=per_step,
+                            decays_grad=decays_grad)
     assert torch.autograd.gradcheck(call, tuple(leaves), eps=1e-6, atol=1e-7, rtol=1e-5)
     assert spy, "the fused backward was not taken"
 
@@ -114,12 +125,13 @@ def test_gradcheck_on_the_fused_kernel(case, time_major, strided, per_step, spy)
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
 @pytest.mark.parametrize("per_step", [False, True])
 @pytest.mark.parametrize("time_major", [False, True])
-def test_equal_to_the_formulas(case, dtype, per_step, time_major, monkeypatch, spy):
+@pytest.mark.parametrize("decays_grad", [False, True])
+def test_equal_to_the_formulas(case, dtype, per_step, time_major, decays_grad, monkeypatch, spy):
     """The fused kernel's gradients equal _vjp's on larger random calls (rows of 1 to 70
-    steps: every traversal's edge blocks)."""
+    steps: every traversal's edge blocks), gamma's and lambda's too where they require grad."""
     for seed, (rows, horizon) in enumerate([(5, 1), (9, 8), (7, 37), (33, 70)]):
         call, leaves, names = _call(case, seed=seed + 10, time_major=time_major, per_step=per_step, dtype=dtype,
-                                    rows=rows, horizon=horizon)
+                                    rows=rows, horizon=horizon, decays_grad=decays_grad)
         fused, weights = _grads(call, leaves)
         formulas, _ = _grads(call, leaves, weights, fused=False, monkeypatch=monkeypatch)
         tol = dict(rtol=1e-12, atol=1e-12) if dtype == torch.float64 else dict(rtol=2e-5, atol=2e-5)
@@ -162,9 +174,9 @@ def test_nan_stays_in_its_row_and_episode(case, spy):
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
-def test_gamma_tensor_that_requires_grad_keeps_the_formulas(case, spy):
-    """A gamma that requires grad needs its gradient: the formulas compute it (the
-    kernel gives none), and the arrays' gradients are the same either way."""
+def test_gamma_tensor_that_requires_grad_takes_the_kernel(case, spy):
+    """A gamma that requires grad (meta-gradient RL): the kernel still computes the arrays'
+    gradients, the same as with a number gamma, and gamma's comes beside them."""
     function, arrays, flags, outputs, lambda_name = CASES[case]
     call, leaves, _ = _call(case, seed=2)
     plain, weights = _grads(call, leaves)
@@ -181,7 +193,7 @@ def test_gamma_tensor_that_requires_grad_keeps_the_formulas(case, spy):
     result = getattr(puffadv, function)(**kwargs, **outputs, **dict(zip(arrays, leaves)), gamma=gamma, time_axis=-1)
     result = [x for x in (result if isinstance(result, tuple) else (result,)) if x is not None]
     grads = torch.autograd.grad(sum((o * w).sum() for o, w in zip(result, weights)), [*leaves, gamma])
-    assert len(spy) == 1  # the formulas, not the kernel
+    assert len(spy) == 2  # the kernel, both times
     for a, b in zip(grads, plain):
         torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-12)
     assert grads[-1] != 0
@@ -221,16 +233,17 @@ _GPU = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device"
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 @pytest.mark.parametrize("per_step", [False, True])
 @pytest.mark.parametrize("time_major", [False, True])
-def test_cuda_equals_cpu(case, dtype, per_step, time_major, spy):
+@pytest.mark.parametrize("decays_grad", [False, True])
+def test_cuda_equals_cpu(case, dtype, per_step, time_major, decays_grad, spy):
     """The GPU kernel's gradients equal the CPU kernel's, over shapes that take every GPU
     traversal (row groups, whole rows flat and vector, split and long rows, time-major
     strided), outputs poisoned by torch's allocator as they come."""
     for seed, (rows, horizon) in enumerate([(19, 64), (4100, 8), (3, 4501), (3, 4500), (1024, 128), (37, 50)]):
         call, leaves, names = _call(case, seed=seed + 20, time_major=time_major, per_step=per_step, dtype=dtype,
-                                    rows=rows, horizon=horizon)
+                                    rows=rows, horizon=horizon, decays_grad=decays_grad)
         cpu, weights = _grads(call, leaves)
         gpu_call, on_gpu, _ = _call(case, seed=seed + 20, time_major=time_major, per_step=per_step, dtype=dtype,
-                                    rows=rows, horizon=horizon, device="cuda")
+                                    rows=rows, horizon=horizon, device="cuda", decays_grad=decays_grad)
         gpu, _ = _grads(gpu_call, on_gpu, [w.cuda() for w in weights])
         tol = dict(rtol=1e-10, atol=1e-10) if dtype == torch.float64 else dict(rtol=1e-4, atol=1e-4)
         for name, a, b in zip(names, gpu, cpu):
