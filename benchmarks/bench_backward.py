@@ -51,7 +51,9 @@ SHAPES = ((1024, 128), (65536, 128), (262144, 128), (4096, 1024))
 # GAE family's gradients need only the cotangent and the flags (delta and the decay are
 # linear in rewards and values); V-trace's and the puff advantage's clipped ratios need
 # rewards, values, the ratios and the forward's output too.
-BYTES_PER_STEP = {"gae": (5, 8), "td_lambda_returns": (5, 8), "discounted_returns": (5, 4),
+# gae_meta: GAE with gamma and lambda 0-d tensors that require grad (meta-gradient RL),
+# whose gradients also read the forward's output and the values.
+BYTES_PER_STEP = {"gae": (5, 8), "gae_meta": (13, 8), "td_lambda_returns": (5, 8), "discounted_returns": (5, 4),
                   "vtrace": (21, 12), "puff_advantage": (24, 12)}
 
 
@@ -68,6 +70,10 @@ def make_case(name, rows, horizon, gen):
         leaves = (r, v, lv)
         fn = lambda r, v, lv: puffadv.gae(r, v, term, last_value=lv, gamma=GAMMA, gae_lambda=LAMBDA, returns=False,
                                           time_axis=-1).advantages
+    elif name == "gae_meta":
+        leaves = (r, v, lv, torch.tensor(GAMMA, device=DEV), torch.tensor(LAMBDA, device=DEV))
+        fn = lambda r, v, lv, g, lam: puffadv.gae(r, v, term, last_value=lv, gamma=g, gae_lambda=lam,
+                                                  returns=False, time_axis=-1).advantages
     elif name == "td_lambda_returns":
         leaves = (r, v, lv)
         fn = lambda r, v, lv: puffadv.td_lambda_returns(r, v, term, last_value=lv, gamma=GAMMA, lambda_=LAMBDA,
