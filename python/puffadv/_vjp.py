@@ -33,6 +33,7 @@ def _value_family(xp, kind, x, f, s, out, cot):
     delta_t and k_t -> 1 there; leaky V-trace's alpha mixes each clipped ratio (_clip)."""
     r, v, imp = x["rewards"], x["values"], x.get("importance")
     term, trunc = _flags(xp, f, r)
+    live = ~term  # where step t reads its bootstrap or next value
     last = _last(xp, term)
     end, done = trunc | last, term | trunc
     keep = ~done & ~last
@@ -52,22 +53,22 @@ def _value_family(xp, kind, x, f, s, out, cot):
         grads["values"] = _add(grads["values"], u)
         g_pg = _add(cot.get("advantages"), None)
         if any(cot.get(role) is not None for role in ("abs_sums", "sums", "square_sums")) or g_pg is not None:
-            vs = adv + v
+            vs = out["returns"]
             inside = keep
             vs_next = xp.where(inside, _later(xp, vs), _next_values(x, boot))
             (rho_pg, pg_passes) = (1.0, None) if imp is None else _clip(xp, imp, s["rho_pg_clip"], alpha)
-            target = r + _select(xp, ~term, gamma * vs_next) - v
+            target = r + _select(xp, live, gamma * vs_next) - v
             g_pg = _add(g_pg, _sums_vjp(xp, rho_pg * target, cot))
             g_target = g_pg * rho_pg
             grads["rewards"] = _add(grads["rewards"], g_target)
             grads["values"] = _add(grads["values"], -g_target)
-            g_next = _select(xp, ~term, g_target * gamma)
+            g_next = _select(xp, live, g_target * gamma)
             via_vs = _earlier(xp, _select(xp, inside, g_next))
             u = _add(u, via_vs)
             grads["values"] = grads["values"] + via_vs
             g_nv = _select(xp, ~inside, g_next)
             if scalars_too:
-                grads["gamma"] = _select(xp, ~term, g_target * vs_next)
+                grads["gamma"] = _select(xp, live, g_target * vs_next)
             if imp is not None:
                 grads["importance"] = _through(xp, pg_passes, g_pg * target, alpha)
         u = xp.zeros_like(r) if u is None else u
@@ -82,13 +83,13 @@ def _value_family(xp, kind, x, f, s, out, cot):
     g_td = a * rho if sampled is None else _select(xp, sampled, a * rho)
     grads["rewards"] = _add(grads["rewards"], g_td)
     grads["values"] = -g_td if grads["values"] is None else grads["values"] - g_td
-    g_nv = _add(g_nv, _select(xp, ~term, g_td * gamma))
+    g_nv = _add(g_nv, _select(xp, live, g_td * gamma))
     if scalars_too or imp is not None:
         g_k = _select(xp, traced, a * _later(xp, adv))
     if scalars_too:
-        decay_gradients(xp, grads, s, g_td, _next_values(x, boot), g_k * c, term, traced)
+        decay_gradients(xp, grads, s, g_td, _next_values(x, boot), g_k * c, live, traced)
     if imp is not None:
-        td = r + _select(xp, ~term, gamma * _next_values(x, boot)) - v
+        td = r + _select(xp, live, gamma * _next_values(x, boot)) - v
         g_rho = a * td if sampled is None else _select(xp, sampled, a * td)
         g_c = _select(xp, traced, g_k * gamma * lam)
         grads["importance"] = _add(grads.get("importance"),
@@ -100,12 +101,13 @@ def _value_family(xp, kind, x, f, s, out, cot):
     return grads
 
 
-def decay_gradients(xp, grads, s, g_td, next_values, g_k_c, term, traced):
+def decay_gradients(xp, grads, s, g_td, next_values, g_k_c, live, traced):
     """gamma's and lambda's per-step gradients in the value family (added to grads): delta_t
     reads gamma_t in rho_t gamma_t (1 - term_t) V'_t (g_td: dL/d delta_t times rho_t), and
-    k_t = gamma_t lambda_t c_t at the steps `traced` (g_k_c: dL/dk_t times c_t). Also taken by
-    the fused backward (_vjp_fused), whose kernel gives dL/d delta_t."""
-    grads["gamma"] = _add(grads.get("gamma"), _select(xp, ~term, g_td * next_values))
+    k_t = gamma_t lambda_t c_t at the steps `traced` (g_k_c: dL/dk_t times c_t); `live`: the
+    steps not terminated. Also taken by the fused backward (_vjp_fused), whose kernel gives
+    dL/d delta_t."""
+    grads["gamma"] = _add(grads.get("gamma"), _select(xp, live, g_td * next_values))
     _producer_tail(xp, grads, g_k_c, s, traced)
 
 

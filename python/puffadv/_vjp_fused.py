@@ -118,7 +118,7 @@ def _decay_gradients(kind: str, grads: dict, inputs: dict, flags: dict, scalars:
     adv = outputs["advantages"] if outputs.get("advantages") is not None else outputs["returns"] - values
     next_values = inputs["next_values"] if inputs.get("next_values") is not None else \
         _Bootstrap(torch, inputs, end, values).value
-    _vjp.decay_gradients(torch, grads, s, a, next_values, _select(torch, keep, a * _later(torch, adv)), term, keep)
+    _vjp.decay_gradients(torch, grads, s, a, next_values, _select(torch, keep, a * _later(torch, adv)), ~term, keep)
 
 
 def _dense(x, like):
