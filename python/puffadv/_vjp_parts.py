@@ -113,7 +113,7 @@ class _Bootstrap:
             if self.boot_values is not None:
                 boot = self.boot_values
             elif self.last_value is not None:
-                boot = self.last_value[..., None] + xp.zeros_like(end, dtype=self.last_value.dtype)
+                boot = self.last_value[..., None]  # [B, 1]: the where below broadcasts it
             else:
                 boot = xp.zeros_like(end, dtype=self._rewards.dtype)
             self._value = xp.where(end, boot, _later(xp, values)) if values is not None else _select(xp, end, boot)
