@@ -12,7 +12,7 @@ import pytest
 torch = pytest.importorskip("torch")
 puffadv = pytest.importorskip("puffadv")
 
-from gradient_cases import CASES, make_call  # noqa: E402
+from gradient_cases import CASES, episode_arrays, make_call  # noqa: E402
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device (the GPU machine)")
 
@@ -67,7 +67,6 @@ def _graph_calls(device):
     """name -> (call(*leaves) -> outputs, leaves): gamma and lambda numbers or per-step
     arrays (a 0-d CUDA tensor is read as a number by the forward, a synchronisation that
     capture refuses)."""
-    from gradient_cases import episode_arrays
     e = {k: torch.tensor(v, device=device) for k, v in episode_arrays(7, 64, 32).items()}
     term, trunc = e["terminated"], e["truncated"]
     leaf = lambda name: e[name].clone().requires_grad_()  # noqa: E731
