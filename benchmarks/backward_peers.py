@@ -2,14 +2,10 @@
 a last_value bootstrap, float32 [B, T]): torch's compiled associative_scan, autograd of
 a Python loop over time, TorchRL's vectorised GAE, and jax.grad of rlax's GAE and of
 puffadv.jax's. Each torch peer is peer(rewards, values, last_value, terminated) ->
-advantages; jax_peers times the JAX ones itself."""
+advantages; jax_peers gives the JAX ones as calls for the caller to time."""
 from __future__ import annotations
 
-import time
-
 import torch
-
-import puffadv
 
 GAMMA, LAMBDA = 0.99, 0.95
 
@@ -67,21 +63,19 @@ def torchrl_vec_gae():
     return gae
 
 
-def jax_peers(leaves, term, cot):
-    """{label: (rel err against puffadv's torch gradients, eager us)}: jit(value_and_grad)
-    of rlax's truncated_generalized_advantage_estimation (vmapped over rows) and of
-    puffadv.jax.gae, on the same arrays (through DLPack): the median wall time of 20 calls,
-    each to block_until_ready. JAX has no CUDA-graph replay here, so only eager time is
-    compared."""
+def jax_peers(leaves, term, cot, expected):
+    """{label: (rel err against `expected`, puffadv's torch gradients of (r, v, lv), a call
+    of jit(value_and_grad) that blocks until ready), or (None, why it did not run)}: rlax's
+    truncated_generalized_advantage_estimation (vmapped over rows) and puffadv.jax.gae, on
+    the same arrays through DLPack. The caller times the calls (wall time: JAX has no
+    CUDA-graph replay here)."""
     import jax
     import jax.numpy as jnp
 
     import puffadv.jax as pj
     r, v, lv = (jax.dlpack.from_dlpack(x.detach().contiguous()) for x in leaves)
     done, w = jax.dlpack.from_dlpack(term.contiguous()), jax.dlpack.from_dlpack(cot.contiguous())
-    ours = torch.autograd.grad(puffadv.gae(*leaves[:2], term, last_value=leaves[2], gamma=GAMMA, gae_lambda=LAMBDA,
-                                           returns=False, time_axis=-1).advantages, leaves, cot)
-    result = {}
+    result, losses = {}, {}
     try:
         import rlax
 
@@ -91,10 +85,9 @@ def jax_peers(leaves, term, cot):
             adv = jax.vmap(rlax.truncated_generalized_advantage_estimation, in_axes=(0, 0, None, 0))(
                 r, discount, LAMBDA, boot)
             return (adv * w).sum()
-        losses = {"jax.grad of rlax (jit, vmap)": rlax_loss}
+        losses["jax.grad of rlax (jit, vmap)"] = rlax_loss
     except ImportError as error:
         result["jax.grad of rlax (jit, vmap)"] = (None, f"not run: {error}")
-        losses = {}
 
     def puffadv_loss(r, v, lv):
         return (pj.gae(r, v, done, last_value=lv, gamma=GAMMA, gae_lambda=LAMBDA, time_axis=-1).advantages * w).sum()
@@ -102,14 +95,6 @@ def jax_peers(leaves, term, cot):
     for label, loss in losses.items():
         step = jax.jit(jax.value_and_grad(loss, argnums=(0, 1, 2)))
         _, grads = step(r, v, lv)
-        err = max(rel(torch.from_dlpack(g), o) for g, o in zip(grads, ours))
-        call = lambda: jax.block_until_ready(step(r, v, lv))  # noqa: E731
-        call()
-        times = []
-        for _ in range(20):
-            start = time.perf_counter()
-            call()
-            times.append(time.perf_counter() - start)
-        times.sort()
-        result[label] = (err, times[len(times) // 2] * 1e6)
+        err = max(rel(torch.from_dlpack(g), o) for g, o in zip(grads, expected))
+        result[label] = (err, lambda step=step: jax.block_until_ready(step(r, v, lv)))
     return result

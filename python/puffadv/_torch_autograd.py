@@ -74,14 +74,16 @@ def gradients(plan: Plan, arrays: dict, tensor_scalars: dict, outputs: dict, cot
     outs = {role: _batch_major(outputs.get(role), tm) for role in _SERIES}
     cots = {role: None if g is None else _as(_batch_major(g, tm) if role in _SERIES else g, compute)
             for role, g in cotangents.items()}
-    if _vjp_fused.applies(plan.kind, inputs, needed):  # the engine's own backward kernel
-        grads = _vjp_fused.vjp(plan.kind, inputs, flags, scalars, outs, cots,
-                               scalar_gradients=len(plan.scalar_roles) > 0, needed=needed)
+    # gamma's or lambda's gradient asked for (a tensor gamma / lambda, or a per-step array):
+    # else both backwards skip the passes that make it.
+    asked = [role for role in (*tensor_scalars, *STEP_ROLES.values())
+             if (role in tensor_scalars or arrays.get(role) is not None) and (needed is None or role in needed)]
+    decays = len(asked) > 0
+    if _vjp_fused.applies(plan.kind, inputs):  # the engine's own backward kernel
+        grads = _vjp_fused.vjp(plan.kind, inputs, flags, scalars, outs, cots, decays=decays)
     else:
         grads = _vjp.vjp(torch, plan.kind, inputs, flags, scalars, outs, cots, n=plan.n,
-                         log_probs=plan.log_probs, reset_at_start=plan.reset_at_start,
-                         # len, not bool(dict): torch 2.11's dynamo cannot trace bool of a dict
-                         scalar_gradients=len(plan.scalar_roles) > 0)
+                         log_probs=plan.log_probs, reset_at_start=plan.reset_at_start, scalar_gradients=decays)
     result = {}
     for role, x in arrays.items():
         if role in FLAG_ROLES:

@@ -24,14 +24,14 @@ from __future__ import annotations
 import torch
 
 from . import _engine, _frameworks, _vjp
-from ._estimators import STEP_ROLES
+from ._estimators import STEP_ROLES, SUM_ROLES
 from ._vjp_parts import _add, _Bootstrap, _flags, _last, _later, _select, _sums_vjp
 
 KINDS = frozenset({"gae", "td_lambda", "discounted_returns"})
 _NOT_FUSED = frozenset({"importance", "sample_mask"})
 
 
-def applies(kind: str, inputs: dict, needed) -> bool:
+def applies(kind: str, inputs: dict) -> bool:
     """Whether value_vjp computes this backward: its kinds and forms, an eager call on
     plain tensors."""
     if kind not in KINDS or any(inputs.get(role) is not None for role in _NOT_FUSED):
@@ -49,18 +49,18 @@ def _number(x) -> float:
 
 
 def vjp(kind: str, inputs: dict, flags: dict, scalars: dict, outputs: dict, cotangents: dict, *,
-        scalar_gradients: bool = False, needed=None) -> dict:
+        decays: bool = False) -> dict:
     """The gradients by role of one call (batch-major [B, T] tensors, flags bool), as
-    _vjp.vjp gives them: gamma's and lambda's (per step, as "gamma" / "lambda") where
-    scalar_gradients (tensors given for them), per-step arrays' where `needed` (roles;
-    None: all) asks."""
+    _vjp.vjp gives them; gamma's and lambda's too where `decays` (per step: "gamma" /
+    "lambda", or the per-step arrays' roles)."""
     r = inputs["rewards"]
     cot = cotangents
+    adv = None  # A = returns - values where no advantages were output: a pass, made only when read
     if kind == "discounted_returns":  # G = S: its only series is the returns
         total, grad_returns = _add(cot.get("returns"), _sums_vjp(torch, outputs["returns"], cot)), None
     else:
-        values = inputs["values"]
-        adv = outputs["advantages"] if outputs.get("advantages") is not None else outputs["returns"] - values
+        if any(cot.get(role) is not None for role in SUM_ROLES):
+            adv = _advantages(outputs, inputs["values"])
         grad_returns = cot.get("returns")
         total = _add(_add(cot.get("advantages"), grad_returns), _sums_vjp(torch, adv, cot))
     if total is None:
@@ -91,19 +91,24 @@ def vjp(kind: str, inputs: dict, flags: dict, scalars: dict, outputs: dict, cota
         grads["next_values"] = (a * g).masked_fill_(terminated, 0)
     elif inputs.get("last_value") is not None or inputs.get("bootstrap_values") is not None:
         _bootstrap_grads(grads, inputs, a, terminated, flags.get("truncated"), g)
-    steps = [role for role in STEP_ROLES if inputs.get(STEP_ROLES[role]) is not None
-             and (needed is None or STEP_ROLES[role] in needed)]
-    if scalar_gradients or steps:
-        _decay_gradients(kind, grads, inputs, flags, scalars, outputs)
-        for role in steps:
-            grads[STEP_ROLES[role]] = grads.pop(role)
+    if decays:
+        _decay_gradients(kind, grads, inputs, flags, scalars, outputs, adv)
+        for role, step_role in STEP_ROLES.items():
+            if inputs.get(step_role) is not None:
+                grads[step_role] = grads.pop(role)
     return grads
 
 
-def _decay_gradients(kind: str, grads: dict, inputs: dict, flags: dict, scalars: dict, outputs: dict) -> None:
+def _advantages(outputs: dict, values):
+    return outputs["advantages"] if outputs.get("advantages") is not None else outputs["returns"] - values
+
+
+def _decay_gradients(kind: str, grads: dict, inputs: dict, flags: dict, scalars: dict, outputs: dict,
+                     adv=None) -> None:
     """gamma's and lambda's per-step gradients (grads["gamma"], grads["lambda"]) from the
-    kernel's a = dL/d delta (grads["rewards"]) and the forward's output, by _vjp's formulas
-    for these forms (no ratios: rho = c = 1)."""
+    kernel's a = dL/d delta (grads["rewards"]) and the forward's output (`adv`: its
+    advantages when vjp made them already), by _vjp's formulas for these forms (no
+    ratios: rho = c = 1)."""
     a, r = grads["rewards"], inputs["rewards"]
     term, trunc = _flags(torch, flags, r)
     last = _last(torch, term)
@@ -115,7 +120,7 @@ def _decay_gradients(kind: str, grads: dict, inputs: dict, flags: dict, scalars:
         grads["gamma"] = _vjp.discounted_gamma_gradient(torch, a, outputs["returns"], bootstrap, term, keep)
         return
     values = inputs["values"]
-    adv = outputs["advantages"] if outputs.get("advantages") is not None else outputs["returns"] - values
+    adv = _advantages(outputs, values) if adv is None else adv
     next_values = inputs["next_values"] if inputs.get("next_values") is not None else \
         _Bootstrap(torch, inputs, end, values).value
     _vjp.decay_gradients(torch, grads, s, a, next_values, _select(torch, keep, a * _later(torch, adv)), ~term, keep)

@@ -251,3 +251,25 @@ def test_cuda_equals_cpu(case, dtype, per_step, time_major, decays_grad, spy):
             torch.testing.assert_close(a.cpu(), b, **tol, msg=f"{case} {name} {rows}x{horizon}")
     assert len(spy) == 12
 
+
+
+def test_decay_gradients_only_when_asked(monkeypatch, spy):
+    """gamma and lambda given as tensors that do not require grad: the kernel's backward
+    makes no per-step decay gradients (their passes are skipped); when gamma requires grad
+    it makes them."""
+    made = []
+    real = _vjp_fused._decay_gradients
+    monkeypatch.setattr(_vjp_fused, "_decay_gradients", lambda *a, **k: made.append(1) or real(*a, **k))
+    call, leaves, _ = _call("gae_last_value", seed=9)
+    function, arrays, flags, outputs, _ = CASES["gae_last_value"]
+    data = episode_arrays(9)
+    fixed = {name: torch.tensor(data[name]) for name in flags}
+    for requires in (False, True):
+        gamma = torch.tensor(0.9, dtype=torch.float64, requires_grad=requires)
+        lam = torch.tensor(0.8, dtype=torch.float64)
+        out = puffadv.gae(**fixed, **dict(zip(arrays, leaves)), gamma=gamma, gae_lambda=lam, time_axis=-1)
+        wrt = [*leaves, gamma] if requires else leaves
+        grads = torch.autograd.grad((out.advantages ** 2).sum(), wrt)
+        assert all(torch.isfinite(g).all() for g in grads)
+        assert len(made) == int(requires)
+    assert len(spy) == 2
