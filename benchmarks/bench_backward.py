@@ -52,9 +52,11 @@ SHAPES = ((1024, 128), (65536, 128), (262144, 128), (4096, 1024))
 # linear in rewards and values); V-trace's and the puff advantage's clipped ratios need
 # rewards, values, the ratios and the forward's output too.
 # gae_meta: GAE with gamma and lambda 0-d tensors that require grad (meta-gradient RL),
-# whose gradients also read the forward's output and the values.
+# whose gradients also read the forward's output and the values. vtrace_vs: V-trace's
+# targets differentiated through rewards, values and last_value, the ratios constants (the
+# fused kernel: it reads the cotangent, the flags and the ratios); vtrace: the ratios too.
 BYTES_PER_STEP = {"gae": (5, 8), "gae_meta": (13, 8), "td_lambda_returns": (5, 8), "discounted_returns": (5, 4),
-                  "vtrace": (21, 12), "puff_advantage": (24, 12)}
+                  "vtrace_vs": (9, 8), "vtrace": (21, 12), "puff_advantage": (24, 12)}
 
 
 
@@ -81,6 +83,10 @@ def make_case(name, rows, horizon, gen):
     elif name == "discounted_returns":
         leaves = (r,)
         fn = lambda r: puffadv.discounted_returns(r, term, gamma=GAMMA, time_axis=-1).returns
+    elif name == "vtrace_vs":
+        leaves = (r, v, lv)
+        fn = lambda r, v, lv: puffadv.vtrace(r, v, term, last_value=lv, importance=imp, gamma=GAMMA,
+                                             pg_advantages=False, time_axis=-1).vs
     elif name == "vtrace":
         leaves = (r, v, lv, imp)
         fn = lambda r, v, lv, imp: puffadv.vtrace(r, v, term, last_value=lv, importance=imp, gamma=GAMMA,

@@ -79,7 +79,7 @@ def gradients(plan: Plan, arrays: dict, tensor_scalars: dict, outputs: dict, cot
     asked = [role for role in (*tensor_scalars, *STEP_ROLES.values())
              if (role in tensor_scalars or arrays.get(role) is not None) and (needed is None or role in needed)]
     decays = len(asked) > 0
-    if _vjp_fused.applies(plan.kind, inputs):  # the engine's own backward kernel
+    if _vjp_fused.applies(plan.kind, inputs, outs, cots, needed, decays):  # the engine's own backward kernel
         grads = _vjp_fused.vjp(plan.kind, inputs, flags, scalars, outs, cots, decays=decays)
     else:
         grads = _vjp.vjp(torch, plan.kind, inputs, flags, scalars, outs, cots, n=plan.n,

@@ -7,13 +7,17 @@ one scan for the same result (the backward ran at 10-29x the forward's time on t
 H200, 2026-12-04).
 
 Taken by eager torch backward calls in its forms: GAE (with the bootstrap pair or
-next_values) and TD(lambda) with the bootstrap pair, without importance ratios, and
-discounted returns. Where gamma or lambda (numbers as tensors, or per-step arrays)
-want gradients, as in meta-gradient RL, their per-step gradients are read off the
-kernel's dL/d delta and the forward's output in a few elementwise passes, by the
-formulas' own functions (_vjp.decay_gradients, _vjp.discounted_gamma_gradient).
-Everything else keeps _vjp's formulas: V-trace, ratios, TD(lambda) with
-next_values (Q(lambda)'s recursion), the other estimators; torch.compile (the formulas are
+next_values) and TD(lambda) with the bootstrap pair, with or without importance
+ratios, V-trace (its vs on the kernel; the pg advantages' cotangent, where given, enters
+it in a few elementwise passes: _pg_cotangent), and discounted returns. With ratios the
+kernel gives e_t = rho_t a_t = dL/dr_t, which stands in for a everywhere below. Where
+gamma or lambda (numbers as tensors, or per-step arrays) want gradients, as in
+meta-gradient RL, their per-step gradients are read off the kernel's dL/d delta and the
+forward's output in a few elementwise passes, by the formulas' own functions
+(_vjp.decay_gradients, _vjp.discounted_gamma_gradient): without ratios only (with them
+the decay's gradient needs a itself, as the ratios' own gradient does).
+Everything else keeps _vjp's formulas: a gradient for the ratios, V-trace's sample_mask,
+TD(lambda) with next_values (Q(lambda)'s recursion), the other estimators; torch.compile (the formulas are
 traced and fused by inductor), torch.func transforms, and create_graph (double backward
 differentiates the formulas). The bootstrap's gradient, gamma_t (1 - terminated_t) a_t
 where V'_t is the bootstrap (next_values: every step), is read off a here: a few
@@ -25,23 +29,38 @@ import torch
 
 from . import _engine, _frameworks, _vjp
 from ._estimators import STEP_ROLES, SUM_ROLES
-from ._vjp_parts import _add, _Bootstrap, _flags, _last, _later, _select, _sums_vjp
+from ._vjp_parts import _add, _Bootstrap, _clip, _earlier, _flags, _last, _later, _select, _sums_vjp
 
-KINDS = frozenset({"gae", "td_lambda", "discounted_returns"})
-_NOT_FUSED = frozenset({"importance", "sample_mask"})
+KINDS = frozenset({"gae", "td_lambda", "vtrace", "discounted_returns"})
 
 
-def applies(kind: str, inputs: dict) -> bool:
+def applies(kind: str, inputs: dict, outputs: dict, cotangents: dict, needed=None, decays: bool = False) -> bool:
     """Whether value_vjp computes this backward: its kinds and forms, an eager call on
-    plain tensors."""
-    if kind not in KINDS or any(inputs.get(role) is not None for role in _NOT_FUSED):
+    plain tensors. `needed`: the roles autograd asks gradients for (None: all);
+    `decays`: whether gamma's and lambda's are among them."""
+    if kind not in KINDS or inputs.get("sample_mask") is not None:
         return False
     # TD(lambda) with next_values is Q(lambda)'s recursion (src/core/estimate.cpp), not this scan.
     if kind == "td_lambda" and inputs.get("next_values") is not None:
         return False
+    # With ratios the kernel gives e = rho a: the ratios' and the decays' gradients read a.
+    if inputs.get("importance") is not None and (decays or needed is None or "importance" in needed):
+        return False
+    if kind == "vtrace" and not _pg_fused(inputs, outputs, cotangents):
+        return False
     if torch.is_grad_enabled() or _frameworks.torch_compiling() or torch._C._are_functorch_transforms_active():
         return False
     return all(type(x) is torch.Tensor for x in inputs.values() if x is not None)
+
+
+def _pg_fused(inputs: dict, outputs: dict, cotangents: dict) -> bool:
+    """Whether V-trace's pg cotangent (with the row sums', which sum the pg series) enters
+    the kernel here: with the bootstrap pair, and the pg series stored where the sums
+    read it. Without one, V-trace's backward is its vs's alone, in any form."""
+    sums = any(cotangents.get(role) is not None for role in SUM_ROLES)
+    if cotangents.get("advantages") is None and not sums:
+        return True
+    return inputs.get("next_values") is None and (not sums or outputs.get("advantages") is not None)
 
 
 def _number(x) -> float:
@@ -56,8 +75,12 @@ def vjp(kind: str, inputs: dict, flags: dict, scalars: dict, outputs: dict, cota
     r = inputs["rewards"]
     cot = cotangents
     adv = None  # A = returns - values where no advantages were output: a pass, made only when read
+    pg = None  # V-trace: dL/d(its pg advantages' target), rho_pg_t times their cotangent
     if kind == "discounted_returns":  # G = S: its only series is the returns
         total, grad_returns = _add(cot.get("returns"), _sums_vjp(torch, outputs["returns"], cot)), None
+    elif kind == "vtrace":  # the series are vs (returns) and the pg advantages
+        pg, via_vs = _pg_cotangent(inputs, flags, scalars, outputs, cot)
+        total = grad_returns = _add(cot.get("returns"), via_vs)
     else:
         if any(cot.get(role) is not None for role in SUM_ROLES):
             adv = _advantages(outputs, inputs["values"])
@@ -82,10 +105,18 @@ def vjp(kind: str, inputs: dict, flags: dict, scalars: dict, outputs: dict, cota
     grads = {"rewards": torch.empty_like(total)}
     if by_kernel:
         grads["values"] = torch.empty_like(total)
-    kernel = _engine.kernel("value_vjp", (_number(scalars["gamma"]), lam, 1.0, 1.0), time_axis=1)
+    ratios = inputs.get("importance")
+    clips = (1.0, 1.0, 1.0, 1.0) if ratios is None else \
+        (scalars["rho_clip"], scalars["c_clip"], 1.0, scalars.get("alpha", 1.0) if kind == "vtrace" else 1.0)
+    arrays["importance"] = ratios
+    kernel = _engine.kernel("value_vjp", (_number(scalars["gamma"]), lam, *clips), time_axis=1)
     _engine.run(kernel, "torch", {k: v for k, v in arrays.items() if v is not None},
                 {"advantages": grads["rewards"], "returns": grads.get("values")})
-    a = grads["rewards"]
+    if pg is not None:  # the pg target's own terms: r_t + ... - V_t, and V'_t where the row ends
+        grads["rewards"] += pg
+        if by_kernel:
+            grads["values"] -= pg
+    a = grads["rewards"]  # dL/d delta_t (with ratios: e = rho a), which reads V'_t with gamma_t
     if next_values is not None:
         grads["values"] = -a if grad_returns is None else grad_returns - a
         grads["next_values"] = (a * g).masked_fill_(terminated, 0)
@@ -97,6 +128,27 @@ def vjp(kind: str, inputs: dict, flags: dict, scalars: dict, outputs: dict, cota
             if inputs.get(step_role) is not None:
                 grads[step_role] = grads.pop(role)
     return grads
+
+
+def _pg_cotangent(inputs: dict, flags: dict, scalars: dict, outputs: dict, cot: dict):
+    """V-trace's pg advantages pg_t = rho_pg_t (r_t + gamma_t (1 - term_t) vs'_t - V_t), vs'_t
+    = vs_{t+1} inside an episode, the bootstrap where the row ends or is cut: their
+    cotangent (with the row sums', on the pg series) gives h = rho_pg dL/dpg, which the
+    caller adds to dL/dr and takes from dL/dV, and gamma_t h_t, which enters step t + 1's
+    vs (so its adjoint u and dL/dV_{t+1}) inside an episode: returned as (h, via_vs),
+    None where there is no such cotangent. Where the row ends, gamma_t (1 - term_t) h_t is
+    the bootstrap's, read off dL/dr with the TD part's (_bootstrap_grads)."""
+    g = _add(cot.get("advantages"), _sums_vjp(torch, outputs.get("advantages"), cot))
+    if g is None:
+        return None, None
+    ratios = inputs.get("importance")
+    if ratios is not None:
+        g = g * _clip(torch, ratios, scalars["rho_pg_clip"], scalars.get("alpha", 1.0))[0]
+    term, trunc = _flags(torch, flags, g)
+    keep = ~(term | trunc | _last(torch, term))
+    gamma = inputs.get("gamma_steps")
+    gamma = _number(scalars["gamma"]) if gamma is None else gamma
+    return g, _earlier(torch, _select(torch, keep, g * gamma))
 
 
 def _advantages(outputs: dict, values):

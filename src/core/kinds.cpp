@@ -15,6 +15,8 @@ using n = need;
 constexpr unsigned clipped = scalar_gamma | scalar_lambda | scalar_rho_clip | scalar_c_clip;
 // The family checks every scalar of its call, whichever its kind reads.
 constexpr unsigned family_checks = clipped | scalar_rho_pg_clip | scalar_n;
+// value_vjp: the forward's clips and leaky alpha, read where importance ratios are given.
+constexpr unsigned value_vjp_scalars = clipped | scalar_alpha;
 
 // kind_info's two flags, by name.
 constexpr bool needs_bootstrap = true, bootstrap_not_needed = false;
@@ -165,13 +167,13 @@ constexpr kind_info table[] = {
      {{r::terminated, " (a step's decay ends or keeps the recurrence: pass 0 where it resets)"},
       {r::bootstrap_values, " (pass seed for the y outside the row)"}},
      {}}),
-    // The backward of gae / td_lambda (bootstrap pair) and discounted_returns (lambda 1), run
-    // forwards: the cotangents in the inputs' places, the gradients in the outputs'.
+    // The backward of gae / td_lambda (bootstrap pair; with ratios: V-trace's vs too) and
+    // discounted_returns (lambda 1), run forwards: the cotangents in the inputs' places, the
+    // gradients in the outputs'. The ratios are the forward's own (importance).
     complete({estimator::value_vjp,
      {{r::rewards, n::always}, {r::terminated, n::always}, {r::values, n::optional}, {r::truncated, n::optional},
-      {r::gamma, n::optional}, {r::lambda, n::optional}},
-     n::always, bootstrap_not_needed, family_dtypes, scalar_gamma | scalar_lambda, scalar_gamma | scalar_lambda,
-     launches_at_horizon_0,
+      {r::importance, n::optional}, {r::gamma, n::optional}, {r::lambda, n::optional}},
+     n::always, bootstrap_not_needed, family_dtypes, value_vjp_scalars, value_vjp_scalars, launches_at_horizon_0,
      {{r::rewards, "grad_total"}, {r::values, "grad_returns"}, {r::advantages, "grad_rewards"},
       {r::returns, "grad_values"}},
      {{r::last_value, " (the bootstrap's gradient is read off grad_rewards)"},

@@ -115,9 +115,11 @@ void run_recurrence(const engine::arrays& a, const standard_params& p) {
 }
 
 // The value estimators' backward, forwards over time (estimators_backward.hpp).
-template <typename C, typename F, bool kSteps>
+// With importance ratios (kImp): GAE / TD(lambda) with ratios and V-trace's vs.
+template <typename C, typename F, bool kSteps, bool kImp>
 void run_value_vjp(const engine::arrays& a, const standard_params& p) {
-    engine::run_engine(engine::value_vjp_producer<C, F, kSteps>(a, family_scalars_of<C>(p)), a, false,
+    const engine::ratio_clips<C> clips{C(p.rho_clip), C(p.alpha)};
+    engine::run_engine(engine::value_vjp_producer<C, F, kSteps, kImp>(a, family_scalars_of<C>(p), clips), a, false,
                        kByteFlags<F>);
 }
 
@@ -142,7 +144,8 @@ runner runner_for(const engine::arrays& a, estimator kind) {
         case estimator::q_lambda: return run_action_values<C, F, true, kSteps>;
         case estimator::episodic_sum: return run_episodic<C, F, kSteps>;
         case estimator::linear_recurrence: return kSteps ? nullptr : run_recurrence<C>;  // reads no flags
-        case estimator::value_vjp: return run_value_vjp<C, F, kSteps>;
+        case estimator::value_vjp:
+            return a[role::importance].present ? run_value_vjp<C, F, kSteps, true> : run_value_vjp<C, F, kSteps, false>;
         case estimator::n_step_returns: break;  // n_step_returns.cpp
     }
     return nullptr;

@@ -3,6 +3,7 @@
 // knows nothing of adjoints: the forward is linear in rewards and values, so
 // dL/dr_t and dL/dV_t are L of the forward run on the unit input at (row, t),
 // L = sum(w_A * A + w_R * (A + V)). Random per-step or scalar gamma / lambda,
+// importance ratios on both sides of their clips (leaky V-trace's alpha too),
 // episode ends at the first and last steps, truncations (some steps flagged
 // both), row-major, time-major and strided views, float32 and float64; errors.
 #include <algorithm>
@@ -34,6 +35,13 @@ struct episode {
     std::int64_t horizon;
     std::vector<double> gamma, lambda;  // per step
     std::vector<bool> terminated, truncated;
+    std::vector<double> rho, c;  // the clipped ratios (1 without ratios)
+};
+
+struct ratio_case {
+    bool present = false;
+    double rho_clip = 1.0, c_clip = 1.0, alpha = 1.0;
+    double clipped(double x, double clip) const { return alpha * std::min(x, clip) + (1 - alpha) * x; }
 };
 
 // One row's GAE (lambda = 1 and no values: discounted returns), bootstrap 0, in float64.
@@ -45,15 +53,16 @@ std::vector<double> forward(const episode& e, const std::vector<double>& r, cons
         const std::size_t i = std::size_t(t);
         const bool end = e.truncated[i] || t == T - 1;
         const double next = end ? 0.0 : v[i + 1];
-        const double delta = r[i] + (e.terminated[i] ? 0.0 : e.gamma[i] * next) - v[i];
+        const double delta = e.rho[i] * (r[i] + (e.terminated[i] ? 0.0 : e.gamma[i] * next) - v[i]);
         const bool cut = e.terminated[i] || e.truncated[i] || t == T - 1;
-        later = a[i] = delta + (cut ? 0.0 : e.gamma[i] * e.lambda[i] * later);
+        later = a[i] = delta + (cut ? 0.0 : e.gamma[i] * e.lambda[i] * e.c[i] * later);
     }
     return a;
 }
 
 template <typename T>
-void check(std::int64_t rows, std::int64_t horizon, layout l, bool per_step, bool values, unsigned seed) {
+void check(std::int64_t rows, std::int64_t horizon, layout l, bool per_step, bool values, unsigned seed,
+           const ratio_case& ratios = {}) {
     std::mt19937 rng(seed);
     std::uniform_real_distribution<double> normal(-1, 1), unit(0, 1);
     const std::size_t n = std::size_t(rows * horizon);
@@ -62,10 +71,11 @@ void check(std::int64_t rows, std::int64_t horizon, layout l, bool per_step, boo
     for (auto& x : w_a) x = T(normal(rng));
     for (auto& x : w_r) x = values ? T(normal(rng)) : 0.0;
     grid<T> total(rows, horizon, l), returns_cot(rows, horizon, l), term(rows, horizon, l), trunc(rows, horizon, l),
-        gamma(rows, horizon, l), lambda(rows, horizon, l), grad_r(rows, horizon, l), grad_v(rows, horizon, l);
+        gamma(rows, horizon, l), lambda(rows, horizon, l), grad_r(rows, horizon, l), grad_v(rows, horizon, l),
+        importance(rows, horizon, l);
     const double g0 = 0.97, l0 = values ? 0.9 : 1.0;
     for (std::int64_t r = 0; r < rows; ++r) {
-        episode e{horizon, {}, {}, {}, {}};
+        episode e{horizon, {}, {}, {}, {}, {}, {}};
         for (std::int64_t t = 0; t < horizon; ++t) {
             const bool edge = (r % 3 == 0 && t == 0) || (r % 3 == 1 && t == horizon - 1);
             const bool te = edge || unit(rng) < 0.1;
@@ -73,6 +83,10 @@ void check(std::int64_t rows, std::int64_t horizon, layout l, bool per_step, boo
             e.terminated.push_back(te), e.truncated.push_back(tr);
             e.gamma.push_back(per_step ? T(unit(rng)) : g0);
             e.lambda.push_back(per_step && values ? T(unit(rng)) : l0);
+            const T ratio = T(ratios.present ? 0.2 + 1.6 * unit(rng) : 1.0);  // both sides of the clips
+            importance.at(r, t) = ratio;
+            e.rho.push_back(ratios.present ? ratios.clipped(ratio, ratios.rho_clip) : 1.0);
+            e.c.push_back(ratios.present ? ratios.clipped(ratio, ratios.c_clip) : 1.0);
             const std::size_t i = std::size_t(r * horizon + t);
             total.at(r, t) = T(w_a[i] + w_r[i]), returns_cot.at(r, t) = T(w_r[i]);
             term.at(r, t) = T(te), trunc.at(r, t) = T(tr);
@@ -90,11 +104,13 @@ void check(std::int64_t rows, std::int64_t horizon, layout l, bool per_step, boo
         a.gamma = gamma.view;
         if (values) a.lambda = lambda.view;
     }
+    if (ratios.present) a.importance = importance.view;
     a.advantages = grad_r.view;
     if (values) a.fused.returns = grad_v.view;
     puffadv::standard_params p;
     p.kind = estimator::value_vjp;
     p.gamma = g0, p.lambda = l0;
+    p.rho_clip = ratios.rho_clip, p.c_clip = ratios.c_clip, p.alpha = ratios.alpha;
     puffadv::compute_standard_estimate(a, p);
 
     const double tol = sizeof(T) == 8 ? 1e-11 : 1e-4;
@@ -114,7 +130,8 @@ void check(std::int64_t rows, std::int64_t horizon, layout l, bool per_step, boo
                 const double got = which == 0 ? double(grad_r.at(r, t)) : double(grad_v.at(r, t));
                 ASSERT_NEAR(got, want, tol * std::max(1.0, std::fabs(want)))
                     << (which ? "dL/dV" : "dL/dr") << " " << rows << "x" << horizon << " layout " << int(l)
-                    << " per_step " << per_step << " at " << r << ", " << t;
+                    << " per_step " << per_step << " ratios " << ratios.present << " alpha " << ratios.alpha
+                    << " at " << r << ", " << t;
             }
         }
     }
@@ -129,6 +146,16 @@ TEST(value_vjp, matches_the_float64_reference) {
                     check<double>(7, horizon, l, per_step, values, seed++);
                     check<float>(7, horizon, l, per_step, values, seed++);
                 }
+    // Importance ratios (GAE / TD(lambda) with ratios, V-trace's vs), plain and leaky.
+    for (const ratio_case& ratios : {ratio_case{true, 1.0, 0.9, 1.0}, ratio_case{true, 1.3, 1.0, 0.6}})
+        for (layout l : {layout::row_major, layout::time_major, layout::strided})
+            for (std::int64_t horizon : {1, 2, 37, 70})
+                for (bool per_step : {false, true}) {
+                    check<double>(7, horizon, l, per_step, true, seed++, ratios);
+                    check<float>(7, horizon, l, per_step, true, seed++, ratios);
+                }
+    for (std::int64_t rows : {2, 3, 4, 8, 16})
+        check<double>(rows, 37, layout::time_major, true, true, seed++, ratio_case{true, 1.0, 0.9, 1.0});
     // Time-major with 2, 4 or 8 rows: a forward scan walked interleaved; 12 and 16: flat.
     for (std::int64_t rows : {2, 4, 8, 12, 16})
         for (std::int64_t horizon : {1, 3, 37})

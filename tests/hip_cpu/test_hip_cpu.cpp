@@ -111,7 +111,8 @@ std::vector<call_case> traversal_cases(estimator k) {
 /// byte flags, reduced precision, float32 outputs of 16-bit inputs.
 std::vector<call_case> option_cases(estimator k) {
     std::vector<call_case> v;
-    const bool ratios = k == estimator::gae || k == estimator::td_lambda || k == estimator::vtrace;
+    const bool ratios = k == estimator::gae || k == estimator::td_lambda || k == estimator::vtrace ||
+                        k == estimator::value_vjp;  // the backward of their forms with ratios
     const bool truncations = k != estimator::puff_advantage && k != estimator::episodic_sum &&
                              k != estimator::linear_recurrence;
     for (dtype t : {dtype::float32, dtype::float64, dtype::bfloat16, dtype::float16}) {
@@ -176,8 +177,9 @@ TEST(estimators, td_lambda) {
             with(scan_traversals, {"whole rows, long-8", "split rows, long-8", "whole rows, flat-8"}));
 }
 
-// The backward of GAE, TD(lambda) and discounted returns: a scan over reversed time (as the
-// episodic sums), its store reading the step before in time (the flat groups' row ends too).
+// The backward of GAE, TD(lambda) (V-trace's vs with ratios) and discounted returns: a scan
+// over reversed time (as the episodic sums), its store reading the step before in time (the
+// flat groups' row ends too).
 TEST(estimators, value_vjp) {
     std::vector<call_case> v = cases_of(estimator::value_vjp);
     for (std::size_t i = 0; i < v.size(); i += 3) v[i].returns = true;  // grad_values beside grad_rewards

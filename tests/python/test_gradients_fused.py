@@ -1,7 +1,9 @@
 """The backward on the engine's own kernel (the core's value_vjp kind, _vjp_fused): GAE,
-TD(lambda) and discounted returns differentiated through rewards, values and the
-bootstrap (GAE's next_values too), with gamma and lambda numbers or per-step arrays, and
-as tensors that require grad (0-d or per step: their gradients come beside the kernel's).
+TD(lambda), V-trace and discounted returns differentiated through rewards, values and the
+bootstrap (GAE's next_values too), with importance ratios that do not require grad (plain
+and leaky V-trace; its pg advantages' cotangent too), with gamma and lambda numbers or
+per-step arrays, and as tensors that require grad (0-d or per step: their gradients come
+beside the kernel's; with ratios the formulas take them, and ratios that require grad).
 Checked against finite differences (gradcheck in float64) and against _vjp's formulas
 (which test_gradients_reference holds to autograd of float64 references) on fresh
 random episodes with ends at the first and last steps, truncations, both time layouts,
@@ -19,8 +21,10 @@ from puffadv import _vjp_fused  # noqa: E402
 
 from gradient_cases import episode_arrays, layout  # noqa: E402
 
-# case -> (function, differentiated arrays, flags, outputs, lambda's name)
+# case -> (function, differentiated arrays, fixed arrays (flags, ratios), outputs, lambda's name[, scalars])
 _SUMS = {"abs_sums": True, "sums": True, "square_sums": True}
+_CLIPS = {"rho_clip": 1.2, "c_clip": 0.9}
+_VTRACE_CLIPS = {"rho_clip": 1.5, "c_clip": 1.1, "rho_pg_clip": 1.3}
 CASES = {
     "gae_bootstrap": ("gae", ("rewards", "values", "bootstrap_values"), ("terminated", "truncated"),
                       {"advantages": True, "returns": True, **_SUMS}, "gae_lambda"),
@@ -44,14 +48,39 @@ CASES = {
                            {"returns": True, **_SUMS}, None),
     "discounted_returns_last_value": ("discounted_returns", ("rewards", "last_value"), ("terminated",),
                                       {"returns": True}, None),
+    # Importance ratios that do not require grad: the kernel gives e = rho a.
+    "gae_ratios": ("gae", ("rewards", "values", "bootstrap_values"), ("terminated", "truncated", "importance"),
+                   {"advantages": True, "returns": True, **_SUMS}, "gae_lambda", _CLIPS),
+    "gae_next_values_ratios": ("gae", ("rewards", "values", "next_values"), ("terminated", "importance"),
+                               {"advantages": True, "returns": True}, "gae_lambda", _CLIPS),
+    "td_lambda_ratios_last_value": ("td_lambda_returns", ("rewards", "values", "last_value"),
+                                    ("terminated", "importance"), {"returns": True, "advantages": True},
+                                    "lambda_", _CLIPS),
+    "vtrace": ("vtrace", ("rewards", "values", "bootstrap_values"), ("terminated", "truncated", "importance"),
+               {"vs": True, "pg_advantages": True, **_SUMS}, "lambda_", _VTRACE_CLIPS),
+    "vtrace_last_value_vs_only": ("vtrace", ("rewards", "values", "last_value"), ("terminated", "importance"),
+                                  {"vs": True, "pg_advantages": False}, "lambda_", _VTRACE_CLIPS),
+    "vtrace_pg_only": ("vtrace", ("rewards", "values", "bootstrap_values"), ("terminated", "truncated", "importance"),
+                       {"vs": False, "pg_advantages": True, "sums": True}, "lambda_", _VTRACE_CLIPS),
+    "vtrace_leaky": ("vtrace", ("rewards", "values", "bootstrap_values"), ("terminated", "truncated", "importance"),
+                     {"vs": True, "pg_advantages": True}, "lambda_", {**_VTRACE_CLIPS, "alpha": 0.6}),
+    "vtrace_next_values_vs_only": ("vtrace", ("rewards", "values", "next_values"),
+                                   ("terminated", "truncated", "importance"), {"vs": True, "pg_advantages": False},
+                                   "lambda_", _VTRACE_CLIPS),
 }
+RATIOS = frozenset(case for case, spec in CASES.items() if "importance" in spec[2])
+
+
+def _takes_kernel(case, decays_grad):
+    """With ratios the decays' gradients need a itself: the formulas compute that backward."""
+    return not (decays_grad and case in RATIOS)
 
 
 def _call(case, seed=0, time_major=False, strided=False, per_step=False, dtype=torch.float64, rows=3,
           horizon=6, device="cpu", decays_grad=False):
     """decays_grad: gamma and lambda require grad (0-d tensors, or per_step arrays) and come
     last among the leaves, as meta-gradient RL differentiates them."""
-    function, arrays, flags, outputs, lambda_name = CASES[case]
+    function, arrays, flags, outputs, lambda_name, *extra = CASES[case]
     data = episode_arrays(seed, rows, horizon)
     # Episode ends at the first and the last step of some rows.
     data["terminated"][0, 0] = data["terminated"][1, -1] = True
@@ -64,7 +93,8 @@ def _call(case, seed=0, time_major=False, strided=False, per_step=False, dtype=t
     nv[data["terminated"]] = np.nan
     cast = lambda x: layout(torch.tensor(x), time_major, strided).to(device)  # noqa: E731
     leaves = [cast(data[name]).to(dtype).detach().requires_grad_() for name in arrays]
-    fixed = {name: cast(data[name]) for name in flags}
+    fixed = {name: cast(data[name]) if data[name].dtype == bool else cast(data[name]).to(dtype) for name in flags}
+    fixed.update(*extra)  # the clips
     scalars = {"gamma": cast(data["gamma"]).to(dtype) if per_step else 0.9}
     if lambda_name:
         scalars[lambda_name] = cast(data[lambda_name]).to(dtype) if per_step else 0.8
@@ -118,7 +148,7 @@ def test_gradcheck_on_the_fused_kernel(case, time_major, strided, per_step, deca
     call, leaves, _ = _call(case, seed=1, time_major=time_major, strided=strided, per_step=per_step,
                             decays_grad=decays_grad)
     assert torch.autograd.gradcheck(call, tuple(leaves), eps=1e-6, atol=1e-7, rtol=1e-5)
-    assert spy, "the fused backward was not taken"
+    assert bool(spy) == _takes_kernel(case, decays_grad), "the fused backward was not taken"
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
@@ -137,7 +167,7 @@ def test_equal_to_the_formulas(case, dtype, per_step, time_major, decays_grad, m
         tol = dict(rtol=1e-12, atol=1e-12) if dtype == torch.float64 else dict(rtol=2e-5, atol=2e-5)
         for name, a, b in zip(names, fused, formulas):
             torch.testing.assert_close(a, b, **tol, msg=f"{case} {name} {rows}x{horizon}")
-    assert len(spy) == 4
+    assert len(spy) == 4 * _takes_kernel(case, decays_grad)
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
@@ -155,7 +185,8 @@ def test_a_loss_summed_over_the_outputs(case, time_major, monkeypatch, spy):
     assert len(spy) == 1
 
 
-@pytest.mark.parametrize("case", ["gae_bootstrap", "gae_next_values", "td_lambda_returns_last_value", "discounted_returns"])
+@pytest.mark.parametrize("case", ["gae_bootstrap", "gae_next_values", "td_lambda_returns_last_value", "discounted_returns",
+                                  "vtrace", "gae_ratios"])
 def test_nan_stays_in_its_row_and_episode(case, spy):
     """A NaN reward poisons its own row's gradients only, and never the steps of later
     episodes of that row (the backward runs forwards in time: an episode's adjoint starts
@@ -177,7 +208,7 @@ def test_nan_stays_in_its_row_and_episode(case, spy):
 def test_gamma_tensor_that_requires_grad_takes_the_kernel(case, spy):
     """A gamma that requires grad (meta-gradient RL): the kernel still computes the arrays'
     gradients, the same as with a number gamma, and gamma's comes beside them."""
-    function, arrays, flags, outputs, lambda_name = CASES[case]
+    function, arrays, flags, outputs, lambda_name, *extra = CASES[case]
     call, leaves, _ = _call(case, seed=2)
     plain, weights = _grads(call, leaves)
     assert len(spy) == 1
@@ -188,12 +219,13 @@ def test_gamma_tensor_that_requires_grad_takes_the_kernel(case, spy):
         data["truncated"][0, 0] = data["truncated"][1, -1] = False
         data["truncated"][2, -1], data["terminated"][2, -1] = True, False
     kwargs = {name: torch.tensor(data[name]) for name in flags}
+    kwargs.update(*extra)
     if lambda_name:
         kwargs[lambda_name] = 0.8
     result = getattr(puffadv, function)(**kwargs, **outputs, **dict(zip(arrays, leaves)), gamma=gamma, time_axis=-1)
     result = [x for x in (result if isinstance(result, tuple) else (result,)) if x is not None]
     grads = torch.autograd.grad(sum((o * w).sum() for o, w in zip(result, weights)), [*leaves, gamma])
-    assert len(spy) == 2  # the kernel, both times
+    assert len(spy) == 1 + _takes_kernel(case, True)  # the kernel, both times (with ratios: the formulas)
     for a, b in zip(grads, plain):
         torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-12)
     assert grads[-1] != 0
@@ -249,7 +281,7 @@ def test_cuda_equals_cpu(case, dtype, per_step, time_major, decays_grad, spy):
         for name, a, b in zip(names, gpu, cpu):
             assert a.is_cuda
             torch.testing.assert_close(a.cpu(), b, **tol, msg=f"{case} {name} {rows}x{horizon}")
-    assert len(spy) == 12
+    assert len(spy) == 12 * _takes_kernel(case, decays_grad)
 
 
 
@@ -273,3 +305,22 @@ def test_decay_gradients_only_when_asked(monkeypatch, spy):
         assert all(torch.isfinite(g).all() for g in grads)
         assert len(made) == int(requires)
     assert len(spy) == 2
+
+
+@pytest.mark.parametrize("case", ["gae_ratios", "vtrace", "vtrace_leaky"])
+def test_ratios_that_require_grad_keep_the_formulas(case, spy):
+    """Importance ratios that require grad: their gradient needs a itself, which the kernel
+    does not give: the formulas compute the backward, and it matches finite differences."""
+    function, arrays, flags, outputs, lambda_name, extra = CASES[case]
+    data = episode_arrays(5)
+    data["terminated"][0, 0] = data["terminated"][1, -1] = True
+    fixed = {name: torch.tensor(data[name]) for name in flags if name != "importance"}
+    leaves = [torch.tensor(data[name]).requires_grad_() for name in (*arrays, "importance")]
+
+    def call(*values):
+        result = getattr(puffadv, function)(**fixed, **extra, **outputs, **dict(zip((*arrays, "importance"), values)),
+                                            **{lambda_name: 0.8}, gamma=0.9, time_axis=-1)
+        return tuple(x for x in result if x is not None)
+
+    assert torch.autograd.gradcheck(call, tuple(leaves), eps=1e-6, atol=1e-7, rtol=1e-5)
+    assert not spy
