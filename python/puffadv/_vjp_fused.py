@@ -8,8 +8,9 @@ H200, 2026-12-04).
 
 Taken by eager torch backward calls in its forms: GAE (with the bootstrap pair or
 next_values) and TD(lambda) with the bootstrap pair, with or without importance
-ratios, V-trace (its vs on the kernel; the pg advantages' cotangent, where given, enters
-it in a few elementwise passes: _pg_cotangent), and discounted returns. With ratios the
+ratios, the puff advantage (its flags shifted: _puff_shifted), V-trace (its vs on the
+kernel; the pg advantages' cotangent, where given, enters it in a few elementwise
+passes: _pg_cotangent), and discounted returns. With ratios the
 kernel gives e_t = rho_t a_t = dL/dr_t, which stands in for a everywhere below. Where
 gamma or lambda (numbers as tensors, or per-step arrays) want gradients, as in
 meta-gradient RL, their per-step gradients are read off the kernel's dL/d delta and the
@@ -31,7 +32,7 @@ from . import _engine, _frameworks, _vjp
 from ._estimators import STEP_ROLES, SUM_ROLES
 from ._vjp_parts import _add, _Bootstrap, _clip, _earlier, _flags, _last, _later, _select, _sums_vjp
 
-KINDS = frozenset({"gae", "td_lambda", "vtrace", "discounted_returns"})
+KINDS = frozenset({"gae", "td_lambda", "vtrace", "discounted_returns", "puff_advantage"})
 
 
 def applies(kind: str, inputs: dict, outputs: dict, cotangents: dict, needed=None, decays: bool = False) -> bool:
@@ -91,6 +92,8 @@ def vjp(kind: str, inputs: dict, flags: dict, scalars: dict, outputs: dict, cota
     terminated = flags.get("terminated")
     if terminated is None:
         terminated = torch.zeros_like(r, dtype=torch.bool)
+    if kind == "puff_advantage":  # PufferLib's step t reads dones_{t+1}: those end its episode
+        terminated = _later(torch, terminated)
     gamma = inputs.get("gamma_steps")
     g = _number(scalars["gamma"]) if gamma is None else gamma  # gamma_t where the bootstrap is read
     lam = 1.0 if kind == "discounted_returns" else _number(scalars["lambda"])
@@ -116,6 +119,8 @@ def vjp(kind: str, inputs: dict, flags: dict, scalars: dict, outputs: dict, cota
         grads["rewards"] += pg
         if by_kernel:
             grads["values"] -= pg
+    if kind == "puff_advantage":
+        return _puff_shifted(grads)
     a = grads["rewards"]  # dL/d delta_t (with ratios: e = rho a), which reads V'_t with gamma_t
     if next_values is not None:
         grads["values"] = -a if grad_returns is None else grad_returns - a
@@ -149,6 +154,18 @@ def _pg_cotangent(inputs: dict, flags: dict, scalars: dict, outputs: dict, cot: 
     gamma = inputs.get("gamma_steps")
     gamma = _number(scalars["gamma"]) if gamma is None else gamma
     return g, _earlier(torch, _select(torch, keep, g * gamma))
+
+
+def _puff_shifted(grads: dict) -> dict:
+    """The puff advantage in PufferLib's index convention: step t reads r_{t+1} (and
+    dones_{t+1}, the kernel's flags), and its last step's advantage is 0. So dL/dr_{t+1}
+    is the kernel's e_t (dL/dr_0 = 0), and the last step's e, of a constant, is taken back
+    out of dL/dV there (the kernel took it as -e for delta's -V_t)."""
+    e = grads["rewards"]
+    if e.shape[-1] > 0:
+        grads["values"][..., -1] += e[..., -1]
+    grads["rewards"] = _earlier(torch, e)
+    return grads
 
 
 def _advantages(outputs: dict, values):

@@ -67,7 +67,13 @@ CASES = {
     "vtrace_next_values_vs_only": ("vtrace", ("rewards", "values", "next_values"),
                                    ("terminated", "truncated", "importance"), {"vs": True, "pg_advantages": False},
                                    "lambda_", _VTRACE_CLIPS),
+    # PufferLib's index convention ([rows, horizon] only, numbers gamma and lambda).
+    "puff_advantage": ("compute_puff_advantage", ("values", "rewards"), ("dones", "importance"),
+                       {"returns": True, **_SUMS}, "gae_lambda", {"rho_clip": 1.4, "c_clip": 0.9}),
+    "puff_advantage_alone": ("compute_puff_advantage", ("values", "rewards"), ("dones", "importance"), {},
+                             "gae_lambda", {"rho_clip": 1.1, "c_clip": 1.0}),
 }
+PUFF = frozenset(case for case, spec in CASES.items() if spec[0] == "compute_puff_advantage")
 RATIOS = frozenset(case for case, spec in CASES.items() if "importance" in spec[2])
 
 
@@ -81,6 +87,8 @@ def _call(case, seed=0, time_major=False, strided=False, per_step=False, dtype=t
     """decays_grad: gamma and lambda require grad (0-d tensors, or per_step arrays) and come
     last among the leaves, as meta-gradient RL differentiates them."""
     function, arrays, flags, outputs, lambda_name, *extra = CASES[case]
+    if case in PUFF and (time_major or per_step):
+        pytest.skip("the puff advantage is [rows, horizon] with numbers gamma and lambda (PufferLib's schema)")
     data = episode_arrays(seed, rows, horizon)
     # Episode ends at the first and the last step of some rows.
     data["terminated"][0, 0] = data["terminated"][1, -1] = True
@@ -105,8 +113,10 @@ def _call(case, seed=0, time_major=False, strided=False, per_step=False, dtype=t
         leaves, names, scalars = [*leaves, *decays.values()], (*arrays, *decays), {}
     fn = getattr(puffadv, function)
 
+    layout_kw = {} if case in PUFF else {"time_axis": 0 if time_major else -1}
+
     def call(*values):
-        result = fn(**fixed, **scalars, **outputs, **dict(zip(names, values)), time_axis=0 if time_major else -1)
+        result = fn(**fixed, **scalars, **outputs, **dict(zip(names, values)), **layout_kw)
         return tuple(x for x in (result if isinstance(result, tuple) else (result,)) if x is not None)
 
     return call, leaves, names
@@ -222,7 +232,9 @@ def test_gamma_tensor_that_requires_grad_takes_the_kernel(case, spy):
     kwargs.update(*extra)
     if lambda_name:
         kwargs[lambda_name] = 0.8
-    result = getattr(puffadv, function)(**kwargs, **outputs, **dict(zip(arrays, leaves)), gamma=gamma, time_axis=-1)
+    if case not in PUFF:
+        kwargs["time_axis"] = -1
+    result = getattr(puffadv, function)(**kwargs, **outputs, **dict(zip(arrays, leaves)), gamma=gamma)
     result = [x for x in (result if isinstance(result, tuple) else (result,)) if x is not None]
     grads = torch.autograd.grad(sum((o * w).sum() for o, w in zip(result, weights)), [*leaves, gamma])
     assert len(spy) == 1 + _takes_kernel(case, True)  # the kernel, both times (with ratios: the formulas)
