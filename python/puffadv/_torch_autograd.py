@@ -80,7 +80,8 @@ def gradients(plan: Plan, arrays: dict, tensor_scalars: dict, outputs: dict, cot
              if (role in tensor_scalars or arrays.get(role) is not None) and (needed is None or role in needed)]
     decays = len(asked) > 0
     if _vjp_fused.applies(plan.kind, inputs, outs, cots, needed, decays):  # the engine's own backward kernel
-        grads = _vjp_fused.vjp(plan.kind, inputs, flags, scalars, outs, cots, decays=decays)
+        grads = _vjp_fused.vjp(plan.kind, inputs, flags, scalars, outs, cots, decays=decays,
+                               reset_at_start=plan.reset_at_start)
     else:
         grads = _vjp.vjp(torch, plan.kind, inputs, flags, scalars, outs, cots, n=plan.n,
                          log_probs=plan.log_probs, reset_at_start=plan.reset_at_start, scalar_gradients=decays)

@@ -10,7 +10,8 @@ Taken by eager torch backward calls in its forms: GAE (with the bootstrap pair o
 next_values) and TD(lambda) with the bootstrap pair, with or without importance
 ratios, the puff advantage (its flags shifted: _puff_shifted), V-trace (its vs on the
 kernel; the pg advantages' cotangent, where given, enters it in a few elementwise
-passes: _pg_cotangent), and discounted returns. With ratios the
+passes: _pg_cotangent), discounted returns, and the episodic sums (their backward is
+discounted returns of the cotangent: _episodic). With ratios the
 kernel gives e_t = rho_t a_t = dL/dr_t, which stands in for a everywhere below. Where
 gamma or lambda (numbers as tensors, or per-step arrays) want gradients, as in
 meta-gradient RL, their per-step gradients are read off the kernel's dL/d delta and the
@@ -32,7 +33,7 @@ from . import _engine, _frameworks, _vjp
 from ._estimators import STEP_ROLES, SUM_ROLES
 from ._vjp_parts import _add, _Bootstrap, _clip, _earlier, _flags, _last, _later, _select, _sums_vjp
 
-KINDS = frozenset({"gae", "td_lambda", "vtrace", "discounted_returns", "puff_advantage"})
+KINDS = frozenset({"gae", "td_lambda", "vtrace", "discounted_returns", "puff_advantage", "episodic_sum"})
 
 
 def applies(kind: str, inputs: dict, outputs: dict, cotangents: dict, needed=None, decays: bool = False) -> bool:
@@ -48,6 +49,10 @@ def applies(kind: str, inputs: dict, outputs: dict, cotangents: dict, needed=Non
     if inputs.get("importance") is not None and (decays or needed is None or "importance" in needed):
         return False
     if kind == "vtrace" and not _pg_fused(inputs, outputs, cotangents):
+        return False
+    # The episodic sums' per-step decays would be read one step later: the formulas shift them.
+    if kind == "episodic_sum" and (decays or inputs.get("gamma_steps") is not None
+                                   or inputs.get("lambda_steps") is not None):
         return False
     if torch.is_grad_enabled() or _frameworks.torch_compiling() or torch._C._are_functorch_transforms_active():
         return False
@@ -69,10 +74,12 @@ def _number(x) -> float:
 
 
 def vjp(kind: str, inputs: dict, flags: dict, scalars: dict, outputs: dict, cotangents: dict, *,
-        decays: bool = False) -> dict:
+        decays: bool = False, reset_at_start: bool = False) -> dict:
     """The gradients by role of one call (batch-major [B, T] tensors, flags bool), as
     _vjp.vjp gives them; gamma's and lambda's too where `decays` (per step: "gamma" /
     "lambda", or the per-step arrays' roles)."""
+    if kind == "episodic_sum":
+        return _episodic(inputs, flags, scalars, cotangents, reset_at_start)
     r = inputs["rewards"]
     cot = cotangents
     adv = None  # A = returns - values where no advantages were output: a pass, made only when read
@@ -154,6 +161,31 @@ def _pg_cotangent(inputs: dict, flags: dict, scalars: dict, outputs: dict, cot: 
     gamma = inputs.get("gamma_steps")
     gamma = _number(scalars["gamma"]) if gamma is None else gamma
     return g, _earlier(torch, _select(torch, keep, g * gamma))
+
+
+def _episodic(inputs: dict, flags: dict, scalars: dict, cot: dict, reset_at_start: bool) -> dict:
+    """The episodic sums run forwards, C_t = x_t + k_t C_{t-1} with k_t = gamma lambda
+    (1 - reset_t) and C_{-1} the seed; their VJP a_t = u_t + k_{t+1} a_{t+1} runs backwards,
+    and is discounted returns of the cotangent u with gamma lambda as the discount and
+    reset_{t+1} as the flags: dones_t (reset_t = dones_{t-1}), or dones_{t+1} with
+    reset_at_start. So the discounted_returns kernel is this backward, in one pass."""
+    x, dones = inputs["rewards"], flags["terminated"]
+    decay = _number(scalars["gamma"]) * _number(scalars["lambda"])
+    u = cot.get("advantages")
+    grads = {"rewards": torch.zeros_like(x) if u is None else torch.empty_like(x)}
+    if u is not None:
+        ends = _later(torch, dones) if reset_at_start else dones
+        kernel = _engine.kernel("discounted_returns", (decay, 1.0, 1.0, 1.0), time_axis=1)
+        _engine.run(kernel, "torch", {"rewards": _dense(u, x), "terminated": ends}, {"advantages": grads["rewards"]})
+    if inputs.get("last_value") is not None:  # C_0 reads the seed with k_0 (reset_0: dones_0 at start)
+        a = grads["rewards"]
+        if a.shape[-1] == 0:
+            grads["last_value"] = a.new_zeros(a.shape[:-1])
+        else:
+            grads["last_value"] = a[..., 0] * decay
+            if reset_at_start:
+                grads["last_value"].masked_fill_(dones[..., 0], 0)
+    return grads
 
 
 def _puff_shifted(grads: dict) -> dict:
