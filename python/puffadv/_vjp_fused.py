@@ -10,7 +10,8 @@ Taken by eager torch backward calls in its forms: GAE (with the bootstrap pair o
 next_values) and TD(lambda) with the bootstrap pair, with or without importance
 ratios, the puff advantage (its flags shifted: _puff_shifted), V-trace (its vs on the
 kernel; the pg advantages' cotangent, where given, enters it in a few elementwise
-passes: _pg_cotangent), discounted returns, and the episodic sums (their backward is
+passes: _pg_cotangent), Retrace (GAE with next_values and the per-step lambda_t c_{t+1}:
+_retrace), discounted returns, and the episodic sums (their backward is
 discounted returns of the cotangent: _episodic). With ratios the
 kernel gives e_t = rho_t a_t = dL/dr_t, which stands in for a everywhere below. Where
 gamma or lambda (numbers as tensors, or per-step arrays) want gradients, as in
@@ -33,7 +34,8 @@ from . import _engine, _frameworks, _vjp
 from ._estimators import STEP_ROLES, SUM_ROLES
 from ._vjp_parts import _add, _Bootstrap, _clip, _earlier, _flags, _last, _later, _select, _sums_vjp
 
-KINDS = frozenset({"gae", "td_lambda", "vtrace", "discounted_returns", "puff_advantage", "episodic_sum"})
+KINDS = frozenset({"gae", "td_lambda", "vtrace", "discounted_returns", "puff_advantage", "episodic_sum", "retrace"})
+_RATIOS = ("importance", "target_probs", "behaviour_probs")
 
 
 def applies(kind: str, inputs: dict, outputs: dict, cotangents: dict, needed=None, decays: bool = False) -> bool:
@@ -45,8 +47,10 @@ def applies(kind: str, inputs: dict, outputs: dict, cotangents: dict, needed=Non
     # TD(lambda) with next_values is Q(lambda)'s recursion (src/core/estimate.cpp), not this scan.
     if kind == "td_lambda" and inputs.get("next_values") is not None:
         return False
-    # With ratios the kernel gives e = rho a: the ratios' and the decays' gradients read a.
-    if inputs.get("importance") is not None and (decays or needed is None or "importance" in needed):
+    # With ratios the kernel gives e = rho a (Retrace: c_{t+1} rides in lambda_t): the ratios'
+    # and the decays' gradients read a, or the ratios themselves.
+    ratios = [role for role in _RATIOS if inputs.get(role) is not None]
+    if (ratios or kind == "retrace") and (decays or needed is None or any(role in needed for role in ratios)):
         return False
     if kind == "vtrace" and not _pg_fused(inputs, outputs, cotangents):
         return False
@@ -74,12 +78,20 @@ def _number(x) -> float:
 
 
 def vjp(kind: str, inputs: dict, flags: dict, scalars: dict, outputs: dict, cotangents: dict, *,
-        decays: bool = False, reset_at_start: bool = False) -> dict:
+        decays: bool = False, reset_at_start: bool = False, log_probs: bool = False) -> dict:
     """The gradients by role of one call (batch-major [B, T] tensors, flags bool), as
     _vjp.vjp gives them; gamma's and lambda's too where `decays` (per step: "gamma" /
     "lambda", or the per-step arrays' roles)."""
     if kind == "episodic_sum":
         return _episodic(inputs, flags, scalars, cotangents, reset_at_start)
+    if kind == "retrace":
+        return _retrace(inputs, flags, scalars, outputs, cotangents, log_probs)
+    return _value_family(kind, inputs, flags, scalars, outputs, cotangents, decays)
+
+
+def _value_family(kind: str, inputs: dict, flags: dict, scalars: dict, outputs: dict, cotangents: dict,
+                  decays: bool) -> dict:
+    """GAE, TD(lambda), V-trace, discounted returns and the puff advantage on value_vjp."""
     r = inputs["rewards"]
     cot = cotangents
     adv = None  # A = returns - values where no advantages were output: a pass, made only when read
@@ -186,6 +198,20 @@ def _episodic(inputs: dict, flags: dict, scalars: dict, cot: dict, reset_at_star
             if reset_at_start:
                 grads["last_value"].masked_fill_(dones[..., 0], 0)
     return grads
+
+
+def _retrace(inputs: dict, flags: dict, scalars: dict, outputs: dict, cot: dict, log_probs: bool) -> dict:
+    """Retrace is GAE with next_values, q in the values' place (Delta = S, returns S + q)
+    and the per-step lambda_t c_{t+1}, c_t = min(c_clip, pi_t / mu_t) (log-probabilities:
+    exp of their difference): its backward is that one's, those lambdas made here in a few
+    elementwise passes (the ratios are constants there: applies())."""
+    pi, mu = inputs["target_probs"], inputs["behaviour_probs"]
+    mapped = {role: x for role, x in inputs.items() if role not in ("target_probs", "behaviour_probs")}
+    lam = inputs.get("lambda_steps")
+    lam = _number(scalars["lambda"]) if lam is None else lam
+    c = _clip(torch, torch.exp(pi - mu) if log_probs else pi / mu, scalars["c_clip"])[0]
+    mapped["lambda_steps"] = _later(torch, c) * lam  # c_T = 0: the row's last step is cut anyway
+    return _value_family("gae", mapped, flags, scalars, outputs, cot, False)
 
 
 def _puff_shifted(grads: dict) -> dict:

@@ -72,6 +72,13 @@ CASES = {
                        {"returns": True, **_SUMS}, "gae_lambda", {"rho_clip": 1.4, "c_clip": 0.9}),
     "puff_advantage_alone": ("compute_puff_advantage", ("values", "rewards"), ("dones", "importance"), {},
                              "gae_lambda", {"rho_clip": 1.1, "c_clip": 1.0}),
+    # Retrace: GAE with next_values (q in the values' place) and lambda_t c_{t+1} per step.
+    "retrace": ("retrace", ("rewards", "q_values", "next_values"),
+                ("terminated", "truncated", "target_probs", "behaviour_probs"),
+                {"advantages": True, "returns": True, **_SUMS}, "lambda_", {"c_clip": 0.8}),
+    "retrace_log_probs": ("retrace", ("rewards", "q_values", "next_values"),
+                          ("terminated", "target_log_probs", "behaviour_log_probs"),
+                          {"advantages": False, "returns": True}, "lambda_", {"c_clip": 1.1}),
     # The episodic sums: their backward is the discounted_returns kernel run on the cotangent.
     "eligibility_traces": ("eligibility_traces", ("inputs", "seed"), ("dones",), {}, "lambda_"),
     "episodic_cumsum_starts_at": ("episodic_cumsum", ("inputs", "seed"), ("dones",), {}, None,
@@ -80,7 +87,8 @@ CASES = {
 PUFF = frozenset(case for case, spec in CASES.items() if spec[0] == "compute_puff_advantage")
 EPISODIC = frozenset({"eligibility_traces", "episodic_cumsum_starts_at"})
 NO_GAMMA = frozenset({"episodic_cumsum_starts_at"})
-RATIOS = frozenset(case for case, spec in CASES.items() if "importance" in spec[2])
+RATIOS = frozenset(case for case, spec in CASES.items()
+                   if "importance" in spec[2] or spec[0] == "retrace")  # Retrace: its gamma too
 
 
 def _takes_kernel(case, decays_grad, per_step=False):
