@@ -11,7 +11,7 @@ next_values) and TD(lambda) with the bootstrap pair, with or without importance
 ratios, the puff advantage (its flags shifted: _puff_shifted), V-trace (its vs on the
 kernel; the pg advantages' cotangent, where given, enters it in a few elementwise
 passes: _pg_cotangent), Retrace (GAE with next_values and the per-step lambda_t c_{t+1}:
-_retrace), discounted returns, and the episodic sums (their backward is
+_retrace), Q(lambda) (_q_lambda), discounted returns, and the episodic sums (their backward is
 discounted returns of the cotangent: _episodic). With ratios the
 kernel gives e_t = rho_t a_t = dL/dr_t, which stands in for a everywhere below. Where
 gamma or lambda (numbers as tensors, or per-step arrays) want gradients, as in
@@ -34,8 +34,15 @@ from . import _engine, _frameworks, _vjp
 from ._estimators import STEP_ROLES, SUM_ROLES
 from ._vjp_parts import _add, _Bootstrap, _clip, _earlier, _flags, _last, _later, _select, _sums_vjp
 
-KINDS = frozenset({"gae", "td_lambda", "vtrace", "discounted_returns", "puff_advantage", "episodic_sum", "retrace"})
+KINDS = frozenset({"gae", "td_lambda", "vtrace", "discounted_returns", "puff_advantage", "episodic_sum", "retrace",
+                   "q_lambda"})
 _RATIOS = ("importance", "target_probs", "behaviour_probs")
+_NO_DECAY_GRADIENTS = frozenset({"retrace", "q_lambda", "episodic_sum", "puff_advantage"})
+
+
+def _is_q_lambda(kind: str, inputs: dict) -> bool:
+    """Q(lambda)'s recursion: q_lambda, and TD(lambda) with next_values (src/core/estimate.cpp)."""
+    return kind == "q_lambda" or (kind == "td_lambda" and inputs.get("next_values") is not None)
 
 
 def applies(kind: str, inputs: dict, outputs: dict, cotangents: dict, needed=None, decays: bool = False) -> bool:
@@ -44,19 +51,18 @@ def applies(kind: str, inputs: dict, outputs: dict, cotangents: dict, needed=Non
     `decays`: whether gamma's and lambda's are among them."""
     if kind not in KINDS or inputs.get("sample_mask") is not None:
         return False
-    # TD(lambda) with next_values is Q(lambda)'s recursion (src/core/estimate.cpp), not this scan.
-    if kind == "td_lambda" and inputs.get("next_values") is not None:
-        return False
     # With ratios the kernel gives e = rho a (Retrace: c_{t+1} rides in lambda_t): the ratios'
-    # and the decays' gradients read a, or the ratios themselves.
+    # and the decays' gradients read a, or the ratios themselves. The estimators below the
+    # value family make no decay gradients here either.
     ratios = [role for role in _RATIOS if inputs.get(role) is not None]
-    if (ratios or kind == "retrace") and (decays or needed is None or any(role in needed for role in ratios)):
+    if ratios and (needed is None or any(role in needed for role in ratios)):
+        return False
+    if decays and (ratios or kind in _NO_DECAY_GRADIENTS or _is_q_lambda(kind, inputs)):
         return False
     if kind == "vtrace" and not _pg_fused(inputs, outputs, cotangents):
         return False
     # The episodic sums' per-step decays would be read one step later: the formulas shift them.
-    if kind == "episodic_sum" and (decays or inputs.get("gamma_steps") is not None
-                                   or inputs.get("lambda_steps") is not None):
+    if kind == "episodic_sum" and (inputs.get("gamma_steps") is not None or inputs.get("lambda_steps") is not None):
         return False
     if torch.is_grad_enabled() or _frameworks.torch_compiling() or torch._C._are_functorch_transforms_active():
         return False
@@ -86,6 +92,8 @@ def vjp(kind: str, inputs: dict, flags: dict, scalars: dict, outputs: dict, cota
         return _episodic(inputs, flags, scalars, cotangents, reset_at_start)
     if kind == "retrace":
         return _retrace(inputs, flags, scalars, outputs, cotangents, log_probs)
+    if _is_q_lambda(kind, inputs):
+        return _q_lambda(inputs, flags, scalars, outputs, cotangents)
     return _value_family(kind, inputs, flags, scalars, outputs, cotangents, decays)
 
 
@@ -212,6 +220,39 @@ def _retrace(inputs: dict, flags: dict, scalars: dict, outputs: dict, cot: dict,
     c = _clip(torch, torch.exp(pi - mu) if log_probs else pi / mu, scalars["c_clip"])[0]
     mapped["lambda_steps"] = _later(torch, c) * lam  # c_T = 0: the row's last step is cut anyway
     return _value_family("gae", mapped, flags, scalars, outputs, cot, False)
+
+
+def _q_lambda(inputs: dict, flags: dict, scalars: dict, outputs: dict, cot: dict) -> dict:
+    """Q(lambda): G = S with k_t = gamma_t lambda_t, 0 where the step is cut (an end, the
+    row's last step), lambda_t = lambda (Peng) or lambda greedy_{t+1} (Watkins; per step
+    too). value_vjp with those lambda_t gives a = dL/dr; q's gradient is the advantages'
+    (G - q) cotangent negated; next_values' is gamma_t a_t (1 - term_t) where the step is
+    cut, gamma_t a_t (1 - lambda_t) elsewhere: _vjp._q_lambda's, in a few passes."""
+    r, q = inputs["rewards"], inputs["values"]
+    term, trunc = _flags(torch, flags, r)
+    lam = inputs.get("lambda_steps")
+    lam = _number(scalars["lambda"]) if lam is None else lam
+    greedy = flags.get("greedy")
+    # lambda_t selected (not multiplied) where greedy_{t+1} is unset: a NaN lambda there stays out
+    lam_t = lam if greedy is None else _select(torch, _later(torch, greedy), lam + torch.zeros_like(r))
+    adv = None
+    if any(cot.get(role) is not None for role in SUM_ROLES):
+        adv = outputs["advantages"] if outputs.get("advantages") is not None else outputs["returns"] - q
+    adv_cot = _add(cot.get("advantages"), _sums_vjp(torch, adv, cot))
+    total = _add(cot.get("returns"), adv_cot)
+    total = torch.zeros_like(r) if total is None else _dense(total, r)
+    gamma = inputs.get("gamma_steps")
+    g = _number(scalars["gamma"]) if gamma is None else gamma
+    per_step_lambda = isinstance(lam_t, torch.Tensor)
+    arrays = {"rewards": total, "terminated": term, "truncated": flags.get("truncated"), "gamma_steps": gamma,
+              "lambda_steps": lam_t if per_step_lambda else None}
+    a = torch.empty_like(total)
+    kernel = _engine.kernel("value_vjp", (_number(scalars["gamma"]), 1.0 if per_step_lambda else lam_t, 1.0, 1.0),
+                            time_axis=1)
+    _engine.run(kernel, "torch", {k: v for k, v in arrays.items() if v is not None}, {"advantages": a})
+    cut = term | trunc | _last(torch, term)
+    next_grad = torch.where(cut, _select(torch, ~term, a * g), a * g * (1 - lam_t))
+    return {"rewards": a, "values": torch.zeros_like(q) if adv_cot is None else -adv_cot, "next_values": next_grad}
 
 
 def _puff_shifted(grads: dict) -> dict:

@@ -79,6 +79,13 @@ CASES = {
     "retrace_log_probs": ("retrace", ("rewards", "q_values", "next_values"),
                           ("terminated", "target_log_probs", "behaviour_log_probs"),
                           {"advantages": False, "returns": True}, "lambda_", {"c_clip": 1.1}),
+    # Q(lambda): Watkins (greedy flags) and Peng.
+    "q_lambda": ("q_lambda", ("rewards", "q_values", "next_values"), ("terminated", "truncated", "greedy"),
+                 {"advantages": True, "returns": True, **_SUMS}, "lambda_"),
+    "q_lambda_peng": ("q_lambda", ("rewards", "q_values", "next_values"), ("terminated",),
+                      {"advantages": True, "returns": False}, "lambda_"),
+    "td_lambda_next_values": ("td_lambda_returns", ("rewards", "values", "next_values"), ("terminated", "truncated"),
+                              {"returns": True, "advantages": True}, "lambda_"),  # Q(lambda)'s recursion
     # The episodic sums: their backward is the discounted_returns kernel run on the cotangent.
     "eligibility_traces": ("eligibility_traces", ("inputs", "seed"), ("dones",), {}, "lambda_"),
     "episodic_cumsum_starts_at": ("episodic_cumsum", ("inputs", "seed"), ("dones",), {}, None,
@@ -88,7 +95,9 @@ PUFF = frozenset(case for case, spec in CASES.items() if spec[0] == "compute_puf
 EPISODIC = frozenset({"eligibility_traces", "episodic_cumsum_starts_at"})
 NO_GAMMA = frozenset({"episodic_cumsum_starts_at"})
 RATIOS = frozenset(case for case, spec in CASES.items()
-                   if "importance" in spec[2] or spec[0] == "retrace")  # Retrace: its gamma too
+                   if "importance" in spec[2] or spec[0] == "retrace")
+# Their fused backward makes no gamma / lambda gradients: the formulas take those calls.
+NO_DECAYS = RATIOS | {"q_lambda", "q_lambda_peng", "td_lambda_next_values"}
 
 
 def _takes_kernel(case, decays_grad, per_step=False):
@@ -96,7 +105,7 @@ def _takes_kernel(case, decays_grad, per_step=False):
     decays are read a step later: the formulas compute those backwards."""
     if case in EPISODIC:
         return not (decays_grad or per_step)
-    return not (decays_grad and case in RATIOS)
+    return not (decays_grad and case in NO_DECAYS)
 
 
 def _call(case, seed=0, time_major=False, strided=False, per_step=False, dtype=torch.float64, rows=3,
