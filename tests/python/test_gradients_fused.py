@@ -224,9 +224,11 @@ def test_a_loss_summed_over_the_outputs(case, time_major, monkeypatch, spy):
 
 
 @pytest.mark.parametrize("case", ["gae_bootstrap", "gae_next_values", "td_lambda_returns_last_value", "discounted_returns",
-                                  "vtrace", "gae_ratios"])
+                                  "vtrace", "gae_ratios", "puff_advantage", "retrace", "q_lambda",
+                                  "eligibility_traces"])
 def test_nan_stays_in_its_row_and_episode(case, spy):
-    """A NaN reward poisons its own row's gradients only, and never the steps of later
+    """A NaN in the first differentiated array (rewards; the puff advantage's values, the
+    episodic sums' inputs) poisons its own row's gradients only, and never the steps of later
     episodes of that row (the backward runs forwards in time: an episode's adjoint starts
     afresh); NaN bootstrap values where a step is terminated (never read) poison nothing."""
     call, leaves, names = _call(case, seed=4, rows=4, horizon=9)
