@@ -107,8 +107,8 @@ def _value_family(kind: str, inputs: dict, flags: dict, scalars: dict, outputs: 
     if kind == "discounted_returns":  # G = S: its only series is the returns
         total, grad_returns = _add(cot.get("returns"), _sums_vjp(torch, outputs["returns"], cot)), None
     elif kind == "vtrace":  # the series are vs (returns) and the pg advantages
-        pg, via_vs = _pg_cotangent(inputs, flags, scalars, outputs, cot)
-        total = grad_returns = _add(cot.get("returns"), via_vs)
+        pg, total = _pg_cotangent(inputs, flags, scalars, outputs, cot)
+        grad_returns = total
     else:
         if any(cot.get(role) is not None for role in SUM_ROLES):
             adv = _advantages(outputs, inputs["values"])
@@ -167,20 +167,28 @@ def _pg_cotangent(inputs: dict, flags: dict, scalars: dict, outputs: dict, cot: 
     = vs_{t+1} inside an episode, the bootstrap where the row ends or is cut: their
     cotangent (with the row sums', on the pg series) gives h = rho_pg dL/dpg, which the
     caller adds to dL/dr and takes from dL/dV, and gamma_t h_t, which enters step t + 1's
-    vs (so its adjoint u and dL/dV_{t+1}) inside an episode: returned as (h, via_vs),
-    None where there is no such cotangent. Where the row ends, gamma_t (1 - term_t) h_t is
-    the bootstrap's, read off dL/dr with the TD part's (_bootstrap_grads)."""
+    vs (so its adjoint u and dL/dV_{t+1}) inside an episode. Returns (h, vs's whole
+    cotangent), h None where there is no pg cotangent. Where the row ends, gamma_t
+    (1 - term_t) h_t is the bootstrap's, read off dL/dr with the TD part's (_bootstrap_grads)."""
+    g_vs = cot.get("returns")
     g = _add(cot.get("advantages"), _sums_vjp(torch, outputs.get("advantages"), cot))
     if g is None:
-        return None, None
+        return None, g_vs
     ratios = inputs.get("importance")
     if ratios is not None:
         g = g * _clip(torch, ratios, scalars["rho_pg_clip"], scalars.get("alpha", 1.0))[0]
     term, trunc = _flags(torch, flags, g)
-    keep = ~(term | trunc | _last(torch, term))
+    ends = term | trunc  # the row's last step is never shifted in below
     gamma = inputs.get("gamma_steps")
-    gamma = _number(scalars["gamma"]) if gamma is None else gamma
-    return g, _earlier(torch, _select(torch, keep, g * gamma))
+    gamma = _number(scalars["gamma"]) if gamma is None else gamma[..., :-1]
+    # gamma_t h_t one step later, selected away where step t ends or is cut (a NaN there stays
+    # out), in one fresh array that then takes vs's own cotangent: one allocation, not four.
+    total = torch.zeros_like(g)
+    torch.mul(g[..., :-1], gamma, out=total[..., 1:])
+    total[..., 1:].masked_fill_(ends[..., :-1], 0)
+    if g_vs is not None:
+        total += g_vs
+    return g, total
 
 
 def _episodic(inputs: dict, flags: dict, scalars: dict, cot: dict, reset_at_start: bool) -> dict:
