@@ -55,8 +55,12 @@ SHAPES = ((1024, 128), (65536, 128), (262144, 128), (4096, 1024))
 # whose gradients also read the forward's output and the values. vtrace_vs: V-trace's
 # targets differentiated through rewards, values and last_value, the ratios constants (the
 # fused kernel: it reads the cotangent, the flags and the ratios); vtrace: the ratios too.
+# puff_values: the puff advantage through values and rewards (PufferLib's float dones, the
+# ratios constants: fused); puff_advantage: the ratios too. retrace (the probabilities
+# constants), q_lambda (Watkins) and eligibility_traces: their fused backwards.
 BYTES_PER_STEP = {"gae": (5, 8), "gae_meta": (13, 8), "td_lambda_returns": (5, 8), "discounted_returns": (5, 4),
-                  "vtrace_vs": (9, 8), "vtrace": (21, 12), "puff_advantage": (24, 12)}
+                  "vtrace_vs": (9, 8), "vtrace": (21, 12), "puff_values": (12, 8), "puff_advantage": (24, 12),
+                  "retrace": (13, 12), "q_lambda": (6, 12), "eligibility_traces": (5, 4)}
 
 
 
@@ -91,6 +95,24 @@ def make_case(name, rows, horizon, gen):
         leaves = (r, v, lv, imp)
         fn = lambda r, v, lv, imp: puffadv.vtrace(r, v, term, last_value=lv, importance=imp, gamma=GAMMA,
                                                   pg_advantages=False, time_axis=-1).vs
+    elif name == "puff_values":
+        dones = term.float()
+        leaves = (v, r)
+        fn = lambda v, r: puffadv.compute_puff_advantage(v, r, dones, imp, gamma=GAMMA, gae_lambda=LAMBDA,
+                                                         rho_clip=1.0, c_clip=1.0)
+    elif name in ("retrace", "q_lambda"):
+        nv = torch.randn(rows, horizon, device=DEV, generator=gen)
+        leaves = (r, v, nv)
+        probs = torch.rand(rows, horizon, device=DEV, generator=gen) * 0.9 + 0.05
+        if name == "retrace":
+            fn = lambda r, q, nv: puffadv.retrace(r, q, nv, term, target_probs=probs, behaviour_probs=imp * 0.45 + 0.05,
+                                                  gamma=GAMMA, lambda_=LAMBDA, advantages=False, time_axis=-1).returns
+        else:
+            fn = lambda r, q, nv: puffadv.q_lambda(r, q, nv, term, greedy=probs > 0.3, gamma=GAMMA, lambda_=LAMBDA,
+                                                   advantages=False, time_axis=-1).returns
+    elif name == "eligibility_traces":
+        leaves = (r, lv)
+        fn = lambda x, seed: puffadv.eligibility_traces(x, term, gamma=GAMMA, lambda_=LAMBDA, seed=seed, time_axis=-1)
     elif name == "puff_advantage":
         dones = term.float()
         leaves = (v, r, imp)
