@@ -1,30 +1,30 @@
-"""The backward on the engine's own kernel: the core's `value_vjp` kind
-(src/cpu/estimators_backward.hpp, src/gpu/backward_steps.cuh) gives dL/drewards and
-dL/dvalues of GAE, TD(lambda) and discounted returns in one pass over the arrays: the
-forward's scan run forwards in time, its producer reading the cotangents and its
-epilogue writing the gradients. _vjp's formulas take some 25 elementwise passes around
-one scan for the same result (the backward ran at 10-29x the forward's time on the
-H200, 2026-12-04).
+"""The backward on the engine's own kernels: the core's `value_vjp` kind
+(src/cpu/estimators_backward.hpp, src/gpu/backward_steps.cuh), the forward's scan run
+forwards in time, its producer reading the cotangents (and the forward's importance
+ratios) and its epilogue writing dL/drewards and dL/dvalues in one pass. _vjp's
+formulas take some 25 elementwise passes around one scan for the same result (the
+backward ran at 10-29x the forward's time on the H200, 2026-12-04).
 
-Taken by eager torch backward calls in its forms: GAE (with the bootstrap pair or
-next_values) and TD(lambda) with the bootstrap pair, with or without importance
-ratios, the puff advantage (its flags shifted: _puff_shifted), V-trace (its vs on the
-kernel; the pg advantages' cotangent, where given, enters it in a few elementwise
-passes: _pg_cotangent), Retrace (GAE with next_values and the per-step lambda_t c_{t+1}:
-_retrace), Q(lambda) (_q_lambda), discounted returns, and the episodic sums (their backward is
-discounted returns of the cotangent: _episodic). With ratios the
-kernel gives e_t = rho_t a_t = dL/dr_t, which stands in for a everywhere below. Where
-gamma or lambda (numbers as tensors, or per-step arrays) want gradients, as in
-meta-gradient RL, their per-step gradients are read off the kernel's dL/d delta and the
-forward's output in a few elementwise passes, by the formulas' own functions
-(_vjp.decay_gradients, _vjp.discounted_gamma_gradient): without ratios only (with them
-the decay's gradient needs a itself, as the ratios' own gradient does).
-Everything else keeps _vjp's formulas: a gradient for the ratios, V-trace's sample_mask,
-TD(lambda) with next_values (Q(lambda)'s recursion), the other estimators; torch.compile (the formulas are
-traced and fused by inductor), torch.func transforms, and create_graph (double backward
-differentiates the formulas). The bootstrap's gradient, gamma_t (1 - terminated_t) a_t
-where V'_t is the bootstrap (next_values: every step), is read off a here: a few
-elementwise passes, only where last_value, bootstrap_values or next_values is an input.
+Taken by eager torch backward calls (applies()), estimator by estimator:
+- GAE (bootstrap pair or next_values), TD(lambda) (bootstrap pair), discounted returns,
+  with or without importance ratios; V-trace's vs, its pg advantages' cotangent entering
+  in a few elementwise passes (_pg_cotangent). With ratios the kernel gives
+  e_t = rho_t a_t = dL/dr_t, which stands in for a everywhere below.
+- the puff advantage: the same kernel in PufferLib's index convention (_puff_shifted);
+- Retrace: GAE with next_values and the per-step lambda_t c_{t+1} (_retrace);
+- Q(lambda), and TD(lambda) with next_values (its recursion): the kernel with the per-step
+  lambda_t (_q_lambda);
+- the episodic sums: discounted returns of the cotangent, on that kernel (_episodic).
+Where gamma or lambda (numbers as tensors, or per-step arrays) want gradients, as in
+meta-gradient RL, the value family without ratios reads them off the kernel's dL/d delta
+and the forward's output in a few elementwise passes, by the formulas' own functions
+(_vjp.decay_gradients, _vjp.discounted_gamma_gradient). Everything else keeps _vjp's
+formulas: a gradient for any ratio (it needs a, not rho a), decay gradients elsewhere,
+V-trace's sample_mask, n-step returns; torch.compile (the formulas are traced and fused
+by inductor), torch.func transforms, and create_graph (double backward differentiates
+the formulas). The bootstrap's gradient, gamma_t (1 - terminated_t) a_t where V'_t is
+the bootstrap (next_values: every step), is read off a here: a few elementwise passes,
+only where last_value, bootstrap_values or next_values is an input.
 """
 from __future__ import annotations
 
