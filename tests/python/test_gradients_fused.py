@@ -223,9 +223,9 @@ def test_a_loss_summed_over_the_outputs(case, time_major, monkeypatch, spy):
     assert len(spy) == 1
 
 
-@pytest.mark.parametrize("case", ["gae_bootstrap", "gae_next_values", "td_lambda_returns_last_value", "discounted_returns",
-                                  "vtrace", "gae_ratios", "puff_advantage", "retrace", "q_lambda",
-                                  "eligibility_traces"])
+@pytest.mark.parametrize("case", ["gae_bootstrap", "gae_next_values", "td_lambda_returns_last_value",
+                                  "discounted_returns", "vtrace", "gae_ratios", "puff_advantage", "retrace",
+                                  "q_lambda", "eligibility_traces"])
 def test_nan_stays_in_its_row_and_episode(case, spy):
     """A NaN in the first differentiated array (rewards; the puff advantage's values, the
     episodic sums' inputs) poisons its own row's gradients only, and never the steps of later
