@@ -130,18 +130,16 @@ def _value_family(kind: str, inputs: dict, flags: dict, scalars: dict, outputs: 
     # bootstrap pair's gamma_{t-1} a_{t-1}), and dL/dV = dL/dreturns - a is done here.
     next_values = inputs.get("next_values")
     by_kernel = kind != "discounted_returns" and next_values is None
-    arrays = {"rewards": total, "values": grad_returns if by_kernel else None, "terminated": terminated,
-              "truncated": flags.get("truncated"), "gamma_steps": gamma, "lambda_steps": inputs.get("lambda_steps")}
-    grads = {"rewards": torch.empty_like(total)}
-    if by_kernel:
-        grads["values"] = torch.empty_like(total)
     ratios = inputs.get("importance")
     clips = (1.0, 1.0, 1.0, 1.0) if ratios is None else \
         (scalars["rho_clip"], scalars["c_clip"], 1.0, scalars.get("alpha", 1.0) if kind == "vtrace" else 1.0)
-    arrays["importance"] = ratios
-    kernel = _engine.kernel("value_vjp", (_number(scalars["gamma"]), lam, *clips), time_axis=1)
-    _engine.run(kernel, "torch", {k: v for k, v in arrays.items() if v is not None},
-                {"advantages": grads["rewards"], "returns": grads.get("values")})
+    grads = {"rewards": torch.empty_like(total)}
+    if by_kernel:
+        grads["values"] = torch.empty_like(total)
+    _run_value_vjp({"rewards": total, "values": grad_returns if by_kernel else None, "terminated": terminated,
+                    "truncated": flags.get("truncated"), "gamma_steps": gamma,
+                    "lambda_steps": inputs.get("lambda_steps"), "importance": ratios},
+                   (_number(scalars["gamma"]), lam, *clips), grads["rewards"], grads.get("values"))
     if pg is not None:  # the pg target's own terms: r_t + ... - V_t, and V'_t where the row ends
         grads["rewards"] += pg
         if by_kernel:
@@ -160,6 +158,15 @@ def _value_family(kind: str, inputs: dict, flags: dict, scalars: dict, outputs: 
             if inputs.get(step_role) is not None:
                 grads[step_role] = grads.pop(role)
     return grads
+
+
+def _run_value_vjp(arrays: dict, scalars: tuple, grad_rewards, grad_values=None) -> None:
+    """The core's value_vjp on batch-major `arrays` (role -> tensor or None; the cotangent in
+    rewards'), `scalars` (gamma, lambda, rho_clip, c_clip[, rho_pg_clip, alpha]): writes
+    dL/drewards (and, where given, dL/dvalues)."""
+    kernel = _engine.kernel("value_vjp", scalars, time_axis=1)
+    _engine.run(kernel, "torch", {k: v for k, v in arrays.items() if v is not None},
+                {"advantages": grad_rewards, "returns": grad_values})
 
 
 def _pg_cotangent(inputs: dict, flags: dict, scalars: dict, outputs: dict, cot: dict):
@@ -243,21 +250,17 @@ def _q_lambda(inputs: dict, flags: dict, scalars: dict, outputs: dict, cot: dict
     greedy = flags.get("greedy")
     # lambda_t selected (not multiplied) where greedy_{t+1} is unset: a NaN lambda there stays out
     lam_t = lam if greedy is None else _select(torch, _later(torch, greedy), lam + torch.zeros_like(r))
-    adv = None
-    if any(cot.get(role) is not None for role in SUM_ROLES):
-        adv = outputs["advantages"] if outputs.get("advantages") is not None else outputs["returns"] - q
+    adv = _advantages(outputs, q) if any(cot.get(role) is not None for role in SUM_ROLES) else None
     adv_cot = _add(cot.get("advantages"), _sums_vjp(torch, adv, cot))
     total = _add(cot.get("returns"), adv_cot)
     total = torch.zeros_like(r) if total is None else _dense(total, r)
     gamma = inputs.get("gamma_steps")
     g = _number(scalars["gamma"]) if gamma is None else gamma
     per_step_lambda = isinstance(lam_t, torch.Tensor)
-    arrays = {"rewards": total, "terminated": term, "truncated": flags.get("truncated"), "gamma_steps": gamma,
-              "lambda_steps": lam_t if per_step_lambda else None}
     a = torch.empty_like(total)
-    kernel = _engine.kernel("value_vjp", (_number(scalars["gamma"]), 1.0 if per_step_lambda else lam_t, 1.0, 1.0),
-                            time_axis=1)
-    _engine.run(kernel, "torch", {k: v for k, v in arrays.items() if v is not None}, {"advantages": a})
+    _run_value_vjp({"rewards": total, "terminated": term, "truncated": flags.get("truncated"), "gamma_steps": gamma,
+                    "lambda_steps": lam_t if per_step_lambda else None},
+                   (_number(scalars["gamma"]), 1.0 if per_step_lambda else lam_t, 1.0, 1.0), a)
     cut = term | trunc | _last(torch, term)
     next_grad = torch.where(cut, _select(torch, ~term, a * g), a * g * (1 - lam_t))
     return {"rewards": a, "values": torch.zeros_like(q) if adv_cot is None else -adv_cot, "next_values": next_grad}
