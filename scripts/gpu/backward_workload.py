@@ -1,62 +1,54 @@
-"""The fused backward's kernels (the core's value_vjp kind) on every GPU traversal, for
-compute-sanitizer: GAE, TD(lambda) and discounted returns differentiated on CUDA,
-float32 and float64, batch- and time-major, scalar and per-step gamma / lambda, at
-shapes that take row groups, whole rows (flat and vector), split and long rows; each
-gradient compared with the CPU kernel's. Prints one line and exits 1 on a mismatch."""
+"""The fused backward's kernels on every GPU traversal, for compute-sanitizer: every case
+of tests/python/test_gradients_fused.py (GAE, TD(lambda), discounted returns, with and
+without importance ratios, V-trace, the puff advantage, Retrace, Q(lambda), the episodic
+sums) differentiated on CUDA at shapes that take row groups, whole rows (flat and
+vector), split and long rows, each gradient compared with the CPU's. Each case meets
+each shape once, float32 and float64, batch- and time-major, scalar and per-step
+gamma / lambda taking turns (a sanitizer run checks kernels, not the grid: that is
+the tests' work). WORKLOAD_DEVICE=cpu runs it here against itself (a smoke test of the script).
+Prints one line and exits 1 on a mismatch or a backward that missed the fused path."""
 from __future__ import annotations
 
+import itertools
+import os
 import sys
 
 import torch
 
-import puffadv
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "tests", "python"))
 
+from test_gradients_fused import CASES, EPISODIC, PUFF, _call, _grads, _vjp_fused  # noqa: E402
+
+DEVICE = os.environ.get("WORKLOAD_DEVICE", "cuda")
 SHAPES = ((19, 64), (4100, 8), (3, 4501), (3, 4500), (1024, 128), (37, 50))
 
 
-def grads(device, fn, rows, horizon, dtype, time_major, per_step, seed):
-    g = torch.Generator().manual_seed(seed)
-    shape = (horizon, rows) if time_major else (rows, horizon)
-    make = lambda: torch.randn(shape, generator=g, dtype=dtype)  # noqa: E731
-    r, v, boot, w_a, w_r = make(), make(), make(), make(), make()
-    term = torch.rand(shape, generator=g) < 0.1
-    trunc = (torch.rand(shape, generator=g) < 0.05) & ~term
-    gamma = torch.rand(shape, generator=g, dtype=dtype) if per_step else 0.97
-    lam = torch.rand(shape, generator=g, dtype=dtype) if per_step else 0.9
-    to = lambda x: x.to(device) if isinstance(x, torch.Tensor) else x  # noqa: E731
-    leaves = [to(x).requires_grad_() for x in (r, v, boot)]
-    axis = 0 if time_major else -1
-    if fn == "discounted_returns":
-        out = puffadv.discounted_returns(leaves[0], to(term), truncated=to(trunc), bootstrap_values=leaves[2],
-                                         gamma=to(gamma), time_axis=axis)
-        loss = (out.returns * to(w_r)).sum()
-        return torch.autograd.grad(loss, [leaves[0], leaves[2]])
-    call = puffadv.gae if fn == "gae" else puffadv.td_lambda_returns
-    lam_name = "gae_lambda" if fn == "gae" else "lambda_"
-    out = call(leaves[0], leaves[1], to(term), truncated=to(trunc), bootstrap_values=leaves[2], gamma=to(gamma),
-               **{lam_name: to(lam)}, advantages=True, returns=True, time_axis=axis)
-    loss = (out.advantages * to(w_a)).sum() + (out.returns * to(w_r)).sum()
-    return torch.autograd.grad(loss, leaves)
-
-
 def main() -> int:
-    bad = 0
-    runs = 0
-    for fn in ("gae", "td_lambda_returns", "discounted_returns"):
-        for dtype in (torch.float32, torch.float64):
-            for i, (rows, horizon) in enumerate(SHAPES):
-                for time_major in (False, True):
-                    per_step = (i + time_major) % 2 == 1
-                    args = (fn, rows, horizon, dtype, time_major, per_step, 100 + i)
-                    gpu, cpu = grads("cuda", *args), grads("cpu", *args)
-                    tol = 1e-4 if dtype == torch.float32 else 1e-10
-                    for a, b in zip(gpu, cpu):
-                        runs += 1
-                        if not torch.allclose(a.cpu(), b, rtol=tol, atol=tol):
-                            bad += 1
-                            print(f"MISMATCH {args}: max {float((a.cpu() - b).abs().max()):.3g}")
-    print(f"backward workload: {runs} gradients, {bad} mismatched")
-    return 1 if bad else 0
+    bad = runs = 0
+    fused = []  # the backwards the fused path computed (every case here takes it on both devices)
+    real = _vjp_fused.vjp
+    _vjp_fused.vjp = lambda *args, **kwargs: fused.append(args[0]) or real(*args, **kwargs)
+    turns = itertools.cycle(itertools.product((torch.float32, torch.float64), (False, True), (False, True)))
+    for case in sorted(CASES):
+        for seed, (rows, horizon) in enumerate(SHAPES):
+            dtype, time_major, per_step = next(turns)
+            if case in PUFF:
+                time_major = per_step = False
+            per_step = per_step and case not in EPISODIC  # their per-step decays take the formulas
+            kw = dict(seed=seed + 40, time_major=time_major, per_step=per_step, dtype=dtype, rows=rows,
+                      horizon=horizon)
+            cpu, weights = _grads(*_call(case, **kw)[:2])
+            call, leaves, names = _call(case, device=DEVICE, **kw)
+            gpu, _ = _grads(call, leaves, [w.to(DEVICE) for w in weights])
+            tol = 1e-4 if dtype == torch.float32 else 1e-10
+            for name, a, b in zip(names, gpu, cpu):
+                runs += 1
+                if not torch.allclose(a.cpu(), b, rtol=tol, atol=tol):
+                    bad += 1
+                    print(f"MISMATCH {case} {name} {kw}: max {float((a.cpu() - b).abs().max()):.3g}")
+    expected = 2 * len(CASES) * len(SHAPES)
+    print(f"backward workload: {runs} gradients, {bad} mismatched; {len(fused)} of {expected} backwards fused")
+    return 1 if bad or len(fused) != expected else 0
 
 
 if __name__ == "__main__":
