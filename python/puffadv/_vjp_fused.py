@@ -231,9 +231,16 @@ def _retrace(inputs: dict, flags: dict, scalars: dict, outputs: dict, cot: dict,
     pi, mu = inputs["target_probs"], inputs["behaviour_probs"]
     mapped = {role: x for role, x in inputs.items() if role not in ("target_probs", "behaviour_probs")}
     lam = inputs.get("lambda_steps")
-    lam = _number(scalars["lambda"]) if lam is None else lam
-    c = _clip(torch, torch.exp(pi - mu) if log_probs else pi / mu, scalars["c_clip"])[0]
-    mapped["lambda_steps"] = _later(torch, c) * lam  # c_T = 0: the row's last step is cut anyway
+    lam = _number(scalars["lambda"]) if lam is None else lam[..., :-1]
+    # c = min(c_clip, ratio) as _clip has it (a NaN ratio gives the clip), in place; then
+    # lambda_t c_{t+1} written shifted into one fresh array (c_T = 0: the row's last step
+    # is cut anyway): two fresh arrays, where there were four.
+    c = (pi - mu).exp_() if log_probs else pi / mu
+    c.masked_fill_(~(c < scalars["c_clip"]), scalars["c_clip"])
+    lam_c = torch.empty_like(c)
+    torch.mul(c[..., 1:], lam, out=lam_c[..., :-1])
+    lam_c[..., -1:] = 0
+    mapped["lambda_steps"] = lam_c
     return _value_family("gae", mapped, flags, scalars, outputs, cot, False)
 
 
@@ -249,7 +256,12 @@ def _q_lambda(inputs: dict, flags: dict, scalars: dict, outputs: dict, cot: dict
     lam = _number(scalars["lambda"]) if lam is None else lam
     greedy = flags.get("greedy")
     # lambda_t selected (not multiplied) where greedy_{t+1} is unset: a NaN lambda there stays out
-    lam_t = lam if greedy is None else _select(torch, _later(torch, greedy), lam + torch.zeros_like(r))
+    if greedy is None:
+        lam_t = lam
+    elif isinstance(lam, torch.Tensor):
+        lam_t = torch.where(_later(torch, greedy), lam, 0.0)
+    else:  # one fresh array of r's dtype (a where of two numbers would be float32)
+        lam_t = torch.zeros_like(r).masked_fill_(_later(torch, greedy), lam)
     adv = _advantages(outputs, q) if any(cot.get(role) is not None for role in SUM_ROLES) else None
     adv_cot = _add(cot.get("advantages"), _sums_vjp(torch, adv, cot))
     total = _add(cot.get("returns"), adv_cot)
@@ -261,8 +273,15 @@ def _q_lambda(inputs: dict, flags: dict, scalars: dict, outputs: dict, cot: dict
     _run_value_vjp({"rewards": total, "terminated": term, "truncated": flags.get("truncated"), "gamma_steps": gamma,
                     "lambda_steps": lam_t if per_step_lambda else None},
                    (_number(scalars["gamma"]), 1.0 if per_step_lambda else lam_t, 1.0, 1.0), a)
-    cut = term | trunc | _last(torch, term)
-    next_grad = torch.where(cut, _select(torch, ~term, a * g), a * g * (1 - lam_t))
+    # next_values: gamma_t a_t (1 - lambda_t) inside the trace; where it is cut (an end, the
+    # row's last step) gamma_t a_t, 0 at a termination (selected: a NaN there stays out).
+    # Three fresh arrays (a pass and a first touch each), where there were seven.
+    cut = term | trunc
+    if cut.shape[-1] > 0:
+        cut[..., -1] = True
+    ag = a * g
+    mixed = ag * (1 - lam_t)
+    next_grad = torch.where(cut, ag.masked_fill_(term, 0), mixed)
     return {"rewards": a, "values": torch.zeros_like(q) if adv_cot is None else -adv_cot, "next_values": next_grad}
 
 
