@@ -17,6 +17,7 @@ from typing import Callable, NamedTuple
 import torch
 
 from . import _eager, _frameworks, _shapes, _vjp, _vjp_fused
+from ._vjp_parts import not_done_next, puff_dones
 from ._estimators import ESTIMATORS, FLAG_ROLES, OUTPUT_ROLES, PUFF_ADVANTAGE, STEP_ROLES, SUM_ROLES, Estimate
 
 _SERIES = ("advantages", "returns")
@@ -68,8 +69,10 @@ def gradients(plan: Plan, arrays: dict, tensor_scalars: dict, outputs: dict, cot
     series = [outputs[r] for r in _SERIES if outputs.get(r) is not None]
     compute = series[0].dtype
     inputs = {role: _as(_batch_major(x, tm), compute) for role, x in arrays.items() if role not in FLAG_ROLES}
+    # The puff advantage's float dones are numbers, as its forward uses them (puff_dones, below).
+    arithmetic_dones = plan.kind == "puff_advantage" and arrays["terminated"].is_floating_point()
     flags = {role: _batch_major(x, tm) if x.dtype == torch.bool else _batch_major(x, tm) != 0
-             for role, x in arrays.items() if role in FLAG_ROLES}
+             for role, x in arrays.items() if role in FLAG_ROLES and not (arithmetic_dones and role == "terminated")}
     scalars = {**plan.scalars, **tensor_scalars}
     outs = {role: _batch_major(outputs.get(role), tm) for role in _SERIES}
     cots = {role: None if g is None else _as(_batch_major(g, tm) if role in _SERIES else g, compute)
@@ -79,12 +82,17 @@ def gradients(plan: Plan, arrays: dict, tensor_scalars: dict, outputs: dict, cot
     asked = [role for role in (*tensor_scalars, *STEP_ROLES.values())
              if (role in tensor_scalars or arrays.get(role) is not None) and (needed is None or role in needed)]
     decays = len(asked) > 0
+    if arithmetic_dones:  # bool and uint8 dones are 0 or 1: flags
+        dones = _as(_batch_major(arrays["terminated"], tm), compute)
+        flags["terminated"], inputs["gamma_steps"] = puff_dones(torch, dones, scalars["gamma"])
     if _vjp_fused.applies(plan.kind, inputs, outs, cots, needed, decays):  # the engine's own backward kernel
         grads = _vjp_fused.vjp(plan.kind, inputs, flags, scalars, outs, cots, decays=decays,
                                reset_at_start=plan.reset_at_start, log_probs=plan.log_probs)
     else:
         grads = _vjp.vjp(torch, plan.kind, inputs, flags, scalars, outs, cots, n=plan.n,
                          log_probs=plan.log_probs, reset_at_start=plan.reset_at_start, scalar_gradients=decays)
+    if arithmetic_dones and "gamma_steps" in grads:  # gamma_t = gamma (1 - dones_{t+1})
+        grads["gamma"] = grads.pop("gamma_steps") * not_done_next(torch, dones)
     result = {}
     for role, x in arrays.items():
         if role in FLAG_ROLES:

@@ -130,6 +130,27 @@ class _Bootstrap:
             grads["last_value"] = at_end.sum(-1)
 
 
+def puff_dones(xp, dones, gamma):
+    """The puff advantage's float dones as its backwards read them. Its forward uses them
+    arithmetically, as PufferLib does (gamma (1 - dones_{t+1}) in both the TD term and the
+    trace), so a backward that read them as flags (non-zero: done) gave a wrong gradient
+    for a fractional done. Here a done of exactly 1 stays a flag (selected away: a NaN
+    beyond it stays out, as before) and every value scales gamma_t = gamma (1 -
+    dones_{t+1}), the per-step gamma at step t in the puff advantage's own index, which
+    both backwards read. Returns (flags, gamma_t)."""
+    if hasattr(dones, "mul_"):  # torch: gamma_t made in one fresh array (each costs a first touch)
+        steps = xp.empty_like(dones)
+        xp.sub(1, dones[..., 1:], out=steps[..., :-1])
+        steps[..., -1:] = 1
+        return dones == 1, steps.mul_(gamma)
+    return dones == 1, gamma * not_done_next(xp, dones)
+
+
+def not_done_next(xp, dones):
+    """1 - dones_{t+1} (1 after the row's last step): d gamma_t / d gamma in puff_dones."""
+    return 1 - _later(xp, dones)
+
+
 def _flags(xp, f, like):
     return tuple(xp.zeros_like(like, dtype=bool) if f.get(role) is None else f[role]
                  for role in ("terminated", "truncated"))

@@ -46,6 +46,7 @@ from ._jax_family import (discounted_returns, eligibility_traces, episodic_cumsu
                           retrace, td_lambda_returns, vtrace)
 from ._jax_recurrence import linear_recurrence
 from ._jax_sharding import RowwiseCall, result_type
+from ._vjp_parts import puff_dones
 
 if not hasattr(_core, "jax_ffi_targets"):
     raise ImportError(
@@ -89,9 +90,11 @@ def _puff_advantage_fwd(values, rewards, dones, importance, gamma, gae_lambda, r
 
 def _puff_advantage_bwd(gamma, gae_lambda, rho_clip, c_clip, residuals, cotangent):
     values, rewards, dones, importance, advantages = residuals
-    grads = _vjp.vjp(jnp, "puff_advantage", {"values": values, "rewards": rewards, "importance": importance},
-                     {"terminated": dones != 0}, {"gamma": gamma, "lambda": gae_lambda, "rho_clip": rho_clip,
-                                                  "c_clip": c_clip, "rho_pg_clip": 1.0},
+    flags, gamma_steps = puff_dones(jnp, dones, gamma)  # dones used arithmetically, as the forward does
+    grads = _vjp.vjp(jnp, "puff_advantage", {"values": values, "rewards": rewards, "importance": importance,
+                                             "gamma_steps": gamma_steps},
+                     {"terminated": flags}, {"gamma": gamma, "lambda": gae_lambda, "rho_clip": rho_clip,
+                                             "c_clip": c_clip, "rho_pg_clip": 1.0},
                      {"advantages": advantages}, {"advantages": cotangent})
     return (grads["values"].astype(values.dtype), grads["rewards"].astype(rewards.dtype), jnp.zeros_like(dones),
             grads["importance"].astype(importance.dtype))

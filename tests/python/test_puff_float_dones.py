@@ -56,3 +56,55 @@ def test_bool_and_uint8_dones_are_zero_or_one():
     want = puffadv.compute_puff_advantage(v, r, flags.astype(np.float32), imp, None, *SCALARS)
     for as_flags in (flags, flags.astype(np.uint8) * 7):
         np.testing.assert_array_equal(puffadv.compute_puff_advantage(v, r, as_flags, imp, None, *SCALARS), want)
+
+
+# The gradients (issue 30) follow the forward: a backward that read the dones as flags
+# (non-zero: done) gave a wrong gradient wherever a done was neither 0 nor 1.
+def _small_inputs(seed=5):
+    rng = np.random.default_rng(seed)
+    values, rewards = rng.standard_normal((2, 3, 9))
+    dones = rng.choice(np.array([0, 0, 1, 0.5, 2, -1, 0.25]), size=(3, 9))
+    dones[:, 0], dones[:, -1], dones[0, 4] = 1, 0.5, 1  # ends at the first and last steps
+    return values, rewards, dones, rng.uniform(0.5, 1.5, (3, 9))
+
+
+@pytest.mark.parametrize("differentiated", ["values_rewards", "with_importance", "with_gamma"])
+def test_torch_gradients_use_float_dones_as_numbers(differentiated, monkeypatch):
+    """gradcheck of the Python API and of torch.ops.puffadv.puff_advantage in float64; the
+    ratios constant take the fused kernel, ratios or gamma that require grad the formulas."""
+    torch = pytest.importorskip("torch")
+    importlib.import_module("puffadv.torch")
+    from puffadv import _vjp_fused
+    fused = []
+    real = _vjp_fused.vjp
+    monkeypatch.setattr(_vjp_fused, "vjp", lambda *a, **k: fused.append(a[0]) or real(*a, **k))
+    v, r, d, imp = (torch.tensor(x) for x in _small_inputs())
+    leaves = [v.requires_grad_(), r.requires_grad_()]
+    if differentiated == "with_importance":
+        leaves.append(imp.requires_grad_())
+    gamma = torch.tensor(0.95, dtype=torch.float64, requires_grad=differentiated == "with_gamma")
+    if differentiated == "with_gamma":
+        leaves.append(gamma)
+
+    def api(v, r, *rest):
+        return puffadv.compute_puff_advantage(v, r, d, imp, gamma=gamma, gae_lambda=0.9, rho_clip=1.1, c_clip=0.95)
+
+    def operator(v, r, *rest):
+        return torch.ops.puffadv.puff_advantage(v, r, d, imp, float(gamma), 0.9, 1.1, 0.95)
+
+    assert torch.autograd.gradcheck(api, tuple(leaves), eps=1e-6, atol=1e-8)
+    if differentiated != "with_gamma":  # the operator's gamma is a number
+        assert torch.autograd.gradcheck(operator, tuple(leaves), eps=1e-6, atol=1e-8)
+    assert (len(fused) > 0) == (differentiated == "values_rewards")
+
+
+def test_jax_gradients_use_float_dones_as_numbers():
+    jax = pytest.importorskip("jax")
+    pj = importlib.import_module("puffadv.jax")
+    from jax.test_util import check_grads
+    from jax_cases import _x64
+    with _x64():  # float64: finite differences fine enough
+        v, r, d, imp = (jax.numpy.asarray(x) for x in _small_inputs())
+        assert v.dtype == np.float64
+        check_grads(lambda v, r, imp: pj.compute_puff_advantage(v, r, d, imp, 0.95, 0.9, 1.1, 0.95), (v, r, imp),
+                    order=1, modes=["rev"], eps=1e-6)
