@@ -139,9 +139,8 @@ def puff_dones(xp, dones, gamma):
     dones_{t+1}), the per-step gamma at step t in the puff advantage's own index, which
     both backwards read. Returns (flags, gamma_t)."""
     if hasattr(dones, "mul_"):  # torch: gamma_t made in one fresh array (each costs a first touch)
-        steps = xp.empty_like(dones)
-        xp.sub(1, dones[..., 1:], out=steps[..., :-1])
-        steps[..., -1:] = 1
+        steps = xp.ones_like(dones)  # in place on a view, not out= (which torch.compile refuses)
+        steps[..., :-1].sub_(dones[..., 1:])
         return dones == 1, steps.mul_(gamma)
     return dones == 1, gamma * not_done_next(xp, dones)
 
