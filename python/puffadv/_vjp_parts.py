@@ -138,10 +138,13 @@ def puff_dones(xp, dones, gamma):
     beyond it stays out, as before) and every value scales gamma_t = gamma (1 -
     dones_{t+1}), the per-step gamma at step t in the puff advantage's own index, which
     both backwards read. Returns (flags, gamma_t)."""
-    if hasattr(dones, "mul_"):  # torch: gamma_t made in one fresh array (each costs a first touch)
-        steps = xp.ones_like(dones)  # in place on a view, not out= (which torch.compile refuses)
-        steps[..., :-1].sub_(dones[..., 1:])
-        return dones == 1, steps.mul_(gamma)
+    if hasattr(dones, "mul_") and not hasattr(gamma, "mul_"):
+        # torch, gamma a number: gamma - gamma dones_{t+1} in one fresh array and two passes
+        # (each fresh array costs a first touch); in place on a view, not with out= (which
+        # torch.compile refuses). 0 and 1 give gamma and 0 exactly.
+        steps = xp.full_like(dones, gamma)
+        steps[..., :-1].add_(dones[..., 1:], alpha=-gamma)
+        return dones == 1, steps
     return dones == 1, gamma * not_done_next(xp, dones)
 
 
