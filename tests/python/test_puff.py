@@ -30,7 +30,12 @@ def test_matches_reference(target, rng, dtype, shape):
     inputs = random_puff_inputs(rng, *shape, dtype)
     out = run(target, inputs, dtype, **PARAMS)
     assert np.isfinite(out).all()
-    assert relative_error(out, reference.puff_advantage(*inputs, **PARAMS)) <= TOLERANCE[np.dtype(dtype)]
+    want = reference.puff_advantage(*inputs, **PARAMS)
+    # Against the norm of the values too: a (1, 2) call's one advantage is one TD error,
+    # r_1 + gamma V_1 - V_0, whose terms can cancel to ~1e-3 of themselves, and float32
+    # rounding of those terms then exceeded 1e-5 of the result (a CI seed, 2026-12-05).
+    scale = max(np.linalg.norm(want), np.linalg.norm(inputs[0].astype(np.float64)))
+    assert np.linalg.norm(out.astype(np.float64) - want) / scale <= TOLERANCE[np.dtype(dtype)]
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
