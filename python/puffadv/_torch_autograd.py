@@ -69,7 +69,6 @@ def gradients(plan: Plan, arrays: dict, tensor_scalars: dict, outputs: dict, cot
     series = [outputs[r] for r in _SERIES if outputs.get(r) is not None]
     compute = series[0].dtype
     inputs = {role: _as(_batch_major(x, tm), compute) for role, x in arrays.items() if role not in FLAG_ROLES}
-    # The puff advantage's float dones are numbers, as its forward uses them (puff_dones, below).
     arithmetic_dones = plan.kind == "puff_advantage" and arrays["terminated"].is_floating_point()
     flags = {role: _batch_major(x, tm) if x.dtype == torch.bool else _batch_major(x, tm) != 0
              for role, x in arrays.items() if role in FLAG_ROLES and not (arithmetic_dones and role == "terminated")}
@@ -82,7 +81,7 @@ def gradients(plan: Plan, arrays: dict, tensor_scalars: dict, outputs: dict, cot
     asked = [role for role in (*tensor_scalars, *STEP_ROLES.values())
              if (role in tensor_scalars or arrays.get(role) is not None) and (needed is None or role in needed)]
     decays = len(asked) > 0
-    if arithmetic_dones:  # bool and uint8 dones are 0 or 1: flags
+    if arithmetic_dones:  # the puff advantage's float dones are numbers, as in its forward (bool/uint8: flags)
         dones = _as(_batch_major(arrays["terminated"], tm), compute)
         flags["terminated"], inputs["gamma_steps"] = puff_dones(torch, dones, scalars["gamma"])
     if _vjp_fused.applies(plan.kind, inputs, outs, cots, needed, decays):  # the engine's own backward kernel
