@@ -5,10 +5,10 @@ time-major result is first checked against the batch-major one.
 
     python benchmarks/bench_cpu_few_rows.py [--shapes TxB,...] [--reps 200] [--rounds 5] [--dtype float64]
 
-Time-major calls of 2, 4 or 8 rows are walked interleaved (W / N steps of every
-row per vector), those of more rows than a vector's lanes up to kMostFlatRows as
-one flat row; the others of fewer than 16 rows along time through lines gathered
-from the strided rows, the rest across rows (src/cpu/engine_run.hpp). Run it
+Time-major calls of fewer rows than a vector's lanes are walked interleaved (W / N
+steps of every row per vector; where N does not divide W, 3, 5, 6 or 7 of float32's
+8 lanes, the lanes' rows move from block to block), those of more rows up to
+kMostFlatRows as one flat row, the rest across rows (src/cpu/engine_run.hpp). Run it
 against an older build (PYTHONPATH) for a before column.
 """
 from __future__ import annotations

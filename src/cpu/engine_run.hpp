@@ -31,9 +31,9 @@ inline layout layout_of(const arrays& a) {
 
 /// Rows across which a call is too narrow to walk: time-major calls of fewer rows
 /// (SB3's and CleanRL's few environments) fill only that many of a vector's lanes.
-/// Most are walked interleaved (interleaved_rows_of); the rest (3, 5, 6 or 7 rows
-/// in float32, 3 in float64, other dtypes, views whose steps are not `rows` apart,
-/// n_step_returns) along time through converted lines (each row gathered into a
+/// Most are walked interleaved (interleaved_rows_of); the rest (other dtypes,
+/// views whose steps are not `rows` apart, row sums, n_step_returns) along time
+/// through converted lines (each row gathered into a
 /// line, engine_sources.hpp): float32 GAE, time-major, this 2-core machine,
 /// 2026-12-04, across rows -> gathered: 2048x4 97 -> 20 us, 2048x15 115 -> 92.
 constexpr std::int64_t kFewRowsAcross = 16;
@@ -46,8 +46,8 @@ inline bool too_few_rows_across(const arrays& a) { return a.rows < kFewRowsAcros
 constexpr std::int64_t kMostFlatRows = 32;
 
 /// N where a time-major call of N rows is walked interleaved, each vector full
-/// (SB3's and CleanRL's few environments): N dividing a vector's W lanes
-/// (along_time<N>: W / N steps of every row per vector), or W < N <=
+/// (SB3's and CleanRL's few environments): N < W (along_time<N>: W / N steps of
+/// every row per vector; along_time<0> where N does not divide W), or W < N <=
 /// kMostFlatRows (flat_rows: the call as one flat row, each lane's step beside it
 /// N lanes away); every line's rows adjacent and its steps N apart, no row sums;
 /// else 0. (n_step_returns has neither walk: it gathers the calls of fewer than
@@ -56,7 +56,7 @@ template <typename C>
 int interleaved_rows_of(const arrays& a) {
     static_assert((kMostFlatRows / W<C> + 2) * W<C> <= kFlatRing, "flat_rows' ring holds q + 2 vectors");
     const bool flat = a.rows > W<C> && a.rows <= kMostFlatRows;
-    if (a.horizon <= 1 || a.rows < 2 || !(flat || W<C> % a.rows == 0) || wants_sums(a)) return 0;
+    if (a.horizon <= 1 || a.rows < 2 || !(flat || a.rows <= W<C>) || wants_sums(a)) return 0;
     for (int k = 0; k < role_count; ++k) {
         const view& v = a.by_role[k];
         if (v.present && is_line(role(k)) && (v.row_stride != 1 || v.col_stride != a.rows)) return 0;
@@ -187,6 +187,7 @@ void run_engine(const P& p, const arrays& a, bool arithmetic_dones = false, bool
         if constexpr (W<C> == 8) {
             if (n == 8) along_time<8>(p, a, source, 0, 1);
         }
+        if (n < W<C> && W<C> % n != 0) along_time<0>(p, a, source, 0, 1);  // the lanes' rows move
         if (n > W<C>) flat_rows(p, a, source);
         return;
     }

@@ -11,7 +11,7 @@
 //   - across_rows: row-adjacent data (time-major [T, B]): a block of rows steps
 //     through time together, W rows per vector, each lane its own recurrence
 //     with the carries in a scratch line; no scan is needed.
-//   - along_time<N>, flat_rows: time-major calls of N rows, few (N dividing W, or
+//   - along_time<N>, flat_rows: time-major calls of N rows, few (N < W, or
 //     W < N <= kMostFlatRows), walked as one row with each lane's step beside it
 //     N lanes away. Lines come through a source (engine_sources.hpp): the call's
 //     memory or converted copies. run_engine (engine_run.hpp) picks the walk and
@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "cpu/engine_sources.hpp"
+#include "cpu/interleaved_moves.hpp"
 
 namespace puffadv::detail::engine {
 
@@ -38,15 +39,15 @@ namespace puffadv::detail::engine {
 // never share memory with inputs (check_output), and a source loads a row's
 // lines again at each row(), so the row's inputs are still there.
 
-// S from the carries one step at a time (lane i's carry in carry[i]; N rows
-// interleaved: a lane's step beside it is N lanes away). Out of line (rare); scalars
+// S from the carries one step at a time (lane i's carry in carry[i]; n rows
+// interleaved: a lane's step beside it is n lanes away). Out of line (rare); scalars
 // and pointers only: a 32-byte vector passed out of line breaks between the clones
 // (cpu_scan.hpp).
-template <bool kForward, int N, typename C>
-__attribute__((noinline, cold)) void stepwise(const C* delta, const C* decay, const C* carry, C* s) {
+template <bool kForward, typename C>
+__attribute__((noinline, cold)) void stepwise(const C* delta, const C* decay, const C* carry, C* s, int n) {
     for (int j = 0; j < W<C>; ++j) {
         const int i = kForward ? j : W<C> - 1 - j;
-        const C before = kForward ? (i >= N ? s[i - N] : carry[i]) : (i + N < W<C> ? s[i + N] : carry[i]);
+        const C before = kForward ? (i >= n ? s[i - n] : carry[i]) : (i + n < W<C> ? s[i + n] : carry[i]);
         s[i] = delta[i] + decay[i] * before;
     }
 }
@@ -72,36 +73,42 @@ PUFF_SIMD_INLINE void store_outputs(const Lanes& lanes, const outputs<C>& out) {
 
 // One block of W steps of a row (N rows interleaved: W / N steps of N rows);
 // `chained` is the carry from the block scanned before (S_{t+W} backwards,
-// S_{t-1} forwards; per row, repeated), then this block's.
+// S_{t-1} forwards; per row, repeated; N = 0: that block's S as it is), then this block's.
 template <bool kEdge, bool kStepwise, int N, typename P>
 PUFF_SIMD_INLINE void time_block(const P& p, const arrays& a, const lines& row_lines, std::int64_t row,
                                  std::int64_t t, std::int64_t horizon, bool stream, V<typename P::scalar>& chained,
-                                 simd::double_sums* sums, bad_step& bad) {
+                                 simd::double_sums* sums, bad_step& bad,
+                                 const moves_of<N, typename P::scalar>& moves) {
     using C = typename P::scalar;
-    const time_lanes<C, kEdge, N> lanes{a, row_lines, row, t, horizon, stream, bad};
+    const time_lanes<C, kEdge, N> lanes{a, row_lines, row, t, horizon, stream, bad, N == 0 ? int(a.rows) : 0};
     auto step = produce_step<kEdge>(p, lanes);
     alignas(32) C d[W<C>], k[W<C>];
     if constexpr (kStepwise) simd::store<C>(d, step.delta), simd::store<C>(k, step.decay);
-    V<C> s, later;
-    if constexpr (P::kForward) {
+    V<C> s, later, carried = chained;
+    if constexpr (N == 0) {
+        carried = moves.carry(chained);
+        moves.scan(step.delta, step.decay);
+    } else if constexpr (P::kForward) {
         simd::forward_scan<C, N>(step.delta, step.decay);
-        s = step.delta + step.decay * chained;
     } else {
         simd::reverse_scan<C, N>(step.delta, step.decay);
-        s = step.delta + step.decay * chained;
     }
+    s = step.delta + step.decay * carried;
     if constexpr (kStepwise) {
         // A finite scanned lane is right (a non-finite value never leaves a composition);
         // the others take the step-by-step value. A row's finite blocks stay bitwise those
         // of the first pass.
         if (!simd::all_finite<C>(s)) {
             alignas(32) C x[W<C>], carry[W<C>];
-            simd::store<C>(carry, chained);
-            stepwise<P::kForward, N, C>(d, k, carry, x);
+            simd::store<C>(carry, carried);
+            stepwise<P::kForward, C>(d, k, carry, x, lanes.rows());
             s = (s - s) == V<C>{} ? s : simd::load<C>(x);
         }
     }
-    if constexpr (P::kForward) {
+    if constexpr (N == 0) {
+        later = moves.later(s, chained);
+        chained = s;
+    } else if constexpr (P::kForward) {
         later = simd::shift_in_earlier<C, N>(s, chained);  // S_{t-1} .. S_{t+W-2}: the step scanned before
         chained = simd::tile_last<N, C>(s);
     } else {
@@ -114,39 +121,62 @@ PUFF_SIMD_INLINE void time_block(const P& p, const arrays& a, const lines& row_l
     if (sums) sums->add(out.advantages);
 }
 
-// One row with its sums, its lines from `source`; returns the final carry. N > 1:
-// the call's N rows interleaved (along_time<N>), `row` 0, no sums.
+// One row with its sums, its lines from `source`; returns a vector with a non-finite
+// lane where a step's S was not finite. N > 1 (or 0: a.rows, not dividing W): the
+// call's rows interleaved (along_time<N>), `row` 0, no sums.
 template <bool kStepwise, int N = 1, typename P, typename Source>
 PUFF_SIMD_INLINE V<typename P::scalar> whole_row(const P& p, const arrays& a, Source& source, std::int64_t row,
                                                  bool stream, bool want_sums, bad_step& bad) {
     using C = typename P::scalar;
-    const std::int64_t T = a.horizon * N;
+    const int n = N == 0 ? static_cast<int>(a.rows) : N;
+    const std::int64_t T = a.horizon * n;
+    const std::int64_t top = T - (T - 1) % W<C> - 1;  // the block that holds the last step
     simd::double_sums sums;
     simd::double_sums* sums_or_null = want_sums ? &sums : nullptr;
+    const moves_of<N, C> moves = moves_for<N, C>(n, P::kForward);
     V<C> chained;
     if constexpr (N == 1) {
         chained = simd::splat<C>(p.seed(row));  // one read of the seed (the episodic kinds' last_value)
-    } else {
+    } else if constexpr (N > 1) {
         alignas(32) C seeds[W<C>];
         for (int i = 0; i < W<C>; ++i) seeds[i] = p.seed(row + i % N);  // each lane its row's
         chained = simd::load<C>(seeds);
+    } else {  // the block beside the first scanned, each lane its flattened position's row's seed
+        alignas(32) C seeds[W<C>];
+        const std::int64_t beside = P::kForward ? -W<C> : top + W<C>;
+        for (int i = 0; i < W<C>; ++i) seeds[i] = p.seed(((beside + i) % n + n) % n);
+        chained = simd::load<C>(seeds);
     }
+    // N = 0: a row's last scanned step may lie in the block before the last (a block
+    // holds steps of rows that change), so both blocks' S are kept for the check.
+    V<C> before_last = V<C>{};
     const lines row_lines = source.row(row);
-#define PUFF_BLOCK(kEdge, t) \
-    time_block<kEdge, kStepwise, N>(p, a, row_lines, row, t, T, stream, chained, sums_or_null, bad)
+#define PUFF_BLOCK(kEdge, t)                                                                             \
+    {                                                                                                    \
+        if constexpr (N == 0) before_last = chained;                                                     \
+        time_block<kEdge, kStepwise, N>(p, a, row_lines, row, t, T, stream, chained, sums_or_null, bad, moves); \
+    }
+    // N = 0: the block below the top may hold last steps too, and read past the end
+    // (dt = +1, n lanes on): it takes the edge path as well.
+    // (No lambda: it would not be compiled for the clone's target.)
+    const std::int64_t plain_up_to = T - W<C> - n;
     if (T > 0 && P::kForward) {
         // The first block reads before the row (dt = -1), the last one may pass its end.
         const std::int64_t last = (T - 1) / W<C> * W<C>;
         PUFF_BLOCK(true, 0);
         if (last > 0) {
-            for (std::int64_t t = W<C>; t < last; t += W<C>) PUFF_BLOCK(false, t);
+            for (std::int64_t t = W<C>; t < last; t += W<C>) {
+                if (N == 0 && t > plain_up_to) PUFF_BLOCK(true, t) else PUFF_BLOCK(false, t)
+            }
             PUFF_BLOCK(true, last);
         }
     } else if (T > 0) {
         // The top block holds the row's last step (and reads past it, dt = +1).
-        std::int64_t t = T - (T - 1) % W<C> - 1;
+        std::int64_t t = top;
         PUFF_BLOCK(true, t);
-        for (t -= W<C>; t >= 0; t -= W<C>) PUFF_BLOCK(false, t);
+        for (t -= W<C>; t >= 0; t -= W<C>) {
+            if (N == 0 && t > plain_up_to) PUFF_BLOCK(true, t) else PUFF_BLOCK(false, t)
+        }
     }
 #undef PUFF_BLOCK
     source.row_done(row);
@@ -155,7 +185,7 @@ PUFF_SIMD_INLINE V<typename P::scalar> whole_row(const P& p, const arrays& a, So
         sums.total_into(totals);
         write_sums(a, row, totals);
     }
-    return chained;
+    return N == 0 ? chained + before_last : chained;
 }
 
 /// Rows [first, first + count), each row's steps adjacent in the source's lines.
@@ -163,7 +193,9 @@ PUFF_SIMD_INLINE V<typename P::scalar> whole_row(const P& p, const arrays& a, So
 /// apart, no sums; first 0, count 1), its memory read as one row whose lanes hold
 /// W / N steps of the N rows, so that each vector is full and each row's carry
 /// stays in its lanes (across_rows filled N of W lanes, and loaded and stored the
-/// carries every step). SB3's and CleanRL's few environments.
+/// carries every step). SB3's and CleanRL's few environments. N = 0: the same
+/// for a.rows rows that do not divide W (3, 5, 6, 7 of 8 lanes; 3 of 4), whose
+/// carries move between lanes from block to block (interleaved_moves).
 template <int N = 1, typename P, typename Source>
 PUFF_SIMD_CLONES bad_step along_time(const P& producer, const arrays& a, Source& source, std::int64_t first,
                                      int count) {

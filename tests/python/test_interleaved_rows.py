@@ -1,9 +1,10 @@
 """Time-major calls of few rows (SB3's and CleanRL's few environments, issue 33) are
-walked interleaved on the CPU (src/cpu/engine_traversals.hpp): 2, 4 or 8 rows with W / N
-steps of every row in each vector, the scan stepping N lanes at a time
-(interleaved_rows); more rows than a vector's lanes, up to kMostFlatRows, as one flat
-row whose lanes' steps beside them lie a vector or more away (flat_rows); 3, 6 and 7
-rows (and 5 in float32) are gathered, 5 is flat in float64. Every estimator there gives the batch-major
+walked interleaved on the CPU (src/cpu/engine_traversals.hpp): fewer rows than a
+vector's lanes with W / N steps of every row in each vector, the scan stepping N lanes at
+a time (along_time<N> where N divides W; along_time<0> where it does not, 3, 5, 6 and 7
+rows of float32's 8 lanes, 3 of float64's 4, whose lanes' rows change from block to
+block); more rows than a vector's lanes, up to kMostFlatRows, as one flat row whose
+lanes' steps beside them lie a vector or more away (flat_rows). Every estimator there gives the batch-major
 call's numbers and the float64 reference's: outputs poisoned first, episode ends at
 the first and last steps, horizons whose last block is partial, whole or a single
 step, flags of one byte and of the floats' type, per-step gamma and lambda,
