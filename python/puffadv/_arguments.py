@@ -129,15 +129,30 @@ def is_per_step(value) -> bool:
     return not isinstance(value, numbers.Real) and getattr(value, "ndim", 0) not in (0, None)
 
 
+def read_on_device(value, rewards) -> bool:
+    """A gamma or lambda that is a 0-d torch tensor on the GPU that holds the rewards, of
+    their dtype: read there, as a per-step array that broadcasts it (a view, no copy).
+    float() of it would wait for the GPU, a synchronisation that CUDA-graph capture
+    refuses, in every meta-gradient step that keeps gamma on the GPU."""
+    if type(value) is float or _frameworks.framework_of(value) != "torch" or value.ndim != 0:
+        return False
+    return (_frameworks.framework_of(rewards) == "torch" and value.device == rewards.device
+            and value.device.type != "cpu" and not value.is_meta and value.dtype == rewards.dtype)
+
+
 def with_steps(call: Call, shape: "Layout") -> Call:
     """`call` with its gamma and lambda arrays (is_per_step) moved from the scalars to the
-    input roles of STEP_ROLES; the scalar is then 1.0 (not read). Unchanged when both are
-    scalars, the common case."""
+    input roles of STEP_ROLES, a 0-d GPU tensor (read_on_device) broadcast to the rewards'
+    shape; the scalar is then 1.0 (not read). Unchanged when both are numbers, the common case."""
     scalars = call.scalars
-    if not (is_per_step(scalars["gamma"]) or is_per_step(scalars["lambda"])):
+    rewards = call.arrays.get("rewards")
+    on_device = {role for role, name in shape.scalars[:2]
+                 if name is not None and read_on_device(scalars[role], rewards)}
+    if not (on_device or is_per_step(scalars["gamma"]) or is_per_step(scalars["lambda"])):
         return call
-    steps = {STEP_ROLES[role]: scalars[role] for role, name in shape.scalars[:2]  # gamma, lambda
-             if name is not None and is_per_step(scalars[role])}
+    steps = {STEP_ROLES[role]: scalars[role].expand(rewards.shape) if role in on_device else scalars[role]
+             for role, name in shape.scalars[:2]  # gamma, lambda
+             if name is not None and (role in on_device or is_per_step(scalars[role]))}
     scalars = {role: 1.0 if STEP_ROLES.get(role) in steps else value for role, value in scalars.items()}
     return add_steps(call._replace(scalars=scalars), steps, shape)
 

@@ -2,7 +2,7 @@
 which the C++ kernels are built (src/torch/), cannot express. Registered by
 puffadv.torch right after it loads the library:
 
-- Autograd: every functional op's graph (_torch_autograd, backward from _vjp); a
+- Autograd: every functional op's graph (_torch_op_autograd, backward from _vjp); a
   fallthrough for PufferLib's in-place op, whose BackendSelect kernel refuses inputs
   that require grad under grad mode;
 - BackendSelect, the one key below autograd that every eager call passes
@@ -22,7 +22,7 @@ import warnings
 
 import torch
 
-from . import _core, _fallback, _torch_autograd, _torch_conventions, _torch_refusals, _torch_rules
+from . import _core, _fallback, _torch_conventions, _torch_op_autograd, _torch_refusals, _torch_rules
 from ._estimators import PUFF_ADVANTAGE
 
 _PUFF_NAMES = tuple(PUFF_ADVANTAGE.names().values())[:5]  # values, rewards, dones, importance, advantages
@@ -172,9 +172,9 @@ def register(lib: torch.library.Library) -> None:
         op = getattr(torch.ops.puffadv, name).default
         lib.impl(name, functools.partial(_run_kernel, op), "BackendSelect", with_keyset=True)
     # The in-place schema op records no graph, as PufferLib's (its BackendSelect kernel warns
-    # once when an input requires grad); every functional op differentiates (_torch_autograd).
+    # once when an input requires grad); every functional op differentiates (_torch_op_autograd).
     lib.impl("compute_puff_advantage", torch.library.fallthrough_kernel, "Autograd")
-    _torch_autograd.register(lib, _FUNCTIONAL, _run_kernel)
+    _torch_op_autograd.register(lib, _FUNCTIONAL, _run_kernel)
     # Sparse, quantized, nested tensors and calls without a tensor: a TypeError naming the argument.
     _torch_refusals.register(lib, ("compute_puff_advantage", *_FUNCTIONAL))
     lib.impl("compute_puff_advantage", refuse_negative_views, "Negative")

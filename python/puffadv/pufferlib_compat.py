@@ -204,7 +204,7 @@ def _eager_kernel(op):
     rules and kernel, reached without dispatching that operator from the top again (a
     second Python kernel per call). Tensors with keys of their own below autograd (fake,
     functional, negative, conjugate) take puffadv's operator from the top, as the composite."""
-    from ._torch_autograd import KEYS_BETWEEN_AUTOGRAD_AND_BACKEND_SELECT as between
+    from ._torch_op_autograd import KEYS_BETWEEN_AUTOGRAD_AND_BACKEND_SELECT as between
     from ._torch_kernels import compute_puff_advantage_writes
 
     def kernel(keyset, *args):

@@ -64,9 +64,9 @@ def test_cuda_gradients_equal_the_cpu(case):
 
 
 def _graph_calls(device):
-    """name -> (call(*leaves) -> outputs, leaves): gamma and lambda numbers or per-step
-    arrays (a 0-d CUDA tensor is read as a number by the forward, a synchronisation that
-    capture refuses)."""
+    """name -> (call(*leaves) -> outputs, leaves): gamma and lambda numbers, per-step arrays
+    or 0-d tensors on the GPU (read there as per-step arrays that broadcast them: float()
+    would synchronise, which capture refuses)."""
     e = {k: torch.tensor(v, device=device) for k, v in episode_arrays(7, 64, 32).items()}
     term, trunc = e["terminated"], e["truncated"]
     leaf = lambda name: e[name].clone().requires_grad_()  # noqa: E731
@@ -79,13 +79,18 @@ def _graph_calls(device):
         "td_lambda per-step decays": (lambda r, v, b, g, lam: puffadv.td_lambda_returns(
             r, v, term, trunc, bootstrap_values=b, gamma=g, lambda_=lam, advantages=True, time_axis=-1),
             [leaf("rewards"), leaf("values"), leaf("bootstrap_values"), leaf("gamma"), leaf("lambda_")]),
+        "gae 0-d gamma and lambda": (lambda r, v, lv, g, lam: puffadv.gae(
+            r, v, term, last_value=lv, gamma=g, gae_lambda=lam, time_axis=-1),
+            [leaf("rewards"), leaf("values"), leaf("last_value"),
+             *(torch.tensor(x, device=device, dtype=torch.float64, requires_grad=True) for x in (0.97, 0.9))]),
     }
 
 
 # A graph node that the library kept alive past its call would hold a stream from before
 # the capture: torch warns of it, and that warning fails the test.
 @pytest.mark.filterwarnings("error:The AccumulateGrad node's stream does not match")
-@pytest.mark.parametrize("name", ["gae fused", "vtrace composite", "td_lambda per-step decays"])
+@pytest.mark.parametrize("name", ["gae fused", "vtrace composite", "td_lambda per-step decays",
+                                  "gae 0-d gamma and lambda"])
 def test_the_backward_in_a_cuda_graph(name):
     """Forward and backward captured in one CUDA graph, replayed on new input values written
     into the captured leaves: the gradients equal an eager call's on those values."""
@@ -123,3 +128,64 @@ def test_the_backward_in_a_cuda_graph(name):
     for x, a, b in zip(leaves, captured, expected):
         assert torch.isfinite(b).all()
         torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-10)
+
+
+# (function, its lambda's name, extra arguments): the fused backward and the formulas'.
+_ZERO_D_CALLS = (
+    ("gae", "gae_lambda", {}),
+    ("td_lambda_returns", "lambda_", {"advantages": True}),
+    ("vtrace", "lambda_", {"importance": "importance"}),
+    ("discounted_returns", None, {}),
+    ("n_step_returns", "lambda_", {"n": 3}),
+)
+
+
+@pytest.mark.parametrize("function,lambda_name,extra", _ZERO_D_CALLS, ids=[c[0] for c in _ZERO_D_CALLS])
+@pytest.mark.parametrize("requires_grad", [False, True])
+def test_a_0d_gpu_gamma_never_synchronises(function, lambda_name, extra, requires_grad):
+    """gamma and lambda as 0-d CUDA tensors (a meta-gradient step's learned discount): the
+    forward and backward run with torch's synchronisation check raising, and give the
+    results and gradients of the same call with gamma and lambda as numbers."""
+    e = {k: torch.tensor(v, device="cuda") for k, v in episode_arrays(11, 9, 40).items()}
+    gamma, lam = 0.97, 0.9
+    decays = {"gamma": torch.tensor(gamma, device="cuda", dtype=torch.float64, requires_grad=requires_grad)}
+    numbers = {"gamma": gamma}
+    if lambda_name is not None:
+        decays[lambda_name] = torch.tensor(lam, device="cuda", dtype=torch.float64, requires_grad=requires_grad)
+        numbers[lambda_name] = lam
+    args = {k: e[v] if isinstance(v, str) else v for k, v in extra.items()}
+    leaves = [e["rewards"].clone().requires_grad_(), e["values"].clone().requires_grad_()]
+    call = getattr(puffadv, function)
+
+    def run(**scalars):
+        extra_args = {**args, **({} if function == "discounted_returns" else {"values": leaves[1]})}
+        result = call(leaves[0], terminated=e["terminated"], last_value=e["last_value"], time_axis=-1,
+                      **extra_args, **scalars)
+        return [o for o in (result if isinstance(result, tuple) else (result,)) if o is not None]
+
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        outs = run(**decays)
+        weights = [torch.rand_like(o) + 0.5 for o in outs]
+        wanted = leaves + ([t for t in decays.values()] if requires_grad else [])
+        if function == "discounted_returns":
+            wanted = [w for w in wanted if w is not leaves[1]]
+        grads = torch.autograd.grad(sum((o * w).sum() for o, w in zip(outs, weights)), wanted)
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+    expected = run(**numbers)
+    for a, b in zip(outs, expected):
+        torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-12)
+    wanted_numbers = [w for w in leaves if function != "discounted_returns" or w is not leaves[1]]
+    expected_grads = torch.autograd.grad(sum((o * w).sum() for o, w in zip(expected, weights)), wanted_numbers)
+    for a, b in zip(grads, expected_grads):
+        assert torch.isfinite(b).all()
+        torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-10)
+    if requires_grad:  # gamma's and lambda's gradients against the per-step arrays' sums
+        steps = {k: torch.full_like(e["rewards"], v, requires_grad=True) for k, v in numbers.items()}
+        per_step = run(**steps)
+        step_grads = torch.autograd.grad(sum((o * w).sum() for o, w in zip(per_step, weights)), list(steps.values()))
+        for a, b in zip(grads[len(wanted_numbers):], step_grads):
+            torch.testing.assert_close(a, b.sum(), rtol=1e-10, atol=1e-10)
+
