@@ -17,10 +17,10 @@ import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "tests", "python"))
 
-from test_gradients_fused import CASES, EPISODIC, PUFF, _call, _grads, _vjp_fused  # noqa: E402
+from test_gradients_fused import (CASES, EPISODIC, GPU_TRAVERSAL_SHAPES as SHAPES, PUFF, _call, _grads,  # noqa: E402
+                                  _vjp_fused)
 
 DEVICE = os.environ.get("WORKLOAD_DEVICE", "cuda")
-SHAPES = ((19, 64), (4100, 8), (3, 4501), (3, 4500), (1024, 128), (37, 50))
 
 
 def main() -> int:

@@ -300,6 +300,9 @@ def test_the_kind_names_its_arrays():
 
 
 _GPU = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
+# (rows, horizon) that take every GPU traversal: row groups, whole rows flat and vector,
+# split and long rows (also scripts/gpu/backward_workload.py's, under compute-sanitizer).
+GPU_TRAVERSAL_SHAPES = ((19, 64), (4100, 8), (3, 4501), (3, 4500), (1024, 128), (37, 50))
 
 
 @_GPU
@@ -312,7 +315,7 @@ def test_cuda_equals_cpu(case, dtype, per_step, time_major, decays_grad, spy):
     """The GPU kernel's gradients equal the CPU kernel's, over shapes that take every GPU
     traversal (row groups, whole rows flat and vector, split and long rows, time-major
     strided), outputs poisoned by torch's allocator as they come."""
-    for seed, (rows, horizon) in enumerate([(19, 64), (4100, 8), (3, 4501), (3, 4500), (1024, 128), (37, 50)]):
+    for seed, (rows, horizon) in enumerate(GPU_TRAVERSAL_SHAPES):
         call, leaves, names = _call(case, seed=seed + 20, time_major=time_major, per_step=per_step, dtype=dtype,
                                     rows=rows, horizon=horizon, decays_grad=decays_grad)
         cpu, weights = _grads(call, leaves)
@@ -323,7 +326,7 @@ def test_cuda_equals_cpu(case, dtype, per_step, time_major, decays_grad, spy):
         for name, a, b in zip(names, gpu, cpu):
             assert a.is_cuda
             torch.testing.assert_close(a.cpu(), b, **tol, msg=f"{case} {name} {rows}x{horizon}")
-    assert len(spy) == 12 * _takes_kernel(case, decays_grad, per_step)
+    assert len(spy) == 2 * len(GPU_TRAVERSAL_SHAPES) * _takes_kernel(case, decays_grad, per_step)
 
 
 
