@@ -57,10 +57,12 @@ SHAPES = ((1024, 128), (65536, 128), (262144, 128), (4096, 1024))
 # fused kernel: it reads the cotangent, the flags and the ratios); vtrace: the ratios too.
 # puff_values: the puff advantage through values and rewards (PufferLib's float dones, the
 # ratios constants: fused); puff_advantage: the ratios too. retrace (the probabilities
-# constants), q_lambda (Watkins) and eligibility_traces: their fused backwards.
+# constants), q_lambda (Watkins) and eligibility_traces: their fused backwards. n_step
+# (n = 3) and n_step_long (n = 32): n-step returns on their own kernel, flipped in time.
 BYTES_PER_STEP = {"gae": (5, 8), "gae_meta": (13, 8), "td_lambda_returns": (5, 8), "discounted_returns": (5, 4),
                   "vtrace_vs": (9, 8), "vtrace": (21, 12), "puff_values": (12, 8), "puff_advantage": (24, 12),
-                  "retrace": (13, 12), "q_lambda": (6, 12), "eligibility_traces": (5, 4)}
+                  "retrace": (13, 12), "q_lambda": (6, 12), "eligibility_traces": (5, 4), "n_step": (5, 8),
+                  "n_step_long": (5, 8)}
 
 
 
@@ -113,6 +115,10 @@ def make_case(name, rows, horizon, gen):
     elif name == "eligibility_traces":
         leaves = (r, lv)
         fn = lambda x, seed: puffadv.eligibility_traces(x, term, gamma=GAMMA, lambda_=LAMBDA, seed=seed, time_axis=-1)
+    elif name in ("n_step", "n_step_long"):
+        leaves, n = (r, v, lv), 3 if name == "n_step" else 32
+        fn = lambda r, v, lv: puffadv.n_step_returns(r, v, term, last_value=lv, gamma=GAMMA, lambda_=LAMBDA, n=n,
+                                                     time_axis=-1).returns
     elif name == "puff_advantage":
         dones = term.float()
         leaves = (v, r, imp)

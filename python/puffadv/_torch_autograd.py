@@ -87,7 +87,7 @@ def gradients(plan: Plan, arrays: dict, tensor_scalars: dict, outputs: dict, cot
         flags["terminated"], inputs["gamma_steps"] = puff_dones(torch, dones, scalars["gamma"])
     if _vjp_fused.applies(plan.kind, inputs, outs, cots, needed, decays):  # the engine's own backward kernel
         grads = _vjp_fused.vjp(plan.kind, inputs, flags, scalars, outs, cots, decays=decays,
-                               reset_at_start=plan.reset_at_start, log_probs=plan.log_probs)
+                               reset_at_start=plan.reset_at_start, log_probs=plan.log_probs, n=plan.n)
     else:
         grads = _vjp.vjp(torch, plan.kind, inputs, flags, scalars, outs, cots, n=plan.n,
                          log_probs=plan.log_probs, reset_at_start=plan.reset_at_start, scalar_gradients=decays)

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from ._estimators import STEP_ROLES
 from ._vjp_parts import (SCANS, _add, _Bootstrap, _clip, _earlier, _flags, _last, _later,  # noqa: F401
-                         _producer_tail, _scan, _select, _sums_vjp, _through, grad_like)
+                         _producer_tail, _scan, _select, _sums_vjp, _through, grad_like, per_step_roles)
 
 
 def _value_family(xp, kind, x, f, s, out, cot):
@@ -317,9 +317,7 @@ def vjp(xp, kind: str, inputs: dict, flags: dict, scalars: dict, outputs: dict, 
     wanted = {"differentiate_scalars": scalar_gradients or len(steps) > 0}  # len: dynamo (torch 2.11)
     grads = _by_kind(xp, kind, x, f, {**scalars, **steps, **wanted}, outputs, cotangents, n, log_probs,
                      reset_at_start)
-    for role in steps:
-        grads[STEP_ROLES[role]] = grads.pop(role)
-    return grads
+    return per_step_roles(grads, inputs)
 
 
 def _by_kind(xp, kind, x, f, scalars, outputs, cotangents, n, log_probs, reset_at_start) -> dict:

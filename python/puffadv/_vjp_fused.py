@@ -14,13 +14,14 @@ Taken by eager torch backward calls (applies()), estimator by estimator:
 - Retrace: GAE with next_values and the per-step lambda_t c_{t+1} (_retrace);
 - Q(lambda), and TD(lambda) with next_values (its recursion): the kernel with the per-step
   lambda_t (_q_lambda);
-- the episodic sums: discounted returns of the cotangent, on that kernel (_episodic).
+- the episodic sums: discounted returns of the cotangent, on that kernel (_episodic);
+- n-step returns: the n_step_returns kernel on the cotangent flipped in time (_n_step_windows).
 Where gamma or lambda (numbers as tensors, or per-step arrays) want gradients, as in
 meta-gradient RL, the value family without ratios reads them off the kernel's dL/d delta
 and the forward's output in a few elementwise passes, by the formulas' own functions
 (_vjp.decay_gradients, _vjp.discounted_gamma_gradient). Everything else keeps _vjp's
 formulas: a gradient for any ratio (it needs a, not rho a), decay gradients elsewhere,
-V-trace's sample_mask, n-step returns; torch.compile (the formulas are traced and fused
+V-trace's sample_mask, n-step returns' decays; torch.compile (the formulas are traced and fused
 by inductor), torch.func transforms, and create_graph (double backward differentiates
 the formulas). The bootstrap's gradient, gamma_t (1 - terminated_t) a_t where V'_t is
 the bootstrap (next_values: every step), is read off a here: a few elementwise passes,
@@ -30,14 +31,15 @@ from __future__ import annotations
 
 import torch
 
-from . import _engine, _frameworks, _vjp
+from . import _engine, _frameworks, _n_step_windows, _vjp
 from ._estimators import STEP_ROLES, SUM_ROLES
-from ._vjp_parts import _add, _Bootstrap, _clip, _earlier, _flags, _last, _later, _select, _sums_vjp
+from ._vjp_parts import (_add, _Bootstrap, _clip, _earlier, _flags, _last, _later, _select, _sums_vjp,
+                         per_step_roles)
 
 KINDS = frozenset({"gae", "td_lambda", "vtrace", "discounted_returns", "puff_advantage", "episodic_sum", "retrace",
-                   "q_lambda"})
+                   "q_lambda", "n_step_returns"})
 _RATIOS = ("importance", "target_probs", "behaviour_probs")
-_NO_DECAY_GRADIENTS = frozenset({"retrace", "q_lambda", "episodic_sum", "puff_advantage"})
+_NO_DECAY_GRADIENTS = frozenset({"retrace", "q_lambda", "episodic_sum", "puff_advantage", "n_step_returns"})
 
 
 def _is_q_lambda(kind: str, inputs: dict) -> bool:
@@ -84,10 +86,12 @@ def _number(x) -> float:
 
 
 def vjp(kind: str, inputs: dict, flags: dict, scalars: dict, outputs: dict, cotangents: dict, *,
-        decays: bool = False, reset_at_start: bool = False, log_probs: bool = False) -> dict:
+        decays: bool = False, reset_at_start: bool = False, log_probs: bool = False, n: int = 1) -> dict:
     """The gradients by role of one call (batch-major [B, T] tensors, flags bool), as
     _vjp.vjp gives them; gamma's and lambda's too where `decays` (per step: "gamma" /
-    "lambda", or the per-step arrays' roles)."""
+    "lambda", or the per-step arrays' roles). `n`: n_step_returns' window."""
+    if kind == "n_step_returns":
+        return _n_step_windows.vjp(inputs, flags, scalars, outputs, cotangents, n)
     if kind == "episodic_sum":
         return _episodic(inputs, flags, scalars, cotangents, reset_at_start)
     if kind == "retrace":
@@ -154,9 +158,7 @@ def _value_family(kind: str, inputs: dict, flags: dict, scalars: dict, outputs: 
         _bootstrap_grads(grads, inputs, a, terminated, flags.get("truncated"), g)
     if decays:
         _decay_gradients(kind, grads, inputs, flags, scalars, outputs, adv)
-        for role, step_role in STEP_ROLES.items():
-            if inputs.get(step_role) is not None:
-                grads[step_role] = grads.pop(role)
+        per_step_roles(grads, inputs)
     return grads
 
 

@@ -4,6 +4,8 @@ selections that keep NaN out, the fused sums' VJP, bootstraps and the producer's
 gamma/lambda tail. Arrays are batch-major [B, T] in torch or jax.numpy (`xp`)."""
 from __future__ import annotations
 
+from ._estimators import STEP_ROLES
+
 
 # The engine's linear_recurrence on [rows, horizon] arrays, by framework ("torch", "jax"):
 # registered by _recurrence.py and _jax_recurrence.py when they load (this module imports
@@ -168,3 +170,14 @@ def _producer_tail(xp, grads, k_grad_factor, s, keep):
 
 
 # ---------------------------------------------------------------- the estimators
+
+
+def per_step_roles(grads: dict, inputs: dict) -> dict:
+    """`grads` with gamma's and lambda's per-step gradients ("gamma", "lambda") moved to
+    the roles of their per-step arrays (gamma_steps, lambda_steps) where `inputs` holds
+    those arrays: the caller's gradient of the array it passed."""
+    for role, step_role in STEP_ROLES.items():
+        if inputs.get(step_role) is not None:
+            grads[step_role] = grads.pop(role)
+    return grads
+

@@ -1,5 +1,6 @@
-"""The backward on the engine's own kernel (the core's value_vjp kind, _vjp_fused): GAE,
-TD(lambda), V-trace and discounted returns differentiated through rewards, values and the
+"""The backward on the engine's own kernels (the core's value_vjp kind, _vjp_fused; n-step
+returns on their own kernel, _n_step_windows): GAE, TD(lambda), V-trace, discounted and
+n-step returns differentiated through rewards, values and the
 bootstrap (GAE's next_values too), with importance ratios that do not require grad (plain
 and leaky V-trace; its pg advantages' cotangent too), with gamma and lambda numbers or
 per-step arrays, and as tensors that require grad (0-d or per step: their gradients come
@@ -86,6 +87,15 @@ CASES = {
                       {"advantages": True, "returns": False}, "lambda_"),
     "td_lambda_next_values": ("td_lambda_returns", ("rewards", "values", "next_values"), ("terminated", "truncated"),
                               {"returns": True, "advantages": True}, "lambda_"),  # Q(lambda)'s recursion
+    # n-step returns: the n_step_returns kernel on the cotangent flipped in time (_n_step_windows).
+    "n_step_bootstrap": ("n_step_returns", ("rewards", "values", "bootstrap_values"), ("terminated", "truncated"),
+                         {"returns": True, "advantages": True, **_SUMS}, "lambda_", {"n": 3}),
+    "n_step_last_value_longer_than_rows": ("n_step_returns", ("rewards", "values", "last_value"), ("terminated",),
+                                           {"returns": True}, "lambda_", {"n": 9}),
+    "n_step_next_values": ("n_step_returns", ("rewards", "values", "next_values"), ("terminated", "truncated"),
+                           {"returns": True, "advantages": True}, "lambda_", {"n": 2}),
+    "n_step_one": ("n_step_returns", ("rewards", "values", "bootstrap_values"), ("terminated", "truncated"),
+                   {"returns": False, "advantages": True}, "lambda_", {"n": 1}),
     # The episodic sums: their backward is the discounted_returns kernel run on the cotangent.
     "eligibility_traces": ("eligibility_traces", ("inputs", "seed"), ("dones",), {}, "lambda_"),
     "episodic_cumsum_starts_at": ("episodic_cumsum", ("inputs", "seed"), ("dones",), {}, None,
@@ -97,7 +107,8 @@ NO_GAMMA = frozenset({"episodic_cumsum_starts_at"})
 RATIOS = frozenset(case for case, spec in CASES.items()
                    if "importance" in spec[2] or spec[0] == "retrace")
 # Their fused backward makes no gamma / lambda gradients: the formulas take those calls.
-NO_DECAYS = RATIOS | {"q_lambda", "q_lambda_peng", "td_lambda_next_values"}
+NO_DECAYS = RATIOS | {"q_lambda", "q_lambda_peng", "td_lambda_next_values"} | \
+    {case for case, spec in CASES.items() if spec[0] == "n_step_returns"}
 
 
 def _takes_kernel(case, decays_grad, per_step=False):
