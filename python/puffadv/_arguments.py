@@ -131,26 +131,35 @@ def is_per_step(value) -> bool:
 
 def read_on_device(value, rewards) -> bool:
     """A gamma or lambda that is a 0-d torch tensor on the GPU that holds the rewards, of
-    their dtype: read there, as a per-step array that broadcasts it (a view, no copy).
-    float() of it would wait for the GPU, a synchronisation that CUDA-graph capture
-    refuses, in every meta-gradient step that keeps gamma on the GPU."""
+    their dtype: read there, as a per-step array (steps_on_device). float() of it would
+    wait for the GPU, a synchronisation that CUDA-graph capture refuses, in every
+    meta-gradient step that keeps gamma on the GPU."""
     if type(value) is float or _frameworks.framework_of(value) != "torch" or value.ndim != 0:
         return False
     return (_frameworks.framework_of(rewards) == "torch" and value.device == rewards.device
             and value.device.type != "cpu" and not value.is_meta and value.dtype == rewards.dtype)
 
 
+def steps_on_device(value, rewards):
+    """A 0-d GPU tensor as a per-step array: a fresh array in the rewards' layout, filled on
+    the device (one copy, recorded by autograd). Not a 0-strided view: the GPU kernels read
+    per-step arrays at speed only in the rewards' layout (a 0-strided one sends the whole
+    call to the generic, scalar-access kernels: src/gpu/call_layout.cuh)."""
+    import torch
+    return torch.empty_like(rewards).copy_(value.expand(rewards.shape))
+
+
 def with_steps(call: Call, shape: "Layout") -> Call:
     """`call` with its gamma and lambda arrays (is_per_step) moved from the scalars to the
-    input roles of STEP_ROLES, a 0-d GPU tensor (read_on_device) broadcast to the rewards'
-    shape; the scalar is then 1.0 (not read). Unchanged when both are numbers, the common case."""
+    input roles of STEP_ROLES, a 0-d GPU tensor (read_on_device) made one (steps_on_device);
+    the scalar is then 1.0 (not read). Unchanged when both are numbers, the common case."""
     scalars = call.scalars
     rewards = call.arrays.get("rewards")
     on_device = {role for role, name in shape.scalars[:2]
                  if name is not None and read_on_device(scalars[role], rewards)}
     if not (on_device or is_per_step(scalars["gamma"]) or is_per_step(scalars["lambda"])):
         return call
-    steps = {STEP_ROLES[role]: scalars[role].expand(rewards.shape) if role in on_device else scalars[role]
+    steps = {STEP_ROLES[role]: steps_on_device(scalars[role], rewards) if role in on_device else scalars[role]
              for role, name in shape.scalars[:2]  # gamma, lambda
              if name is not None and (role in on_device or is_per_step(scalars[role]))}
     scalars = {role: 1.0 if STEP_ROLES.get(role) in steps else value for role, value in scalars.items()}

@@ -65,7 +65,7 @@ def test_cuda_gradients_equal_the_cpu(case):
 
 def _graph_calls(device):
     """name -> (call(*leaves) -> outputs, leaves): gamma and lambda numbers, per-step arrays
-    or 0-d tensors on the GPU (read there as per-step arrays that broadcast them: float()
+    or 0-d tensors on the GPU (read there as per-step arrays made on the device: float()
     would synchronise, which capture refuses)."""
     e = {k: torch.tensor(v, device=device) for k, v in episode_arrays(7, 64, 32).items()}
     term, trunc = e["terminated"], e["truncated"]
