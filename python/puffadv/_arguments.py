@@ -134,7 +134,8 @@ def read_on_device(value, rewards) -> bool:
     their dtype: read there, as a per-step array (steps_on_device). float() of it would
     wait for the GPU, a synchronisation that CUDA-graph capture refuses, in every
     meta-gradient step that keeps gamma on the GPU."""
-    if type(value) is float or _frameworks.framework_of(value) != "torch" or value.ndim != 0:
+    # ndim first: a str or a number never reaches framework_of (which dynamo cannot trace for them).
+    if type(value) is float or getattr(value, "ndim", None) != 0 or _frameworks.framework_of(value) != "torch":
         return False
     return (_frameworks.framework_of(rewards) == "torch" and value.device == rewards.device
             and value.device.type != "cpu" and not value.is_meta and value.dtype == rewards.dtype)

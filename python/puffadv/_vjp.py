@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from ._estimators import STEP_ROLES
 from ._vjp_parts import (SCANS, _add, _Bootstrap, _clip, _earlier, _flags, _last, _later,  # noqa: F401
-                         _producer_tail, _scan, _select, _sums_vjp, _through, grad_like, per_step_roles)
+                         _producer_tail, _scan, _select, _sums_vjp, _through, episodes, grad_like, per_step_roles)
 
 
 def _value_family(xp, kind, x, f, s, out, cot):
@@ -32,11 +32,9 @@ def _value_family(xp, kind, x, f, s, out, cot):
     V-trace's sample_mask m_t (rlax): A_t = A_{t+1} where m_t = 0, so delta_t -> m_t
     delta_t and k_t -> 1 there; leaky V-trace's alpha mixes each clipped ratio (_clip)."""
     r, v, imp = x["rewards"], x["values"], x.get("importance")
-    term, trunc = _flags(xp, f, r)
+    term, _, _, end, cut = episodes(xp, f, r)
     live = ~term  # where step t reads its bootstrap or next value
-    last = _last(xp, term)
-    end, done = trunc | last, term | trunc
-    keep = ~done & ~last
+    keep = ~cut
     sampled = f.get("sample_mask")
     traced = keep if sampled is None else keep & sampled  # where k_t = gamma lambda c_t is read
     # next_values (issue 29): V'_t at every step, truncated only cuts; else the bootstrap pair.
@@ -126,9 +124,8 @@ def _discounted(xp, x, f, s, out, cot):
     """delta_t = r_t + gamma (1-term_t) B_t (B_t the bootstrap where the row ends or is
     truncated, else 0), k_t = gamma (1 - done_t); G = S."""
     r, gamma = x["rewards"], s["gamma"]
-    term, trunc = _flags(xp, f, r)
-    last = _last(xp, term)
-    end, keep = trunc | last, ~(term | trunc | last)
+    term, _, _, end, cut = episodes(xp, f, r)
+    keep = ~cut
     boot = _Bootstrap(xp, x, end, None)
     g = out["returns"]
     u = _add(cot.get("returns"), _sums_vjp(xp, g, cot))
@@ -147,10 +144,7 @@ def _n_step(xp, x, f, s, out, cot, n):
     the row's last step), else r + gamma ((1-lambda) V' + lambda W^(j-1)_{t+1}). Linear
     in W: the adjoint runs the window's steps mirrored (earlier, not later)."""
     r, v, gamma, lam = x["rewards"], x["values"], s["gamma"], s["lambda"]
-    term, trunc = _flags(xp, f, r)
-    last = _last(xp, term)
-    end = trunc | last
-    cut = term | end
+    term, _, _, end, cut = episodes(xp, f, r)
     # next_values (issue 29): V'_s at every step (rlax's v_t); else the bootstrap pair.
     boot = None if x.get("next_values") is not None else _Bootstrap(xp, x, end, v)
     nv = x["next_values"] if boot is None else boot.value
@@ -194,8 +188,8 @@ def _retrace(xp, x, f, s, out, cot, log_probs):
     r, q, nv = x["rewards"], x["values"], x["next_values"]
     pi, mu = x.get("target_probs"), x.get("behaviour_probs")
     gamma, lam = s["gamma"], s["lambda"]
-    term, trunc = _flags(xp, f, r)
-    keep = ~(term | trunc | _last(xp, term))
+    masks = episodes(xp, f, r)
+    term, keep = masks.term, ~masks.cut
     delta = out["advantages"] if out.get("advantages") is not None else out["returns"] - q
     if pi is None:
         ratio, c, passes = None, 1.0, None
@@ -226,8 +220,8 @@ def _q_lambda(xp, x, f, s, out, cot):
     (Peng) or lambda greedy_{t+1} (Watkins). G = S; advantages G - q."""
     r, q, nv = x["rewards"], x["values"], x["next_values"]
     gamma, lam = s["gamma"], s["lambda"]
-    term, trunc = _flags(xp, f, r)
-    cut = term | trunc | _last(xp, term)
+    masks = episodes(xp, f, r)
+    term, cut = masks.term, masks.cut
     greedy = f.get("greedy")
     traced = ~cut if greedy is None else ~cut & _later(xp, greedy)  # where lambda_t is read
     lam_t = lam if greedy is None else _select(xp, _later(xp, greedy), lam + xp.zeros_like(r))

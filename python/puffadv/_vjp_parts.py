@@ -4,6 +4,8 @@ selections that keep NaN out, the fused sums' VJP, bootstraps and the producer's
 gamma/lambda tail. Arrays are batch-major [B, T] in torch or jax.numpy (`xp`)."""
 from __future__ import annotations
 
+from typing import Any, NamedTuple
+
 from ._estimators import STEP_ROLES
 
 
@@ -158,6 +160,24 @@ def not_done_next(xp, dones):
 def _flags(xp, f, like):
     return tuple(xp.zeros_like(like, dtype=bool) if f.get(role) is None else f[role]
                  for role in ("terminated", "truncated"))
+
+
+class Episodes(NamedTuple):
+    """A call's episode masks, [B, T] bool, as every formula in _vjp reads them."""
+    term: Any  # terminated (False where not given)
+    trunc: Any  # truncated (likewise)
+    last: Any  # the row's last step
+    end: Any  # trunc | last: where the bootstrap is read
+    cut: Any  # term | end: where a trace or a window stops
+
+
+def episodes(xp, f, like) -> Episodes:
+    """The masks of the flags `f` (by role) of a call shaped like `like`. (The fused
+    backwards make the few they read in place instead: fewer fresh arrays.)"""
+    term, trunc = _flags(xp, f, like)
+    last = _last(xp, term)
+    end = trunc | last
+    return Episodes(term, trunc, last, end, term | end)
 
 
 def _producer_tail(xp, grads, k_grad_factor, s, keep):
