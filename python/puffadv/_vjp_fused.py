@@ -71,6 +71,14 @@ def applies(kind: str, inputs: dict, outputs: dict, cotangents: dict, needed=Non
     return all(type(x) is torch.Tensor for x in inputs.values() if x is not None)
 
 
+def _n_step_sums(arrays: dict, discount: float, n: int):
+    """_n_step_windows' kernel call on torch tensors."""
+    out = torch.empty_like(arrays["rewards"])
+    _engine.run(_engine.kernel("n_step_returns", (discount, 1.0, 1.0, 1.0), n=n, time_axis=1), "torch", arrays,
+                {"returns": out})
+    return out
+
+
 def _pg_fused(inputs: dict, outputs: dict, cotangents: dict) -> bool:
     """Whether V-trace's pg cotangent (with the row sums', which sum the pg series) enters
     the kernel here: with the bootstrap pair, and the pg series stored where the sums
@@ -91,7 +99,8 @@ def vjp(kind: str, inputs: dict, flags: dict, scalars: dict, outputs: dict, cota
     _vjp.vjp gives them; gamma's and lambda's too where `decays` (per step: "gamma" /
     "lambda", or the per-step arrays' roles). `n`: n_step_returns' window."""
     if kind == "n_step_returns":
-        return _n_step_windows.vjp(inputs, flags, scalars, outputs, cotangents, n)
+        numbers = {role: _number(scalars[role]) for role in ("gamma", "lambda")}
+        return _n_step_windows.vjp(torch, inputs, flags, numbers, outputs, cotangents, n, _n_step_sums)
     if kind == "episodic_sum":
         return _episodic(inputs, flags, scalars, cotangents, reset_at_start)
     if kind == "retrace":

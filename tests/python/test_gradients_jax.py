@@ -102,7 +102,11 @@ def test_the_clips_subgradient():
     assert float(jnp.abs(g).sum()) == 0.0
 
 
-def test_backward_keeps_batch_sharding():
+@pytest.mark.parametrize("call", [
+    "pjax.gae(r, v, d, last_value=lv, time_axis=-1).advantages",
+    "pjax.n_step_returns(r, v, d, last_value=lv, n=3, time_axis=-1).returns",
+], ids=["gae", "n_step_returns"])
+def test_backward_keeps_batch_sharding(call):
     """Under jit over rows sharded on two (host) devices, the backward has no
     all-gather of the rows: its gradients come out sharded like the inputs."""
     code = textwrap.dedent("""
@@ -115,14 +119,14 @@ def test_backward_keeps_batch_sharding():
         r, v = (jax.device_put(rng.standard_normal((8, 16)).astype(np.float32), rows) for _ in range(2))
         d = jax.device_put(np.zeros((8, 16), bool), rows)
         lv = jax.device_put(rng.standard_normal(8).astype(np.float32), NamedSharding(mesh, P("rows")))
-        loss = lambda r, v: (pjax.gae(r, v, d, last_value=lv, time_axis=-1).advantages ** 2).sum()  # a gradient that depends on r
+        loss = lambda r, v: (CALL ** 2).sum()  # a gradient that depends on r
         grad = jax.jit(jax.grad(loss, argnums=(0, 1)))
         text = grad.lower(r, v).compile().as_text()
         gr, gv = grad(r, v)
         assert gr.sharding.is_equivalent_to(rows, 2) and gv.sharding.is_equivalent_to(rows, 2), gr.sharding
         assert "all-gather" not in text, "the backward gathers the rows"
         print("ok")
-    """)
+    """).replace("CALL", call)
     env = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=2", "JAX_PLATFORMS": "cpu"}
     done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0 and "ok" in done.stdout, done.stderr[-3000:]
