@@ -114,19 +114,8 @@ def _value_family(kind: str, inputs: dict, flags: dict, scalars: dict, outputs: 
                   decays: bool) -> dict:
     """GAE, TD(lambda), V-trace, discounted returns and the puff advantage on value_vjp."""
     r = inputs["rewards"]
-    cot = cotangents
-    adv = None  # A = returns - values where no advantages were output: a pass, made only when read
-    pg = None  # V-trace: dL/d(its pg advantages' target), rho_pg_t times their cotangent
-    if kind == "discounted_returns":  # G = S: its only series is the returns
-        total, grad_returns = _add(cot.get("returns"), _sums_vjp(torch, outputs["returns"], cot)), None
-    elif kind == "vtrace":  # the series are vs (returns) and the pg advantages
-        pg, total = _pg_cotangent(inputs, flags, scalars, outputs, cot)
-        grad_returns = total
-    else:
-        if any(cot.get(role) is not None for role in SUM_ROLES):
-            adv = _advantages(outputs, inputs["values"])
-        grad_returns = cot.get("returns")
-        total = _add(_add(cot.get("advantages"), grad_returns), _sums_vjp(torch, adv, cot))
+    total, grad_returns, pg, adv = _SERIES.get(kind, _advantage_series)(inputs, flags, scalars, outputs,
+                                                                         cotangents)
     if total is None:
         total = torch.zeros_like(r)
     terminated = flags.get("terminated")
@@ -169,6 +158,30 @@ def _value_family(kind: str, inputs: dict, flags: dict, scalars: dict, outputs: 
         _decay_gradients(kind, grads, inputs, flags, scalars, outputs, adv)
         per_step_roles(grads, inputs)
     return grads
+
+
+# How a kind's outputs meet the scan's adjoint: (S's whole cotangent, the returns' own
+# (added to dL/dV), V-trace's pg part rho_pg dL/dpg, the advantages where made), None for 0.
+def _advantage_series(inputs: dict, flags: dict, scalars: dict, outputs: dict, cot: dict) -> tuple:
+    """GAE, TD(lambda), the puff advantage: A = S, returns A + V. The advantages (returns - V
+    where none were output: a pass) only where the row sums read them."""
+    adv = _advantages(outputs, inputs["values"]) if any(cot.get(role) is not None for role in SUM_ROLES) else None
+    grad_returns = cot.get("returns")
+    return _add(_add(cot.get("advantages"), grad_returns), _sums_vjp(torch, adv, cot)), grad_returns, None, adv
+
+
+def _discounted_series(inputs: dict, flags: dict, scalars: dict, outputs: dict, cot: dict) -> tuple:
+    """Discounted returns: G = S, their only series."""
+    return _add(cot.get("returns"), _sums_vjp(torch, outputs["returns"], cot)), None, None, None
+
+
+def _vtrace_series(inputs: dict, flags: dict, scalars: dict, outputs: dict, cot: dict) -> tuple:
+    """V-trace: vs (returns) and the pg advantages, which enter S's cotangent (_pg_cotangent)."""
+    pg, total = _pg_cotangent(inputs, flags, scalars, outputs, cot)
+    return total, total, pg, None
+
+
+_SERIES = {"discounted_returns": _discounted_series, "vtrace": _vtrace_series}
 
 
 def _run_value_vjp(arrays: dict, scalars: tuple, grad_rewards, grad_values=None) -> None:
