@@ -78,5 +78,5 @@ def _reaching_sums(xp, g, cut, decay, window: int, window_sums: WindowSums) -> l
     number = decay
     if not isinstance(decay, (int, float)):  # per step: flipped decay_{s-1}
         arrays["gamma_steps"], number = _later(xp, xp.flip(decay + zero, (-1,))), 1.0
-    return [xp.flip(window_sums(arrays, number, length), (-1,))
-            for length in (window, window - 1)[:1 if window == 1 else 2]]
+    lengths = (window,) if window == 1 else (window, window - 1)
+    return [xp.flip(window_sums(arrays, number, length), (-1,)) for length in lengths]

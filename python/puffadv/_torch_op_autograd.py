@@ -12,6 +12,7 @@ import torch
 from ._estimators import ESTIMATORS, PUFF_ADVANTAGE, STEP_ROLES
 from ._torch_autograd import Plan, _needed, gradients
 
+
 def _op_roles(name: str) -> tuple:
     """(role of each schema argument or None, output roles) of one functional operator."""
     if name == "puff_advantage":
