@@ -19,8 +19,8 @@ process that loaded the op library without `import puffadv.torch`:
   could do this way (the Stable ABI has no call for either);
 - floors: `torch.add(v, r, out=)` and `_core.puff_advantage` called directly.
 
-Each process runs its cases interleaved, round after round, and keeps each case's
-fastest round; the processes alternate, `--processes` times each, and the table keeps
+Each process times its cases as bench_overhead.py does (`host_us`: interleaved, round
+after round, each case's fastest round kept, on its `inputs`); the processes alternate, `--processes` times each, and the table keeps
 the fastest. `--clock cpu` (the default) counts the process's CPU time, so that time
 spent descheduled by other load is left out.
 
@@ -30,12 +30,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import subprocess
 import sys
 import time
 
-ROUNDS, CALLS = 7, 4000
+from bench_overhead import host_us, inputs, machine  # the same inputs, timer and machine line
+
+ROUNDS, SAMPLE_S = 7, 0.02  # interleaved rounds per process; seconds of calls per case per round
 
 
 def _measure(mode: str, device: str, rows: int, horizon: int, clock) -> dict:
@@ -49,10 +50,8 @@ def _measure(mode: str, device: str, rows: int, horizon: int, clock) -> dict:
     else:
         import puffadv.pufferlib_compat  # noqa: F401  torch.ops.pufferlib on puffadv's operator
         import puffadv.torch  # noqa: F401
-    g = torch.Generator().manual_seed(0)
-    v, r, i = (torch.rand(rows, horizon, generator=g).to(device) for _ in range(3))
-    d = (torch.rand(rows, horizon, generator=g) < 0.05).float().to(device)
-    out = torch.empty_like(v)
+    a = inputs(lambda x: torch.from_numpy(x).to(device), rows, horizon)
+    v, r, d, i, out = (a[k] for k in ("values", "rewards", "dones", "importance", "out"))
     args = (v, r, d, i, out, 0.99, 0.95, 1.0, 1.0)
     op = torch.ops.puffadv.compute_puff_advantage.default
     cases = {"operator, C++ kernel alone" if mode == "bare" else "operator (given)": lambda: op(*args)}
@@ -67,18 +66,7 @@ def _measure(mode: str, device: str, rows: int, horizon: int, clock) -> dict:
             arrays = [x.numpy() for x in (v, r, d, i, out)]
             cases["floor: _core.puff_advantage direct (NumPy)"] = lambda: _core.puff_advantage(
                 *arrays, 0.99, 0.95, 1.0, 1.0, 0)
-    best = dict.fromkeys(cases, float("inf"))
-    for fn in cases.values():
-        fn(), fn()
-    for _ in range(ROUNDS):
-        for name, fn in cases.items():
-            t0 = clock()
-            for _ in range(CALLS):
-                fn()
-            best[name] = min(best[name], (clock() - t0) / CALLS * 1e6)
-        if device == "cuda":
-            torch.cuda.synchronize()
-    return best
+    return host_us(cases, ROUNDS, SAMPLE_S, clock)
 
 
 def main(argv=None) -> int:
@@ -102,9 +90,8 @@ def main(argv=None) -> int:
             line = subprocess.run(child, check=True, capture_output=True, text=True).stdout.strip().splitlines()[-1]
             for name, us in json.loads(line).items():
                 best[name] = min(best.get(name, float("inf")), us)
-    print(f"{time.strftime('%Y-%m-%d %H:%M', time.gmtime())} UTC; torch {args.device} {args.shape}; host us per call, "
-          f"{args.clock} clock, min over {args.processes} x 2 processes of {ROUNDS} interleaved rounds; "
-          f"load average {os.getloadavg()[0]:.1f}")
+    print(f"{time.strftime('%Y-%m-%d %H:%M', time.gmtime())} UTC; {machine()}; torch {args.device} {args.shape}; "
+          f"host us per call, {args.clock} clock, min over {args.processes} x 2 processes of {ROUNDS} interleaved rounds")
     api = best.get("python API (given)")
     for name, us in best.items():
         ratio = f"{us / api:5.2f}x the Python API" if api and not name.startswith(("floor", "torch's")) else ""
