@@ -38,11 +38,14 @@ PY
 # Built from the sdist unpacked inside the clone, not from the archive: pip would unpack
 # it at a random /tmp path, outside CCACHE_BASEDIR (compiler_cache.sh), and every unit
 # compiled cold in every run (50-wheel took ~380 s with a warm cache as with a cold one,
-# 2026-12-04). The wheel is the same: pip builds an unpacked sdist in place.
+# 2026-12-04). The wheel is the same: pip builds an unpacked sdist in place. Its build
+# directory is build/wheel inside the unpacked tree: two levels below its sources, as
+# 10-python's build/test-wheel is below the clone's, so every path ccache relativizes
+# reads the same and the units 10-python compiled with these flags are hits here.
 mkdir -p "${work}/unpacked" && tar -xzf "${sdist}" -C "${work}/unpacked"
 unpacked="$(ls -d "${work}"/unpacked/puffadv-*)"
 python -m pip wheel -q --no-build-isolation --no-deps -w "${work}/dist" "${unpacked}" \
-  -C build-dir="${work}/build" -C cmake.define.PUFF_CUDA=OFF -C cmake.define.PUFF_HIP=OFF \
+  -C build-dir="${unpacked}/build/wheel" -C cmake.define.PUFF_CUDA=OFF -C cmake.define.PUFF_HIP=OFF \
   -C cmake.define.PUFF_TORCH=ON -C cmake.define.PUFF_JAX=ON > "${work}/wheel.log" 2>&1 \
   || { tail -60 "${work}/wheel.log"; exit 1; }
 wheel="$(ls "${work}"/dist/puffadv-*.whl)"

@@ -7,7 +7,11 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 work="$(realpath -m "${PUFF_FLOORS_BUILD_DIR:-build/ci-floors}")"
-rm -rf "${work}" && mkdir -p "${work}"
+# The CMake build directory sits beside 10-python's (build/test-wheel), at the same depth
+# below the clone: ccache relativizes paths to the clone (compiler_cache.sh), so the core's
+# units, compiled with the same flags there, are hits here rather than a second cold build.
+cmake_build="${work}-cmake"
+rm -rf "${work}" "${cmake_build}" && mkdir -p "${work}"
 started=$SECONDS
 
 # "scikit-build-core>=0.11" -> "scikit-build-core==0.11": every requirement needs a floor.
@@ -24,7 +28,7 @@ python -m venv "${work}/venv"
 "${work}/venv/bin/python" -m pip install -q --disable-pip-version-check "${floors[@]}" \
   "$(grep -E '^cmake' requirements-test.txt)" ninja numpy pytest hypothesis
 PATH="${work}/venv/bin:${PATH}" "${work}/venv/bin/python" -m pip install -q --no-build-isolation \
-  --no-deps --target "${work}/site" -C build-dir="${work}/build" -C cmake.define.PUFF_CUDA=OFF \
+  --no-deps --target "${work}/site" -C build-dir="${cmake_build}" -C cmake.define.PUFF_CUDA=OFF \
   -C cmake.define.PUFF_HIP=OFF -C cmake.define.PUFF_TORCH=OFF -C cmake.define.PUFF_JAX=OFF . \
   > "${work}/build.log" 2>&1 || { tail -60 "${work}/build.log"; exit 1; }
 "${work}/venv/bin/python" -m pip list 2>/dev/null | grep -iE '^(scikit.build.core|nanobind) '
