@@ -4,8 +4,8 @@ test_gae_multidim, test_tdlambda, test_tdlambda_multi, test_vtrace, test_vtrace_
 test_vtrace_truncated_uses_next_value; their grids and draws, written here) through
 puffadv.integrations.torchrl's functions, each against TorchRL's own at TorchRL's
 tolerance (1e-4) and at float32 rounding. TorchRL's tests draw independent next values,
-which go to puffadv's next_values= (_pending.NEXT_VALUES; test_torchrl_next_values.py
-holds their gradients); every grid runs again with the next step's values as next values
+which go to puffadv's next_values= (test_torchrl_next_values.py holds their
+gradients); every grid runs again with the next step's values as next values
 (the shifted case), which must go through puffadv too."""
 from __future__ import annotations
 
@@ -238,9 +238,8 @@ def test_gradients_go_through_puffadv_and_equal_torchrls():
         if through_puffadv:
             with Through() as through:
                 advantage, _ = ours.vec_generalized_advantage_estimate(0.9, 0.9, leaf, nsv, reward, done, terminated)
-            # puffadv once it takes next values of their own (a gradient must reach next_state_value)
-            from puffadv.integrations import _pending
-            assert (through.puffadv, through.torchrl) == ((1, 0) if _pending.NEXT_VALUES else (0, 1))
+            # puffadv computes it (next_values=: the gradient must reach next_state_value's leaf)
+            assert (through.puffadv, through.torchrl) == (1, 0)
         else:
             advantage, _ = own.vec_generalized_advantage_estimate(0.9, 0.9, leaf, nsv, reward, done, terminated)
         advantage.sum().backward()

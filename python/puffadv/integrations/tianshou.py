@@ -19,7 +19,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import _pending, calls
+import puffadv
+
+from . import calls
 from ._optional import require
 
 _base = require("tianshou.algorithm.algorithm_base", "tianshou", "tianshou")
@@ -42,9 +44,25 @@ def compute_episodic_return(batch, buffer, indices, v_s_=None, v_s=None, gamma: 
     v_s = np.roll(v_s_, 1) if v_s is None else _data.to_numpy(v_s.flatten())
     end_flag = np.logical_or(batch.terminated, batch.truncated)
     end_flag[np.isin(indices, buffer.unfinished_index())] = True
-    advantage = _pending.gae_from_next_values(rew, v_s, v_s_, end_flag, gamma, gae_lambda)
+    advantage = _gae(rew, v_s, v_s_, end_flag, gamma, gae_lambda)
     calls["tianshou"] += 1
     return advantage + v_s, advantage
+
+
+def _gae(rewards, values, next_values, ends, gamma: float, gae_lambda: float):
+    """Tianshou's ``_gae`` of one 1-D float64 buffer, every step bootstrapping from its own
+    next value: ``A_t = r_t + gamma * next_values[t] - values[t] + gamma * lambda * (1 -
+    ends[t]) * A_{t+1}`` (``next_values`` already 0 where Tianshou must not read them).
+
+    puffadv's next_values= reads V'_t = next_values[t] at every step; each end is a
+    truncation there (it cuts the trace and bootstraps from next_values[t], which is 0
+    where Tianshou says the episode terminated), so nothing is folded into the rewards."""
+    rewards, values, next_values = (np.asarray(a, dtype=np.float64) for a in (rewards, values, next_values))
+    ends = np.asarray(ends, dtype=bool)
+    out = puffadv.gae(rewards[None], values[None], np.zeros((1, ends.size), dtype=bool), ends[None],
+                      next_values=next_values[None], gamma=gamma, gae_lambda=gae_lambda, time_axis=-1,
+                      returns=False)
+    return out.advantages[0]
 
 
 _tianshou_own = _base.Algorithm.__dict__["compute_episodic_return"]

@@ -37,7 +37,7 @@ import warnings
 
 import puffadv
 
-from . import _pending, calls, fallbacks
+from . import calls, fallbacks
 from ._optional import require
 
 torch = require("torch", "torchrl", "torchrl")
@@ -60,10 +60,6 @@ def _fall_back(function: str, why: str, *args, depth: int = 1, **kwargs):
                       f"(said once)", puffadv.FallbackWarning, stacklevel=2 + depth)
     fallbacks["torchrl"] += 1
     return getattr(_functional, function)(*args, **kwargs)
-
-
-_INDEPENDENT = "next values that are not the next step's values (independent next_state_value)"
-_GRADIENT_THROUGH_NEXT_VALUES = "a gradient through next_state_value (puffadv would read it from state_value)"
 
 
 def _scalar(x):
@@ -124,8 +120,6 @@ def _outside(floats: dict, flags: dict, scalars: dict, time_dim: int):
         return "done / terminated that are not bool"
     if len({t.device for t in (*floats.values(), *flags.values())}) != 1:
         return "arrays on different devices"
-    if not _pending.AUTOGRAD and torch.is_grad_enabled() and any(t.requires_grad for t in floats.values()):
-        return "a gradient is asked for (differentiable, or inputs that require grad)"
     if "terminated" in flags and bool((flags["terminated"] & ~flags["done"]).any()):
         return "a terminated step that is not done"
     return None
@@ -150,28 +144,24 @@ def _next_values_independent(state_value, next_state_value, done, time_dim: int)
     return bool(((nv[..., :-1] != v[..., 1:]) & ~d[..., :-1]).any())
 
 
-def _next_values(state_value, next_state_value, done, time_dim: int):
-    """(why not, None) or (None, puffadv's keyword arguments for the next values)."""
+def _next_values(state_value, next_state_value, done, time_dim: int) -> dict:
+    """puffadv's keyword argument for TorchRL's next values: next_values= (every step's
+    own) where they are independent of the values or a gradient is asked for (reading them
+    from state_value[t + 1] gives the same numbers but sends their gradient to state_value,
+    where TorchRL's own keeps the two apart); else bootstrap_values=, read only where the
+    buffer does not hold them (truncations, the last step), one array fewer per step."""
     wants_gradient = torch.is_grad_enabled() and (state_value.requires_grad or next_state_value.requires_grad)
-    if wants_gradient and not _pending.NEXT_VALUES:
-        # Reading next values from state_value[t + 1] gives the same numbers but sends their
-        # gradient to state_value instead of next_state_value: TorchRL's own keeps the two apart.
-        return _GRADIENT_THROUGH_NEXT_VALUES, None
-    if wants_gradient:  # next_values=: each gradient reaches the tensor it came from, as TorchRL's own
-        return None, _pending.next_values_keywords(_rows(next_state_value, time_dim))
-    if not _next_values_independent(state_value, next_state_value, done, time_dim):
-        # puffadv reads them only where the buffer does not hold them: truncations, the last step.
-        return None, {"bootstrap_values": _rows(next_state_value, time_dim)}
-    if not _pending.NEXT_VALUES:
-        return _INDEPENDENT, None
-    return None, _pending.next_values_keywords(_rows(next_state_value, time_dim))
+    if wants_gradient or _next_values_independent(state_value, next_state_value, done, time_dim):
+        return {"next_values": _rows(next_state_value, time_dim)}
+    return {"bootstrap_values": _rows(next_state_value, time_dim)}
 
 
 def _checked(floats: dict, *outputs):
-    """The outputs, once sure no gradient was dropped (_pending.AUTOGRAD set before puffadv has it)."""
+    """The outputs, once sure no gradient was dropped: a gradient asked for and none
+    carried would be TorchRL's differentiable=True silently turned off."""
     if torch.is_grad_enabled() and any(t.requires_grad for t in floats.values()) and not all(
             t.requires_grad for t in outputs):
-        raise RuntimeError("puffadv.integrations.torchrl: _pending.AUTOGRAD is set, but puffadv's result "
+        raise RuntimeError("puffadv.integrations.torchrl: inputs require grad, but puffadv's result "
                            "carries no gradient")
     return outputs
 
@@ -188,13 +178,12 @@ def _gae(own: str, gamma, lmbda, state_value, next_state_value, reward, done, te
     why = _outside(floats, flags, {}, time_dim)
     if why is None:
         why, discounts = _discounts({"gamma": gamma, "lmbda": lmbda}, reward, time_dim)
-    if why is None:
-        why, next_values = _next_values(state_value, next_state_value, done, time_dim)
     if why is not None:
         return _fall_back(own, why, *args, depth=2, time_dim=time_dim)
     terminated_rows, truncated_rows = _flags(done, terminated, time_dim)
+    next_keywords = _next_values(state_value, next_state_value, done, time_dim)
     out = puffadv.gae(_rows(reward, time_dim), _rows(state_value, time_dim), terminated_rows, truncated_rows,
-                      **next_values, gamma=discounts["gamma"], gae_lambda=discounts["lmbda"], time_axis=-1)
+                      **next_keywords, gamma=discounts["gamma"], gae_lambda=discounts["lmbda"], time_axis=-1)
     calls["torchrl"] += 1
     return _checked(floats, _back(out.advantages, reward, time_dim), _back(out.returns, reward, time_dim))
 
@@ -260,13 +249,12 @@ def vtrace_advantage_estimate(gamma, log_pi, log_mu, state_value, next_state_val
     why = _outside(floats, flags, scalars, time_dim)
     if why is None:
         why, discounts = _discounts({"gamma": gamma}, reward, time_dim)
-    if why is None:
-        why, next_values = _next_values(state_value, next_state_value, done, time_dim)
     if why is not None:
         return _fall_back("vtrace_advantage_estimate", why, *args, time_dim=time_dim)
     terminated_rows, truncated_rows = _flags(done, terminated, time_dim)
+    next_keywords = _next_values(state_value, next_state_value, done, time_dim)
     out = puffadv.vtrace(_rows(reward, time_dim), _rows(state_value, time_dim), terminated_rows, truncated_rows,
-                         **next_values, importance=_rows((log_pi - log_mu).exp(), time_dim), gamma=discounts["gamma"],
+                         **next_keywords, importance=_rows((log_pi - log_mu).exp(), time_dim), gamma=discounts["gamma"],
                          lambda_=1.0,
                          rho_clip=scalars["rho_thresh"], c_clip=scalars["c_thresh"],
                          rho_pg_clip=scalars["rho_thresh"], time_axis=-1)
