@@ -256,13 +256,17 @@ def _retrace(inputs: dict, flags: dict, scalars: dict, outputs: dict, cot: dict,
     mapped = {role: x for role, x in inputs.items() if role not in ("target_probs", "behaviour_probs")}
     lam = inputs.get("lambda_steps")
     lam = _number(scalars["lambda"]) if lam is None else lam[..., :-1]
-    # c = min(c_clip, ratio) as _clip has it (a NaN ratio gives the clip), in place; then
-    # lambda_t c_{t+1} written shifted into one fresh array (c_T = 0: the row's last step
-    # is cut anyway): two fresh arrays, where there were four.
-    c = (pi - mu).exp_() if log_probs else pi / mu
-    c.masked_fill_(~(c < scalars["c_clip"]), scalars["c_clip"])
-    lam_c = torch.empty_like(c)
-    torch.mul(c[..., 1:], lam, out=lam_c[..., :-1])
+    # lambda_t c_{t+1} in one fresh array: the ratio of step t + 1 written at step t, then
+    # c = min(c_clip, ratio) as _clip has it (fmin: a NaN ratio gives the clip) and the
+    # product, in place; c_T = 0 (the row's last step is cut anyway). One fresh array and
+    # no masks, where there were two arrays and two masks (four arrays before that).
+    lam_c = torch.empty_like(pi)
+    c = lam_c[..., :-1]
+    if log_probs:
+        torch.sub(pi[..., 1:], mu[..., 1:], out=c).exp_()
+    else:
+        torch.div(pi[..., 1:], mu[..., 1:], out=c)
+    torch.fmin(c, c.new_tensor(scalars["c_clip"]), out=c).mul_(lam)
     lam_c[..., -1:] = 0
     mapped["lambda_steps"] = lam_c
     return _value_family("gae", mapped, flags, scalars, outputs, cot, False)
@@ -284,8 +288,10 @@ def _q_lambda(inputs: dict, flags: dict, scalars: dict, outputs: dict, cot: dict
         lam_t = lam
     elif isinstance(lam, torch.Tensor):
         lam_t = torch.where(_later(torch, greedy), lam, 0.0)
-    else:  # one fresh array of r's dtype (a where of two numbers would be float32)
-        lam_t = torch.zeros_like(r).masked_fill_(_later(torch, greedy), lam)
+    else:  # one fresh array of r's dtype, filled through shifted views (no shifted copy of greedy)
+        lam_t = torch.zeros_like(r)
+        lam_t[..., :-1].masked_fill_(greedy[..., 1:], lam)
+    ours = greedy is not None  # lam_t is a fresh array of this call's, free once the kernel has read it
     adv = _advantages(outputs, q) if any(cot.get(role) is not None for role in SUM_ROLES) else None
     adv_cot = _add(cot.get("advantages"), _sums_vjp(torch, adv, cot))
     total = _add(cot.get("returns"), adv_cot)
@@ -299,13 +305,19 @@ def _q_lambda(inputs: dict, flags: dict, scalars: dict, outputs: dict, cot: dict
                    (_number(scalars["gamma"]), 1.0 if per_step_lambda else lam_t, 1.0, 1.0), a)
     # next_values: gamma_t a_t (1 - lambda_t) inside the trace; where it is cut (an end, the
     # row's last step) gamma_t a_t, 0 at a termination (selected: a NaN there stays out).
-    # Three fresh arrays (a pass and a first touch each), where there were seven.
+    # Made in one array, in place: 1 - lambda_t (in lambda_t's own array where it is ours),
+    # 1 where cut, times a and gamma_t, 0 where terminated. No fresh array where Watkins'
+    # lambda_t is ours (there were four: a gamma, 1 - lambda, their product, the where).
     cut = term | trunc
     if cut.shape[-1] > 0:
         cut[..., -1] = True
-    ag = a * g
-    mixed = ag * (1 - lam_t)
-    next_grad = torch.where(cut, ag.masked_fill_(term, 0), mixed)
+    if not per_step_lambda:
+        factor = torch.full_like(a, 1 - lam_t)
+    elif ours:
+        factor = lam_t.neg_().add_(1)
+    else:
+        factor = torch.rsub(lam_t, 1)
+    next_grad = factor.masked_fill_(cut, 1).mul_(a).mul_(g).masked_fill_(term, 0)
     return {"rewards": a, "values": torch.zeros_like(q) if adv_cot is None else -adv_cot, "next_values": next_grad}
 
 
