@@ -266,7 +266,8 @@ def _retrace(inputs: dict, flags: dict, scalars: dict, outputs: dict, cot: dict,
         torch.sub(pi[..., 1:], mu[..., 1:], out=c).exp_()
     else:
         torch.div(pi[..., 1:], mu[..., 1:], out=c)
-    torch.fmin(c, c.new_tensor(scalars["c_clip"]), out=c).mul_(lam)
+    # (the clip as a 0-d CPU tensor: a GPU one would be a host-to-device copy in the backward)
+    torch.fmin(c, torch.tensor(scalars["c_clip"], dtype=c.dtype), out=c).mul_(lam)
     lam_c[..., -1:] = 0
     mapped["lambda_steps"] = lam_c
     return _value_family("gae", mapped, flags, scalars, outputs, cot, False)
