@@ -2,7 +2,10 @@
 # The second device call for the backward kernels (issue 30), after backward_tests.sh
 # (carry [".gpu"] with the wheel it returned in .gpu/wheels): the fused backward
 # workload under compute-sanitizer memcheck and racecheck side by side, then
-# bench_backward.py over every fused estimator with its kernel-by-kernel profile
+# bench_backward.py over the fused estimators of docs/gradients.md's GPU table (GAE with
+# and without gamma / lambda gradients, TD(lambda), discounted and n-step returns,
+# V-trace's vs, the puff advantage through values, Retrace, Watkins' Q(lambda)) with its
+# kernel-by-kernel profile
 # ($OUT/profile.txt: where each backward's time goes), then the operators' host cost
 # (issue 33) on this host: bench_overhead.py --quick and bench_operator_floor.py.
 # Device tool, from the checkout's root:  bash scripts/gpu/backward_bench.sh
@@ -11,10 +14,12 @@ export PYTHONUNBUFFERED=1
 OUT="${OUT:-/tmp/puffadv-gpu-out}"
 cd "$(dirname "$0")/../.."
 start=$SECONDS
-left() { echo $(( $1 - (SECONDS - start) )); }
+left() { local l=$(( $1 - (SECONDS - start) )); [ $l -lt 5 ] && l=5; echo $l; }
+mkdir -p "$OUT"
 { nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv; date -u; nproc; } > "$OUT/machine.txt" 2>&1
-ls .gpu/wheels/*.whl >/dev/null 2>&1 || { echo "no wheel in .gpu/wheels: run backward_tests.sh first"; exit 1; }
-python3 -m pip install -q --no-deps --force-reinstall .gpu/wheels/*.whl >> "$OUT/machine.txt" 2>&1
+wheel="$(ls -t .gpu/wheels/*.whl 2>/dev/null | head -1)"
+[ -n "$wheel" ] || { echo "no wheel in .gpu/wheels: run backward_tests.sh first"; exit 1; }
+python3 -m pip install -q --no-deps --force-reinstall "$wheel" >> "$OUT/machine.txt" 2>&1
 rm -rf python/puffadv.egg-info
 san="$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)"
 for tool in memcheck racecheck; do

@@ -6,7 +6,8 @@
 # - tests/python/test_gradients_gpu.py: CUDA gradients equal to the CPU's (n-step returns'
 #   fused backward included), 0-d gamma / lambda read on the device with no
 #   synchronisation, CUDA-graph capture of the meta-gradient backward;
-# - test_gradients_fused.py's CUDA cases of n-step returns and of per-step, time-major,
+# - test_gradients_fused.py's CUDA cases of n-step returns, Retrace and Q(lambda) (whose
+#   fused backwards changed since the last GPU run), and of per-step, time-major,
 #   decay-gradient calls (the True-True-True ids).
 # Device tool, from the checkout's root:  END=540 bash scripts/gpu/backward_tests.sh
 # (carry [".gpu"] with a wheel in it). END: this script's own end, in seconds, inside the
@@ -28,9 +29,10 @@ build_here() {
     > "$OUT/build.log" 2>&1 || { tail -40 "$OUT/build.log"; exit 1; }
   python3 -m pip install -q --no-deps --force-reinstall "$OUT"/wheels/*.whl >> "$OUT/machine.txt" 2>&1
 }
-if ls .gpu/wheels/*.whl >/dev/null 2>&1; then
-  echo "carried wheel: $(ls .gpu/wheels)" >> "$OUT/machine.txt"
-  python3 -m pip install -q --no-deps --force-reinstall .gpu/wheels/*.whl >> "$OUT/machine.txt" 2>&1
+carried="$(ls -t .gpu/wheels/*.whl 2>/dev/null | head -1)"
+if [ -n "$carried" ]; then
+  echo "carried wheel: $carried" >> "$OUT/machine.txt"
+  python3 -m pip install -q --no-deps --force-reinstall "$carried" >> "$OUT/machine.txt" 2>&1
   (cd /tmp && timeout 60 python3 -c "import puffadv, puffadv.torch, torch
 assert 'cuda' in puffadv.backend()['usable'], puffadv.backend()") >> "$OUT/machine.txt" 2>&1 \
     || { echo "carried wheel unusable: building here" | tee -a "$OUT/machine.txt"; build_here; }
@@ -43,7 +45,7 @@ rm -rf python/puffadv.egg-info  # the tests import the installed wheel, not the 
 pytest=(python3 -m pytest -q -rs -p no:cacheprovider --tb=short --durations=8 -n "$(nproc)")
 timeout "$(left $((END - 70)))" "${pytest[@]}" tests/python/test_gradients_gpu.py > "$OUT/gradients_gpu.log" 2>&1
 echo "test_gradients_gpu.py rc=$? at $((SECONDS - start)) s" | tee -a "$OUT/machine.txt"
-timeout "$(left "$END")" "${pytest[@]}" tests/python/test_gradients_fused.py -k "cuda and (n_step or True-True-True)" \
+timeout "$(left "$END")" "${pytest[@]}" tests/python/test_gradients_fused.py -k "cuda and (n_step or retrace or q_lambda or td_lambda_next or True-True-True)" \
   > "$OUT/gradients_fused_cuda.log" 2>&1
 echo "test_gradients_fused.py (CUDA cases) rc=$? at $((SECONDS - start)) s" | tee -a "$OUT/machine.txt"
 for f in "$OUT"/gradients_*.log; do echo "== $f"; grep -E "^(FAILED|ERROR)" "$f" | head -20; tail -4 "$f"; done
