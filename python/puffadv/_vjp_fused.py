@@ -292,7 +292,6 @@ def _q_lambda(inputs: dict, flags: dict, scalars: dict, outputs: dict, cot: dict
     else:  # one fresh array of r's dtype, filled through shifted views (no shifted copy of greedy)
         lam_t = torch.zeros_like(r)
         lam_t[..., :-1].masked_fill_(greedy[..., 1:], lam)
-    ours = greedy is not None  # lam_t is a fresh array of this call's, free once the kernel has read it
     adv = _advantages(outputs, q) if any(cot.get(role) is not None for role in SUM_ROLES) else None
     adv_cot = _add(cot.get("advantages"), _sums_vjp(torch, adv, cot))
     total = _add(cot.get("returns"), adv_cot)
@@ -314,7 +313,7 @@ def _q_lambda(inputs: dict, flags: dict, scalars: dict, outputs: dict, cot: dict
         cut[..., -1] = True
     if not per_step_lambda:
         factor = torch.full_like(a, 1 - lam_t)
-    elif ours:
+    elif greedy is not None:  # Watkins' lam_t is this call's own array, free once the kernel read it
         factor = lam_t.neg_().add_(1)
     else:
         factor = torch.rsub(lam_t, 1)

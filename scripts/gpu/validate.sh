@@ -51,7 +51,7 @@
 # PY_OVERLAY=1: this tree's python/puffadv/ is copied over the installed wheel (a carried wheel
 # of an earlier commit whose C++ is unchanged since).
 # TEST_FILES: the tests stage runs these pytest paths only (space-separated), and not the
-# JAX files after them; default the whole suite.
+# JAX files after them; default the whole suite. TEST_K: a pytest -k expression over them.
 # Time limits, seconds: LIMIT_BUILD (300), LIMIT_TESTS (300: tests and sanitizers
 # run side by side within it), LIMIT_BENCH (300), LIMIT_EXTRA (120: variants, ncu);
 # and DEADLINE (570 after the start): no stage runs past it.
@@ -207,7 +207,7 @@ if want tests; then
   t=$(limit "${LIMIT_TESTS:-300}")
   # -v: each test's outcome on its own line as it ends (under xdist the -r summary comes only
   # at the end, which a timeout loses); the summary greps the FAILED ones.
-  timeout "$t" python3 -m pytest -v -rfs --tb=line -p no:cacheprovider -n "${TEST_WORKERS:-6}" --dist loadfile ${TEST_FILES:-tests/python} \
+  timeout "$t" python3 -m pytest -v -rfs --tb=line -p no:cacheprovider -n "${TEST_WORKERS:-6}" --dist loadfile ${TEST_FILES:-tests/python} ${TEST_K:+-k "$TEST_K"} \
     --ignore=tests/python/test_jax.py --ignore=tests/python/test_jax_vmap.py --ignore=tests/python/test_jax_errors.py \
     --ignore=tests/python/test_family_jax.py > "$L/pytest-gpu.txt" 2>&1 \
     || fail "pytest on CUDA (logs/pytest-gpu.txt)"
