@@ -40,8 +40,9 @@ PY
 # compiled cold in every run (50-wheel took ~380 s with a warm cache as with a cold one,
 # 2026-12-04). The wheel is the same: pip builds an unpacked sdist in place. Its build
 # directory is build/wheel inside the unpacked tree: two levels below its sources, as
-# 10-python's build/test-wheel is below the clone's, so every path ccache relativizes
-# reads the same and the units 10-python compiled with these flags are hits here.
+# 10-python's build/test-wheel is below the clone's, so the core library's units that
+# 10-python compiled with these flags are hits here (compiler_cache.sh; the module's
+# units, which include the clone's .venv headers, compile here once per change).
 mkdir -p "${work}/unpacked" && tar -xzf "${sdist}" -C "${work}/unpacked"
 unpacked="$(ls -d "${work}"/unpacked/puffadv-*)"
 python -m pip wheel -q --no-build-isolation --no-deps -w "${work}/dist" "${unpacked}" \

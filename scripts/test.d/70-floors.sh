@@ -9,8 +9,8 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 work="$(realpath -m "${PUFF_FLOORS_BUILD_DIR:-build/ci-floors}")"
 # The CMake build directory sits beside 10-python's (build/test-wheel), at the same depth
-# below the clone: ccache relativizes paths to the clone (compiler_cache.sh), so the core's
-# units, compiled with the same flags there, are hits here rather than a second cold build.
+# below the clone (compiler_cache.sh), so the core's units, compiled with the same flags
+# there, are hits here rather than a second cold build.
 cmake_build="$(realpath -m "${PUFF_FLOORS_CMAKE_DIR:-build/ci-floors-cmake}")"
 rm -rf "${work}" "${cmake_build}" && mkdir -p "${work}"
 started=$SECONDS
