@@ -45,14 +45,17 @@
 #             (its arguments in VARIANTS_ARGS, e.g. "--profile --variant 4x6,4x8").
 #   ncu       Nsight Compute over short rows (scripts/gpu/short_rows_workload.py).
 # Default: build,tests,sanitize,bench. A full run does not fit one call: e.g.
-#   call 1  STAGES=build,tests,sanitize        (wheels come back)
-#   call 2  STAGES=bench WHEEL=... BEFORE_WHEEL=...
+#   call 1  STAGES=build                       (wheels come back; nothing else fits beside it)
+#   call 2  STAGES=tests,sanitize WHEEL=...
+#   call 3  STAGES=bench WHEEL=... BEFORE_WHEEL=...
+# Put nothing else in $OUT: the device returns 8 files, and the wheel's parts are three of them.
 #
 # PY_OVERLAY=1: this tree's python/puffadv/ is copied over the installed wheel (a carried wheel
 # of an earlier commit whose C++ is unchanged since).
 # TEST_FILES: the tests stage runs these pytest paths only (space-separated), and not the
 # JAX files after them; default the whole suite. TEST_K: a pytest -k expression over them.
-# Time limits, seconds: LIMIT_BUILD (300), LIMIT_TESTS (300: tests and sanitizers
+# Time limits, seconds: LIMIT_BUILD (540: the sm_90 wheel took over 7 minutes on the
+# device's 16 cores on 2026-12-06, so build in a call of its own), LIMIT_TESTS (300: tests and sanitizers
 # run side by side within it), LIMIT_BENCH (300), LIMIT_EXTRA (120: variants, ncu);
 # and DEADLINE (570 after the start): no stage runs past it.
 # Shapes: STD_SHAPES, FAM_SHAPES, PUFF_SHAPES (RxH,...; defaults below).
@@ -134,9 +137,9 @@ if want build && [ -z "$WHEEL" ]; then
   stamp "building after${two:+ and before}"
   jobs=$(nproc)
   [ -n "$two" ] && jobs=$(( jobs / 2 ))  # the two builds share the cores
-  build_wheel after . "$(limit "${LIMIT_BUILD:-300}")" & a=$!
+  build_wheel after . "$(limit "${LIMIT_BUILD:-540}")" & a=$!
   if [ -n "$two" ]; then
-    build_wheel before "$BEFORE" "$(limit "${LIMIT_BUILD:-300}")" || fail "build of $BEFORE (logs/build-before.log)"
+    build_wheel before "$BEFORE" "$(limit "${LIMIT_BUILD:-540}")" || fail "build of $BEFORE (logs/build-before.log)"
     BEFORE_WHEEL="$(ls "$OUT"/wheel-before/puffadv-*.whl 2>/dev/null | head -1)"
   fi
   wait $a || fail "build (logs/build-after.log)"
@@ -193,7 +196,11 @@ sanitize() {  # tool: each of its seven commands within a seventh of the stage's
 or (nan_stays and shape1) or (aligned and (shape6 or shape7)) or long_rows"
   under benchmarks/bench_conventions.py --quick --check-only
   under scripts/gpu/new_kernels_check.py  # linear_recurrence, next_values, overflow caps, backward, issue 29 forms (forms_check.py)
-  under scripts/gpu/backward_workload.py  # the fused backward (value_vjp) on every traversal
+  # The fused backward (value_vjp) on every traversal: by default the cases that take each of the
+  # kernel's forms (plain, with ratios, leaky, the puff advantage's shift), since the whole workload
+  # outlasts a seventh of the stage under a sanitizer; SANITIZE_BACKWARD_CASES="" runs them all.
+  WORKLOAD_CASES="${SANITIZE_BACKWARD_CASES-gae_last_value,gae_ratios,vtrace_leaky,puff_advantage}" \
+    under scripts/gpu/backward_workload.py
   return $rc
 }
 pids=()
@@ -205,9 +212,12 @@ fi
 if want tests; then
   stamp "tests"
   t=$(limit "${LIMIT_TESTS:-300}")
+  # The whole suite by file (its GPU fixtures are per file); a few TEST_FILES by test, else
+  # they get a worker each (2026-12-06: two files on two of six workers ran past the limit).
+  dist=$([ -n "${TEST_FILES:-}" ] && echo load || echo loadfile)
   # -v: each test's outcome on its own line as it ends (under xdist the -r summary comes only
   # at the end, which a timeout loses); the summary greps the FAILED ones.
-  timeout "$t" python3 -m pytest -v -rfs --tb=line -p no:cacheprovider -n "${TEST_WORKERS:-6}" --dist loadfile ${TEST_FILES:-tests/python} ${TEST_K:+-k "$TEST_K"} \
+  timeout "$t" python3 -m pytest -v -rfs --tb=line -p no:cacheprovider -n "${TEST_WORKERS:-6}" --dist "$dist" ${TEST_FILES:-tests/python} ${TEST_K:+-k "$TEST_K"} \
     --ignore=tests/python/test_jax.py --ignore=tests/python/test_jax_vmap.py --ignore=tests/python/test_jax_errors.py \
     --ignore=tests/python/test_family_jax.py > "$L/pytest-gpu.txt" 2>&1 \
     || fail "pytest on CUDA (logs/pytest-gpu.txt)"
