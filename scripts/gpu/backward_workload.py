@@ -6,8 +6,8 @@ vector), split and long rows, each gradient compared with the CPU's. Each case m
 each shape once, float32 and float64, batch- and time-major, scalar and per-step
 gamma / lambda taking turns (a sanitizer run checks kernels, not the grid: that is
 the tests' work). WORKLOAD_DEVICE=cpu runs it here against itself (a smoke test of the script);
-WORKLOAD_CASES=a,b runs those cases alone (unset or empty: all; the whole workload took over
-290 s under memcheck beside racecheck and pytest on an H100, 2026-12-06).
+WORKLOAD_CASES=a,b runs those cases alone (unset or empty: all; the whole workload
+was cut off at about 290 s under memcheck beside racecheck and pytest on an H100, 2026-12-06).
 Prints one line and exits 1 on a mismatch or a backward that missed the fused path."""
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ from test_gradients_fused import (CASES, EPISODIC, GPU_TRAVERSAL_SHAPES as SHAPE
                                   _vjp_fused)
 
 DEVICE = os.environ.get("WORKLOAD_DEVICE", "cuda")
-CHOSEN = sorted(c for c in (os.environ.get("WORKLOAD_CASES") or ",".join(CASES)).split(",") if c)
+CHOSEN = sorted(c.strip() for c in (os.environ.get("WORKLOAD_CASES") or ",".join(CASES)).split(",") if c.strip())
 
 
 def main() -> int:
@@ -33,6 +33,8 @@ def main() -> int:
     _vjp_fused.vjp = lambda *args, **kwargs: fused.append(args[0]) or real(*args, **kwargs)
     turns = itertools.cycle(itertools.product((torch.float32, torch.float64), (False, True), (False, True)))
     unknown = set(CHOSEN) - set(CASES)
+    if not CHOSEN:
+        raise SystemExit(f"WORKLOAD_CASES names no case; the cases: {sorted(CASES)}")
     if unknown:
         raise SystemExit(f"WORKLOAD_CASES: no such case {sorted(unknown)}; the cases: {sorted(CASES)}")
     for case in CHOSEN:
