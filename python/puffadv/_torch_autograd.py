@@ -85,7 +85,7 @@ def gradients(plan: Plan, arrays: dict, tensor_scalars: dict, outputs: dict, cot
     if arithmetic_dones:  # the puff advantage's float dones are numbers, as in its forward (bool/uint8: flags)
         dones = _as(_batch_major(arrays["terminated"], tm), compute)
         flags["terminated"], inputs["gamma_steps"] = puff_dones(torch, dones, scalars["gamma"])
-    if _vjp_fused.applies(plan.kind, inputs, outs, cots, needed, decays):  # the engine's own backward kernel
+    if _vjp_fused.applies(plan.kind, inputs, flags, outs, cots, needed, decays):  # the engine's own backward kernel
         grads = _vjp_fused.vjp(plan.kind, inputs, flags, scalars, outs, cots, decays=decays,
                                reset_at_start=plan.reset_at_start, log_probs=plan.log_probs, n=plan.n)
     else:

@@ -47,11 +47,14 @@ def _is_q_lambda(kind: str, inputs: dict) -> bool:
     return kind == "q_lambda" or (kind == "td_lambda" and inputs.get("next_values") is not None)
 
 
-def applies(kind: str, inputs: dict, outputs: dict, cotangents: dict, needed=None, decays: bool = False) -> bool:
+def applies(kind: str, inputs: dict, flags: dict, outputs: dict, cotangents: dict, needed=None,
+            decays: bool = False) -> bool:
     """Whether value_vjp computes this backward: its kinds and forms, an eager call on
-    plain tensors. `needed`: the roles autograd asks gradients for (None: all);
-    `decays`: whether gamma's and lambda's are among them."""
-    if kind not in KINDS or inputs.get("sample_mask") is not None:
+    plain tensors. `flags`: the flag arrays by role (V-trace's sample_mask is one: the
+    kernel has no mask, so a masked call keeps the formulas); `needed`: the roles
+    autograd asks gradients for (None: all); `decays`: whether gamma's and lambda's are
+    among them."""
+    if kind not in KINDS or flags.get("sample_mask") is not None:
         return False
     # With ratios the kernel gives e = rho a (Retrace: c_{t+1} rides in lambda_t): the ratios'
     # and the decays' gradients read a, or the ratios themselves. The estimators below the
