@@ -101,12 +101,25 @@ class _TorchSchema:
         self.tensors = [i for i, a in enumerate(schema.arguments) if not a.kwarg_only and
                         (a.type == tensor_type or getattr(a.type, "getElementType", lambda: None)() == tensor_type)]
 
-    def save(self, ctx, arguments: dict, output) -> None:
-        """What the backward needs: every tensor argument and output (saved tensors), the rest by name."""
+    def save(self, ctx, arguments: dict, output, forward: bool = False) -> None:
+        """What the backward needs: every tensor argument and output (saved tensors), the rest by
+        name; `forward`: the same for a jvp too."""
         outputs = output if isinstance(output, tuple) else (output,)
-        ctx.save_for_backward(*(arguments.get(self.names[i]) for i in self.tensors), *outputs)
+        tensors = (*(arguments.get(self.names[i]) for i in self.tensors), *outputs)
+        ctx.save_for_backward(*tensors)
+        if forward:
+            ctx.save_for_forward(*tensors)
         ctx.others = {name: value for name, value in arguments.items()
                       if name not in {self.names[i] for i in self.tensors}}
+
+    def tangents(self, ctx, jvp: Callable, tangents):
+        """The output's tangent by `jvp`, from the saved context and the arguments' tangents
+        (by position, None where an argument has none)."""
+        saved = ctx.saved_tensors
+        primals = dict(ctx.others)
+        primals.update({self.names[i]: saved[k] for k, i in enumerate(self.tensors)})
+        given = {self.names[i]: tangents[i] for i in self.tensors if i < len(tangents)}
+        return jvp(TorchOps(), primals, saved[len(self.tensors):], given)
 
     def gradients(self, ctx, vjp: Callable, cotangents, wanted) -> dict:
         """name -> gradient, from the saved context; `wanted` is needs_input_grad by position."""
@@ -140,12 +153,14 @@ def register_torch(lib, op_name: str, vjp: Callable) -> None:
     torch.library.register_autograd(f"puffadv::{op_name}", backward, setup_context=setup_context, lib=lib)
 
 
-def torch_function(op_name: str, vjp: Callable, vmap: Callable = None):
+def torch_function(op_name: str, vjp: Callable, vmap: Callable = None, jvp: Callable = None):
     """A torch.autograd.Function over torch.ops.puffadv.<op_name> differentiated by `vjp`, for
     torch.func (grad, vjp, jacrev) as well as autograd and torch.compile: ``apply(*arguments)``
     takes every schema argument by position (keyword-only ones last). `vmap`: its vmap
     staticmethod ``vmap(info, in_dims, *arguments) -> (output, out_dims)``; without one,
-    torch.func.vmap raises torch's error naming the missing rule."""
+    torch.func.vmap raises torch's error naming the missing rule. `jvp`: its forward-mode
+    derivative ``jvp(ops, primals, outputs, tangents: name -> tensor or None) -> tangent``
+    (forward_ad, torch.func.jvp, jacfwd); without one, torch refuses forward mode."""
     import torch
     schema = _TorchSchema(op_name)
     keywords = schema.names[len(schema.positional):]
@@ -155,7 +170,7 @@ def torch_function(op_name: str, vjp: Callable, vmap: Callable = None):
         return schema.op(*positional, **dict(zip(keywords, arguments[len(schema.positional):])))
 
     def setup_context(ctx, inputs, output):
-        schema.save(ctx, dict(zip(schema.names, inputs)), output)
+        schema.save(ctx, dict(zip(schema.names, inputs)), output, forward=jvp is not None)
 
     def backward(ctx, *cotangents):
         grads = schema.gradients(ctx, vjp, cotangents, ctx.needs_input_grad)
@@ -165,6 +180,8 @@ def torch_function(op_name: str, vjp: Callable, vmap: Callable = None):
                "backward": staticmethod(backward)}
     if vmap is not None:
         members["vmap"] = staticmethod(vmap)
+    if jvp is not None:
+        members["jvp"] = staticmethod(lambda ctx, *tangents: schema.tangents(ctx, jvp, tangents))
     return type(f"{op_name}_function", (torch.autograd.Function,), members)
 
 

@@ -36,7 +36,8 @@ class _HostTensors:
 
     def type_of(self, x):
         """torch.Tensor when x is a plain torch tensor and the direct call may take it
-        (torch imported, its DLPack exchange API present, no tracing under way), else None."""
+        (torch imported, its DLPack exchange API present, no tracing under way, no dual level
+        open: a tangent is read on the general path), else None."""
         if self.tensor is None:
             torch = sys.modules.get("torch")
             if torch is None or type(x) is not getattr(torch, "Tensor", None):
@@ -45,7 +46,7 @@ class _HostTensors:
             if not _torch_rules.EXCHANGE_API:
                 return None
             self.torch, self.rules, self.tensor = torch, _torch_rules, torch.Tensor
-        if type(x) is not self.tensor or _frameworks.torch_compiling():
+        if type(x) is not self.tensor or _frameworks.torch_compiling() or _frameworks.torch_dual_level_open():
             return None
         return self.tensor
 

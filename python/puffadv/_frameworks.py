@@ -84,6 +84,14 @@ def torch_compiling() -> bool:
     return _is_compiling()
 
 
+def torch_dual_level_open() -> bool:
+    """True while a forward-mode AD level is open (torch.autograd.forward_ad.dual_level,
+    torch.func.jvp): a tensor may then carry a tangent, which only the autograd path reads
+    (a call that checks requires_grad alone would drop it). Never imports torch."""
+    forward_ad = sys.modules.get("torch.autograd.forward_ad")
+    return forward_ad is not None and forward_ad._current_level >= 0
+
+
 def describe(x) -> str:
     t = type(x)
     return t.__name__ if t.__module__ == "builtins" else f"{t.__module__}.{t.__qualname__}"

@@ -53,13 +53,34 @@ def linear_recurrence_vjp(ops, primals: dict, outputs: tuple, cotangents: tuple,
             grads["seed"] = ops.zeros(seed)
         return grads
     if needs.get("decay"):
-        outside = ops.zeros(y[:, :1]) if seed is None else ops.cast(seed, y)[:, None]
-        if reverse:  # y_{t+1}, y_T = seed
-            neighbour = ops.concat([y[:, 1:], outside])
-        else:  # y_{t-1}, y_{-1} = seed
-            neighbour = ops.concat([outside, y[:, :-1]])
-        grads["decay"] = ops.cast(ops.restore(lam * neighbour, time_axis), primals["decay"])
+        grads["decay"] = ops.cast(ops.restore(lam * _neighbour(ops, y, seed, reverse), time_axis), primals["decay"])
     if seed is not None and needs.get("seed"):
         end = -1 if reverse else 0
         grads["seed"] = ops.cast(lam[:, end] * a[:, end], seed)
     return grads
+
+
+def _neighbour(ops, y, seed, reverse: bool):
+    """The y each step's decay multiplies: y_{t+1} (reverse; y_T = seed) or y_{t-1} (y_{-1} =
+    seed), 0 outside the row without a seed; [B, T]."""
+    outside = ops.zeros(y[:, :1]) if seed is None else ops.cast(seed, y)[:, None]
+    return ops.concat([y[:, 1:], outside]) if reverse else ops.concat([outside, y[:, :-1]])
+
+
+def linear_recurrence_jvp(ops, primals: dict, outputs: tuple, tangents: dict):
+    """The tangent of y from those of inputs, decay and seed (name -> tangent, None where an
+    argument has none): differentiating y_t = x_t + a_t y_{t-1} gives the same recurrence,
+    y'_t = (x'_t + a'_t y_{t-1}) + a_t y'_{t-1} seeded with seed', so it is one more scan
+    (reverse: y_{t+1} in y_{t-1}'s place). None where no tangent is given."""
+    dx, da, ds = (tangents.get(name) for name in ("inputs", "decay", "seed"))
+    if dx is None and da is None and ds is None:
+        return None
+    time_axis, reverse = primals["time_axis"], primals["reverse"]
+    y = ops.batch_major(outputs[0], time_axis)
+    u = ops.zeros(y) if dx is None else ops.cast(ops.batch_major(dx, time_axis), y)
+    if y.shape[-1] == 0:
+        return ops.restore(u, time_axis)
+    if da is not None:
+        u = u + ops.cast(ops.batch_major(da, time_axis), y) * _neighbour(ops, y, primals["seed"], reverse)
+    a = ops.cast(ops.batch_major(primals["decay"], time_axis), y)
+    return ops.restore(ops.scan(u, a, None if ds is None else ops.cast(ds, y), reverse), time_axis)

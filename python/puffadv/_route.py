@@ -16,8 +16,9 @@ _DIRECT = {function: direct(estimator) for function, estimator in ESTIMATORS.ite
 
 
 def needs_graph(arrays, scalars, outputs=()) -> bool:
-    """An argument requires grad (a torch tensor) and torch's grad mode is on: the call goes
-    through _torch_autograd, which records its graph (never a silently detached result).
+    """An argument requires grad (a torch tensor) and torch's grad mode is on, or carries a
+    forward-mode tangent: the call goes through _torch_autograd, which records its graph or
+    computes the tangents (never a silently detached result).
     A call that mixes in anything but torch tensors goes on to the eager path, whose
     checks refuse it by name."""
     for x in arrays:  # loops, not any(...): every non-NumPy call pays for this check
@@ -28,7 +29,8 @@ def needs_graph(arrays, scalars, outputs=()) -> bool:
             if x.__class__ is not float and getattr(x, "requires_grad", False) is True:
                 break
         else:
-            return False
+            if not _frameworks.torch_dual_level_open():  # else a tangent may need the jvp
+                return False
     from . import _torch_autograd
     return _torch_autograd.wanted(*arrays, *scalars) and _torch_autograd.all_tensors(arrays, outputs)
 

@@ -17,7 +17,7 @@ from typing import Callable, NamedTuple
 
 import torch
 
-from . import _eager, _frameworks, _shapes, _vjp, _vjp_fused
+from . import _eager, _frameworks, _shapes, _torch_forward_ad, _vjp, _vjp_fused
 from ._vjp_parts import not_done_next, puff_dones
 from ._estimators import FLAG_ROLES, OUTPUT_ROLES, PUFF_ADVANTAGE, STEP_ROLES, SUM_ROLES, Estimate
 
@@ -26,8 +26,10 @@ _DIFFERENTIABLE_SCALARS = ("gamma", "lambda")
 
 
 def wanted(*tensors) -> bool:
-    """Whether a call must record a graph: grad mode on and something requires grad."""
-    return torch.is_grad_enabled() and any(isinstance(x, torch.Tensor) and x.requires_grad for x in tensors)
+    """Whether a call must go through the Function: grad mode on and something requires grad,
+    or a tensor carries a forward-mode tangent (its jvp)."""
+    return (torch.is_grad_enabled() and any(isinstance(x, torch.Tensor) and x.requires_grad for x in tensors)) \
+        or _torch_forward_ad.carries_tangent(*tensors)
 
 
 def all_tensors(arrays, outputs) -> bool:
@@ -48,7 +50,10 @@ class Plan(NamedTuple):
     n: int = 1
     log_probs: bool = False
     reset_at_start: bool = False
-    run: Callable = None       # (arrays by role, scalars by role) -> outputs by role: the eager kernel
+    run: Callable = None       # (arrays by role, scalars by role, also=roles) -> outputs by role: the
+                               # eager kernel (`also`: roles to make beside `produced`)
+    names: dict = None         # role -> the caller's name, for errors
+    summed_series: str = None  # the output role the row sums sum (the jvp's)
 
 
 def _batch_major(x, time_major: bool):
@@ -145,6 +150,25 @@ class _Differentiable(torch.autograd.Function):
         return (None, *(result[role] for role in (*plan.array_roles, *plan.scalar_roles)))
 
 
+class _WithTangents(_Differentiable):
+    """The same with its forward-mode derivative (eager calls: dynamo refuses a Function that
+    defines jvp, so a call torch.compile traces takes _Differentiable)."""
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        _Differentiable.setup_context(ctx, inputs, output)
+        ctx.save_for_forward(*inputs[1:], *output)
+
+    @staticmethod
+    def jvp(ctx, _plan, *tangents):
+        plan, saved = ctx.plan, ctx.saved_tensors
+        na, ns = len(plan.array_roles), len(plan.scalar_roles)
+        return _torch_forward_ad.tangents(plan, dict(zip(plan.array_roles, saved[:na])),
+                                          dict(zip(plan.produced, saved[na + ns:])),
+                                          dict(zip(plan.array_roles, tangents[:na])),
+                                          dict(zip(plan.scalar_roles, tangents[na:])))
+
+
 def _split_scalars(scalars: dict, names: dict):
     """(numbers by role, tensor gamma/lambda by role); a clip that requires grad is refused."""
     numbers, tensors = {}, {}
@@ -162,8 +186,9 @@ def _split_scalars(scalars: dict, names: dict):
 
 
 def _apply(plan: Plan, arrays: dict, tensor_scalars: dict) -> dict:
-    produced = _Differentiable.apply(plan, *(arrays[r] for r in plan.array_roles),
-                                     *(tensor_scalars[r] for r in plan.scalar_roles))
+    function = _Differentiable if _frameworks.torch_compiling() else _WithTangents
+    produced = function.apply(plan, *(arrays[r] for r in plan.array_roles),
+                              *(tensor_scalars[r] for r in plan.scalar_roles))
     return dict(zip(plan.produced, produced))
 
 
@@ -208,16 +233,18 @@ def estimate(estimator, call) -> dict:
     call = call._replace(arrays=viewed, time_axis=time_axis)
     arrays = {role: x for role, x in call.arrays.items() if x is not None}
 
-    def run(given, scalars):
+    def run(given, scalars, also=()):
         inner = call._replace(arrays={role: given.get(role) for role in call.arrays}, scalars=scalars,
-                              outputs={role: role in produced for role in OUTPUT_ROLES})
+                              outputs={role: role in produced or role in also for role in OUTPUT_ROLES})
         if _frameworks.torch_compiling():  # dynamo traces the forward: the traceable operator
             from . import _compiled
             return _compiled.estimate(estimator, inner)
         return _eager.estimate(estimator, inner)
 
     plan = Plan(estimator.kind, tuple(arrays), tuple(tensors), produced, numbers,
-                time_axis in (0, -2), call.n, call.log_probs, call.reset_at_start, run)
+                time_axis in (0, -2), call.n, call.log_probs, call.reset_at_start, run,
+                {**dict(zip(call.scalars, call.scalar_names)), **call.names},
+                "advantages" if "advantages" in estimator.outputs else "returns")
     made = _apply(plan, arrays, tensors)
     if shapes is not None:  # the caller's shapes (reshape: the gradient follows)
         made = {role: _shapes.back(x, shapes.batch if role in SUM_ROLES else shapes.shape)
@@ -239,7 +266,7 @@ def puff_advantage(values, rewards, dones, importance, advantages, scalars: tupl
         _eager.puff_advantage(*_detached(arrays).values(), advantages, tuple(numbers[r] for r in _PUFF_SCALARS),
                               stream, **fused, check_only=True)
 
-    def run(given, params):
+    def run(given, params, also=()):  # `also`: the jvp asks for none beyond `produced` (the sums sum advantages)
         params = tuple(params[r] for r in _PUFF_SCALARS)
         if _frameworks.torch_compiling():  # dynamo traces the forward: the traceable operator
             from . import _compiled
@@ -256,7 +283,9 @@ def puff_advantage(values, rewards, dones, importance, advantages, scalars: tupl
                 "sums": made.sums, "square_sums": made.square_sums}
 
     plan = Plan(PUFF_ADVANTAGE.kind, tuple(arrays), tuple(tensors), produced,
-                {**numbers, "rho_pg_clip": 1.0}, False, run=run)
+                {**numbers, "rho_pg_clip": 1.0}, False, run=run,
+                names={**PUFF_ADVANTAGE.names(), **dict(zip(_PUFF_SCALARS, PUFF_ADVANTAGE.scalar_names()))},
+                summed_series="advantages")
     made = _deliver({"advantages": True if advantages is None else advantages, **fused},
                     _apply(plan, arrays, tensors))
     if not asked:
@@ -270,4 +299,4 @@ def puff_advantage(values, rewards, dones, importance, advantages, scalars: tupl
 # forward with a graph costs the host, 2-core Xeon, 2026-12-05); it reads __signature__
 # instead when a function has one, so it is computed once, here (and for the operators'
 # class in _torch_op_autograd).
-_Differentiable.forward.__signature__ = inspect.signature(_Differentiable.forward)
+_Differentiable.forward.__signature__ = inspect.signature(_Differentiable.forward)  # _WithTangents inherits it

@@ -22,7 +22,8 @@ import warnings
 
 import torch
 
-from . import _core, _fallback, _torch_conventions, _torch_op_autograd, _torch_refusals, _torch_rules
+from . import (_core, _fallback, _frameworks, _torch_conventions, _torch_forward_ad, _torch_op_autograd, _torch_refusals,
+               _torch_rules)
 from ._estimators import PUFF_ADVANTAGE
 
 _PUFF_NAMES = tuple(PUFF_ADVANTAGE.names().values())[:5]  # values, rewards, dones, importance, advantages
@@ -96,16 +97,22 @@ class ConstantInputWarning(UserWarning):
 def warn_constant_inputs(values, rewards, importance):
     """PufferLib's schema op writes a target in place and records no graph, as PufferLib's own
     op does; PufferLib's trainer relies on that (it passes the live ``ratio`` as importance).
-    So an input that requires grad is read as a constant, and said so (once per process under
-    Python's default warning filter), never dropped without a word."""
-    if not torch.is_grad_enabled() or not _any_requires_grad(values, rewards, importance):  # one C call
+    So an input that requires grad, or carries a forward-mode tangent, is read as a constant,
+    and said so (once per process under Python's default warning filter), never dropped
+    without a word."""
+    graph = torch.is_grad_enabled() and _any_requires_grad(values, rewards, importance)  # one C call
+    if not graph and not _frameworks.torch_dual_level_open():
         return
     for name, t in zip(("values", "rewards", "importance"), (values, rewards, importance)):
-        if isinstance(t, torch.Tensor) and t.requires_grad:
+        if not isinstance(t, torch.Tensor):
+            continue
+        why = "requires grad" if graph and t.requires_grad else \
+            "carries a forward-mode tangent" if _torch_forward_ad.carries_tangent(t) else None
+        if why is not None:
             warnings.warn(
-                f"{name} requires grad, but torch.ops.puffadv.compute_puff_advantage (PufferLib's "
-                "schema: it writes advantages in place) records no graph, as PufferLib's own op: "
-                f"{name} is read as a constant. For a differentiable puff advantage call "
+                f"{name} {why}, but torch.ops.puffadv.compute_puff_advantage (PufferLib's "
+                "schema: it writes advantages in place) records no graph and no tangent, as PufferLib's "
+                f"own op: {name} is read as a constant. For a differentiable puff advantage call "
                 "torch.ops.puffadv.puff_advantage (functional) or puffadv.compute_puff_advantage",
                 ConstantInputWarning, stacklevel=2)
             return

@@ -9,6 +9,7 @@ from typing import Callable, NamedTuple
 
 import torch
 
+from . import _frameworks, _torch_forward_ad
 from ._estimators import ESTIMATORS, PUFF_ADVANTAGE, STEP_ROLES
 from ._torch_autograd import Plan, _needed, gradients
 
@@ -64,6 +65,10 @@ class _OpDifferentiable(torch.autograd.Function):
         ctx.count = len(info.arg_names)
         ctx.set_materialize_grads(False)
         ctx.save_for_backward(*(bound[n] for n in given), *(output if isinstance(output, tuple) else (output,)))
+        # The jvp reruns the op: its tensors (a flag or clip's too) and every other argument.
+        ctx.info, ctx.tensor_positions = info, [i for i, x in enumerate(inputs[1:]) if isinstance(x, torch.Tensor)]
+        ctx.others = tuple(None if isinstance(x, torch.Tensor) else x for x in inputs[1:])
+        ctx.save_for_forward(*(inputs[1 + i] for i in ctx.tensor_positions))
 
     @staticmethod
     def backward(ctx, *grads):
@@ -76,6 +81,22 @@ class _OpDifferentiable(torch.autograd.Function):
         for position, role in zip(ctx.positions, plan.array_roles):
             out[position] = result[role]
         return (None, *out)
+
+    @staticmethod
+    def jvp(ctx, _info, *tangents):
+        info, args = ctx.info, list(ctx.others)
+        for position, x in zip(ctx.tensor_positions, ctx.saved_tensors):
+            args[position] = x
+        given = _torch_forward_ad.linear_tangents(
+            info.estimator.kind, {info.roles[n]: (args[i], tangents[i], n) for i, n in enumerate(info.arg_names)
+                                  if n in info.roles and isinstance(args[i], torch.Tensor)})
+        if given is None:
+            return tuple(None for _ in info.series) if len(info.series) > 1 else None
+        for i, n in enumerate(info.arg_names):
+            if n in info.roles and info.roles[n] in given:
+                args[i] = given[info.roles[n]]
+        with torch._C._AutoDispatchBelowAutograd():
+            return info.op(*args)
 
 
 # Function.apply binds its arguments to forward's signature on every call, and
@@ -98,7 +119,7 @@ KEYS_BETWEEN_AUTOGRAD_AND_BACKEND_SELECT = _keys_between_autograd_and_backend_se
 
 def _autograd_kernel(info: _OpInfo, backend_select: Callable):
     """The operator's Autograd key: a graph when grad mode is on and a tensor requires grad,
-    else on to the kernels below (what the fallthrough it replaces did). `backend_select`:
+    the Function's jvp when a tensor carries a forward-mode tangent, else on to the kernels below (what the fallthrough it replaces did). `backend_select`:
     the op's BackendSelect kernel (op, keyset, *args, **kwargs), called here directly when
     no key lies between the two: one Python kernel per eager call instead of two."""
     from torch._library.utils import fill_defaults
@@ -107,9 +128,11 @@ def _autograd_kernel(info: _OpInfo, backend_select: Callable):
     grad_enabled, any_requires_grad, below = (torch._C.is_grad_enabled, torch._C._any_requires_grad,
                                               torch._C._after_autograd_keyset)
     between = KEYS_BETWEEN_AUTOGRAD_AND_BACKEND_SELECT
+    dual_level_open = _frameworks.torch_dual_level_open
 
     def kernel(keyset, *args, **kwargs):
-        if grad_enabled() and any_requires_grad(*args, **kwargs):
+        if (grad_enabled() and any_requires_grad(*args, **kwargs)) or (
+                dual_level_open() and _torch_forward_ad.carries_tangent(*args, *kwargs.values())):
             args, _ = fill_defaults(schema, args, kwargs)
             # Below a torch.func transform's layer (which dispatched here with its tensors
             # unwrapped) this level's autograd records the graph, as for a native op:

@@ -10,9 +10,9 @@ import numbers
 
 import torch
 
-from . import (_autograd, _eager, _frameworks, _parameters, _torch_conventions, _torch_kernels, _torch_refusals,
-               _torch_rules)
-from ._recurrence_vjp import linear_recurrence_vjp
+from . import (_autograd, _eager, _frameworks, _parameters, _torch_conventions, _torch_forward_ad, _torch_kernels,
+               _torch_refusals, _torch_rules)
+from ._recurrence_vjp import linear_recurrence_jvp, linear_recurrence_vjp
 
 _NAMES = ("inputs", "decay", "seed")
 
@@ -92,13 +92,25 @@ def _vmap(info, in_dims, inputs, decay, seed, reverse, time_axis):
 FUNCTION = None  # linear_recurrence's autograd.Function (register)
 
 
+def _backend_select(op, keyset, *args, **kwargs):
+    """The op's kernel, which refuses a forward-mode tangent: the op's autograd
+    (torch.library.register_autograd) has no jvp, so torch would return the result without
+    its tangent. The Function (FUNCTION.apply) passes none here: torch hands its forward the
+    primals."""
+    if _frameworks.torch_dual_level_open() and _torch_forward_ad.carries_tangent(*args, *kwargs.values()):
+        raise TypeError("torch.ops.puffadv.linear_recurrence has no forward-mode derivative (jvp): a tangent "
+                        "given to it would be dropped. Call puffadv.linear_recurrence, whose jvp computes it "
+                        "(forward_ad, torch.func.jvp, jacfwd)")
+    return _torch_kernels._run_kernel(op, keyset, *args, **kwargs)
+
+
 def register(lib: torch.library.Library) -> None:
     global FUNCTION
     torch.library.register_fake("puffadv::linear_recurrence", _fake, lib=lib)
     op = torch.ops.puffadv.linear_recurrence.default
-    lib.impl("linear_recurrence", functools.partial(_torch_kernels._run_kernel, op), "BackendSelect",
-             with_keyset=True)
+    lib.impl("linear_recurrence", functools.partial(_backend_select, op), "BackendSelect", with_keyset=True)
     _autograd.register_torch(lib, "linear_recurrence", linear_recurrence_vjp)
     _torch_refusals.register(lib, ("linear_recurrence",))  # sparse, quantized, nested, None: named
-    FUNCTION = _autograd.torch_function("linear_recurrence", linear_recurrence_vjp, vmap=_vmap)
+    FUNCTION = _autograd.torch_function("linear_recurrence", linear_recurrence_vjp, vmap=_vmap,
+                                        jvp=linear_recurrence_jvp)
     _autograd.TorchOps.scan_function = FUNCTION

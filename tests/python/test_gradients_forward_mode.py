@@ -1,0 +1,167 @@
+"""Forward-mode derivatives of every estimator (issue 30: no input's derivative silently
+dropped): torch.autograd.forward_ad's dual tensors and torch.func.jvp / jacfwd, through
+the public functions and the torch.ops.puffadv operators.
+
+Every series is linear in the value arrays (rewards, values, Q values, next values,
+bootstrap values, last_value, seed) with the flags, gamma, lambda and the ratios held:
+their tangents are checked against gradcheck's numerical ones, and, for dual tensors that
+do not require grad (which a call checking requires_grad alone used to compute without
+their tangents), against the backward through <w, J t> = <J^T w, t>. A tangent of gamma,
+lambda, the ratios or the probabilities is refused by name (reverse mode takes them)."""
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("puffadv.torch")
+
+import torch.autograd.forward_ad as fwAD  # noqa: E402
+
+import puffadv  # noqa: E402
+from gradient_cases import CASES, episode_arrays, make_call  # noqa: E402
+from test_gradients_ops import op_call  # noqa: E402
+
+# The public argument names of the value arrays (Q values travel as values, seed as last_value).
+LINEAR = frozenset({"rewards", "values", "q_values", "next_values", "bootstrap_values", "last_value", "inputs",
+                    "seed"})
+
+
+def _with(fixed, positions, values):
+    args = list(fixed)
+    for i, x in zip(positions, values):
+        args[i] = x
+    return args
+
+
+def _linear_positions(case):
+    return [i for i, name in enumerate(CASES[case][0]) if name in LINEAR]
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+@pytest.mark.parametrize("time_major", [False, True])
+def test_public_forward_mode_matches_the_numerical_derivative(case, time_major):
+    call, leaves, _ = make_call(case, seed=5, time_major=time_major)
+    fixed, linear = [x.detach() for x in leaves], _linear_positions(case)
+    assert torch.autograd.gradcheck(lambda *xs: call(*_with(fixed, linear, xs)), tuple(leaves[i] for i in linear),
+                                    eps=1e-6, atol=1e-7, rtol=1e-5, check_forward_ad=True,
+                                    check_backward_ad=False, check_undefined_grad=False,
+                                    check_batched_forward_grad=False)
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_dual_tensors_that_do_not_require_grad(case):
+    call, leaves, _ = make_call(case, seed=6)
+    fixed, linear = [x.detach() for x in leaves], _linear_positions(case)
+    g = torch.Generator().manual_seed(6)
+    tangents = [torch.randn(fixed[i].shape, generator=g, dtype=fixed[i].dtype) for i in linear]
+    with fwAD.dual_level():
+        outputs = call(*_with(fixed, linear, [fwAD.make_dual(fixed[i], t) for i, t in zip(linear, tangents)]))
+        primals = [fwAD.unpack_dual(o).primal.clone() for o in outputs]
+        jvps = [fwAD.unpack_dual(o).tangent for o in outputs]
+    assert all(t is not None for t in jvps), f"{case}: an output came back without its tangent"
+    for p, plain in zip(primals, call(*fixed)):
+        torch.testing.assert_close(p, plain, rtol=0, atol=0)
+    # <w, J t> = <J^T w, t>, J^T w from the backward (gradcheck-tested on its own)
+    wanted = [x.detach().requires_grad_(i in linear) for i, x in enumerate(fixed)]
+    weights = [torch.randn(p.shape, generator=g, dtype=p.dtype) for p in primals]
+    grads = torch.autograd.grad(sum((o * w).sum() for o, w in zip(call(*wanted), weights)),
+                                [wanted[i] for i in linear])
+    forward = sum((w * t).sum() for w, t in zip(weights, jvps))
+    backward = sum((gr * t).sum() for gr, t in zip(grads, tangents))
+    torch.testing.assert_close(forward, backward, rtol=1e-10, atol=1e-10)
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_operator_forward_mode_matches_the_numerical_derivative(case):
+    call, leaves = op_call(case, seed=7, time_major=case.endswith("_per_step"))
+    fixed, linear = [x.detach() for x in leaves], _linear_positions(case)
+    assert torch.autograd.gradcheck(lambda *xs: call(*_with(fixed, linear, xs)), tuple(leaves[i] for i in linear),
+                                    eps=1e-6, atol=1e-7, rtol=1e-5, check_forward_ad=True,
+                                    check_backward_ad=False, check_undefined_grad=False,
+                                    check_batched_forward_grad=False)
+
+
+def test_torch_func_jvp_and_jacfwd_of_an_operator():
+    """torch.func.jvp through an operator gave all-zero tangents before."""
+    call, (r, v, lv) = op_call("gae_last_value", seed=3)
+    r, v, lv = r.detach(), v.detach(), lv.detach()
+    jac = torch.func.jacrev(lambda v: call(r, v, lv)[0])(v)
+    direction = torch.randn_like(v)
+    _, tangent = torch.func.jvp(lambda v: call(r, v, lv)[0], (v,), (direction,))
+    torch.testing.assert_close(tangent, torch.einsum("btij,ij->bt", jac, direction))
+    assert tangent.abs().sum() > 0
+    torch.testing.assert_close(torch.func.jacfwd(lambda v: call(r, v, lv)[0])(v), jac)
+
+
+@pytest.mark.parametrize("argument", ["importance", "gamma"])
+@pytest.mark.parametrize("surface", ["public", "operator"])
+def test_a_tangent_outside_the_value_arrays_is_refused(argument, surface):
+    case = "gae" if argument == "importance" else "gae_per_step"
+    call, leaves = op_call(case, seed=8) if surface == "operator" else make_call(case, seed=8)[:2]
+    fixed = [x.detach() for x in leaves]
+    position = CASES[case][0].index(argument)
+    with fwAD.dual_level():
+        args = _with(fixed, [position], [fwAD.make_dual(fixed[position], torch.ones_like(fixed[position]))])
+        with pytest.raises(TypeError, match=rf"forward-mode derivative.*{argument}.*not linear"):
+            call(*args)
+
+
+def test_a_tangent_of_a_0d_gamma_is_refused():
+    call, leaves, names = make_call("gae_last_value", seed=9)
+    fixed = [x.detach() for x in leaves]
+    gamma = names.index("gamma")
+    with fwAD.dual_level():
+        args = _with(fixed, [gamma], [fwAD.make_dual(fixed[gamma], torch.ones_like(fixed[gamma]))])
+        with pytest.raises(TypeError, match=r"forward-mode derivative.*gamma.*not linear"):
+            call(*args)
+
+
+@pytest.mark.parametrize("time_major", [False, True])
+@pytest.mark.parametrize("reverse", [False, True])
+def test_linear_recurrence_forward_mode(time_major, reverse):
+    """Its tangent is the same scan on x' + a' y_{t-1} seeded with seed' (decay included)."""
+    g = torch.Generator().manual_seed(10)
+    x, decay = torch.randn(3, 7, generator=g, dtype=torch.float64), torch.rand(3, 7, generator=g, dtype=torch.float64)
+    seed = torch.randn(3, generator=g, dtype=torch.float64)
+    leaves = tuple(t.requires_grad_() for t in (x, decay, seed))
+
+    def call(x, decay, seed):
+        flip = (lambda t: t.t()) if time_major else (lambda t: t)
+        return puffadv.linear_recurrence(flip(x), flip(decay), seed=seed, reverse=reverse,
+                                         time_axis=0 if time_major else 1)
+
+    assert torch.autograd.gradcheck(call, leaves, eps=1e-6, atol=1e-7, rtol=1e-5, check_forward_ad=True,
+                                    check_backward_ad=False, check_undefined_grad=False,
+                                    check_batched_forward_grad=False)
+    plain = [t.detach() for t in leaves]
+    jac = torch.func.jacrev(lambda d: call(plain[0], d, plain[2]))(plain[1])
+    torch.testing.assert_close(torch.func.jacfwd(lambda d: call(plain[0], d, plain[2]))(plain[1]), jac)
+
+
+def test_the_linear_recurrence_operator_refuses_a_tangent():
+    x, decay = torch.randn(2, 5, dtype=torch.float64), torch.rand(2, 5, dtype=torch.float64)
+    with fwAD.dual_level():
+        dual = fwAD.make_dual(x, torch.ones_like(x))
+        with pytest.raises(TypeError, match="linear_recurrence has no forward-mode derivative"):
+            torch.ops.puffadv.linear_recurrence(dual, decay, None, reverse=True, time_axis=1)
+        # the public function computes it
+        y = puffadv.linear_recurrence(dual, decay, reverse=True, time_axis=1)
+        assert fwAD.unpack_dual(y).tangent is not None
+
+
+def test_pufferlibs_in_place_operator_says_a_tangent_is_not_read():
+    """PufferLib's schema op records no graph and no tangent, as PufferLib's own; a tangent
+    given to it is named in a warning, as an input that requires grad is."""
+    from puffadv._torch_kernels import ConstantInputWarning
+    call, leaves, names = make_call("compute_puff_advantage", seed=11)
+    data = dict(zip(names, (x.detach() for x in leaves)))
+    dones = torch.tensor(episode_arrays(11)["terminated"], dtype=torch.float64)
+    out = torch.full_like(data["values"], float("nan"))
+    with fwAD.dual_level():
+        values = fwAD.make_dual(data["values"], torch.ones_like(data["values"]))
+        with pytest.warns(ConstantInputWarning, match="values carries a forward-mode tangent"):
+            torch.ops.puffadv.compute_puff_advantage(values, data["rewards"], dones, data["importance"], out,
+                                                     0.9, 0.8, 1.4, 1.0)
+    expected = puffadv.compute_puff_advantage(data["values"], data["rewards"], dones, data["importance"],
+                                              gamma=0.9, gae_lambda=0.8, rho_clip=1.4, c_clip=1.0)
+    torch.testing.assert_close(out, expected, rtol=0, atol=0)
