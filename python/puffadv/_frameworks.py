@@ -87,7 +87,9 @@ def torch_compiling() -> bool:
 def torch_dual_level_open() -> bool:
     """True while a forward-mode AD level is open (torch.autograd.forward_ad.dual_level,
     torch.func.jvp): a tensor may then carry a tangent, which only the autograd path reads
-    (a call that checks requires_grad alone would drop it). Never imports torch."""
+    (a call that checks requires_grad alone would drop it). Never imports torch, and keeps
+    no module of its own: dynamo refuses a global written where it traces (a first call
+    under torch.compile)."""
     forward_ad = sys.modules.get("torch.autograd.forward_ad")
     return forward_ad is not None and forward_ad._current_level >= 0
 

@@ -58,17 +58,19 @@ def is_scalar(decay) -> bool:
 
 def _torch_differentiable(inputs, decay, seed) -> bool:
     """Whether a torch call must go through the differentiable op: grad mode on and some tensor
-    requires grad or carries a forward-mode tangent, a torch.func transform (grad, vmap, ...) is running, or a tensor is a
+    requires grad, a torch.func transform (grad, vmap, ...) is running, a tensor is a
     subclass without data to read (FunctionalTensor, FakeTensor: a backward that
-    torch.compile traces, which torch 2.11 does without is_compiling())."""
+    torch.compile traces, which torch 2.11 does without is_compiling()), or a tensor carries
+    a forward-mode tangent (the Function's jvp reads it)."""
     import torch
     if torch._C._are_functorch_transforms_active():
         return True
-    from . import _torch_forward_ad  # a forward-mode tangent: the Function's jvp reads it
-    if _torch_forward_ad.carries_tangent(inputs, decay, seed):
-        return True
     if any(isinstance(x, torch.Tensor) and type(x) is not torch.Tensor for x in (inputs, decay, seed)):
         return True
+    if _frameworks.torch_dual_level_open():
+        from . import _torch_forward_ad
+        if _torch_forward_ad.carries_tangent(inputs, decay, seed):
+            return True
     return torch.is_grad_enabled() and any(isinstance(x, torch.Tensor) and x.requires_grad
                                            for x in (inputs, decay, seed))
 

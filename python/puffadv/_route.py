@@ -32,7 +32,10 @@ def needs_graph(arrays, scalars, outputs=()) -> bool:
             if not _frameworks.torch_dual_level_open():  # else a tangent may need the jvp
                 return False
     from . import _torch_autograd
-    return _torch_autograd.wanted(*arrays, *scalars) and _torch_autograd.all_tensors(arrays, outputs)
+    # A given output carrying a tangent too: written through the Function, its tangent is the
+    # result's (copy_), not the one it held.
+    given = [o for o in outputs if o is not None and o is not True and o is not False]
+    return _torch_autograd.wanted(*arrays, *scalars, *given) and _torch_autograd.all_tensors(arrays, outputs)
 
 
 def estimate(estimator: Estimator, args: dict):

@@ -4,8 +4,9 @@ from _vjp (or the fused kernels, _vjp_fused), on tensors moved to batch-major [B
 The torch.ops.puffadv operators record theirs through `gradients` here too
 (_torch_op_autograd).
 
-Used only when grad mode is on and an input (or gamma, lambda) requires grad, so
-calls without autograd never come here. Flags (terminated, truncated, dones,
+Used only when grad mode is on and an input (or gamma, lambda) requires grad, or an input
+carries a forward-mode tangent (_WithTangents.jvp, _torch_forward_ad), so calls without
+autograd never come here. Flags (terminated, truncated, dones,
 greedy) are read as booleans: their derivative is 0 and they get no gradient, as
 torch.where's condition. The clips take numbers only: a clip that requires grad
 is refused (TypeError), never silently held constant.
@@ -50,8 +51,7 @@ class Plan(NamedTuple):
     n: int = 1
     log_probs: bool = False
     reset_at_start: bool = False
-    run: Callable = None       # (arrays by role, scalars by role, also=roles) -> outputs by role: the
-                               # eager kernel (`also`: roles to make beside `produced`)
+    run: Callable = None       # (arrays by role, scalars by role) -> outputs by role: the eager kernel
     names: dict = None         # role -> the caller's name, for errors
     summed_series: str = None  # the output role the row sums sum (the jvp's)
 
@@ -163,14 +163,20 @@ class _WithTangents(_Differentiable):
     def jvp(ctx, _plan, *tangents):
         plan, saved = ctx.plan, ctx.saved_tensors
         na, ns = len(plan.array_roles), len(plan.scalar_roles)
+        scalars = dict(zip(plan.scalar_roles, saved[na:na + ns]))
+        if _torch_forward_ad.needs_graph(*saved[:na + ns], *tangents):  # J t differentiated in reverse
+            run = lambda given: _apply(plan, given, scalars)  # noqa: E731
+        else:
+            run = lambda given: plan.run(given, plan.scalars)  # noqa: E731
         return _torch_forward_ad.tangents(plan, dict(zip(plan.array_roles, saved[:na])),
                                           dict(zip(plan.produced, saved[na + ns:])),
                                           dict(zip(plan.array_roles, tangents[:na])),
-                                          dict(zip(plan.scalar_roles, tangents[na:])))
+                                          dict(zip(plan.scalar_roles, tangents[na:])), run)
 
 
-def _split_scalars(scalars: dict, names: dict):
-    """(numbers by role, tensor gamma/lambda by role); a clip that requires grad is refused."""
+def _split_scalars(scalars: dict, names: dict, kind: str):
+    """(numbers by role, tensor gamma/lambda by role); a clip that requires grad, or carries a
+    forward-mode tangent, is refused (never silently read as a number)."""
     numbers, tensors = {}, {}
     for role, value in scalars.items():
         if isinstance(value, torch.Tensor) and role in _DIFFERENTIABLE_SCALARS:
@@ -180,6 +186,8 @@ def _split_scalars(scalars: dict, names: dict):
             raise TypeError(f"{names.get(role, role)} is a tensor that requires grad, but puffadv "
                             f"differentiates gamma and lambda only; pass {names.get(role, role)} as a "
                             f"number or detach it")
+        elif isinstance(value, torch.Tensor) and _torch_forward_ad.carries_tangent(value):
+            _torch_forward_ad.refuse(kind, names.get(role, role))
         else:
             numbers[role] = value if not isinstance(value, torch.Tensor) else float(value)
     return numbers, tensors
@@ -223,7 +231,7 @@ def estimate(estimator, call) -> dict:
     the eager path (_eager.as_views: reshapes, which autograd follows; a ValueError
     where the batch axes do not collapse), and the outputs come back in the caller's shape."""
     time_axis = _shapes.required_time_axis(call.time_axis, estimator.function)
-    numbers, tensors = _split_scalars(call.scalars, dict(zip(call.scalars, call.scalar_names)))
+    numbers, tensors = _split_scalars(call.scalars, dict(zip(call.scalars, call.scalar_names)), estimator.kind)
     specs = call.outputs
     if _gives_an_output(specs):
         _eager.estimate(estimator, call._replace(arrays=_detached(call.arrays), scalars=numbers), check_only=True)
@@ -233,9 +241,9 @@ def estimate(estimator, call) -> dict:
     call = call._replace(arrays=viewed, time_axis=time_axis)
     arrays = {role: x for role, x in call.arrays.items() if x is not None}
 
-    def run(given, scalars, also=()):
+    def run(given, scalars):
         inner = call._replace(arrays={role: given.get(role) for role in call.arrays}, scalars=scalars,
-                              outputs={role: role in produced or role in also for role in OUTPUT_ROLES})
+                              outputs={role: role in produced for role in OUTPUT_ROLES})
         if _frameworks.torch_compiling():  # dynamo traces the forward: the traceable operator
             from . import _compiled
             return _compiled.estimate(estimator, inner)
@@ -258,7 +266,7 @@ _PUFF_SCALARS = ("gamma", "lambda", "rho_clip", "c_clip")
 def puff_advantage(values, rewards, dones, importance, advantages, scalars: tuple, stream, fused: dict):
     """_eager.puff_advantage recording a graph; `fused`: the fused outputs' specs by role."""
     numbers, tensors = _split_scalars(dict(zip(_PUFF_SCALARS, scalars)),
-                                      dict(zip(_PUFF_SCALARS, PUFF_ADVANTAGE.scalar_names())))
+                                      dict(zip(_PUFF_SCALARS, PUFF_ADVANTAGE.scalar_names())), PUFF_ADVANTAGE.kind)
     asked = {role: spec for role, spec in fused.items() if spec is not None and spec is not False}
     produced = ("advantages", *asked)
     arrays = {"values": values, "rewards": rewards, "terminated": dones, "importance": importance}
@@ -266,7 +274,7 @@ def puff_advantage(values, rewards, dones, importance, advantages, scalars: tupl
         _eager.puff_advantage(*_detached(arrays).values(), advantages, tuple(numbers[r] for r in _PUFF_SCALARS),
                               stream, **fused, check_only=True)
 
-    def run(given, params, also=()):  # `also`: the jvp asks for none beyond `produced` (the sums sum advantages)
+    def run(given, params):
         params = tuple(params[r] for r in _PUFF_SCALARS)
         if _frameworks.torch_compiling():  # dynamo traces the forward: the traceable operator
             from . import _compiled

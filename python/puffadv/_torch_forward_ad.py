@@ -1,5 +1,7 @@
-"""Forward-mode derivatives (torch.func.jvp, jacfwd, torch.autograd.forward_ad) of
-puffadv's public functions on torch tensors: _torch_autograd._Differentiable.jvp.
+"""Forward-mode derivatives of puffadv's estimators on torch tensors: the jvp of the public
+functions' Function (_torch_autograd._WithTangents: torch.autograd.forward_ad's dual tensors)
+and of the operators' (_torch_op_autograd._OpDifferentiable: dual tensors, torch.func.jvp and
+jacfwd).
 
 With the flags, gamma, lambda, the clips and the importance ratios or probabilities held
 where they are, every estimator's series (advantages, returns, vs, pg advantages, the
@@ -36,7 +38,8 @@ def carries_tangent(*values) -> bool:
     return any(isinstance(x, torch.Tensor) and forward_ad.unpack_dual(x).tangent is not None for x in values)
 
 
-def _refuse(kind: str, name: str) -> None:
+def refuse(kind: str, name: str) -> None:
+    """The TypeError for a tangent the jvp cannot take (`name`: the caller's name of it)."""
     raise TypeError(f"puffadv's forward-mode derivative (jvp) of {kind} takes tangents of its value arrays "
                     f"only (rewards, values, Q values, next values, bootstrap values, last_value, seed), but "
                     f"{name} has one: the result is not linear in {name}. Differentiate {name} in reverse "
@@ -50,34 +53,42 @@ def linear_tangents(kind: str, entries: dict):
     role than a flag's is refused (TypeError)."""
     for role, (_, tangent, name) in entries.items():
         if tangent is not None and role not in LINEAR_ROLES and role not in FLAG_ROLES:
-            _refuse(kind, name)
+            refuse(kind, name)
     if all(tangent is None for role, (_, tangent, _) in entries.items() if role in LINEAR_ROLES):
         return None
     return {role: torch.zeros_like(x) if tangent is None else tangent
             for role, (x, tangent, _) in entries.items() if role in LINEAR_ROLES}
 
 
-def tangents(plan, arrays: dict, outputs: dict, array_tangents: dict, scalar_tangents: dict) -> tuple:
+def needs_graph(*tensors) -> bool:
+    """Whether a tangent must itself be differentiable: grad mode on and a tangent, an array or
+    a tensor gamma / lambda of the call requires grad (the map J of J t depends on gamma,
+    lambda and the ratios; J t on t). The jvp then computes through the recording path."""
+    return torch.is_grad_enabled() and any(isinstance(x, torch.Tensor) and x.requires_grad for x in tensors)
+
+
+def tangents(plan, arrays: dict, outputs: dict, array_tangents: dict, scalar_tangents: dict, run) -> tuple:
     """The tangent of each output in plan.produced's order (all None where no value array has
-    a tangent). `arrays`/`outputs`: the call's inputs and outputs by role; `*_tangents`: by
-    role, None where an input carries none. For the public functions (_torch_autograd)."""
+    a tangent), for the public functions (_torch_autograd). `arrays`/`outputs`: the call's
+    inputs and outputs by role; `*_tangents`: by role, None where an input carries none;
+    `run(arrays by role) -> outputs by role`: the call on other arrays (every series and row
+    sum of plan.produced; the row sums' tangents are made here from the series')."""
     names = plan.names or {}
     for role, t in scalar_tangents.items():
         if t is not None:
-            _refuse(plan.kind, names.get(role, role))
+            refuse(plan.kind, names.get(role, role))
     linear = linear_tangents(plan.kind, {role: (x, array_tangents.get(role), names.get(role, role))
                                          for role, x in arrays.items()})
     if linear is None:
         return tuple(None for _ in plan.produced)
+    made = run({**arrays, **linear})
+    result = {role: made[role] for role in plan.produced if role not in SUM_ROLES}
     sums = [role for role in plan.produced if role in SUM_ROLES]
-    summed = plan.summed_series
-    series = tuple(role for role in plan.produced if role not in SUM_ROLES)
-    also = (summed,) if sums and summed not in series else ()
-    made = plan.run({**arrays, **linear}, plan.scalars, also=also)
-    result = {role: made[role] for role in series}
     if sums:  # sums: sum S'; abs_sums: sign(S) S'; square_sums: 2 S S' (S the series they sum)
-        dot = made[summed]
-        s = outputs[summed] if summed in outputs else plan.run(arrays, plan.scalars, also=also)[summed]
+        summed = plan.summed_series
+        if summed not in result:
+            raise AssertionError(f"puffadv: {plan.kind}'s row sums sum {summed}, which the call does not make")
+        dot, s = made[summed], outputs[summed]
         local = {"sums": lambda: dot, "abs_sums": lambda: torch.sign(s) * dot, "square_sums": lambda: 2.0 * s * dot}
         for role in sums:
             result[role] = local[role]().sum(0 if plan.time_major else -1)

@@ -22,8 +22,8 @@ import warnings
 
 import torch
 
-from . import (_core, _fallback, _frameworks, _torch_conventions, _torch_forward_ad, _torch_op_autograd, _torch_refusals,
-               _torch_rules)
+from . import (_core, _fallback, _frameworks, _torch_conventions, _torch_forward_ad, _torch_op_autograd,
+               _torch_refusals, _torch_rules)
 from ._estimators import PUFF_ADVANTAGE
 
 _PUFF_NAMES = tuple(PUFF_ADVANTAGE.names().values())[:5]  # values, rewards, dones, importance, advantages

@@ -1,7 +1,9 @@
 """Autograd for every torch.ops.puffadv estimator operator (their Autograd-key kernels,
 registered by puffadv.torch through _torch_kernels): a call that wants a graph records
-one whose backward is _torch_autograd.gradients, as the public functions' is; every other
-eager call goes on to the kernels below, from Python only once (_autograd_kernel)."""
+one whose backward is _torch_autograd.gradients, as the public functions' is, and whose
+jvp (forward mode: dual tensors, torch.func.jvp, jacfwd) is the op on the tangents
+(_torch_forward_ad); every other eager call goes on to the kernels below, from Python only
+once (_autograd_kernel)."""
 from __future__ import annotations
 
 import inspect
@@ -95,6 +97,8 @@ class _OpDifferentiable(torch.autograd.Function):
         for i, n in enumerate(info.arg_names):
             if n in info.roles and info.roles[n] in given:
                 args[i] = given[info.roles[n]]
+        if _torch_forward_ad.needs_graph(*ctx.saved_tensors, *tangents):  # J t differentiated in reverse
+            return _record(_OpDifferentiable, info, *args)
         with torch._C._AutoDispatchBelowAutograd():
             return info.op(*args)
 
@@ -119,9 +123,10 @@ KEYS_BETWEEN_AUTOGRAD_AND_BACKEND_SELECT = _keys_between_autograd_and_backend_se
 
 def _autograd_kernel(info: _OpInfo, backend_select: Callable):
     """The operator's Autograd key: a graph when grad mode is on and a tensor requires grad,
-    the Function's jvp when a tensor carries a forward-mode tangent, else on to the kernels below (what the fallthrough it replaces did). `backend_select`:
-    the op's BackendSelect kernel (op, keyset, *args, **kwargs), called here directly when
-    no key lies between the two: one Python kernel per eager call instead of two."""
+    the Function's jvp when a tensor carries a forward-mode tangent, else on to the kernels
+    below (what the fallthrough it replaces did). `backend_select`: the op's BackendSelect
+    kernel (op, keyset, *args, **kwargs), called here directly when no key lies between the
+    two: one Python kernel per eager call instead of two."""
     from torch._library.utils import fill_defaults
     op, schema, redispatch = info.op, info.op._schema, info.op.redispatch
     # Every eager call of the op passes here: C-level checks keep it cheap.

@@ -69,7 +69,10 @@ def applies(kind: str, inputs: dict, flags: dict, outputs: dict, cotangents: dic
     # The episodic sums' per-step decays would be read one step later: the formulas shift them.
     if kind == "episodic_sum" and (inputs.get("gamma_steps") is not None or inputs.get("lambda_steps") is not None):
         return False
-    if torch.is_grad_enabled() or _frameworks.torch_compiling() or torch._C._are_functorch_transforms_active():
+    # A dual level open: the backward's own inputs may carry tangents (forward over reverse),
+    # which the formulas' torch operations propagate and the kernel would drop.
+    if torch.is_grad_enabled() or _frameworks.torch_compiling() or torch._C._are_functorch_transforms_active() \
+            or _frameworks.torch_dual_level_open():
         return False
     return all(type(x) is torch.Tensor for x in inputs.values() if x is not None)
 

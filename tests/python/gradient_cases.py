@@ -97,6 +97,10 @@ CASES = {
                      {"rho_clip": 1.5, "c_clip": 0.7, "rho_pg_clip": 1.3, "alpha": 0.6}, ("gamma", "lambda_"),
                      _VTRACE_OUTPUTS),
 }
+#: The value arrays, by the public names: every series is linear in them with the flags, gamma,
+#: lambda and the ratios held (the forward-mode tests; Q values travel as values, seed as last_value).
+VALUE_ARRAYS = frozenset({"rewards", "values", "q_values", "next_values", "bootstrap_values", "last_value",
+                          "inputs", "seed"})
 #: The cases whose gamma and lambda are per-step arrays.
 PER_STEP = tuple(case for case, (arrays, *_) in CASES.items() if "gamma" in arrays)
 SCALARS = {"gamma": 0.9, "gae_lambda": 0.8, "lambda_": 0.7}

@@ -18,12 +18,8 @@ pytest.importorskip("puffadv.torch")
 import torch.autograd.forward_ad as fwAD  # noqa: E402
 
 import puffadv  # noqa: E402
-from gradient_cases import CASES, episode_arrays, make_call  # noqa: E402
+from gradient_cases import CASES, VALUE_ARRAYS, episode_arrays, make_call  # noqa: E402
 from test_gradients_ops import op_call  # noqa: E402
-
-# The public argument names of the value arrays (Q values travel as values, seed as last_value).
-LINEAR = frozenset({"rewards", "values", "q_values", "next_values", "bootstrap_values", "last_value", "inputs",
-                    "seed"})
 
 
 def _with(fixed, positions, values):
@@ -34,7 +30,7 @@ def _with(fixed, positions, values):
 
 
 def _linear_positions(case):
-    return [i for i, name in enumerate(CASES[case][0]) if name in LINEAR]
+    return [i for i, name in enumerate(CASES[case][0]) if name in VALUE_ARRAYS]
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
@@ -49,8 +45,9 @@ def test_public_forward_mode_matches_the_numerical_derivative(case, time_major):
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
-def test_dual_tensors_that_do_not_require_grad(case):
-    call, leaves, _ = make_call(case, seed=6)
+@pytest.mark.parametrize("surface", ["public", "operator"])
+def test_dual_tensors_that_do_not_require_grad(case, surface):
+    call, leaves = op_call(case, seed=6) if surface == "operator" else make_call(case, seed=6)[:2]
     fixed, linear = [x.detach() for x in leaves], _linear_positions(case)
     g = torch.Generator().manual_seed(6)
     tangents = [torch.randn(fixed[i].shape, generator=g, dtype=fixed[i].dtype) for i in linear]
@@ -72,8 +69,9 @@ def test_dual_tensors_that_do_not_require_grad(case):
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
-def test_operator_forward_mode_matches_the_numerical_derivative(case):
-    call, leaves = op_call(case, seed=7, time_major=case.endswith("_per_step"))
+@pytest.mark.parametrize("time_major", [False, True])
+def test_operator_forward_mode_matches_the_numerical_derivative(case, time_major):
+    call, leaves = op_call(case, seed=7, time_major=time_major)
     fixed, linear = [x.detach() for x in leaves], _linear_positions(case)
     assert torch.autograd.gradcheck(lambda *xs: call(*_with(fixed, linear, xs)), tuple(leaves[i] for i in linear),
                                     eps=1e-6, atol=1e-7, rtol=1e-5, check_forward_ad=True,
@@ -114,6 +112,73 @@ def test_a_tangent_of_a_0d_gamma_is_refused():
         args = _with(fixed, [gamma], [fwAD.make_dual(fixed[gamma], torch.ones_like(fixed[gamma]))])
         with pytest.raises(TypeError, match=r"forward-mode derivative.*gamma.*not linear"):
             call(*args)
+
+
+def test_a_tangent_of_a_clip_is_refused():
+    """A 0-d clip is read as a number: its tangent would be dropped, so it is refused."""
+    data = episode_arrays(13)
+    r, v, bv, rho = (torch.tensor(data[n]) for n in ("rewards", "values", "bootstrap_values", "importance"))
+    terminated = torch.tensor(data["terminated"])
+    with fwAD.dual_level():
+        clip = fwAD.make_dual(torch.tensor(1.2, dtype=torch.float64), torch.tensor(1.0, dtype=torch.float64))
+        with pytest.raises(TypeError, match=r"forward-mode derivative.*rho_clip.*not linear"):
+            puffadv.vtrace(r, v, terminated, bootstrap_values=bv, importance=rho, rho_clip=clip, time_axis=-1)
+
+
+def test_forward_over_reverse_keeps_the_tangent():
+    """A backward run inside a dual level (a tangent on its cotangent) takes the formulas,
+    whose torch operations carry tangents: the fused kernel would drop them."""
+    call, leaves, names = make_call("gae_last_value", seed=14)
+    fixed = [x.detach() for x in leaves]
+    values = fixed[names.index("values")].requires_grad_()
+    args = _with(fixed, [names.index("values")], [values])
+    weights, direction = torch.randn_like(fixed[0]), torch.randn_like(fixed[0])
+    with fwAD.dual_level():
+        dual_weights = fwAD.make_dual(weights, direction)
+        (grad,) = torch.autograd.grad((call(*args)[0] * dual_weights).sum(), values)
+        tangent = fwAD.unpack_dual(grad).tangent
+    assert tangent is not None
+    (expected,) = torch.autograd.grad((call(*args)[0] * direction).sum(), values)
+    torch.testing.assert_close(tangent, expected, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("surface", ["public", "operator"])
+def test_reverse_over_forward_differentiates_the_tangent(surface):
+    """J t recorded for the backward: d<w, J t>/dt = J^T w and, through gamma and lambda (per
+    step here, so that the operators take them too), d<w, J t>/dgamma = d<w, f(t)>/dgamma."""
+    case = "td_lambda_returns_per_step"
+    call, leaves = op_call(case, seed=15) if surface == "operator" else make_call(case, seed=15)[:2]
+    names = CASES[case][0]
+    fixed = [x.detach() for x in leaves]
+    gamma = fixed[names.index("gamma")].clone().requires_grad_()
+    rewards = names.index("rewards")
+    g = torch.Generator().manual_seed(15)
+    direction = torch.randn(fixed[rewards].shape, generator=g, dtype=torch.float64, requires_grad=True)
+    # the series only: J t is the call on t for them (the row sums |.| and (.)^2 are not linear)
+    weights = [torch.randn(o.shape, generator=g, dtype=o.dtype) * (o.ndim == 2) for o in call(*fixed)]
+    base = _with(fixed, [names.index("gamma")], [gamma])
+    with fwAD.dual_level():
+        outputs = call(*_with(base, [rewards], [fwAD.make_dual(fixed[rewards], direction)]))
+        loss = sum((fwAD.unpack_dual(o).tangent * w).sum() for o, w in zip(outputs, weights))
+    got = torch.autograd.grad(loss, [direction, gamma])
+    # J t is the call itself on t in the value arrays' places (zeros where no tangent)
+    on_tangent = _with(base, [i for i, n in enumerate(names) if n in VALUE_ARRAYS],
+                       [direction if n == "rewards" else torch.zeros_like(fixed[i])
+                        for i, n in enumerate(names) if n in VALUE_ARRAYS])
+    expected = torch.autograd.grad(sum((o * w).sum() for o, w in zip(call(*on_tangent), weights)),
+                                   [direction, gamma])
+    for a, b in zip(got, expected):
+        torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-10)
+
+
+def test_torch_func_jvp_of_the_public_function_is_refused_by_name():
+    """The operators take torch.func.jvp; the public functions cannot read its wrapped tensors."""
+    call, leaves, names = make_call("gae_last_value", seed=16)
+    fixed = [x.detach() for x in leaves]
+    values = names.index("values")
+    with pytest.raises(TypeError, match="inside a torch.func transform"):
+        torch.func.jvp(lambda v: call(*_with(fixed, [values], [v]))[0], (fixed[values],),
+                       (torch.ones_like(fixed[values]),))
 
 
 @pytest.mark.parametrize("time_major", [False, True])

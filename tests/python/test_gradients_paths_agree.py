@@ -16,10 +16,7 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("puffadv")
 
-from gradient_cases import CASES, make_call  # noqa: E402
-
-VALUE_ARRAYS = frozenset({"rewards", "values", "q_values", "next_values", "bootstrap_values", "last_value",
-                          "inputs", "seed"})
+from gradient_cases import CASES, VALUE_ARRAYS, make_call  # noqa: E402
 
 
 def _subsets(names):

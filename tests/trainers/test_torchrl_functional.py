@@ -308,6 +308,29 @@ def test_gamma_tensors_that_require_grad_keep_their_gradient():
         torch.testing.assert_close(a, b, rtol=1e-9, atol=1e-10)
 
 
+def test_forward_mode_falls_back_to_torchrls_own():
+    """Dual tensors (torch.autograd.forward_ad): TorchRL's own function computes the call, with
+    every tangent, a dual gamma's and the next values' apart from the values' included."""
+    import torch.autograd.forward_ad as fwAD
+    done, terminated, reward, state_value, next_state_value = draw((3,), 12, dtype=torch.double)
+    g = torch.Generator().manual_seed(8)
+    tangents = [torch.randn(x.shape, generator=g, dtype=torch.double) for x in (state_value, next_state_value)]
+    results = []
+    for function in (ours.vec_generalized_advantage_estimate, own.vec_generalized_advantage_estimate):
+        ours._warned.clear()
+        with fwAD.dual_level(), warnings.catch_warnings(record=True) as caught, Through() as through:
+            warnings.simplefilter("always")
+            gamma = fwAD.make_dual(torch.tensor(0.9, dtype=torch.double), torch.tensor(1.0, dtype=torch.double))
+            advantage, _ = function(gamma, 0.95, fwAD.make_dual(state_value, tangents[0]),
+                                    fwAD.make_dual(next_state_value, tangents[1]), reward, done, terminated)
+            results.append(fwAD.unpack_dual(advantage).tangent)
+        if function is ours.vec_generalized_advantage_estimate:
+            assert (through.puffadv, through.torchrl) == (0, 1)
+            assert any("forward-mode AD" in str(w.message) for w in caught), [str(w.message) for w in caught]
+    assert results[0] is not None and results[0].abs().sum() > 0
+    torch.testing.assert_close(results[0], results[1], rtol=0, atol=0)
+
+
 def test_gamma_tensors_puffadv_cannot_take_fall_back_by_name():
     """A float64 gamma for float32 rewards (TorchRL's own promotes its result), and one that
     does not broadcast to the rewards' shape (TorchRL's own then raises its own error)."""

@@ -19,7 +19,7 @@ gamma and lambda as numbers or tensors (per step where they broadcast to the
 rewards' shape: ``rolling_gamma=True``, TorchRL's default; a 0-d one that requires
 grad keeps its gradient), scalar clips, float32 or float64 values, bool ``done`` and
 ``terminated`` (a terminated step is done), not under
-torch.compile. Next values that are the next step's values inside an episode (what
+torch.compile nor inside a forward-mode AD level. Next values that are the next step's values inside an episode (what
 ``shifted=True`` computes) are read from the values (the bootstrap only where an
 episode ends); independent ones (TorchRL's own tests draw them so), and any call that
 asks for a gradient, are passed as ``next_values=``, so each gradient reaches the
@@ -36,6 +36,7 @@ import types
 import warnings
 
 import puffadv
+from puffadv import _frameworks
 
 from . import calls, fallbacks
 from ._optional import require
@@ -105,6 +106,8 @@ def _outside(floats: dict, flags: dict, scalars: dict, time_dim: int):
     """Why puffadv cannot take this call today (a short reason), or None."""
     if torch.compiler.is_compiling():
         return "under torch.compile"
+    if _frameworks.torch_dual_level_open():  # its gamma's or lmbda's tangents too, which puffadv refuses
+        return "forward-mode AD (a dual level is open)"
     shapes = {tuple(t.shape) for t in (*floats.values(), *flags.values())}
     if len(shapes) != 1:
         return "arrays of different shapes"  # TorchRL's own error message
