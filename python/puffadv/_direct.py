@@ -33,6 +33,7 @@ class _HostTensors:
 
     def __init__(self):
         self.tensor = None  # torch.Tensor once torch is loaded and usable here
+        self.forward_ad = None  # torch.autograd.forward_ad then: no dual level may be open
 
     def type_of(self, x):
         """torch.Tensor when x is a plain torch tensor and the direct call may take it
@@ -46,7 +47,8 @@ class _HostTensors:
             if not _torch_rules.EXCHANGE_API:
                 return None
             self.torch, self.rules, self.tensor = torch, _torch_rules, torch.Tensor
-        if type(x) is not self.tensor or _frameworks.torch_compiling() or _frameworks.torch_dual_level_open():
+            self.forward_ad = torch.autograd.forward_ad
+        if type(x) is not self.tensor or _frameworks.torch_compiling() or self.forward_ad._current_level >= 0:
             return None
         return self.tensor
 

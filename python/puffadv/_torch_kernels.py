@@ -22,7 +22,7 @@ import warnings
 
 import torch
 
-from . import (_core, _fallback, _frameworks, _torch_conventions, _torch_forward_ad, _torch_op_autograd,
+from . import (_core, _fallback, _torch_conventions, _torch_forward_ad, _torch_op_autograd,
                _torch_refusals, _torch_rules)
 from ._estimators import PUFF_ADVANTAGE
 
@@ -101,7 +101,7 @@ def warn_constant_inputs(values, rewards, importance):
     and said so (once per process under Python's default warning filter), never dropped
     without a word."""
     graph = torch.is_grad_enabled() and _any_requires_grad(values, rewards, importance)  # one C call
-    if not graph and not _frameworks.torch_dual_level_open():
+    if not graph and torch.autograd.forward_ad._current_level < 0:  # no dual level open
         return
     for name, t in zip(("values", "rewards", "importance"), (values, rewards, importance)):
         if not isinstance(t, torch.Tensor):

@@ -11,7 +11,7 @@ from typing import Callable, NamedTuple
 
 import torch
 
-from . import _frameworks, _torch_forward_ad
+from . import _torch_forward_ad
 from ._estimators import ESTIMATORS, PUFF_ADVANTAGE, STEP_ROLES
 from ._torch_autograd import Plan, _needed, gradients
 
@@ -133,11 +133,11 @@ def _autograd_kernel(info: _OpInfo, backend_select: Callable):
     grad_enabled, any_requires_grad, below = (torch._C.is_grad_enabled, torch._C._any_requires_grad,
                                               torch._C._after_autograd_keyset)
     between = KEYS_BETWEEN_AUTOGRAD_AND_BACKEND_SELECT
-    dual_level_open = _frameworks.torch_dual_level_open
+    forward_ad = torch.autograd.forward_ad  # its level read inline: every eager call passes here
 
     def kernel(keyset, *args, **kwargs):
         if (grad_enabled() and any_requires_grad(*args, **kwargs)) or (
-                dual_level_open() and _torch_forward_ad.carries_tangent(*args, *kwargs.values())):
+                forward_ad._current_level >= 0 and _torch_forward_ad.carries_tangent(*args, *kwargs.values())):
             args, _ = fill_defaults(schema, args, kwargs)
             # Below a torch.func transform's layer (which dispatched here with its tensors
             # unwrapped) this level's autograd records the graph, as for a native op:

@@ -97,7 +97,7 @@ def _backend_select(op, keyset, *args, **kwargs):
     (torch.library.register_autograd) has no jvp, so torch would return the result without
     its tangent. The Function (FUNCTION.apply) passes none here: torch hands its forward the
     primals."""
-    if _frameworks.torch_dual_level_open() and _torch_forward_ad.carries_tangent(*args, *kwargs.values()):
+    if torch.autograd.forward_ad._current_level >= 0 and _torch_forward_ad.carries_tangent(*args, *kwargs.values()):
         raise TypeError("torch.ops.puffadv.linear_recurrence has no forward-mode derivative (jvp): a tangent "
                         "given to it would be dropped. Call puffadv.linear_recurrence, whose jvp computes it "
                         "(forward_ad, torch.func.jvp, jacfwd)")
