@@ -170,7 +170,8 @@ def torch_function(op_name: str, vjp: Callable, vmap: Callable = None, jvp: Call
         return schema.op(*positional, **dict(zip(keywords, arguments[len(schema.positional):])))
 
     def setup_context(ctx, inputs, output):
-        schema.save(ctx, dict(zip(schema.names, inputs)), output, forward=jvp is not None)
+        schema.save(ctx, dict(zip(schema.names, inputs)), output,
+                    forward=jvp is not None and torch.autograd.forward_ad._current_level >= 0)
 
     def backward(ctx, *cotangents):
         grads = schema.gradients(ctx, vjp, cotangents, ctx.needs_input_grad)

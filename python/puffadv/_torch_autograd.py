@@ -53,7 +53,6 @@ class Plan(NamedTuple):
     reset_at_start: bool = False
     run: Callable = None       # (arrays by role, scalars by role) -> outputs by role: the eager kernel
     names: dict = None         # role -> the caller's name, for errors
-    summed_series: str = None  # the output role the row sums sum (the jvp's)
 
 
 def _batch_major(x, time_major: bool):
@@ -151,8 +150,8 @@ class _Differentiable(torch.autograd.Function):
 
 
 class _WithTangents(_Differentiable):
-    """The same with its forward-mode derivative (eager calls: dynamo refuses a Function that
-    defines jvp, so a call torch.compile traces takes _Differentiable)."""
+    """The same with its forward-mode derivative, for eager calls inside a dual level (_apply):
+    dynamo refuses a Function that defines jvp, and a call outside one needs none."""
 
     @staticmethod
     def setup_context(ctx, inputs, output):
@@ -194,7 +193,8 @@ def _split_scalars(scalars: dict, names: dict, kind: str):
 
 
 def _apply(plan: Plan, arrays: dict, tensor_scalars: dict) -> dict:
-    function = _Differentiable if _frameworks.torch_compiling() else _WithTangents
+    tangents = torch.autograd.forward_ad._current_level >= 0 and not _frameworks.torch_compiling()
+    function = _WithTangents if tangents else _Differentiable
     produced = function.apply(plan, *(arrays[r] for r in plan.array_roles),
                               *(tensor_scalars[r] for r in plan.scalar_roles))
     return dict(zip(plan.produced, produced))
@@ -231,7 +231,8 @@ def estimate(estimator, call) -> dict:
     the eager path (_eager.as_views: reshapes, which autograd follows; a ValueError
     where the batch axes do not collapse), and the outputs come back in the caller's shape."""
     time_axis = _shapes.required_time_axis(call.time_axis, estimator.function)
-    numbers, tensors = _split_scalars(call.scalars, dict(zip(call.scalars, call.scalar_names)), estimator.kind)
+    scalar_names = dict(zip(call.scalars, call.scalar_names))
+    numbers, tensors = _split_scalars(call.scalars, scalar_names, estimator.kind)
     specs = call.outputs
     if _gives_an_output(specs):
         _eager.estimate(estimator, call._replace(arrays=_detached(call.arrays), scalars=numbers), check_only=True)
@@ -250,9 +251,7 @@ def estimate(estimator, call) -> dict:
         return _eager.estimate(estimator, inner)
 
     plan = Plan(estimator.kind, tuple(arrays), tuple(tensors), produced, numbers,
-                time_axis in (0, -2), call.n, call.log_probs, call.reset_at_start, run,
-                {**dict(zip(call.scalars, call.scalar_names)), **call.names},
-                "advantages" if "advantages" in estimator.outputs else "returns")
+                time_axis in (0, -2), call.n, call.log_probs, call.reset_at_start, run, {**scalar_names, **call.names})
     made = _apply(plan, arrays, tensors)
     if shapes is not None:  # the caller's shapes (reshape: the gradient follows)
         made = {role: _shapes.back(x, shapes.batch if role in SUM_ROLES else shapes.shape)
@@ -265,8 +264,8 @@ _PUFF_SCALARS = ("gamma", "lambda", "rho_clip", "c_clip")
 
 def puff_advantage(values, rewards, dones, importance, advantages, scalars: tuple, stream, fused: dict):
     """_eager.puff_advantage recording a graph; `fused`: the fused outputs' specs by role."""
-    numbers, tensors = _split_scalars(dict(zip(_PUFF_SCALARS, scalars)),
-                                      dict(zip(_PUFF_SCALARS, PUFF_ADVANTAGE.scalar_names())), PUFF_ADVANTAGE.kind)
+    scalar_names = dict(zip(_PUFF_SCALARS, PUFF_ADVANTAGE.scalar_names()))
+    numbers, tensors = _split_scalars(dict(zip(_PUFF_SCALARS, scalars)), scalar_names, PUFF_ADVANTAGE.kind)
     asked = {role: spec for role, spec in fused.items() if spec is not None and spec is not False}
     produced = ("advantages", *asked)
     arrays = {"values": values, "rewards": rewards, "terminated": dones, "importance": importance}
@@ -292,8 +291,7 @@ def puff_advantage(values, rewards, dones, importance, advantages, scalars: tupl
 
     plan = Plan(PUFF_ADVANTAGE.kind, tuple(arrays), tuple(tensors), produced,
                 {**numbers, "rho_pg_clip": 1.0}, False, run=run,
-                names={**PUFF_ADVANTAGE.names(), **dict(zip(_PUFF_SCALARS, PUFF_ADVANTAGE.scalar_names()))},
-                summed_series="advantages")
+                names={**PUFF_ADVANTAGE.names(), **scalar_names})
     made = _deliver({"advantages": True if advantages is None else advantages, **fused},
                     _apply(plan, arrays, tensors))
     if not asked:

@@ -84,10 +84,9 @@ def tangents(plan, arrays: dict, outputs: dict, array_tangents: dict, scalar_tan
     made = run({**arrays, **linear})
     result = {role: made[role] for role in plan.produced if role not in SUM_ROLES}
     sums = [role for role in plan.produced if role in SUM_ROLES]
-    if sums:  # sums: sum S'; abs_sums: sign(S) S'; square_sums: 2 S S' (S the series they sum)
-        summed = plan.summed_series
-        if summed not in result:
-            raise AssertionError(f"puffadv: {plan.kind}'s row sums sum {summed}, which the call does not make")
+    if sums:  # sums: sum S'; abs_sums: sign(S) S'; square_sums: 2 S S' (S the series they sum:
+        # the advantages (V-trace's pg ones), or the returns of discounted returns, which have none)
+        summed = "advantages" if "advantages" in result else "returns"
         dot, s = made[summed], outputs[summed]
         local = {"sums": lambda: dot, "abs_sums": lambda: torch.sign(s) * dot, "square_sums": lambda: 2.0 * s * dot}
         for role in sums:

@@ -67,10 +67,12 @@ class _OpDifferentiable(torch.autograd.Function):
         ctx.count = len(info.arg_names)
         ctx.set_materialize_grads(False)
         ctx.save_for_backward(*(bound[n] for n in given), *(output if isinstance(output, tuple) else (output,)))
-        # The jvp reruns the op: its tensors (a flag or clip's too) and every other argument.
-        ctx.info, ctx.tensor_positions = info, [i for i, x in enumerate(inputs[1:]) if isinstance(x, torch.Tensor)]
-        ctx.others = tuple(None if isinstance(x, torch.Tensor) else x for x in inputs[1:])
-        ctx.save_for_forward(*(inputs[1 + i] for i in ctx.tensor_positions))
+        if torch.autograd.forward_ad._current_level >= 0:  # else no jvp can follow this call
+            # The jvp reruns the op: its tensors (a flag or clip's too) and every other argument.
+            ctx.info = info
+            ctx.tensor_positions = [i for i, x in enumerate(inputs[1:]) if isinstance(x, torch.Tensor)]
+            ctx.others = tuple(None if isinstance(x, torch.Tensor) else x for x in inputs[1:])
+            ctx.save_for_forward(*(inputs[1 + i] for i in ctx.tensor_positions))
 
     @staticmethod
     def backward(ctx, *grads):
