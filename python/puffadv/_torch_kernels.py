@@ -183,7 +183,8 @@ def register(lib: torch.library.Library) -> None:
     lib.impl("compute_puff_advantage", torch.library.fallthrough_kernel, "Autograd")
     _torch_op_autograd.register(lib, _FUNCTIONAL, _run_kernel)
     # Sparse, quantized, nested tensors and calls without a tensor: a TypeError naming the argument.
-    _torch_refusals.register(lib, ("compute_puff_advantage", *_FUNCTIONAL))
+    _torch_refusals.register(lib, ("compute_puff_advantage", *_FUNCTIONAL),
+                             {"compute_puff_advantage": ConstantInputWarning})
     lib.impl("compute_puff_advantage", refuse_negative_views, "Negative")
     if all(hasattr(torch, name) for name in _FUNCTIONALIZATION_API):
         lib.impl("compute_puff_advantage", _compute_puff_advantage_functionalized, "Functionalize")

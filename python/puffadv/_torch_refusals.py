@@ -17,15 +17,24 @@ what it cannot convert with a RuntimeError. For the int arguments (`n=2.5`,
 OpOverload hold it as `_op`) is wrapped to raise a TypeError, or a ValueError for
 an int beyond int64, naming the argument; every call pays one Python frame for
 it. The float arguments keep torch's RuntimeError, which names them already.
+
+torch also converts a 0-d tensor given for a float argument (gamma, lambda, a clip)
+to a number, dropping any derivative it carries: a tensor that requires grad (torch
+only warns), a forward-mode dual tensor (not a word), a torch.func transform's
+tensor. The same wrapper refuses such a tensor before the conversion, with a
+TypeError naming the argument and the differentiable way (the per-step tensor or
+the Python API); PufferLib's schema op, which records no graph as PufferLib's own,
+warns instead and reads it as a constant, as it does its tensor inputs.
 """
 from __future__ import annotations
 
 import functools
 import re
+import warnings
 
 import torch
 
-from . import _core
+from . import _core, _torch_forward_ad
 
 _NESTED_KEYS = ("NestedTensorCPU", "NestedTensorCUDA")
 _DEVICES = ("cpu", "cuda", "meta")  # meta: the fake kernels (torch.compile)
@@ -82,9 +91,64 @@ def schema_refusal(qualified_name: str, error: RuntimeError) -> Exception | None
     return TypeError(f"{name} must be an int, got {got} {value}")
 
 
-def _checked_call(qualified_name: str, call):
+def _float_arguments(schema) -> tuple[tuple[str, int], ...]:
+    """(name, position) of each float argument of the schema."""
+    return tuple((a.name, i) for i, a in enumerate(schema.arguments) if isinstance(a.type, torch.FloatType))
+
+
+_TRANSFORMED = "is a torch.func transform's tensor (grad, jvp, vmap), which no number can stand for"
+
+
+def _derivative_of(value: torch.Tensor) -> str | None:
+    """What a tensor carries that a number cannot (None: nothing), in the words of the refusal."""
+    if torch._C._functorch.is_functorch_wrapped_tensor(value):
+        return _TRANSFORMED
+    if value.requires_grad:
+        return "requires grad: torch's conversion to a number would drop its derivative"
+    if _torch_forward_ad.carries_tangent(value):
+        return "carries a forward-mode tangent: torch's conversion to a number would drop it"
+    return None
+
+
+def _float_refusal(schema, floats, args, kwargs, constant_warning):
+    """The TypeError for a tensor carrying a derivative given for a float argument (None:
+    none is); with `constant_warning` (PufferLib's schema op) that warning instead."""
+    for name, position in floats:
+        value = args[position] if position < len(args) else kwargs.get(name)
+        if not isinstance(value, torch.Tensor):
+            continue
+        why = _derivative_of(value)
+        if why is None:
+            continue
+        op = schema.name.split("::")[-1]
+        lost = f"{name} of torch.ops.puffadv.{op} is a float, but the tensor given {why}"
+        if constant_warning is not None and why is not _TRANSFORMED:  # that one cannot be converted at all
+            warnings.warn(f"{lost}, and this op (PufferLib's schema) records none: {name} is read as a "
+                          "constant. For a differentiable puff advantage call puffadv.compute_puff_advantage",
+                          constant_warning, stacklevel=4)
+            return None
+        steps = {"gamma": "gamma_steps"}.get(name, "lambda_steps" if "lambda" in name else None)
+        if steps is not None and any(a.name == steps for a in schema.arguments):
+            way = f"pass it as {steps}= (a per-step tensor, which the op differentiates), or call " \
+                f"puffadv.{op} (which differentiates a 0-d {name}), or detach it"
+        elif steps is not None:
+            way = "call puffadv.compute_puff_advantage, which differentiates a 0-d gamma and lambda, or detach it"
+        else:
+            way = "puffadv differentiates gamma and lambda only: pass it as a number or detach it"
+        return TypeError(f"{lost}; {way}")
+    return None
+
+
+def _checked_call(qualified_name: str, call, schema, constant_warning=None):
+    floats = _float_arguments(schema)
+    first_float = min((position for _, position in floats), default=1 << 30)
+
     @functools.wraps(call)
     def checked(*args, **kwargs):
+        if floats and (kwargs or len(args) > first_float):
+            refused = _float_refusal(schema, floats, args, kwargs, constant_warning)
+            if refused is not None:
+                raise refused
         try:
             return call(*args, **kwargs)
         except RuntimeError as e:
@@ -95,14 +159,17 @@ def _checked_call(qualified_name: str, call):
     return checked
 
 
-def register(lib: torch.library.Library, names) -> None:
+def register(lib: torch.library.Library, names, constant_inputs: dict | None = None) -> None:
     """The refusing kernel of every operator in `names`, on every key described above,
-    and its call's schema errors as TypeError/ValueError."""
+    its call's schema errors as TypeError/ValueError, and its float arguments' refusal of
+    a tensor carrying a derivative. `constant_inputs`: op name -> the warning it gives
+    instead (it reads its inputs as constants)."""
     for name in names:
         packet = getattr(torch.ops.puffadv, name)
         op = packet.default
         for callable_op in (packet, op):
-            callable_op._op = _checked_call(f"puffadv::{name}", callable_op._op)
+            callable_op._op = _checked_call(f"puffadv::{name}", callable_op._op, op._schema,
+                                            (constant_inputs or {}).get(name))
 
         def refuse(*args, _op=op, **kwargs):
             raise refusal(_op, args, kwargs)

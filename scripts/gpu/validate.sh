@@ -216,9 +216,15 @@ if want tests; then
   # The whole suite by file (its GPU fixtures are per file); a few TEST_FILES by test, else
   # they get a worker each (2026-12-06: two files on two of six workers ran past the limit).
   dist=$([ -n "${TEST_FILES:-}" ] && echo load || echo loadfile)
+  # Each worker's torch would take every core for its CPU ops: six workers of 16 threads on 16
+  # cores (beside the sanitizers) made the CPU half of test_cuda_gradients_equal_the_cpu's
+  # n_step_returns_long (6000 small ops) take 89 s instead of 0.7 (H100, 2026-12-06); with
+  # OMP_NUM_THREADS=2 all 36 cases took 9.9 s.
+  workers="${TEST_WORKERS:-6}"
+  threads="${OMP_NUM_THREADS:-$(( $(nproc) / workers > 0 ? $(nproc) / workers : 1 ))}"
   # -v: each test's outcome on its own line as it ends (under xdist the -r summary comes only
   # at the end, which a timeout loses); the summary greps the FAILED ones.
-  timeout "$t" python3 -m pytest -v -rfs --tb=line -p no:cacheprovider -n "${TEST_WORKERS:-6}" --dist "$dist" ${TEST_FILES:-tests/python} ${TEST_K:+-k "$TEST_K"} \
+  OMP_NUM_THREADS="$threads" timeout "$t" python3 -m pytest -v -rfs --tb=line -p no:cacheprovider -n "$workers" --dist "$dist" ${TEST_FILES:-tests/python} ${TEST_K:+-k "$TEST_K"} \
     --ignore=tests/python/test_jax.py --ignore=tests/python/test_jax_vmap.py --ignore=tests/python/test_jax_errors.py \
     --ignore=tests/python/test_family_jax.py > "$L/pytest-gpu.txt" 2>&1 \
     || fail "pytest on CUDA (logs/pytest-gpu.txt)"

@@ -22,14 +22,14 @@ from gradient_cases import CASES, VALUE_ARRAYS, episode_arrays, make_call  # noq
 from test_gradients_ops import op_call  # noqa: E402
 
 
-def _with(fixed, positions, values):
+def with_values(fixed, positions, values):
     args = list(fixed)
     for i, x in zip(positions, values):
         args[i] = x
     return args
 
 
-def _linear_positions(case):
+def linear_positions(case):
     return [i for i, name in enumerate(CASES[case][0]) if name in VALUE_ARRAYS]
 
 
@@ -37,8 +37,8 @@ def _linear_positions(case):
 @pytest.mark.parametrize("time_major", [False, True])
 def test_public_forward_mode_matches_the_numerical_derivative(case, time_major):
     call, leaves, _ = make_call(case, seed=5, time_major=time_major)
-    fixed, linear = [x.detach() for x in leaves], _linear_positions(case)
-    assert torch.autograd.gradcheck(lambda *xs: call(*_with(fixed, linear, xs)), tuple(leaves[i] for i in linear),
+    fixed, linear = [x.detach() for x in leaves], linear_positions(case)
+    assert torch.autograd.gradcheck(lambda *xs: call(*with_values(fixed, linear, xs)), tuple(leaves[i] for i in linear),
                                     eps=1e-6, atol=1e-7, rtol=1e-5, check_forward_ad=True,
                                     check_backward_ad=False, check_undefined_grad=False,
                                     check_batched_forward_grad=False)
@@ -48,11 +48,11 @@ def test_public_forward_mode_matches_the_numerical_derivative(case, time_major):
 @pytest.mark.parametrize("surface", ["public", "operator"])
 def test_dual_tensors_that_do_not_require_grad(case, surface):
     call, leaves = op_call(case, seed=6) if surface == "operator" else make_call(case, seed=6)[:2]
-    fixed, linear = [x.detach() for x in leaves], _linear_positions(case)
+    fixed, linear = [x.detach() for x in leaves], linear_positions(case)
     g = torch.Generator().manual_seed(6)
     tangents = [torch.randn(fixed[i].shape, generator=g, dtype=fixed[i].dtype) for i in linear]
     with fwAD.dual_level():
-        outputs = call(*_with(fixed, linear, [fwAD.make_dual(fixed[i], t) for i, t in zip(linear, tangents)]))
+        outputs = call(*with_values(fixed, linear, [fwAD.make_dual(fixed[i], t) for i, t in zip(linear, tangents)]))
         primals = [fwAD.unpack_dual(o).primal.clone() for o in outputs]
         jvps = [fwAD.unpack_dual(o).tangent for o in outputs]
     assert all(t is not None for t in jvps), f"{case}: an output came back without its tangent"
@@ -72,8 +72,8 @@ def test_dual_tensors_that_do_not_require_grad(case, surface):
 @pytest.mark.parametrize("time_major", [False, True])
 def test_operator_forward_mode_matches_the_numerical_derivative(case, time_major):
     call, leaves = op_call(case, seed=7, time_major=time_major)
-    fixed, linear = [x.detach() for x in leaves], _linear_positions(case)
-    assert torch.autograd.gradcheck(lambda *xs: call(*_with(fixed, linear, xs)), tuple(leaves[i] for i in linear),
+    fixed, linear = [x.detach() for x in leaves], linear_positions(case)
+    assert torch.autograd.gradcheck(lambda *xs: call(*with_values(fixed, linear, xs)), tuple(leaves[i] for i in linear),
                                     eps=1e-6, atol=1e-7, rtol=1e-5, check_forward_ad=True,
                                     check_backward_ad=False, check_undefined_grad=False,
                                     check_batched_forward_grad=False)
@@ -99,7 +99,7 @@ def test_a_tangent_outside_the_value_arrays_is_refused(argument, surface):
     fixed = [x.detach() for x in leaves]
     position = CASES[case][0].index(argument)
     with fwAD.dual_level():
-        args = _with(fixed, [position], [fwAD.make_dual(fixed[position], torch.ones_like(fixed[position]))])
+        args = with_values(fixed, [position], [fwAD.make_dual(fixed[position], torch.ones_like(fixed[position]))])
         with pytest.raises(TypeError, match=rf"forward-mode derivative.*{argument}.*not linear"):
             call(*args)
 
@@ -109,7 +109,7 @@ def test_a_tangent_of_a_0d_gamma_is_refused():
     fixed = [x.detach() for x in leaves]
     gamma = names.index("gamma")
     with fwAD.dual_level():
-        args = _with(fixed, [gamma], [fwAD.make_dual(fixed[gamma], torch.ones_like(fixed[gamma]))])
+        args = with_values(fixed, [gamma], [fwAD.make_dual(fixed[gamma], torch.ones_like(fixed[gamma]))])
         with pytest.raises(TypeError, match=r"forward-mode derivative.*gamma.*not linear"):
             call(*args)
 
@@ -131,7 +131,7 @@ def test_forward_over_reverse_keeps_the_tangent():
     call, leaves, names = make_call("gae_last_value", seed=14)
     fixed = [x.detach() for x in leaves]
     values = fixed[names.index("values")].requires_grad_()
-    args = _with(fixed, [names.index("values")], [values])
+    args = with_values(fixed, [names.index("values")], [values])
     weights, direction = torch.randn_like(fixed[0]), torch.randn_like(fixed[0])
     with fwAD.dual_level():
         dual_weights = fwAD.make_dual(weights, direction)
@@ -156,13 +156,13 @@ def test_reverse_over_forward_differentiates_the_tangent(surface):
     direction = torch.randn(fixed[rewards].shape, generator=g, dtype=torch.float64, requires_grad=True)
     # the series only: J t is the call on t for them (the row sums |.| and (.)^2 are not linear)
     weights = [torch.randn(o.shape, generator=g, dtype=o.dtype) * (o.ndim == 2) for o in call(*fixed)]
-    base = _with(fixed, [names.index("gamma")], [gamma])
+    base = with_values(fixed, [names.index("gamma")], [gamma])
     with fwAD.dual_level():
-        outputs = call(*_with(base, [rewards], [fwAD.make_dual(fixed[rewards], direction)]))
+        outputs = call(*with_values(base, [rewards], [fwAD.make_dual(fixed[rewards], direction)]))
         loss = sum((fwAD.unpack_dual(o).tangent * w).sum() for o, w in zip(outputs, weights))
     got = torch.autograd.grad(loss, [direction, gamma])
     # J t is the call itself on t in the value arrays' places (zeros where no tangent)
-    on_tangent = _with(base, [i for i, n in enumerate(names) if n in VALUE_ARRAYS],
+    on_tangent = with_values(base, [i for i, n in enumerate(names) if n in VALUE_ARRAYS],
                        [direction if n == "rewards" else torch.zeros_like(fixed[i])
                         for i, n in enumerate(names) if n in VALUE_ARRAYS])
     expected = torch.autograd.grad(sum((o * w).sum() for o, w in zip(call(*on_tangent), weights)),
@@ -177,7 +177,7 @@ def test_torch_func_jvp_of_the_public_function_is_refused_by_name():
     fixed = [x.detach() for x in leaves]
     values = names.index("values")
     with pytest.raises(TypeError, match="inside a torch.func transform"):
-        torch.func.jvp(lambda v: call(*_with(fixed, [values], [v]))[0], (fixed[values],),
+        torch.func.jvp(lambda v: call(*with_values(fixed, [values], [v]))[0], (fixed[values],),
                        (torch.ones_like(fixed[values]),))
 
 

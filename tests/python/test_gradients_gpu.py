@@ -12,7 +12,11 @@ import pytest
 torch = pytest.importorskip("torch")
 puffadv = pytest.importorskip("puffadv")
 
+import torch.autograd.forward_ad as fwAD  # noqa: E402
+
 from gradient_cases import CASES, episode_arrays, make_call  # noqa: E402
+from test_gradients_forward_mode import linear_positions, with_values  # noqa: E402
+from test_gradients_ops import op_call  # noqa: E402
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device (the GPU machine)")
 
@@ -61,6 +65,39 @@ def test_cuda_gradients_equal_the_cpu(case):
             for name, a, b in zip(names, gpu_grads, cpu_grads):
                 assert torch.isfinite(b).all(), f"{name} of {where}"
                 torch.testing.assert_close(a, b, rtol=1e-9, atol=1e-9, msg=f"gradient of {name}, {where}")
+
+
+def _outputs_and_tangents(case, surface, device, seed, rows, horizon, time_major):
+    """The outputs and their forward-mode tangents (dual tensors of random tangents in every
+    value array), on the CPU."""
+    if surface == "operator":
+        call, leaves = op_call(case, seed=seed, time_major=time_major, device=device, rows=rows, horizon=horizon)
+    else:
+        call, leaves, _ = make_call(case, seed=seed, time_major=time_major, device=device, rows=rows,
+                                    horizon=horizon)
+    fixed, linear = [x.detach() for x in leaves], linear_positions(case)
+    g = torch.Generator().manual_seed(seed)
+    tangents = [torch.randn(fixed[i].shape, generator=g, dtype=fixed[i].dtype).to(device) for i in linear]
+    with fwAD.dual_level():
+        outputs = call(*with_values(fixed, linear, [fwAD.make_dual(fixed[i], t) for i, t in zip(linear, tangents)]))
+        unpacked = [fwAD.unpack_dual(o) for o in outputs]
+        assert all(u.tangent is not None for u in unpacked), f"{case}: an output came back without its tangent"
+        return [u.primal.cpu() for u in unpacked], [u.tangent.cpu() for u in unpacked]
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+@pytest.mark.parametrize("surface", ["public", "operator"])
+def test_cuda_tangents_equal_the_cpu(case, surface):
+    """Forward mode (torch.autograd.forward_ad) on the GPU kernels' traversals, equal to the CPU's."""
+    for seed, (rows, horizon) in enumerate(_SHAPES):
+        for time_major in (False, True):
+            where = f"{case} {surface} {rows}x{horizon} {'time' if time_major else 'batch'}-major"
+            cpu = _outputs_and_tangents(case, surface, "cpu", seed + 40, rows, horizon, time_major)
+            gpu = _outputs_and_tangents(case, surface, "cuda", seed + 40, rows, horizon, time_major)
+            for what, a_list, b_list in zip(("output", "tangent"), gpu, cpu):
+                for a, b in zip(a_list, b_list):
+                    assert torch.isfinite(b).all(), f"{what} of {where}"
+                    torch.testing.assert_close(a, b, rtol=1e-9, atol=1e-9, msg=f"{what} of {where}")
 
 
 def _graph_calls(device):

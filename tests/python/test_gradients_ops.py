@@ -18,16 +18,17 @@ _OP_NAMES = {"target_log_probs": "target_probs", "behaviour_log_probs": "behavio
              "gamma": "gamma_steps", "gae_lambda": "lambda_steps", "lambda_": "lambda_steps"}
 
 
-def op_call(case: str, seed: int = 0, time_major: bool = False):
+def op_call(case: str, seed: int = 0, time_major: bool = False, device: str = "cpu", rows: int = 3,
+            horizon: int = 6):
     """(op(*differentiated), the differentiated leaves) for one case's operator."""
     arrays, flags, fixed, scalars, _ = CASES[case]
-    data = episode_arrays(seed)
+    data = episode_arrays(seed, rows, horizon)
     if case == "compute_puff_advantage":
         data["dones"] = data["terminated"].astype(np.float64)
     name = "puff_advantage" if case == "compute_puff_advantage" else function_of(case)
     op = getattr(torch.ops.puffadv, name)
-    leaves = [layout(torch.tensor(data[a]), time_major, False).requires_grad_() for a in arrays]
-    const = {f: layout(torch.tensor(data[f]), time_major, False) for f in flags}
+    leaves = [layout(torch.tensor(data[a], device=device), time_major, False).requires_grad_() for a in arrays]
+    const = {f: layout(torch.tensor(data[f], device=device), time_major, False) for f in flags}
     kwargs = {**const, **{k: v for k, v in fixed.items() if k != "boundary"}, **{s: SCALARS[s] for s in scalars}}
     if fixed.get("boundary") == "starts_at":
         kwargs["reset_at_start"] = True

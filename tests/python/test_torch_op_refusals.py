@@ -15,6 +15,7 @@ import reference
 torch = pytest.importorskip("torch")
 import puffadv  # noqa: E402
 import puffadv.torch  # noqa: E402,F401
+from puffadv._torch_kernels import ConstantInputWarning  # noqa: E402
 
 ops = torch.ops.puffadv
 B, T = 3, 5
@@ -192,3 +193,102 @@ def test_torch_func_transforms_say_to_use_the_operators():
                                                                                    time_axis=-1))(x)
     assert torch.equal(batched[:, 0], torch.ops.puffadv.episodic_cumsum(x, d[:1].expand_as(d), time_axis=-1))
 
+
+
+FLOAT_ARGUMENTS = [(name, a.name) for name in OPERATORS for a in getattr(ops, name).default._schema.arguments
+                   if isinstance(a.type, torch.FloatType)]
+WAYS = {"gamma": "gamma_steps", "gae_lambda": "lambda_steps", "lambda_": "lambda_steps"}
+
+
+def _expected_way(name, argument):
+    """The differentiable way each refusal names."""
+    if argument not in WAYS and argument != "lambda":
+        return "puffadv differentiates gamma and lambda only: pass it as a number or detach it"
+    if name in ("puff_advantage", "compute_puff_advantage"):
+        return "call puffadv.compute_puff_advantage, which differentiates a 0-d gamma and lambda, or detach it"
+    return (f"pass it as {WAYS[argument]}= (a per-step tensor, which the op differentiates), or call "
+            f"puffadv.{name} (which differentiates a 0-d {argument}), or detach it")
+
+
+@pytest.mark.parametrize("carrier", ["requires_grad", "dual", "torch.func.grad"])
+@pytest.mark.parametrize("name,argument", FLOAT_ARGUMENTS)
+def test_a_float_argument_refuses_a_tensor_whose_derivative_torch_would_drop(name, argument, carrier):
+    """torch converts a 0-d tensor given for a float argument to a number: a requires-grad one
+    with only its own warning, a dual one without a word (the gradient or tangent silently 0).
+    The functional ops refuse it naming the argument and the differentiable way; PufferLib's
+    schema op (no graph, as PufferLib's own) warns and reads it as a constant, except a
+    torch.func tensor, which no number stands for."""
+    kwargs = valid_call(name)
+    number = kwargs.get(argument, 0.9)
+    words = {"requires_grad": "requires grad: torch's conversion to a number would drop its derivative",
+             "dual": "carries a forward-mode tangent: torch's conversion to a number would drop it",
+             "torch.func.grad": "is a torch.func transform's tensor (grad, jvp, vmap), which no number can "
+                                "stand for"}[carrier]
+    lost = f"{argument} of torch.ops.puffadv.{name} is a float, but the tensor given {words}"
+    constant = name == "compute_puff_advantage" and carrier != "torch.func.grad"
+
+    def run(x):
+        return call(name, {**kwargs, argument: x})
+
+    def attempt():
+        x = torch.tensor(number, dtype=torch.float64)
+        if carrier == "requires_grad":
+            return run(x.requires_grad_())
+        if carrier == "dual":
+            with torch.autograd.forward_ad.dual_level():
+                return run(torch.autograd.forward_ad.make_dual(x, torch.ones_like(x)))
+        return torch.func.grad(lambda y: sum(o.sum() for o in (run(y) or ()) if o is not None))(x)
+
+    if constant:
+        with pytest.warns(ConstantInputWarning) as caught:
+            attempt()
+        ours = [w for w in caught if w.category is ConstantInputWarning]
+        assert len(ours) == 1
+        assert str(ours[0].message) == (f"{lost}, and this op (PufferLib's schema) records none: {argument} is "
+                                        "read as a constant. For a differentiable puff advantage call "
+                                        "puffadv.compute_puff_advantage")
+        return
+    with pytest.raises(TypeError) as raised:
+        attempt()
+    assert str(raised.value) == f"{lost}; {_expected_way(name, argument)}"
+
+
+def _outputs(name, kwargs):
+    """The op's outputs as a tuple (PufferLib's schema op: the advantages it writes)."""
+    result = call(name, kwargs)
+    if name == "compute_puff_advantage":
+        return (kwargs["advantages"].clone(),)
+    return (result,) if isinstance(result, torch.Tensor) else tuple(result)
+
+
+@pytest.mark.parametrize("name,argument", FLOAT_ARGUMENTS)
+def test_a_float_argument_takes_a_tensor_without_a_derivative_as_its_number(name, argument):
+    """A 0-d tensor that carries nothing (a trainer's config on the GPU, say) is read as torch
+    reads it, equal to the number, without a warning."""
+    kwargs = valid_call(name)
+    number = kwargs.get(argument, 0.7 if "clip" not in argument else 1.1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        as_number = _outputs(name, {**kwargs, argument: number})
+        as_tensor = _outputs(name, {**kwargs, argument: torch.tensor(number, dtype=torch.float64)})
+    assert len(as_number) == len(as_tensor) > 0
+    for a, b in zip(as_number, as_tensor):
+        assert (a is None and b is None) or torch.equal(a, b)
+
+
+@pytest.mark.parametrize("name,argument", FLOAT_ARGUMENTS)
+def test_a_float_argument_given_by_position_is_checked_as_a_named_one(name, argument):
+    """Every argument up to this one by position, as PufferLib passes them."""
+    kwargs = valid_call(name)
+    schema = getattr(ops, name).default._schema.arguments
+    names = [a.name for a in schema]
+    position = names.index(argument)
+    args = [kwargs[a.name] if a.name in kwargs else a.default_value if a.has_default_value() else None
+            for a in schema[:position]] + [torch.tensor(0.9, requires_grad=True)]
+    rest = {k: v for k, v in kwargs.items() if k not in names[:position + 1]}
+    if name == "compute_puff_advantage":
+        with pytest.warns(ConstantInputWarning, match=f"^{argument} of torch.ops.puffadv.{name} is a float"):
+            ops.compute_puff_advantage(*args, **rest)
+    else:
+        with pytest.raises(TypeError, match=f"^{argument} of torch.ops.puffadv.{name} is a float"):
+            getattr(ops, name)(*args, **rest)
