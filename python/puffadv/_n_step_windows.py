@@ -72,9 +72,11 @@ def _reaching_sums(xp, g, cut, decay, window: int, window_sums: WindowSums) -> l
     flipped = xp.flip(g, (-1,))
     ends = _later(xp, xp.flip(cut, (-1,)))  # flipped cut_{s-1}: the window stops past it
     # Dense zeros: the engine walks a 0-strided array through gathered lines (2-core Xeon,
-    # 1024x128, n = 3: 183 against 97 us for the kernel call).
+    # 1024x128, n = 3: 183 against 97 us for the kernel call). The bootstrap is last_value's
+    # zeros, not next_values': a call with next_values (issue 29's form) takes the GPU's
+    # generic window kernel, one with a number discount and last_value the vector kernel.
     zero = xp.zeros_like(flipped)
-    arrays = {"rewards": flipped, "values": zero, "terminated": ends, "next_values": zero}
+    arrays = {"rewards": flipped, "values": zero, "terminated": ends, "last_value": xp.zeros_like(flipped[..., 0])}
     number = decay
     if not isinstance(decay, (int, float)):  # per step: flipped decay_{s-1}
         arrays["gamma_steps"], number = _later(xp, xp.flip(decay + zero, (-1,))), 1.0
