@@ -92,16 +92,36 @@ def _vmap(info, in_dims, inputs, decay, seed, reverse, time_axis):
 FUNCTION = None  # linear_recurrence's autograd.Function (register)
 
 
+_NO_JVP = ("torch.ops.puffadv.linear_recurrence has no forward-mode derivative (jvp): a tangent given to it "
+           "would be dropped. Call puffadv.linear_recurrence, whose jvp computes it (forward_ad, torch.func.jvp, "
+           "jacfwd)")
+
+
 def _backend_select(op, keyset, *args, **kwargs):
     """The op's kernel, which refuses a forward-mode tangent: the op's autograd
     (torch.library.register_autograd) has no jvp, so torch would return the result without
     its tangent. The Function (FUNCTION.apply) passes none here: torch hands its forward the
     primals."""
     if torch.autograd.forward_ad._current_level >= 0 and _torch_forward_ad.carries_tangent(*args, *kwargs.values()):
-        raise TypeError("torch.ops.puffadv.linear_recurrence has no forward-mode derivative (jvp): a tangent "
-                        "given to it would be dropped. Call puffadv.linear_recurrence, whose jvp computes it "
-                        "(forward_ad, torch.func.jvp, jacfwd)")
+        raise TypeError(_NO_JVP)
     return _torch_kernels._run_kernel(op, keyset, *args, **kwargs)
+
+
+def _refusing_functorch_jvp(call):
+    """The op's call, refusing a tensor of torch.func.jvp's (or jacfwd's): their tangents reach
+    no kernel of ours (the dual tensors are functorch's own, below its layer), and torch gave
+    all-zero tangents for them without a word. Checked where the tensors are still wrapped."""
+    from torch._C._functorch import TransformType, is_functorch_wrapped_tensor
+    from torch._functorch.pyfunctorch import retrieve_all_functorch_interpreters
+    active = torch._C._are_functorch_transforms_active
+
+    @functools.wraps(call)
+    def checked(*args, **kwargs):
+        if active() and any(i.key() == TransformType.Jvp for i in retrieve_all_functorch_interpreters()) and any(
+                isinstance(x, torch.Tensor) and is_functorch_wrapped_tensor(x) for x in (*args, *kwargs.values())):
+            raise TypeError(_NO_JVP)
+        return call(*args, **kwargs)
+    return checked
 
 
 def register(lib: torch.library.Library) -> None:
@@ -111,6 +131,9 @@ def register(lib: torch.library.Library) -> None:
     lib.impl("linear_recurrence", functools.partial(_backend_select, op), "BackendSelect", with_keyset=True)
     _autograd.register_torch(lib, "linear_recurrence", linear_recurrence_vjp)
     _torch_refusals.register(lib, ("linear_recurrence",))  # sparse, quantized, nested, None: named
+    packet = torch.ops.puffadv.linear_recurrence
+    for callable_op in (packet, packet.default):
+        callable_op._op = _refusing_functorch_jvp(callable_op._op)
     FUNCTION = _autograd.torch_function("linear_recurrence", linear_recurrence_vjp, vmap=_vmap,
                                         jvp=linear_recurrence_jvp)
     _autograd.TorchOps.scan_function = FUNCTION

@@ -100,10 +100,13 @@ _TRANSFORMED = "is a torch.func transform's tensor (grad, jvp, vmap), which no n
 
 
 def _derivative_of(value: torch.Tensor) -> str | None:
-    """What a tensor carries that a number cannot (None: nothing), in the words of the refusal."""
-    if torch._C._functorch.is_functorch_wrapped_tensor(value):
+    """What a tensor carries that a number cannot (None: nothing), in the words of the refusal.
+    A tensor that requires grad counts only where grad mode is on, as for the operators' own
+    autograd: under no_grad, inference_mode or inside an autograd.Function's forward no graph
+    is recorded, and its number is what the call means. A functionalize wrapper converts."""
+    if torch._C._functorch.is_functorch_wrapped_tensor(value) and not torch._is_functional_tensor(value):
         return _TRANSFORMED
-    if value.requires_grad:
+    if value.requires_grad and torch.is_grad_enabled():
         return "requires grad: torch's conversion to a number would drop its derivative"
     if _torch_forward_ad.carries_tangent(value):
         return "carries a forward-mode tangent: torch's conversion to a number would drop it"
@@ -120,7 +123,8 @@ def _refuse_floats(schema, floats, args, kwargs, constant_warning) -> None:
 
 def _float_refusal(schema, floats, args, kwargs, constant_warning):
     """The TypeError for a tensor carrying a derivative given for a float argument (None:
-    none is); with `constant_warning` (PufferLib's schema op) that warning instead."""
+    none is); with `constant_warning` (PufferLib's schema op) that warning instead, for each
+    such argument (a torch.func tensor, which no number stands for, is refused even there)."""
     for name, position in floats:
         value = args[position] if position < len(args) else kwargs.get(name)
         if not isinstance(value, torch.Tensor):
@@ -133,8 +137,8 @@ def _float_refusal(schema, floats, args, kwargs, constant_warning):
         if constant_warning is not None and why is not _TRANSFORMED:  # that one cannot be converted at all
             warnings.warn(f"{lost}, and this op (PufferLib's schema) records none: {name} is read as a "
                           "constant. For a differentiable puff advantage call puffadv.compute_puff_advantage",
-                          constant_warning, stacklevel=4)
-            return None
+                          constant_warning, stacklevel=5)  # the caller of the op's __call__
+            continue
         steps = {"gamma": "gamma_steps"}.get(name, "lambda_steps" if "lambda" in name else None)
         if steps is not None and any(a.name == steps for a in schema.arguments):
             way = f"pass it as {steps}= (a per-step tensor, which the op differentiates), or call " \

@@ -221,7 +221,10 @@ if want tests; then
   # n_step_returns_long (6000 small ops) take 89 s instead of 0.7 (H100, 2026-12-06); with
   # OMP_NUM_THREADS=2 all 36 cases took 9.9 s.
   workers="${TEST_WORKERS:-6}"
-  threads="${OMP_NUM_THREADS:-$(( $(nproc) / workers > 0 ? $(nproc) / workers : 1 ))}"
+  case "$workers" in  # a count: nproc / workers threads each (0 or auto: torch's own default)
+    ''|*[!0-9]*|0) threads="${OMP_NUM_THREADS:-$(nproc)}" ;;
+    *) threads="${OMP_NUM_THREADS:-$(( $(nproc) / workers > 0 ? $(nproc) / workers : 1 ))}" ;;
+  esac
   # -v: each test's outcome on its own line as it ends (under xdist the -r summary comes only
   # at the end, which a timeout loses); the summary greps the FAILED ones.
   OMP_NUM_THREADS="$threads" timeout "$t" python3 -m pytest -v -rfs --tb=line -p no:cacheprovider -n "$workers" --dist "$dist" ${TEST_FILES:-tests/python} ${TEST_K:+-k "$TEST_K"} \

@@ -292,3 +292,53 @@ def test_a_float_argument_given_by_position_is_checked_as_a_named_one(name, argu
     else:
         with pytest.raises(TypeError, match=f"^{argument} of torch.ops.puffadv.{name} is a float"):
             getattr(ops, name)(*args, **rest)
+
+
+def test_a_float_argument_takes_a_requires_grad_tensor_where_no_graph_is_recorded():
+    """Under no_grad, inference_mode or inside a user's autograd.Function.forward (whose
+    inputs keep requires_grad) the op records nothing, as its own autograd does: a learned
+    gamma read there is its number. functionalize's wrapper converts too."""
+    kwargs = valid_call("gae")
+    gamma = torch.nn.Parameter(torch.tensor(0.9, dtype=torch.float64))
+    wanted = ops.gae(**{**kwargs, "gamma": 0.9})
+    with torch.no_grad():
+        assert all(torch.equal(a, b) for a, b in zip(ops.gae(**{**kwargs, "gamma": gamma}), wanted))
+    with torch.inference_mode():
+        assert all(torch.equal(a, b) for a, b in zip(ops.gae(**{**kwargs, "gamma": gamma}), wanted))
+
+    class UsersFunction(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, g):
+            return ops.gae(**{**kwargs, "gamma": g})[0]
+
+        @staticmethod
+        def backward(ctx, grad):
+            return grad.sum()
+
+    assert torch.equal(UsersFunction.apply(gamma), wanted[0])
+    functional = torch.func.functionalize(lambda g: ops.gae(**{**kwargs, "gamma": g})[0])
+    assert torch.equal(functional(torch.tensor(0.9, dtype=torch.float64)), wanted[0])
+
+
+def test_the_overload_is_checked_as_the_packet_is():
+    kwargs = valid_call("td_lambda_returns")
+    with pytest.raises(TypeError, match="^gamma of torch.ops.puffadv.td_lambda_returns is a float"):
+        ops.td_lambda_returns.default(**{**kwargs, "gamma": torch.tensor(0.9, requires_grad=True)})
+
+
+def test_pufferlibs_op_warns_for_each_float_and_refuses_a_torch_func_one():
+    """Its warning names the argument at the caller's line, for each one; a torch.func tensor
+    after a warned one is still refused (no number stands for it)."""
+    kwargs = valid_call("compute_puff_advantage")
+    with pytest.warns(ConstantInputWarning) as caught:
+        ops.compute_puff_advantage(**{**kwargs, "gamma": torch.tensor(0.9, requires_grad=True),
+                                      "rho_clip": torch.tensor(1.0, requires_grad=True)})
+    ours = [w for w in caught if w.category is ConstantInputWarning]
+    assert [str(w.message).split(" ")[0] for w in ours] == ["gamma", "rho_clip"]
+    assert all(w.filename == __file__ for w in ours), [w.filename for w in ours]
+    gamma = torch.tensor(0.9, requires_grad=True)  # made outside the transform: not its tensor
+    with pytest.raises(TypeError, match="^lambda of torch.ops.puffadv.compute_puff_advantage is a float, but the "
+                                        "tensor given is a torch.func transform's tensor"), \
+            pytest.warns(ConstantInputWarning, match="^gamma of torch.ops.puffadv.compute_puff_advantage"):
+        torch.func.grad(lambda lam: ops.compute_puff_advantage(**{**kwargs, "gamma": gamma, "lambda": lam}) or lam)(
+            torch.tensor(0.9))
