@@ -42,6 +42,8 @@ def _zero_d_parameter(value, name: str) -> float:
     if getattr(value, "is_meta", False):
         raise TypeError(f"{name} is a 0-d tensor on the meta device, which holds no value; "
                         f"pass a number")
+    if kind == "f" and dtype is not None and not hasattr(dtype, "kind"):
+        _refuse_a_derivative(value, name)
     try:
         return _to_float(value, name)
     except (TypeError, ValueError, RuntimeError) as error:
@@ -49,6 +51,25 @@ def _zero_d_parameter(value, name: str) -> float:
             raise
         raise TypeError(f"{name} must be a real number; float() of the 0-d {describe(value)} "
                         f"raised {type(error).__name__}: {error}") from error
+
+
+def _refuse_a_derivative(tensor, name: str) -> None:
+    """A torch tensor read as a number here loses any derivative it carries: the calls that
+    differentiate a 0-d gamma or lambda (torch arrays, the autograd Function) never bring one
+    here with grad mode on, so one that arrives (NumPy, CuPy or JAX arrays with a torch gamma)
+    is refused rather than dropped, as a dual tensor's tangent is."""
+    import sys
+    torch = sys.modules["torch"]  # loaded: the value is its tensor
+    if tensor.requires_grad and torch.is_grad_enabled():
+        why = "requires grad"
+    elif torch.autograd.forward_ad._current_level >= 0 and torch.autograd.forward_ad.unpack_dual(tensor).tangent \
+            is not None:
+        why = "carries a forward-mode tangent"
+    else:
+        return
+    raise TypeError(f"{name} is a 0-d torch tensor that {why}, but this call reads it as a number and cannot "
+                    f"differentiate it: its arrays are not torch tensors. Pass the arrays as torch tensors (puffadv "
+                    f"then differentiates {name}), or pass {name} as a number (detach it)")
 
 
 def _to_float(value, name: str) -> float:

@@ -88,6 +88,8 @@ def broadcast_decay(framework: str, inputs, decay):
                           device=inputs.device)
     if framework == "jax":
         import jax.numpy as jnp
+        if _frameworks.framework_of(decay) == "torch" and getattr(decay, "ndim", None) == 0:
+            decay = _parameters.real_parameter(decay, "decay")  # a derivative it carries is refused there
         return jnp.broadcast_to(jnp.asarray(decay, dtype=inputs.dtype), inputs.shape)
     if framework == "cupy":
         import cupy

@@ -37,6 +37,11 @@ import torch
 from . import _core, _torch_forward_ad
 
 _NESTED_KEYS = ("NestedTensorCPU", "NestedTensorCUDA")
+try:
+    from torch._subclasses.fake_tensor import FakeTensor as _FakeTensor  # torch.compile's tensors
+except ImportError:  # pragma: no cover - private: absent in some torch
+    class _FakeTensor:  # type: ignore[no-redef]
+        pass
 _DEVICES = ("cpu", "cuda", "meta")  # meta: the fake kernels (torch.compile)
 
 
@@ -151,6 +156,34 @@ def _float_refusal(schema, floats, args, kwargs, constant_warning):
     return None
 
 
+def _warn_unrecorded(schema, args, kwargs, constant_warning) -> None:
+    """PufferLib's schema op records no graph, and its kernel warns of an input that requires
+    grad; two such inputs never reach it as they are: a torch.func transform's tensor
+    (unwrapped below the transform's layer: torch.func.grad gave zeros without a word) and,
+    under torch.compile, a fake one that requires grad (traced without running the kernel).
+    Warned here, with the kernel's words, where the tensors are still what the caller gave."""
+    transforms = torch._C._are_functorch_transforms_active()
+    if not transforms and not (args and isinstance(args[0], _FakeTensor)):
+        return
+    for i, argument in enumerate(schema.arguments[:4]):  # values, rewards, dones, importance
+        value = args[i] if i < len(args) else kwargs.get(argument.name)
+        if not isinstance(value, torch.Tensor):
+            continue
+        if transforms and torch._C._functorch.is_functorch_wrapped_tensor(value) and \
+                not torch._is_functional_tensor(value):
+            why = "is a torch.func transform's tensor"
+        elif value.requires_grad and torch.is_grad_enabled() and isinstance(value, _FakeTensor):
+            why = "requires grad"
+        else:
+            continue
+        warnings.warn(f"{argument.name} {why}, but torch.ops.puffadv.compute_puff_advantage (PufferLib's schema: "
+                      f"it writes advantages in place) records no graph and no tangent, as PufferLib's own op: "
+                      f"{argument.name} is read as a constant. For a differentiable puff advantage call "
+                      "torch.ops.puffadv.puff_advantage (functional) or puffadv.compute_puff_advantage",
+                      constant_warning, stacklevel=4)  # the caller of the op's __call__
+        return
+
+
 def _checked_call(qualified_name: str, call, schema, constant_warning=None):
     floats = _float_arguments(schema)
     float_names = frozenset(name for name, _ in floats)
@@ -169,6 +202,8 @@ def _checked_call(qualified_name: str, call, schema, constant_warning=None):
             if name in float_names and value.__class__ is not float and isinstance(value, tensor):
                 _refuse_floats(schema, floats, args, kwargs, constant_warning)
                 break
+        if constant_warning is not None:
+            _warn_unrecorded(schema, args, kwargs, constant_warning)
         try:
             return call(*args, **kwargs)
         except RuntimeError as e:

@@ -299,3 +299,44 @@ def test_compile_fullgraph_as_the_first_call_of_a_process():
     import sys
     done = subprocess.run([sys.executable, "-c", _FIRST_CALL], capture_output=True, text=True, timeout=600)
     assert done.returncode == 0 and done.stdout.strip() == "equal", done.stderr[-3000:]
+
+
+_ARRAYS_ELSEWHERE = [  # (function, its arrays beside the scalar, the scalar's name, its value)
+    ("discounted_returns", ("rewards", "terminated", "last_value"), "gamma", 0.9),
+    ("gae", ("rewards", "values", "terminated", "last_value"), "gae_lambda", 0.8),
+    ("gae", ("rewards", "values", "terminated", "last_value", "importance"), "rho_clip", 1.2),
+    ("vtrace", ("rewards", "values", "terminated", "last_value", "importance"), "alpha", 0.6),
+    ("eligibility_traces", ("inputs", "dones"), "lambda_", 0.7),
+    ("linear_recurrence", ("inputs",), "decay", 0.7),
+    ("compute_puff_advantage", ("values", "rewards", "dones", "importance"), "gamma", 0.9),
+]
+
+
+@pytest.mark.parametrize("kind", ["numpy", "jax"])
+@pytest.mark.parametrize("function,arrays,name,number", _ARRAYS_ELSEWHERE)
+def test_a_torch_scalar_beside_other_frameworks_arrays_is_refused_not_dropped(function, arrays, name, number,
+                                                                                kind):
+    """NumPy or JAX arrays with a torch 0-d gamma (lambda, a clip, alpha, decay) that requires
+    grad: the call reads it as a number, and the result (NumPy, JAX) carries no gradient. It
+    came back with gamma.grad None and no error (found 2026-12-06); now a TypeError names it.
+    Under no_grad it is its number, as a detached one is."""
+    data = episode_arrays(4, 3, 6)
+    data["dones"] = data["terminated"].astype(np.float64) if function == "compute_puff_advantage" \
+        else data["terminated"]
+    if kind == "jax":
+        jnp = pytest.importorskip("jax.numpy")
+        given = {a: jnp.asarray(data[a]) for a in arrays}
+    else:
+        given = {a: data[a] for a in arrays}
+    layout = {} if function == "compute_puff_advantage" else {"time_axis": -1}
+    layout.update({"eligibility_traces": {"gamma": 0.9}, "linear_recurrence": {"reverse": True}}.get(function, {}))
+    scalar = torch.tensor(number, dtype=torch.float64, requires_grad=True)
+    call = getattr(puffadv, function)
+    with pytest.raises(TypeError, match=f"^{name} is a 0-d torch tensor that requires grad, but this call reads it "
+                                        "as a number and cannot differentiate it"):
+        call(**given, **{name: scalar}, **layout)
+    with torch.no_grad():
+        got = call(**given, **{name: scalar}, **layout)
+    wanted = call(**given, **{name: number}, **layout)
+    for a, b in zip(*((x,) if not isinstance(x, tuple) else x for x in (got, wanted))):
+        assert (a is None and b is None) or np.array_equal(np.asarray(a), np.asarray(b))

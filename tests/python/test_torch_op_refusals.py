@@ -342,3 +342,32 @@ def test_pufferlibs_op_warns_for_each_float_and_refuses_a_torch_func_one():
             pytest.warns(ConstantInputWarning, match="^gamma of torch.ops.puffadv.compute_puff_advantage"):
         torch.func.grad(lambda lam: ops.compute_puff_advantage(**{**kwargs, "gamma": gamma, "lambda": lam}) or lam)(
             torch.tensor(0.9))
+
+
+@pytest.mark.parametrize("how", ["torch.func.grad", "torch.compile"])
+def test_pufferlibs_op_warns_where_its_kernel_cannot_see_the_derivative(how):
+    """PufferLib's schema op reads its inputs as constants and says so; under torch.func.grad
+    (its kernel sees the unwrapped tensor) and torch.compile (fake tensors, no kernel run) it
+    said nothing, and torch.func.grad returned zeros (found 2026-12-06)."""
+    kwargs = valid_call("compute_puff_advantage")
+    values = kwargs.pop("values").double()
+    kwargs = {k: v.double() if isinstance(v, torch.Tensor) and v.is_floating_point() else v
+              for k, v in kwargs.items()}
+
+    names = [a.name for a in ops.compute_puff_advantage.default._schema.arguments]
+
+    def run(v):  # by position, as PufferLib calls it (its "lambda" cannot be a keyword in traced code)
+        out = torch.zeros_like(v)
+        given = {**kwargs, "values": v, "advantages": out}
+        ops.compute_puff_advantage(*(given[n] for n in names))
+        return out.sum()
+
+    with pytest.warns(ConstantInputWarning, match="^values (is a torch.func transform's tensor|requires grad), but "
+                                                  "torch.ops.puffadv.compute_puff_advantage") as caught:
+        if how == "torch.func.grad":
+            torch.func.grad(run)(values)
+        else:
+            torch._dynamo.reset()
+            torch.compile(run, fullgraph=True)(values.clone().requires_grad_())
+    if how == "torch.func.grad":  # under torch.compile dynamo's frames call the op
+        assert any(w.filename == __file__ for w in caught if w.category is ConstantInputWarning)

@@ -347,3 +347,30 @@ def test_gamma_tensors_puffadv_cannot_take_fall_back_by_name():
                 assert why == "does not broadcast", error
         assert (through.puffadv, through.torchrl) == (0, 1)
         assert any(why in str(w.message) for w in caught), [str(w.message) for w in caught]
+
+
+def test_vtrace_clip_tensors_that_require_grad_fall_back_to_torchrls_own():
+    """TorchRL's V-trace differentiates rho_thresh and c_thresh (clamp_max); puffadv reads its
+    clips as numbers, so such a call is TorchRL's, with their gradients (before 2026-12-06 it
+    went through puffadv and they came back None, with only torch's float() warning)."""
+    done, terminated, reward, state_value, next_state_value = draw((3,), 12, dtype=torch.double)
+    g = torch.Generator().manual_seed(9)
+    log_pi = torch.rand(reward.shape, generator=g, dtype=torch.double) * 2 - 1
+    log_mu = torch.zeros_like(log_pi)
+    grads = []
+    for function in (ours.vtrace_advantage_estimate, own.vtrace_advantage_estimate):
+        ours._warned.clear()
+        rho, c = (torch.tensor(1.0, dtype=torch.double, requires_grad=True) for _ in range(2))
+        value = state_value.clone().requires_grad_(True)
+        with warnings.catch_warnings(record=True) as caught, Through() as through:
+            warnings.simplefilter("always")
+            advantage, vs = function(0.9, log_pi, log_mu, value, next_state_value, reward, done, terminated,
+                                     rho_thresh=rho, c_thresh=c)
+        if function is ours.vtrace_advantage_estimate:
+            assert (through.puffadv, through.torchrl) == (0, 1)
+            assert any("a rho_thresh tensor that requires grad" in str(w.message) for w in caught), \
+                [str(w.message) for w in caught]
+        grads.append(torch.autograd.grad((advantage + vs).sum(), (rho, c, value)))
+    for a, b in zip(*grads):
+        torch.testing.assert_close(a, b, rtol=0, atol=0)
+    assert grads[0][0].abs() > 0 and grads[0][1].abs() > 0

@@ -248,6 +248,11 @@ def vtrace_advantage_estimate(gamma, log_pi, log_mu, state_value, next_state_val
     floats = {"log_pi": log_pi, "log_mu": log_mu, "state_value": state_value,
               "next_state_value": next_state_value, "reward": reward}
     flags = {"done": done} if terminated is None else {"done": done, "terminated": terminated}
+    for name, clip in (("rho_thresh", rho_thresh), ("c_thresh", c_thresh)):
+        # TorchRL differentiates its clips (clamp_max); puffadv reads them as numbers.
+        if isinstance(clip, torch.Tensor) and clip.requires_grad and torch.is_grad_enabled():
+            return _fall_back("vtrace_advantage_estimate", f"a {name} tensor that requires grad", *args,
+                              time_dim=time_dim)
     scalars = {"rho_thresh": _scalar(rho_thresh), "c_thresh": _scalar(c_thresh)}
     why = _outside(floats, flags, scalars, time_dim)
     if why is None:
