@@ -19,7 +19,7 @@ from typing import Callable, NamedTuple
 import torch
 
 from . import _eager, _frameworks, _shapes, _torch_forward_ad, _vjp, _vjp_fused
-from ._vjp_parts import not_done_next, puff_dones
+from ._vjp_parts import not_done_next, puff_dones, puff_dones_vjp
 from ._estimators import FLAG_ROLES, OUTPUT_ROLES, PUFF_ADVANTAGE, STEP_ROLES, SUM_ROLES, Estimate
 
 _SERIES = ("advantages", "returns")
@@ -97,9 +97,12 @@ def gradients(plan: Plan, arrays: dict, tensor_scalars: dict, outputs: dict, cot
                          log_probs=plan.log_probs, reset_at_start=plan.reset_at_start, scalar_gradients=decays)
     if arithmetic_dones and "gamma_steps" in grads:  # gamma_t = gamma (1 - dones_{t+1})
         grads["gamma"] = grads.pop("gamma_steps") * not_done_next(torch, dones)
+    if arithmetic_dones and ("terminated" in needed if needed is not None else arrays["terminated"].requires_grad):
+        grads["terminated"] = puff_dones_vjp(torch, lambda x, f, d: _vjp.vjp(
+            torch, plan.kind, x, f, scalars, outs, cots, scalar_gradients=d), inputs, scalars["gamma"])
     result = {}
     for role, x in arrays.items():
-        if role in FLAG_ROLES:
+        if role in FLAG_ROLES and role not in grads:  # flags have none (the puff advantage's float dones do)
             result[role] = None
             continue
         if role not in grads:

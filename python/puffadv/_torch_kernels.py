@@ -84,7 +84,7 @@ def compute_puff_advantage_writes(keyset, values, rewards, dones, importance, ad
     """torch's rules for an in-place write, which a kernel writing through a pointer
     cannot follow: refuse what torch's in-place ops refuse, bump the version after."""
     _torch_rules.check_writable(advantages, "advantages")
-    warn_constant_inputs(values, rewards, importance)
+    warn_constant_inputs(values, rewards, dones, importance)
     _run_kernel(torch.ops.puffadv.compute_puff_advantage.default, keyset, values, rewards, dones,
                 importance, advantages, gamma, lambda_, rho_clip, c_clip)
     _torch_rules.mark_written(advantages)
@@ -94,16 +94,16 @@ class ConstantInputWarning(UserWarning):
     """PufferLib's schema op read an input that requires grad as a constant (no graph)."""
 
 
-def warn_constant_inputs(values, rewards, importance):
+def warn_constant_inputs(values, rewards, dones, importance):
     """PufferLib's schema op writes a target in place and records no graph, as PufferLib's own
     op does; PufferLib's trainer relies on that (it passes the live ``ratio`` as importance).
     So an input that requires grad, or carries a forward-mode tangent, is read as a constant,
     and said so (once per process under Python's default warning filter), never dropped
     without a word."""
-    graph = torch.is_grad_enabled() and _any_requires_grad(values, rewards, importance)  # one C call
+    graph = torch.is_grad_enabled() and _any_requires_grad(values, rewards, dones, importance)  # one C call
     if not graph and torch.autograd.forward_ad._current_level < 0:  # no dual level open
         return
-    for name, t in zip(("values", "rewards", "importance"), (values, rewards, importance)):
+    for name, t in zip(("values", "rewards", "dones", "importance"), (values, rewards, dones, importance)):
         if not isinstance(t, torch.Tensor):
             continue
         why = "requires grad" if graph and t.requires_grad else \

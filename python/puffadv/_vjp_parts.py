@@ -152,6 +152,17 @@ def puff_dones(xp, dones, gamma):
     return dones == 1, gamma * not_done_next(xp, dones)
 
 
+def puff_dones_vjp(xp, vjp, inputs: dict, gamma):
+    """dL/d dones of the puff advantage with float dones, which its forward reads as numbers
+    only: gamma_t = gamma (1 - dones_{t+1}) (puff_dones' `inputs["gamma_steps"]`), so dL/d
+    dones_s = -gamma dL/d gamma_{s-1}, and dones_0 is never read. dL/d gamma_t comes from
+    `vjp(inputs, flags, scalar_gradients)` (_vjp.vjp's formulas) with no flags: a done of
+    exactly 1 is a number here too (the backwards above select it away as a flag, which
+    keeps NaN beyond it out of the other gradients but gives gamma_t's gradient 0 there)."""
+    steps = vjp(inputs, {"terminated": xp.zeros_like(inputs["rewards"], dtype=bool)}, True)["gamma_steps"]
+    return _earlier(xp, steps) * (-gamma)
+
+
 def not_done_next(xp, dones):
     """1 - dones_{t+1} (1 after the row's last step): d gamma_t / d gamma in puff_dones."""
     return 1 - _later(xp, dones)

@@ -46,7 +46,7 @@ from ._jax_family import (discounted_returns, eligibility_traces, episodic_cumsu
                           retrace, td_lambda_returns, vtrace)
 from ._jax_recurrence import linear_recurrence
 from ._jax_sharding import RowwiseCall, result_type
-from ._vjp_parts import puff_dones
+from ._vjp_parts import puff_dones, puff_dones_vjp
 
 if not hasattr(_core, "jax_ffi_targets"):
     raise ImportError(
@@ -91,12 +91,19 @@ def _puff_advantage_fwd(values, rewards, dones, importance, gamma, gae_lambda, r
 def _puff_advantage_bwd(gamma, gae_lambda, rho_clip, c_clip, residuals, cotangent):
     values, rewards, dones, importance, advantages = residuals
     flags, gamma_steps = puff_dones(jnp, dones, gamma)  # dones used arithmetically, as the forward does
-    grads = _vjp.vjp(jnp, "puff_advantage", {"values": values, "rewards": rewards, "importance": importance,
-                                             "gamma_steps": gamma_steps},
-                     {"terminated": flags}, {"gamma": gamma, "lambda": gae_lambda, "rho_clip": rho_clip,
-                                             "c_clip": c_clip, "rho_pg_clip": 1.0},
-                     {"advantages": advantages}, {"advantages": cotangent})
-    return (grads["values"].astype(values.dtype), grads["rewards"].astype(rewards.dtype), jnp.zeros_like(dones),
+    inputs = {"values": values, "rewards": rewards, "importance": importance, "gamma_steps": gamma_steps}
+    scalars = {"gamma": gamma, "lambda": gae_lambda, "rho_clip": rho_clip, "c_clip": c_clip, "rho_pg_clip": 1.0}
+
+    def formulas(x, f, scalar_gradients):
+        return _vjp.vjp(jnp, "puff_advantage", x, f, scalars, {"advantages": advantages},
+                        {"advantages": cotangent}, scalar_gradients=scalar_gradients)
+
+    grads = formulas(inputs, {"terminated": flags}, False)
+    # Float dones are numbers in the forward (gamma (1 - dones_{t+1})): they have a gradient (XLA
+    # drops its passes under jit where it is not used); bool and uint8 ones are flags.
+    dones_grad = puff_dones_vjp(jnp, formulas, inputs, gamma).astype(dones.dtype) \
+        if jnp.issubdtype(dones.dtype, jnp.floating) else jnp.zeros_like(dones)
+    return (grads["values"].astype(values.dtype), grads["rewards"].astype(rewards.dtype), dones_grad,
             grads["importance"].astype(importance.dtype))
 
 

@@ -108,3 +108,53 @@ def test_jax_gradients_use_float_dones_as_numbers():
         assert v.dtype == np.float64
         check_grads(lambda v, r, imp: pj.compute_puff_advantage(v, r, d, imp, 0.95, 0.9, 1.1, 0.95), (v, r, imp),
                     order=1, modes=["rev"], eps=1e-6)
+
+
+def test_float_dones_get_their_gradient():
+    """Float dones are numbers in the forward (gamma (1 - dones_{t+1})), so they have a
+    derivative: -gamma times gamma_t's, dones_0 never read. The Python API, the functional
+    operator and puffadv.jax gave none (None, None and zeros) until 2026-12-06. gradcheck of
+    both torch surfaces (exact 0s and 1s among the dones, fractions and values outside
+    [0, 1]), and the three surfaces' gradients equal."""
+    torch = pytest.importorskip("torch")
+    importlib.import_module("puffadv.torch")
+    v, r, d, imp = (torch.tensor(x).requires_grad_() for x in _small_inputs(7))
+
+    def api(v, r, d, imp):
+        return puffadv.compute_puff_advantage(v, r, d, imp, gamma=0.95, gae_lambda=0.9, rho_clip=1.1, c_clip=0.95)
+
+    def operator(v, r, d, imp):
+        return torch.ops.puffadv.puff_advantage(v, r, d, imp, 0.95, 0.9, 1.1, 0.95)
+
+    for function in (api, operator):
+        assert torch.autograd.gradcheck(function, (v, r, d, imp), eps=1e-6, atol=1e-8)
+    weights = torch.tensor(np.random.default_rng(3).standard_normal(tuple(v.shape)))
+    by_surface = [torch.autograd.grad((f(v, r, d, imp) * weights).sum(), d)[0] for f in (api, operator)]
+    assert by_surface[0].abs().sum() > 0 and torch.all(by_surface[0][:, 0] == 0)
+    torch.testing.assert_close(by_surface[0], by_surface[1], rtol=0, atol=0)
+    # dones alone requiring grad: the one gradient asked for
+    alone = d.detach().requires_grad_()
+    torch.testing.assert_close(torch.autograd.grad((api(v.detach(), r.detach(), alone, imp.detach()) * weights).sum(),
+                                                   alone)[0], by_surface[0], rtol=1e-12, atol=1e-12)
+    jax = pytest.importorskip("jax")
+    pj = importlib.import_module("puffadv.jax")
+    from jax.test_util import check_grads
+    from jax_cases import _x64
+    with _x64():
+        jv, jr, jd, ji = (jax.numpy.asarray(x.detach().numpy()) for x in (v, r, d, imp))
+        check_grads(lambda d: pj.compute_puff_advantage(jv, jr, d, ji, 0.95, 0.9, 1.1, 0.95), (jd,), order=1,
+                    modes=["rev"], eps=1e-6)
+        jw = jax.numpy.asarray(weights.numpy())
+        got = jax.jit(jax.grad(lambda d: (pj.compute_puff_advantage(jv, jr, d, ji, 0.95, 0.9, 1.1, 0.95) * jw).sum()))(jd)
+    np.testing.assert_allclose(np.asarray(got), by_surface[0].numpy(), rtol=1e-12, atol=1e-12)
+
+
+def test_pufferlibs_in_place_op_names_dones_that_require_grad():
+    """PufferLib's schema op reads every input as a constant and says which: float dones too."""
+    torch = pytest.importorskip("torch")
+    from puffadv._torch_kernels import ConstantInputWarning
+    v, r, d, imp = (torch.tensor(x) for x in _small_inputs(8))
+    out = torch.full_like(v, float("nan"))
+    with pytest.warns(ConstantInputWarning, match="^dones requires grad, but torch.ops.puffadv.compute_puff_advantage"):
+        torch.ops.puffadv.compute_puff_advantage(v, r, d.requires_grad_(), imp, out, 0.95, 0.9, 1.1, 0.95)
+    torch.testing.assert_close(out, torch.ops.puffadv.puff_advantage(v, r, d.detach(), imp, 0.95, 0.9, 1.1, 0.95))
