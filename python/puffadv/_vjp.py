@@ -305,6 +305,10 @@ def vjp(xp, kind: str, inputs: dict, flags: dict, scalars: dict, outputs: dict, 
     most calls), so their passes over the arrays are skipped; per-step ones always get theirs."""
     x = {role: a for role, a in inputs.items() if a is not None}
     f = {role: a for role, a in flags.items() if a is not None}
+    if x.get("next_values") is not None and f.get("terminated") is not None:
+        # Never read where terminated (a NaN there stays out by selection); made 0 there first,
+        # so that the formulas' own derivatives (double backward) do not multiply it by 0 either.
+        x["next_values"] = xp.where(f["terminated"], xp.zeros_like(x["next_values"]), x["next_values"])
     # Per-step gamma_t / lambda_t (issue 29) take the scalars' places: every formula reads
     # step t's, and gamma's and lambda's gradients are per step already.
     steps = {role: x.pop(step_role) for role, step_role in STEP_ROLES.items() if step_role in x}

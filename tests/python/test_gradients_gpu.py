@@ -226,3 +226,26 @@ def test_a_0d_gpu_gamma_never_synchronises(function, lambda_name, extra, require
         for a, b in zip(grads[len(wanted_numbers):], step_grads):
             torch.testing.assert_close(a, b.sum(), rtol=1e-10, atol=1e-10)
 
+
+
+@pytest.mark.parametrize("surface", ["public", "operator"])
+def test_cuda_float_dones_gradients_equal_the_cpu(surface):
+    """The puff advantage's float dones (numbers in its forward) get their gradient on the GPU
+    as on the CPU, with every other input's, at each traversal's shape."""
+    rng = torch.Generator().manual_seed(12)
+    for rows, horizon in _SHAPES:
+        base = [torch.randn(rows, horizon, generator=rng, dtype=torch.float64) for _ in range(2)]
+        dones = torch.randint(0, 4, (rows, horizon), generator=rng).double() / 3  # 0, 1/3, 2/3, 1
+        importance = torch.rand(rows, horizon, generator=rng, dtype=torch.float64) + 0.5
+        weights = torch.randn(rows, horizon, generator=rng, dtype=torch.float64)
+        results = []
+        for device in ("cpu", "cuda"):
+            leaves = [x.to(device).requires_grad_() for x in (*base, dones, importance)]
+            if surface == "public":
+                out = puffadv.compute_puff_advantage(*leaves, gamma=0.95, gae_lambda=0.9, rho_clip=1.1, c_clip=0.95)
+            else:
+                out = torch.ops.puffadv.puff_advantage(*leaves, 0.95, 0.9, 1.1, 0.95)
+            results.append([g.cpu() for g in torch.autograd.grad((out * weights.to(device)).sum(), leaves)])
+        for name, a, b in zip(("values", "rewards", "dones", "importance"), *results):
+            assert torch.isfinite(b).all() and (name != "dones" or b.abs().sum() > 0), name
+            torch.testing.assert_close(a, b, rtol=1e-9, atol=1e-9, msg=f"{name} {rows}x{horizon}")
