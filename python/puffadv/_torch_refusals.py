@@ -163,7 +163,7 @@ def _warn_unrecorded(schema, args, kwargs, constant_warning) -> None:
     under torch.compile, a fake one that requires grad (traced without running the kernel).
     Warned here, with the kernel's words, where the tensors are still what the caller gave."""
     transforms = torch._C._are_functorch_transforms_active()
-    if not transforms and not (args and isinstance(args[0], _FakeTensor)):
+    if not transforms and not (args and type(args[0]) is _FakeTensor):  # type(): isinstance costs 0.3 us here
         return
     for i, argument in enumerate(schema.arguments[:4]):  # values, rewards, dones, importance
         value = args[i] if i < len(args) else kwargs.get(argument.name)
