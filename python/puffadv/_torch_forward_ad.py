@@ -14,8 +14,9 @@ abs_sums sum sign(S) S', square_sums 2 S S' (sign(0) = 0, the backward's subgrad
 
 Tangents of gamma, lambda (numbers or per-step arrays), the importance ratios and the
 probabilities enter the decays, where the map is not linear: such a call is refused with
-a TypeError naming the argument (reverse mode differentiates them). Flags have no
-derivative, as in the backward: their tangents are not read.
+a TypeError naming the argument (reverse mode differentiates them), as is one of the puff
+advantage's float dones (numbers in its decays). Flags have no derivative, as in the
+backward: their tangents are not read.
 """
 from __future__ import annotations
 
@@ -51,8 +52,11 @@ def linear_tangents(kind: str, entries: dict):
     has none (role -> array), or None where no linear role has a tangent. `entries`: role ->
     (the call's array, its tangent or None, the caller's name of it). A tangent in another
     role than a flag's is refused (TypeError)."""
-    for role, (_, tangent, name) in entries.items():
-        if tangent is not None and role not in LINEAR_ROLES and role not in FLAG_ROLES:
+    for role, (x, tangent, name) in entries.items():
+        # The puff advantage's float dones are numbers in its decays (gamma (1 - dones_{t+1})),
+        # not flags: the result is not linear in them either.
+        flag = role in FLAG_ROLES and not (kind == "puff_advantage" and x.is_floating_point())
+        if tangent is not None and role not in LINEAR_ROLES and not flag:
             refuse(kind, name)
     if all(tangent is None for role, (_, tangent, _) in entries.items() if role in LINEAR_ROLES):
         return None

@@ -256,3 +256,31 @@ def test_pufferlibs_in_place_operator_says_a_tangent_is_not_read():
     expected = puffadv.compute_puff_advantage(data["values"], data["rewards"], dones, data["importance"],
                                               gamma=0.9, gae_lambda=0.8, rho_clip=1.4, c_clip=1.0)
     torch.testing.assert_close(out, expected, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("surface", ["public", "operator"])
+def test_the_puff_advantages_float_dones_tangent_is_refused(surface):
+    """Float dones are numbers in the puff advantage's decays (reverse mode differentiates
+    them since 2026-12-06): a tangent on them is refused by name, as gamma's is, where it was
+    dropped (with the values' tangent) or hit a torch internal assert (alone)."""
+    g = torch.Generator().manual_seed(13)
+    v, r = (torch.randn(2, 5, generator=g, dtype=torch.float64) for _ in range(2))
+    imp = torch.rand(2, 5, generator=g, dtype=torch.float64) + 0.5
+    d = torch.tensor([[0, 0.5, 0, 1, 0.25], [0, 0, 0.3, 0, 0]], dtype=torch.float64)
+    if surface == "public":
+        def call(v, d):
+            return puffadv.compute_puff_advantage(v, r, d, imp, gamma=0.95, gae_lambda=0.9, rho_clip=1.1,
+                                                  c_clip=0.95)
+    else:
+        def call(v, d):
+            return torch.ops.puffadv.puff_advantage(v, r, d, imp, 0.95, 0.9, 1.1, 0.95)
+    t = torch.randn(2, 5, generator=g, dtype=torch.float64)
+    for with_values in (True, False):
+        with fwAD.dual_level(), pytest.raises(TypeError, match="jvp\\) of puff_advantage takes tangents of its "
+                                                               "value arrays only.* but dones has one"):
+            call(fwAD.make_dual(v, t) if with_values else v, fwAD.make_dual(d, t))
+    with fwAD.dual_level():  # the values' tangent alone: the jvp, equal to central differences
+        tangent = fwAD.unpack_dual(call(fwAD.make_dual(v, t), d)).tangent
+    eps = 1e-6
+    torch.testing.assert_close(tangent, (call(v + eps * t, d) - call(v - eps * t, d)) / (2 * eps), rtol=1e-6,
+                               atol=1e-7)
