@@ -8,7 +8,8 @@ Used only when grad mode is on and an input (or gamma, lambda) requires grad, or
 carries a forward-mode tangent (_WithTangents.jvp, _torch_forward_ad), so calls without
 autograd never come here. Flags (terminated, truncated, dones,
 greedy) are read as booleans: their derivative is 0 and they get no gradient, as
-torch.where's condition. The clips take numbers only: a clip that requires grad
+torch.where's condition; the puff advantage's float dones, numbers in its formula, get
+theirs (_vjp_parts.puff_dones_vjp). The clips take numbers only: a clip that requires grad
 is refused (TypeError), never silently held constant.
 """
 from __future__ import annotations

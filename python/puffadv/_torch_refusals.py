@@ -169,8 +169,8 @@ def _warn_unrecorded(schema, args, kwargs, constant_warning) -> None:
         value = args[i] if i < len(args) else kwargs.get(argument.name)
         if not isinstance(value, torch.Tensor):
             continue
-        if transforms and torch._C._functorch.is_functorch_wrapped_tensor(value) and \
-                not torch._is_functional_tensor(value):
+        if transforms and value.is_floating_point() and torch._C._functorch.is_functorch_wrapped_tensor(value) \
+                and not torch._is_functional_tensor(value):  # a bool or uint8 flag has no derivative to lose
             why = "is a torch.func transform's tensor"
         elif value.requires_grad and torch.is_grad_enabled() and isinstance(value, _FakeTensor):
             why = "requires grad"

@@ -146,7 +146,8 @@ def compute_puff_advantage(values, rewards, dones, importance, gamma=0.99, gae_l
     (Explicit mesh axes).
 
     Differentiable (``jax.custom_vjp``): ``jax.grad`` gives the gradients of
-    ``values``, ``rewards`` and ``importance`` (``dones`` get zeros; the importance
+    ``values``, ``rewards`` and ``importance``, and of float ``dones``, which the formula
+    reads as numbers (bool and uint8 ones are flags: zeros; the importance
     clips pass the gradient below the clip, none at or above it). Wrap the inputs in
     ``jax.lax.stop_gradient`` where advantages are targets, as in rlax.
     """
