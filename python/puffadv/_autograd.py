@@ -137,7 +137,8 @@ class _TorchSchema:
 def register_torch(lib, op_name: str, vjp: Callable) -> None:
     """Autograd for torch.ops.puffadv.<op_name> from `vjp` (see the module's docstring): plain
     autograd and torch.compile. (torch.func's transforms cannot run a custom op's autograd in
-    this torch: they take :func:`torch_function`'s, through the Python API.)"""
+    this torch: they take :func:`torch_function`'s, through the Python API, to which the op's
+    call hands their tensors: _torch_recurrence.)"""
     import torch
     schema = _TorchSchema(op_name)
 

@@ -107,19 +107,30 @@ def _backend_select(op, keyset, *args, **kwargs):
     return _torch_kernels._run_kernel(op, keyset, *args, **kwargs)
 
 
-def _refusing_functorch_jvp(call):
-    """The op's call, refusing a tensor of torch.func.jvp's (or jacfwd's): their tangents reach
-    no kernel of ours (the dual tensors are functorch's own, below its layer), and torch gave
-    all-zero tangents for them without a word. Checked where the tensors are still wrapped."""
-    from torch._C._functorch import TransformType, is_functorch_wrapped_tensor
-    from torch._functorch.pyfunctorch import retrieve_all_functorch_interpreters
+def _through_the_function_under_torch_func(call, schema):
+    """The op's call, handing a torch.func transform's tensors and forward_ad's dual tensors to
+    FUNCTION (the Python API's autograd.Function, with the vjp, jvp and vmap rules they need).
+    Through the op's own torch.library autograd torch.func.grad raised torch's "must override
+    setup_context", torch.func.jvp / jacfwd gave all-zero tangents without a word, and a dual
+    tensor was refused (2026-12-06). Checked where the tensors are still wrapped; C-level
+    checks only for every other call."""
+    from torch._C._functorch import is_functorch_wrapped_tensor
     active = torch._C._are_functorch_transforms_active
+    arguments = schema.arguments
+
+    forward_ad = torch.autograd.forward_ad
 
     @functools.wraps(call)
     def checked(*args, **kwargs):
-        if active() and any(i.key() == TransformType.Jvp for i in retrieve_all_functorch_interpreters()) and any(
-                isinstance(x, torch.Tensor) and is_functorch_wrapped_tensor(x) for x in (*args, *kwargs.values())):
-            raise TypeError(_NO_JVP)
+        if (active() and any(isinstance(x, torch.Tensor) and is_functorch_wrapped_tensor(x)
+                             for x in (*args, *kwargs.values()))) or (
+                forward_ad._current_level >= 0 and _torch_forward_ad.carries_tangent(*args, *kwargs.values())):
+            given = {**dict(zip((a.name for a in arguments), args)), **kwargs}
+            missing = [a.name for a in arguments if a.name not in given and not a.has_default_value()]
+            if missing:  # the op's own words for it
+                return call(*args, **kwargs)
+            # FUNCTION.apply takes every schema argument by position, keyword-only ones last.
+            return FUNCTION.apply(*(given.get(a.name, a.default_value) for a in arguments))
         return call(*args, **kwargs)
     return checked
 
@@ -133,7 +144,7 @@ def register(lib: torch.library.Library) -> None:
     _torch_refusals.register(lib, ("linear_recurrence",))  # sparse, quantized, nested, None: named
     packet = torch.ops.puffadv.linear_recurrence
     for callable_op in (packet, packet.default):
-        callable_op._op = _refusing_functorch_jvp(callable_op._op)
+        callable_op._op = _through_the_function_under_torch_func(callable_op._op, packet.default._schema)
     FUNCTION = _autograd.torch_function("linear_recurrence", linear_recurrence_vjp, vmap=_vmap,
                                         jvp=linear_recurrence_jvp)
     _autograd.TorchOps.scan_function = FUNCTION

@@ -203,59 +203,41 @@ def test_linear_recurrence_forward_mode(time_major, reverse):
     torch.testing.assert_close(torch.func.jacfwd(lambda d: call(plain[0], d, plain[2]))(plain[1]), jac)
 
 
-def test_the_linear_recurrence_operator_refuses_a_tangent():
-    x, decay = torch.randn(2, 5, dtype=torch.float64), torch.rand(2, 5, dtype=torch.float64)
-    with fwAD.dual_level():
-        dual = fwAD.make_dual(x, torch.ones_like(x))
-        with pytest.raises(TypeError, match="linear_recurrence has no forward-mode derivative"):
-            torch.ops.puffadv.linear_recurrence(dual, decay, None, reverse=True, time_axis=1)
-        # the public function computes it
-        y = puffadv.linear_recurrence(dual, decay, reverse=True, time_axis=1)
-        assert fwAD.unpack_dual(y).tangent is not None
-
-
-@pytest.mark.parametrize("transform", ["jvp", "jacfwd"])
-def test_the_linear_recurrence_operator_refuses_torch_funcs_tangents(transform):
-    """torch.func.jvp and jacfwd through the operator gave all-zero tangents without a word
-    (found 2026-12-06): functorch's dual tensors never reach its kernel. Refused by name; the
-    public function's jvp gives the same derivative as reverse mode."""
+@pytest.mark.parametrize("transform", ["dual", "jvp", "jacfwd", "jacrev", "grad", "grad of decay", "vmap"])
+def test_the_linear_recurrence_operator_under_every_transform(transform):
+    """The operator hands a dual tensor or a torch.func transform's tensors to the Python API's
+    Function. Before 2026-12-06 torch.func.jvp / jacfwd through it gave all-zero tangents
+    without a word, torch.func.grad raised torch's "must override setup_context", and a dual
+    tensor was refused. Each equals the public function's, which reverse mode checks."""
     g = torch.Generator().manual_seed(3)
     x, decay = torch.rand(2, 5, generator=g, dtype=torch.float64), torch.rand(2, 5, generator=g, dtype=torch.float64)
-    op = lambda v: torch.ops.puffadv.linear_recurrence(v, decay, None, reverse=True, time_axis=1)  # noqa: E731
-    public = lambda v: puffadv.linear_recurrence(v, decay, reverse=True, time_axis=1)  # noqa: E731
+    t = torch.randn(2, 5, generator=g, dtype=torch.float64)
 
-    def forward(f):
+    def op(v, a=decay):
+        return torch.ops.puffadv.linear_recurrence(v, a, None, reverse=True, time_axis=1)
+
+    def public(v, a=decay):
+        return puffadv.linear_recurrence(v, a, reverse=True, time_axis=1)
+
+    def run(f):
+        if transform == "dual":
+            with fwAD.dual_level():
+                return fwAD.unpack_dual(f(fwAD.make_dual(x, t))).tangent
         if transform == "jvp":
-            return torch.func.jvp(f, (x,), (torch.ones_like(x),))[1]
-        return torch.func.jacfwd(f)(x)
+            return torch.func.jvp(f, (x,), (t,))[1]
+        if transform == "grad of decay":
+            return torch.func.grad(lambda a: (f(x, a) * t).sum())(decay)
+        if transform == "grad":
+            return torch.func.grad(lambda v: (f(v) * t).sum())(x)
+        if transform == "vmap":
+            return torch.func.vmap(f, in_dims=(0, 0))(x[:, None].expand(2, 3, 5), decay[:, None].expand(2, 3, 5))
+        return getattr(torch.func, transform)(f)(x)
 
-    with pytest.raises(TypeError, match="^torch.ops.puffadv.linear_recurrence has no forward-mode derivative"):
-        forward(op)
-    jacobian = torch.func.jacrev(public)(x)  # [2, 5] outputs x [2, 5] inputs
-    wanted = jacobian.sum((-2, -1)) if transform == "jvp" else jacobian  # J 1 for the jvp
-    torch.testing.assert_close(forward(public), wanted, rtol=1e-12, atol=1e-12)
-    assert wanted.abs().sum() > 0
-    # reverse mode (autograd) through the operator itself is unchanged
-    leaf = x.clone().requires_grad_()
-    torch.testing.assert_close(torch.autograd.grad(op(leaf).sum(), leaf)[0], jacobian.sum((0, 1)))
-
-
-def test_pufferlibs_in_place_operator_says_a_tangent_is_not_read():
-    """PufferLib's schema op records no graph and no tangent, as PufferLib's own; a tangent
-    given to it is named in a warning, as an input that requires grad is."""
-    from puffadv._torch_kernels import ConstantInputWarning
-    call, leaves, names = make_call("compute_puff_advantage", seed=11)
-    data = dict(zip(names, (x.detach() for x in leaves)))
-    dones = torch.tensor(episode_arrays(11)["terminated"], dtype=torch.float64)
-    out = torch.full_like(data["values"], float("nan"))
-    with fwAD.dual_level():
-        values = fwAD.make_dual(data["values"], torch.ones_like(data["values"]))
-        with pytest.warns(ConstantInputWarning, match="values carries a forward-mode tangent"):
-            torch.ops.puffadv.compute_puff_advantage(values, data["rewards"], dones, data["importance"], out,
-                                                     0.9, 0.8, 1.4, 1.0)
-    expected = puffadv.compute_puff_advantage(data["values"], data["rewards"], dones, data["importance"],
-                                              gamma=0.9, gae_lambda=0.8, rho_clip=1.4, c_clip=1.0)
-    torch.testing.assert_close(out, expected, rtol=0, atol=0)
+    wanted = run(public)
+    assert wanted is not None and wanted.abs().sum() > 0
+    torch.testing.assert_close(run(op), wanted, rtol=1e-12, atol=1e-12)
+    if transform in ("jvp", "dual"):  # J t against reverse mode's J
+        torch.testing.assert_close(wanted, torch.einsum("btcs,cs->bt", torch.func.jacrev(public)(x), t))
 
 
 @pytest.mark.parametrize("surface", ["public", "operator"])

@@ -152,11 +152,22 @@ def test_torch_func_grad_vjp_jacrev_and_vmap():
     torch.testing.assert_close(mapped[1], api(False, 0)(time_major[1], a.T, s), rtol=1e-14, atol=1e-14)
 
 
-def test_torch_func_through_the_raw_op_raises():
-    """torch.func cannot run a custom op's own autograd in this torch: an error, never a zero gradient."""
+def test_torch_func_through_the_raw_op_takes_the_functions_rules():
+    """torch.func cannot run a custom op's own autograd in this torch (it raised "must override
+    setup_context"): the op's call hands the transform's tensors to the Python API's Function,
+    so the gradients of inputs, decay and seed equal the public function's."""
     x, a, s = draw(2, 5, seed=8)
-    with pytest.raises(RuntimeError, match="functorch transforms"):
-        torch.func.grad(lambda x: op(x, a, s, reverse=True, time_axis=1).sum())(x)
+    w = torch.randn(2, 5, generator=torch.Generator().manual_seed(8), dtype=x.dtype)
+
+    def loss(f):
+        return lambda x, a, s: (f(x, a, s) * w).sum()
+
+    through_op = torch.func.grad(loss(lambda x, a, s: op(x, a, s, reverse=True, time_axis=1)), argnums=(0, 1, 2))
+    public = torch.func.grad(loss(lambda x, a, s: puffadv.linear_recurrence(x, a, seed=s, reverse=True, time_axis=1)),
+                             argnums=(0, 1, 2))
+    for got, wanted in zip(through_op(x, a, s), public(x, a, s)):
+        assert wanted.abs().sum() > 0
+        torch.testing.assert_close(got, wanted, rtol=1e-14, atol=1e-14)
 
 
 def test_compile_fullgraph_forward_and_backward():
