@@ -76,7 +76,8 @@ def _reaching_sums(xp, g, cut, decay, window: int, window_sums: WindowSums) -> l
     # zeros, not next_values': a call with next_values (issue 29's form) takes the GPU's
     # generic window kernel, one with a number discount and last_value the vector kernel.
     zero = xp.zeros_like(flipped)
-    arrays = {"rewards": flipped, "values": zero, "terminated": ends, "last_value": flipped.new_zeros(flipped.shape[:-1])}
+    last_value = flipped.new_zeros(flipped.shape[:-1])  # torch's call only (module docstring)
+    arrays = {"rewards": flipped, "values": zero, "terminated": ends, "last_value": last_value}
     number = decay
     if not isinstance(decay, (int, float)):  # per step: flipped decay_{s-1}
         arrays["gamma_steps"], number = _later(xp, xp.flip(decay + zero, (-1,))), 1.0

@@ -57,19 +57,14 @@ def _refuse_a_derivative(tensor, name: str) -> None:
     """A torch tensor read as a number here loses any derivative it carries: the calls that
     differentiate a 0-d gamma or lambda (torch arrays, the autograd Function) never bring one
     here with grad mode on, so one that arrives (NumPy, CuPy or JAX arrays with a torch gamma)
-    is refused rather than dropped, as a dual tensor's tangent is."""
-    import sys
-    torch = sys.modules["torch"]  # loaded: the value is its tensor
-    if tensor.requires_grad and torch.is_grad_enabled():
-        why = "requires grad"
-    elif torch.autograd.forward_ad._current_level >= 0 and torch.autograd.forward_ad.unpack_dual(tensor).tangent \
-            is not None:
-        why = "carries a forward-mode tangent"
-    else:
-        return
-    raise TypeError(f"{name} is a 0-d torch tensor that {why}, but this call reads it as a number and cannot "
-                    f"differentiate it: its arrays are not torch tensors. Pass the arrays as torch tensors (puffadv "
-                    f"then differentiates {name}), or pass {name} as a number (detach it)")
+    is refused rather than dropped."""
+    from . import _torch_forward_ad  # torch is loaded: the value is its tensor
+    carried = _torch_forward_ad.derivative_carried(tensor)
+    if carried is not None:
+        raise TypeError(f"{name} is a 0-d torch tensor that {carried}, but this call reads "
+                        f"it as a number and cannot differentiate it: its arrays are not torch tensors. Pass the "
+                        f"arrays as torch tensors (puffadv then differentiates {name}), or pass {name} as a "
+                        f"number (detach it)")
 
 
 def _to_float(value, name: str) -> float:

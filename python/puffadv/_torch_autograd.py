@@ -98,7 +98,7 @@ def gradients(plan: Plan, arrays: dict, tensor_scalars: dict, outputs: dict, cot
                          log_probs=plan.log_probs, reset_at_start=plan.reset_at_start, scalar_gradients=decays)
     if arithmetic_dones and "gamma_steps" in grads:  # gamma_t = gamma (1 - dones_{t+1})
         grads["gamma"] = grads.pop("gamma_steps") * not_done_next(torch, dones)
-    if arithmetic_dones and ("terminated" in needed if needed is not None else arrays["terminated"].requires_grad):
+    if arithmetic_dones and (needed is None or "terminated" in needed):
         grads["terminated"] = puff_dones_vjp(torch, lambda x, f, d: _vjp.vjp(
             torch, plan.kind, x, f, scalars, outs, cots, scalar_gradients=d), inputs, scalars["gamma"])
     result = {}

@@ -39,6 +39,23 @@ def carries_tangent(*values) -> bool:
     return any(isinstance(x, torch.Tensor) and forward_ad.unpack_dual(x).tangent is not None for x in values)
 
 
+TRANSFORMED = "is a torch.func transform's tensor"
+
+
+def derivative_carried(x: torch.Tensor) -> str | None:
+    """What derivative a tensor carries that reading it as a number would drop, in the words
+    of a message about it: "requires grad" (where grad mode is on: under no_grad, inference
+    mode or a Function's forward nothing is recorded), "carries a forward-mode tangent", or
+    TRANSFORMED (a torch.func transform's, not functionalize's, which converts); None: none."""
+    if torch._C._functorch.is_functorch_wrapped_tensor(x) and not torch._is_functional_tensor(x):
+        return TRANSFORMED
+    if x.requires_grad and torch.is_grad_enabled():
+        return "requires grad"
+    if carries_tangent(x):
+        return "carries a forward-mode tangent"
+    return None
+
+
 def refuse(kind: str, name: str) -> None:
     """The TypeError for a tangent the jvp cannot take (`name`: the caller's name of it)."""
     raise TypeError(f"puffadv's forward-mode derivative (jvp) of {kind} takes tangents of its value arrays "

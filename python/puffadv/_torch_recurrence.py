@@ -116,9 +116,7 @@ def _through_the_function_under_torch_func(call, schema):
     checks only for every other call."""
     from torch._C._functorch import is_functorch_wrapped_tensor
     active = torch._C._are_functorch_transforms_active
-    arguments = schema.arguments
-
-    forward_ad = torch.autograd.forward_ad
+    arguments, forward_ad = schema.arguments, torch.autograd.forward_ad
 
     @functools.wraps(call)
     def checked(*args, **kwargs):

@@ -101,21 +101,10 @@ def _float_arguments(schema) -> tuple[tuple[str, int], ...]:
     return tuple((a.name, i) for i, a in enumerate(schema.arguments) if isinstance(a.type, torch.FloatType))
 
 
-_TRANSFORMED = "is a torch.func transform's tensor (grad, jvp, vmap), which no number can stand for"
-
-
-def _derivative_of(value: torch.Tensor) -> str | None:
-    """What a tensor carries that a number cannot (None: nothing), in the words of the refusal.
-    A tensor that requires grad counts only where grad mode is on, as for the operators' own
-    autograd: under no_grad, inference_mode or inside an autograd.Function's forward no graph
-    is recorded, and its number is what the call means. A functionalize wrapper converts."""
-    if torch._C._functorch.is_functorch_wrapped_tensor(value) and not torch._is_functional_tensor(value):
-        return _TRANSFORMED
-    if value.requires_grad and torch.is_grad_enabled():
-        return "requires grad: torch's conversion to a number would drop its derivative"
-    if _torch_forward_ad.carries_tangent(value):
-        return "carries a forward-mode tangent: torch's conversion to a number would drop it"
-    return None
+# How each derivative would be lost (_torch_forward_ad.derivative_carried's words first).
+_LOST = {"requires grad": ": torch's conversion to a number would drop its derivative",
+         "carries a forward-mode tangent": ": torch's conversion to a number would drop it",
+         _torch_forward_ad.TRANSFORMED: " (grad, jvp, vmap), which no number can stand for"}
 
 
 def _refuse_floats(schema, floats, args, kwargs, constant_warning) -> None:
@@ -134,12 +123,12 @@ def _float_refusal(schema, floats, args, kwargs, constant_warning):
         value = args[position] if position < len(args) else kwargs.get(name)
         if not isinstance(value, torch.Tensor):
             continue
-        why = _derivative_of(value)
-        if why is None:
+        carried = _torch_forward_ad.derivative_carried(value)
+        if carried is None:
             continue
         op = schema.name.split("::")[-1]
-        lost = f"{name} of torch.ops.puffadv.{op} is a float, but the tensor given {why}"
-        if constant_warning is not None and why is not _TRANSFORMED:  # that one cannot be converted at all
+        lost = f"{name} of torch.ops.puffadv.{op} is a float, but the tensor given {carried}{_LOST[carried]}"
+        if constant_warning is not None and carried != _torch_forward_ad.TRANSFORMED:  # that one cannot convert
             warnings.warn(f"{lost}, and this op (PufferLib's schema) records none: {name} is read as a "
                           "constant. For a differentiable puff advantage call puffadv.compute_puff_advantage",
                           constant_warning, stacklevel=5)  # the caller of the op's __call__

@@ -118,3 +118,20 @@ def pytest_runtest_makereport(item, call):
     if report.failed and seed is not None:
         report.sections.append(("rng seed", f"np.random.default_rng({seed}); rerun with "
                                             f"PUFFADV_TEST_SEED={SESSION_SEED} to get the same inputs"))
+
+
+# The fused backward's calls (test_gradients_fused, test_gradients): torch and puffadv are
+# imported by the fixture, so that test files without torch still load this conftest.
+@pytest.fixture
+def spy(monkeypatch):
+    """Counts the backward calls the fused kernel computed."""
+    from puffadv import _vjp_fused
+    calls = []
+    real = _vjp_fused.vjp
+
+    def counted(*args, **kwargs):
+        calls.append(args[0])
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(_vjp_fused, "vjp", counted)
+    return calls
