@@ -178,21 +178,27 @@ class _WithTangents(_Differentiable):
 
 
 def _split_scalars(scalars: dict, names: dict, kind: str):
-    """(numbers by role, tensor gamma/lambda by role); a clip that requires grad, or carries a
-    forward-mode tangent, is refused (never silently read as a number)."""
+    """(numbers by role, tensor gamma/lambda by role); a clip carrying a derivative (it requires
+    grad where grad mode is on, carries a forward-mode tangent or is a torch.func transform's
+    tensor) is refused, never silently read as a number."""
     numbers, tensors = {}, {}
     for role, value in scalars.items():
-        if isinstance(value, torch.Tensor) and role in _DIFFERENTIABLE_SCALARS:
+        if not isinstance(value, torch.Tensor):
+            numbers[role] = value
+            continue
+        if role in _DIFFERENTIABLE_SCALARS:
             tensors[role] = value
             numbers[role] = float(value.detach())
-        elif isinstance(value, torch.Tensor) and value.requires_grad:
-            raise TypeError(f"{names.get(role, role)} is a tensor that requires grad, but puffadv "
-                            f"differentiates gamma and lambda only; pass {names.get(role, role)} as a "
-                            f"number or detach it")
-        elif isinstance(value, torch.Tensor) and _torch_forward_ad.carries_tangent(value):
-            _torch_forward_ad.refuse(kind, names.get(role, role))
-        else:
-            numbers[role] = value if not isinstance(value, torch.Tensor) else float(value)
+            continue
+        name = names.get(role, role)
+        carried = _torch_forward_ad.derivative_carried(value)
+        if carried == "carries a forward-mode tangent":
+            _torch_forward_ad.refuse(kind, name)
+        if carried is not None:
+            what = carried if carried == _torch_forward_ad.TRANSFORMED else f"is a tensor that {carried}"
+            raise TypeError(f"{name} {what}, but puffadv "
+                            f"differentiates gamma and lambda only; pass {name} as a number or detach it")
+        numbers[role] = float(value)
     return numbers, tensors
 
 

@@ -106,8 +106,7 @@ def warn_constant_inputs(values, rewards, dones, importance):
     for name, t in zip(("values", "rewards", "dones", "importance"), (values, rewards, dones, importance)):
         if not isinstance(t, torch.Tensor):
             continue
-        why = "requires grad" if graph and t.requires_grad else \
-            "carries a forward-mode tangent" if _torch_forward_ad.carries_tangent(t) else None
+        why = _torch_forward_ad.derivative_carried(t)  # a transform's tensor never reaches this kernel
         if why is not None:
             warnings.warn(
                 f"{name} {why}, but torch.ops.puffadv.compute_puff_advantage (PufferLib's "

@@ -158,13 +158,11 @@ def _warn_unrecorded(schema, args, kwargs, constant_warning) -> None:
         value = args[i] if i < len(args) else kwargs.get(argument.name)
         if not isinstance(value, torch.Tensor):
             continue
-        if transforms and value.is_floating_point() and torch._C._functorch.is_functorch_wrapped_tensor(value) \
-                and not torch._is_functional_tensor(value):  # a bool or uint8 flag has no derivative to lose
-            why = "is a torch.func transform's tensor"
-        elif value.requires_grad and torch.is_grad_enabled() and isinstance(value, _FakeTensor):
-            why = "requires grad"
-        else:
+        if not value.is_floating_point():  # a bool or uint8 flag has no derivative to lose
             continue
+        why = _torch_forward_ad.derivative_carried(value)
+        if why != _torch_forward_ad.TRANSFORMED and not (why == "requires grad" and isinstance(value, _FakeTensor)):
+            continue  # a dual tensor or a real one that requires grad: the kernel warns of it
         warnings.warn(f"{argument.name} {why}, but torch.ops.puffadv.compute_puff_advantage (PufferLib's schema: "
                       f"it writes advantages in place) records no graph and no tangent, as PufferLib's own op: "
                       f"{argument.name} is read as a constant. For a differentiable puff advantage call "

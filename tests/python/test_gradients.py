@@ -142,6 +142,30 @@ def test_a_clip_that_requires_grad_is_refused():
                     time_axis=-1)
 
 
+def test_a_clip_is_refused_by_what_it_carries():
+    """One predicate decides (_torch_forward_ad.derivative_carried): a torch.func transform's
+    clip is refused by name; under no_grad a clip that requires grad is its number, also where
+    a dual tensor sends the call through the Function (it had been refused there)."""
+    r = torch.linspace(-1.0, 1.0, 12, dtype=torch.float64).reshape(2, 6)
+    terminated = torch.zeros(r.shape, dtype=torch.bool)
+
+    def advantages(clip, rewards=r):
+        return puffadv.gae(rewards, r, terminated, last_value=r[:, 0], importance=r.exp(), rho_clip=clip,
+                           time_axis=-1).advantages
+
+    with pytest.raises(TypeError, match="^rho_clip is a torch.func transform's tensor, but puffadv"):
+        torch.func.grad(lambda clip: advantages(clip).sum())(torch.tensor(1.0, dtype=torch.float64))
+    clip = torch.tensor(1.0, dtype=torch.float64, requires_grad=True)
+    tangent = torch.rand_like(r)
+    with torch.no_grad(), torch.autograd.forward_ad.dual_level():
+        dual = advantages(clip, torch.autograd.forward_ad.make_dual(r, tangent))
+        got = torch.autograd.forward_ad.unpack_dual(dual).tangent
+    with torch.autograd.forward_ad.dual_level():
+        want = torch.autograd.forward_ad.unpack_dual(advantages(1.0, torch.autograd.forward_ad.make_dual(r, tangent)))
+    assert got is not None and want.tangent is not None
+    torch.testing.assert_close(got, want.tangent)
+
+
 def test_torch_func_grad_through_the_python_api():
     call, leaves, names = make_call("td_lambda_returns", seed=8)
     expected = torch.autograd.grad(call(*leaves)[0].sum(), leaves[1])[0]
