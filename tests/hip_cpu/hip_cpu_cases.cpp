@@ -10,6 +10,7 @@
 #include <optional>
 #include <random>
 #include <sstream>
+#include <stdexcept>
 
 #include "core/backends.hpp"
 #include "gpu/vendor.cuh"
@@ -341,6 +342,24 @@ std::string call_case::label() const {
     return s.str();
 }
 
+/// The stream every case's launches go on. Not the null stream: the runtime drains that from
+/// two threads at once (Runtime::wait_all_streams_ in hip/detail/runtime.hpp: its std::async
+/// task, and its parallel for_each over streams_, which holds the null stream too), so a launch
+/// queued while a drain is under way could run before or beside the ones queued just ahead of
+/// it. Split rows' three passes then left a carry in the output (advantages[0, 0] 3.0e-07
+/// against -1.42 in one CI run, reproduced with delays between launches). A created stream is
+/// drained by one task per pass, in order, as a GPU runs a stream.
+namespace {
+hipStream_t ordered_stream() {
+    static const hipStream_t stream = [] {
+        hipStream_t s = nullptr;
+        if (hipStreamCreate(&s) != hipSuccess) throw std::runtime_error("hipStreamCreate failed");
+        return s;
+    }();
+    return stream;
+}
+}  // namespace
+
 std::string run_case(const call_case& c) {
     const inputs in = make_inputs(c);
     const outputs cpu = make_outputs(c), gpu = make_outputs(c);
@@ -358,13 +377,15 @@ std::string run_case(const call_case& c) {
              : puffadv::find_standard_problem(on_gpu, p);
     if (problem) return "arguments refused: " + problem.message;
     observe_launches_as(puffadv::estimator_name(c.kind));
+    const hipStream_t stream = ordered_stream();
     if (!c.public_route)
-        puffadv::detail::estimate_hip(on_gpu, p, nullptr);  // the backend entry, as the core calls it
+        puffadv::detail::estimate_hip(on_gpu, p, stream);  // the backend entry, as the core calls it
     else if (puff)
-        puffadv::compute_puff_advantage(puffadv::detail::as_puff_arrays(on_gpu), puffadv::detail::as_puff_params(p));
+        puffadv::compute_puff_advantage(puffadv::detail::as_puff_arrays(on_gpu), puffadv::detail::as_puff_params(p),
+                                        stream);
     else
-        puffadv::compute_standard_estimate(on_gpu, p);
-    if (hipDeviceSynchronize() != hipSuccess) return "hipDeviceSynchronize failed";
+        puffadv::compute_standard_estimate(on_gpu, p, stream);
+    if (hipStreamSynchronize(stream) != hipSuccess) return "hipStreamSynchronize failed";
     puffadv::gpu::hip_cpu::launch_observer() = nullptr;
 
     const dtype out = c.float_outputs ? dtype::float32 : c.type;
