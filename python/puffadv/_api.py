@@ -109,7 +109,8 @@ def compute_puff_advantage(values, rewards, dones, importance, advantages=None,
                 and not _frameworks.torch_dual_level_open()
                 and not (values.is_neg() or rewards.is_neg() or dones.is_neg() or importance.is_neg()
                          or advantages.is_neg() or advantages.requires_grad or advantages.is_inference()
-                         or values.requires_grad or rewards.requires_grad or importance.requires_grad)):
+                         or values.requires_grad or rewards.requires_grad or importance.requires_grad
+                         or dones.requires_grad)):  # float dones get their gradient too
             try:
                 _engine._ONE_ENTRY(_KIND, {"values": values, "rewards": rewards, "terminated": dones,
                                            "importance": importance, "advantages": advantages},

@@ -131,7 +131,7 @@ torch.library.register_fake("puffadv_python::refuse",
 torch.fx.node.has_side_effect(torch.ops.puffadv_python.refuse.default)
 
 
-def _refused_at_run_time(error: Exception, like, roles) -> dict | None:
+def refused_at_run_time(error: Exception, like, roles) -> dict | None:
     """The outputs of a call refused while tracing, from the refusing operator; None where no
     tensor argument can carry it (the error is raised while tracing then)."""
     # isinstance, not type(error).__name__: dynamo of torch 2.11 cannot pass the latter to an op
@@ -151,7 +151,7 @@ def puff_advantage(values, rewards, dones, importance, advantages, scalars, stre
         params = _parameters.real_parameters(scalars, PUFF_ADVANTAGE.scalar_names()[:4])  # gamma, gae_lambda, ...
         stream = _stream(stream)
     except (TypeError, ValueError) as error:
-        refused = _refused_at_run_time(error, values, ("advantages", *fused))
+        refused = refused_at_run_time(error, values, ("advantages", *fused))
         if refused is None:
             raise
         if all(spec is None or spec is False for spec in fused.values()):
@@ -179,7 +179,7 @@ def estimate(estimator, call: Call) -> dict:
                                                          time_axis, call.names)
     except (TypeError, ValueError) as error:
         asked = [role for role, spec in call.outputs.items() if spec is not None and spec is not False]
-        refused = _refused_at_run_time(error, call.arrays["rewards"], asked)
+        refused = refused_at_run_time(error, call.arrays["rewards"], asked)
         if refused is None:
             raise
         return {role: refused.get(role) for role in call.outputs}

@@ -18,15 +18,17 @@ _DIRECT = {function: direct(estimator) for function, estimator in ESTIMATORS.ite
 def needs_graph(arrays, scalars, outputs=()) -> bool:
     """An argument requires grad (a torch tensor) and torch's grad mode is on, or carries a
     forward-mode tangent: the call goes through _torch_autograd, which records its graph or
-    computes the tangents (never a silently detached result).
+    computes the tangents (never a silently detached result). A given output that requires
+    grad counts too: written by copy_ there, it follows torch's in-place rules.
     A call that mixes in anything but torch tensors goes on to the eager path, whose
     checks refuse it by name."""
     for x in arrays:  # loops, not any(...): every non-NumPy call pays for this check
         if x is not None and getattr(x, "requires_grad", False) is True:
             break
     else:
-        for x in scalars:
-            if x.__class__ is not float and getattr(x, "requires_grad", False) is True:
+        for x in (*scalars, *outputs):  # numbers and output specs (True, None) pass on their class
+            if x.__class__ is not float and x.__class__ is not bool and x is not None \
+                    and getattr(x, "requires_grad", False) is True:
                 break
         else:
             if not _frameworks.torch_dual_level_open():  # else a tangent may need the jvp

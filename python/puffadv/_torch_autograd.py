@@ -19,7 +19,7 @@ from typing import Callable, NamedTuple
 
 import torch
 
-from . import _eager, _frameworks, _shapes, _torch_forward_ad, _vjp, _vjp_fused
+from . import _eager, _frameworks, _shapes, _torch_forward_ad, _torch_rules, _vjp, _vjp_fused
 from ._vjp_parts import not_done_next, puff_dones, puff_dones_vjp
 from ._estimators import FLAG_ROLES, OUTPUT_ROLES, PUFF_ADVANTAGE, STEP_ROLES, SUM_ROLES, Estimate
 
@@ -130,7 +130,10 @@ class _Differentiable(torch.autograd.Function):
     def forward(plan, *tensors):
         arrays = dict(zip(plan.array_roles, (None if t is None else t.detach()  # None: the eager checks refuse it
                                              for t in tensors[:len(plan.array_roles)])))
-        scalars = {**plan.scalars, **{role: float(t) for role, t in
+        # While dynamo traces, float() of a tensor gamma is a SymFloat, which no operator's float
+        # argument takes: the traced call reads the 0-d tensor itself (_compiled's tensor slots).
+        read = (lambda t: t.detach()) if _frameworks.torch_compiling() else float
+        scalars = {**plan.scalars, **{role: read(t) for role, t in
                                       zip(plan.scalar_roles, tensors[len(plan.array_roles):])}}
         outputs = plan.run(arrays, scalars)
         return tuple(outputs[role] for role in plan.produced)
@@ -218,8 +221,43 @@ def _gives_an_output(specs: dict) -> bool:
     return any(isinstance(spec, torch.Tensor) for spec in specs.values())
 
 
-def _detached(arrays: dict) -> dict:
-    return {role: x if x is None else x.detach() for role, x in arrays.items()}
+def _refused_while_tracing(specs: dict, names: dict, like) -> dict | None:
+    """While dynamo traces, the eager check of given outputs cannot read the fake tensors, and
+    the traced operators record no graph: such a call is refused by name, never written
+    unchecked. Its outputs by role then (they raise when the compiled function runs, with the
+    eager type: dynamo's fullgraph reports an exception raised while tracing as its own); None
+    where no output is given or dynamo is not tracing."""
+    given = [names.get(role, role) for role, spec in specs.items() if isinstance(spec, torch.Tensor)]
+    if not given or not _frameworks.torch_compiling():
+        return None
+    from . import _compiled
+    error = TypeError(f"{', '.join(given)} given as output under torch.compile while puffadv records a graph "
+                      f"(an input requires grad): leave {given[0]}= out and use the returned tensors, or call "
+                      "under torch.no_grad()")
+    refused = _compiled.refused_at_run_time(error, like, [r for r, s in specs.items() if s is not None and s is not False])
+    return {role: refused.get(role) for role in specs}
+
+
+def _check_writable(specs: dict, names: dict) -> None:
+    """Torch's in-place rules for the given outputs, by name (torch's own copy_ would refuse a
+    leaf that requires grad without naming it), before anything is computed."""
+    for role, spec in specs.items():
+        if isinstance(spec, torch.Tensor):
+            _torch_rules.check_writable(spec, names.get(role, role), recorded=True)
+
+
+def _for_the_check(tensors: dict) -> dict:
+    """The tensors a torch.func transform wraps, whose memory the eager check reads (it cannot
+    read a wrapper's), detached; other values as they are. Run with the transforms disabled
+    (torch._C._DisableFuncTorch), as the check: an operation under them wraps its result."""
+    result = {}
+    for role, x in tensors.items():
+        if isinstance(x, torch.Tensor):
+            while torch._C._functorch.is_functorch_wrapped_tensor(x):
+                x = torch._C._functorch.get_unwrapped(x)
+            x = x.detach()
+        result[role] = x
+    return result
 
 
 def _deliver(specs: dict, made: dict) -> dict:
@@ -244,8 +282,14 @@ def estimate(estimator, call) -> dict:
     scalar_names = dict(zip(call.scalars, call.scalar_names))
     numbers, tensors = _split_scalars(call.scalars, scalar_names, estimator.kind)
     specs = call.outputs
+    refused = _refused_while_tracing(specs, call.names, call.arrays["rewards"])
+    if refused is not None:
+        return refused
     if _gives_an_output(specs):
-        _eager.estimate(estimator, call._replace(arrays=_detached(call.arrays), scalars=numbers), check_only=True)
+        _check_writable(specs, call.names)
+        with torch._C._DisableFuncTorch():
+            _eager.estimate(estimator, call._replace(arrays=_for_the_check(call.arrays), scalars=numbers,
+                                                     outputs=_for_the_check(specs)), check_only=True)
     produced = (*(r for r in _SERIES if r in estimator.outputs),
                 *(r for r in OUTPUT_ROLES if r in SUM_ROLES and specs[r] is not False and specs[r] is not None))
     viewed, _, shapes, time_axis = _eager.as_views("torch", call.arrays, {}, time_axis, call.names)
@@ -279,9 +323,15 @@ def puff_advantage(values, rewards, dones, importance, advantages, scalars: tupl
     asked = {role: spec for role, spec in fused.items() if spec is not None and spec is not False}
     produced = ("advantages", *asked)
     arrays = {"values": values, "rewards": rewards, "terminated": dones, "importance": importance}
+    refused = _refused_while_tracing({"advantages": advantages, **fused}, {}, values)
+    if refused is not None:
+        return refused["advantages"] if not asked else Estimate(*refused.values())
     if _gives_an_output({"advantages": advantages, **fused}):
-        _eager.puff_advantage(*_detached(arrays).values(), advantages, tuple(numbers[r] for r in _PUFF_SCALARS),
-                              stream, **fused, check_only=True)
+        _check_writable({"advantages": advantages, **fused}, {})
+        with torch._C._DisableFuncTorch():
+            outputs = _for_the_check({"advantages": advantages, **fused})
+            _eager.puff_advantage(*_for_the_check(arrays).values(), outputs.pop("advantages"),
+                                  tuple(numbers[r] for r in _PUFF_SCALARS), stream, **outputs, check_only=True)
 
     def run(given, params):
         params = tuple(params[r] for r in _PUFF_SCALARS)

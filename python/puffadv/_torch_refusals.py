@@ -127,7 +127,8 @@ def _float_refusal(schema, floats, args, kwargs, constant_warning):
         if carried is None:
             continue
         op = schema.name.split("::")[-1]
-        lost = f"{name} of torch.ops.puffadv.{op} is a float, but the tensor given {carried}{_LOST[carried]}"
+        lost = f"{name} of torch.ops.{schema.name.replace('::', '.')} is a float, but the tensor given " \
+            f"{carried}{_LOST[carried]}"
         if constant_warning is not None and carried != _torch_forward_ad.TRANSFORMED:  # that one cannot convert
             warnings.warn(f"{lost}, and this op (PufferLib's schema) records none: {name} is read as a "
                           "constant. For a differentiable puff advantage call puffadv.compute_puff_advantage",
@@ -163,7 +164,7 @@ def _warn_unrecorded(schema, args, kwargs, constant_warning) -> None:
         why = _torch_forward_ad.derivative_carried(value)
         if why != _torch_forward_ad.TRANSFORMED and not (why == "requires grad" and isinstance(value, _FakeTensor)):
             continue  # a dual tensor or a real one that requires grad: the kernel warns of it
-        warnings.warn(f"{argument.name} {why}, but torch.ops.puffadv.compute_puff_advantage (PufferLib's schema: "
+        warnings.warn(f"{argument.name} {why}, but torch.ops.{schema.name.replace('::', '.')} (PufferLib's schema: "
                       f"it writes advantages in place) records no graph and no tangent, as PufferLib's own op: "
                       f"{argument.name} is read as a constant. For a differentiable puff advantage call "
                       "torch.ops.puffadv.puff_advantage (functional) or puffadv.compute_puff_advantage",
@@ -201,6 +202,14 @@ def _checked_call(qualified_name: str, call, schema, constant_warning=None):
     return checked
 
 
+def check_calls(packet, constant_warning=None) -> None:
+    """An operator's calls (the packet's and its overload's) refuse a tensor carrying a
+    derivative in a float argument (or warn `constant_warning`) and name their schema errors."""
+    op = packet.default
+    for callable_op in (packet, op):
+        callable_op._op = _checked_call(op._schema.name, callable_op._op, op._schema, constant_warning)
+
+
 def register(lib: torch.library.Library, names, constant_inputs: dict | None = None) -> None:
     """The refusing kernel of every operator in `names`, on every key described above,
     its call's schema errors as TypeError/ValueError, and its float arguments' refusal of
@@ -209,9 +218,7 @@ def register(lib: torch.library.Library, names, constant_inputs: dict | None = N
     for name in names:
         packet = getattr(torch.ops.puffadv, name)
         op = packet.default
-        for callable_op in (packet, op):
-            callable_op._op = _checked_call(f"puffadv::{name}", callable_op._op, op._schema,
-                                            (constant_inputs or {}).get(name))
+        check_calls(packet, (constant_inputs or {}).get(name))
 
         def refuse(*args, _op=op, **kwargs):
             raise refusal(_op, args, kwargs)

@@ -27,10 +27,12 @@ def check_one_device(named) -> None:
                              "all arrays must be on one device")
 
 
-def check_writable(tensor, name: str) -> None:
+def check_writable(tensor, name: str, recorded: bool = False) -> None:
     """RuntimeError, as torch's own in-place ops raise, when writing into tensor
     would break autograd or inference mode. None and non-tensors pass (the
-    argument checks name them)."""
+    argument checks name them). `recorded`: the write is a copy_ recorded in the
+    graph (the public functions while they record one), so a tensor with a history
+    (not a leaf's view) takes the result's, as torch's in-place ops give it."""
     if not isinstance(tensor, torch.Tensor):
         return
     if tensor.is_inference():
@@ -52,6 +54,8 @@ def check_writable(tensor, name: str) -> None:
             f"a view of a leaf Variable that requires grad is being used in an in-place "
             f"operation: {name}. Write into a tensor that does not require grad, or call under "
             "torch.no_grad()")
+    if recorded:
+        return
     # torch would rebase the history onto the in-place op; puffadv's outputs are
     # targets without a gradient, so the old history would give a wrong gradient.
     raise RuntimeError(

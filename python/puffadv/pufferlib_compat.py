@@ -39,6 +39,7 @@ from dataclasses import dataclass
 
 import torch
 
+from . import _torch_refusals
 from . import torch as _puffadv_ops  # loads torch.ops.puffadv
 from ._pufferlib_hook import EXTENSION, install_finder
 
@@ -185,6 +186,9 @@ def _register():
     global registered_here, _library
     lib = torch.library.Library(PACKAGE, "FRAGMENT")
     lib.define(SCHEMA)
+    # Its float arguments warn of a derivative they read as a constant, as puffadv's op does.
+    from ._torch_kernels import ConstantInputWarning
+    _torch_refusals.check_calls(torch.ops.pufferlib.compute_puff_advantage, ConstantInputWarning)
     op = _puffadv_ops.compute_puff_advantage.default
     # Composite: autograd, torch.compile and every device see puffadv's operator underneath.
     lib.impl("compute_puff_advantage", op, "CompositeImplicitAutograd")

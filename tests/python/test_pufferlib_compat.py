@@ -160,6 +160,37 @@ def test_schema_op_eagerly_compiled_and_on_views_it_refuses():
                          "warned ['ConstantInputWarning'] True"], done.stdout
 
 
+def test_schema_ops_float_arguments_warn_of_what_they_drop():
+    """Its float arguments (gamma, lambda, the clips) given as tensors carrying a derivative:
+    the derivative is dropped with puffadv's ConstantInputWarning naming the argument, as
+    torch.ops.puffadv.compute_puff_advantage does (before, a dual gamma or a clip that
+    requires grad was read as its number without a word), and a torch.func transform's
+    gamma is refused by name."""
+    done = run("import puffadv.pufferlib_compat\n", CALL_AND_COMPARE, """
+        import warnings
+        import torch.autograd.forward_ad as fw
+        op = torch.ops.pufferlib.compute_puff_advantage
+        g = torch.tensor(0.9, dtype=torch.float64)
+        with fw.dual_level():
+            for name, args in (("dual gamma", (fw.make_dual(g, torch.ones_like(g)), 0.8, 1.0, 1.0)),
+                               ("rho_clip", (0.9, 0.8, torch.tensor(1.0, requires_grad=True), 1.0))):
+                with warnings.catch_warnings(record=True) as caught:
+                    warnings.simplefilter("always")
+                    op.default(x, x.flip(1), d, x + 0.5, out, *args)
+                print(name, [str(w.message).split(" is a float")[0] for w in caught
+                             if type(w.message).__name__ == "ConstantInputWarning"])
+        try:
+            torch.func.grad(lambda g: (op(x, x.flip(1), d, x + 0.5, out, g, 0.8, 1.0, 1.0), g)[1])(g)
+        except TypeError as e:
+            print("refused", str(e).split(" is a float")[0])
+        """)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[1:] == [
+        "dual gamma ['gamma of torch.ops.pufferlib.compute_puff_advantage']",
+        "rho_clip ['rho_clip of torch.ops.pufferlib.compute_puff_advantage']",
+        "refused gamma of torch.ops.pufferlib.compute_puff_advantage"], done.stdout
+
+
 def test_install_hook_acts_at_import_of_the_extension_only(tmp_path):
     """The .pth installs the finder at startup without importing torch or puffadv;
     importing pufferlib._C then decides. uninstall removes both files."""
