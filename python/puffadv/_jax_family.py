@@ -106,13 +106,14 @@ def _call(estimator: Estimator, args: dict):
     order = [*_OPERANDS, *(r for r in list(request.arrays)[:request.required] if r not in _OPERANDS),
              *list(request.arrays)[request.required:]]
     required = set(list(request.arrays)[:request.required])
-    named = {role: (request.names[role], _jax_common._array(request.arrays[role], request.names[role]))
+    named = {role: (request.names[role], _jax_common._array(request.arrays[role], request.names[role],
+                                                                      estimator.function))
              for role in order if request.arrays[role] is not None or role in required}
     time_axis = required_time_axis(args["time_axis"], estimator.function)
     views, _, plan, time_axis = as_views("jax", {role: x for role, (_, x) in named.items()}, {}, time_axis,
                                          {role: name for role, (name, _) in named.items()})
     named = {role: (name, views[role]) for role, (name, _) in named.items()}
-    params = tuple(_jax_common._scalar(request.scalars[role], name) for role, name in
+    params = tuple(_jax_common._scalar(request.scalars[role], name, estimator.function) for role, name in
                    zip(request.scalars, request.scalar_names))
     n = window(args["n"]) if estimator.window else 1
     log_probs, reset_at_start = request.log_probs, request.reset_at_start

@@ -156,9 +156,10 @@ def compute_puff_advantage(values, rewards, dones, importance, gamma=0.99, gae_l
     clips pass the gradient below the clip, none at or above it). Wrap the inputs in
     ``jax.lax.stop_gradient`` where advantages are targets, as in rlax.
     """
-    named = {name: _array(x, name) for name, x in
+    function = "compute_puff_advantage"
+    named = {name: _array(x, name, function) for name, x in
              (("values", values), ("rewards", rewards), ("dones", dones), ("importance", importance))}
-    params = tuple(_scalar(p, n) for p, n in ((gamma, "gamma"), (gae_lambda, "gae_lambda"),
+    params = tuple(_scalar(p, n, function) for p, n in ((gamma, "gamma"), (gae_lambda, "gae_lambda"),
                                               (rho_clip, "rho_clip"), (c_clip, "c_clip")))
     _core.jax_check_puff(*(_spec(x) for x in named.values()), *params)
     _register()
