@@ -105,6 +105,18 @@ def _is_jax_tracer(x) -> bool:
     return tracer is not None and isinstance(x, tracer)
 
 
+def jax_tracer_error(name: str, x, what: str = "arrays") -> TypeError:
+    """The refusal of a JAX tracer where this path reads concrete `what` (arrays, a number)."""
+    return TypeError(f"{name} is a JAX tracer ({describe(x)}): this function reads concrete {what} and "
+                     f"cannot run inside jax.jit, grad or vmap; call the function of the same name in "
+                     f"puffadv.jax there, which JAX traces, differentiates and vectorises")
+
+
+def mixed_frameworks_error(name: str, framework: str, first_name: str, first_framework: str) -> TypeError:
+    return TypeError(f"{name} is a {framework} array but {first_name} is a {first_framework} array; "
+                     f"pass arrays of one framework")
+
+
 def require_arrays(named: dict) -> str:
     """Checks that every argument is an array of one framework; returns it."""
     first_name, first = next(iter(named.items()))
@@ -116,14 +128,9 @@ def require_arrays(named: dict) -> str:
                 f"{name} must be an array (NumPy, PyTorch, CuPy, JAX or any DLPack producer), "
                 f"got {describe(x)}")
         if fw == "jax tracer":
-            raise TypeError(
-                f"{name} is a JAX tracer ({describe(x)}): this function reads concrete arrays and "
-                f"cannot run inside jax.jit, grad or vmap; call the function of the same name in "
-                f"puffadv.jax there, which JAX traces, differentiates and vectorises")
+            raise jax_tracer_error(name, x)
         if fw != framework:
-            raise TypeError(
-                f"{name} is a {fw} array but {first_name} is a {framework} array; "
-                f"pass arrays of one framework")
+            raise mixed_frameworks_error(name, fw, first_name, framework)
         # DLPack carries no negative bit (torch's lazy negation, e.g. the .imag of a
         # conjugate view): the memory holds -x, and reading it raw is silently wrong.
         if fw == "torch" and x.is_neg():

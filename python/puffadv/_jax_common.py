@@ -12,7 +12,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from . import _core, _frameworks
+from . import _core, _frameworks, _parameters
 
 HANDLER_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 _FLAGS = (np.dtype(np.bool_), np.dtype(np.uint8))
@@ -78,7 +78,19 @@ def _register() -> None:
 # ----------------------------------------------------------------- arguments
 
 
-def _array(x, name: str):
+def _refuse_torch(x, name: str, function: str) -> None:
+    """puffadv.jax takes JAX and NumPy arrays. A torch tensor is refused by name (jnp.asarray
+    would read it through NumPy, dropping its autograd history, or fail with torch's own
+    "Can't call numpy() on Tensor that requires grad"): the torch API takes it."""
+    if _frameworks.framework_of(x) == "torch":
+        raise TypeError(f"{name} is a torch tensor, but puffadv.jax.{function} takes JAX or NumPy arrays; "
+                        f"for torch tensors call puffadv.{function} (the same numbers, differentiable "
+                        f"with torch autograd)")
+
+
+def _array(x, name: str, function: str):
+    """`function`: the puffadv.jax function taking it (its messages name it)."""
+    _refuse_torch(x, name, function)
     if isinstance(x, (jax.Array, np.ndarray)) or (hasattr(x, "shape") and hasattr(x, "dtype")):
         return jnp.asarray(x)  # NumPy in, JAX's canonical dtype out (float64 only under x64)
     raise TypeError(f"{name} must be an array (JAX or NumPy), got {type(x).__name__}")
@@ -89,8 +101,18 @@ def _spec(x):
     return (tuple(x.shape), np.dtype(x.dtype).name)
 
 
-def _scalar(value, name: str) -> float:
-    """A concrete real number (its range is the core's check)."""
+def _scalar(value, name: str, function: str) -> float:
+    """A concrete real number (its range is the core's check). `function`: the puffadv.jax
+    function taking it (its messages name it)."""
+    if getattr(value, "ndim", None) == 0 and _frameworks.framework_of(value) == "torch":
+        # A 0-d torch tensor is read as its number, as the NumPy-style API reads it
+        # (_parameters.real_parameter): gamma = torch.tensor(0.99) from a torch config means 0.99,
+        # and reading it loses nothing. One that carries a derivative (requires grad) is refused
+        # by name there: puffadv.jax cannot differentiate it, and dropping it would silently
+        # give a zero meta-gradient. (Refusing every torch tensor would break calls that are
+        # right for the sake of the few that are not.)
+        return _parameters.real_parameter(value, name, jax_function=function)
+    _refuse_torch(value, name, function)  # any other torch tensor: arrays are refused by name
     if isinstance(value, bool) or not (isinstance(value, numbers.Real) or getattr(value, "ndim", None) == 0):
         raise TypeError(f"{name} must be a real number, got {type(value).__name__}")
     dtype = getattr(value, "dtype", None)

@@ -23,7 +23,7 @@ from ._shapes import required_time_axis
 from ._estimators import (DISCOUNTED_RETURNS, ELIGIBILITY_TRACES, EPISODIC_CUMSUM, ESTIMATORS, FLAG_ROLES, GAE,
                           N_STEP_RETURNS, Q_LAMBDA, RETRACE, TD_LAMBDA, VTRACE, Estimate, Estimator,
                           VTraceEstimate)
-from ._jax_sharding import RowwiseCall, result_type
+from ._jax_sharding import RowwiseCall, result_type, varying_alike
 
 # Optional inputs by role, in the handler's order, with their bit in its `present` mask.
 _OPTIONAL = (("values", 256), ("truncated", 1), ("last_value", 2), ("bootstrap_values", 4),
@@ -84,7 +84,13 @@ def _estimate_bwd(static, layout, residuals, cotangents):
 _estimate.defvjp(_estimate_fwd, _estimate_bwd)
 
 
-_estimate_jit = jax.jit(_estimate, static_argnums=(0, 1))
+def _estimate_alike(static, layout, rewards, terminated, optional):
+    """_estimate on operands typed alike over shard_map's manual axes (_jax_sharding.varying_alike)."""
+    rewards, terminated, *optional = varying_alike((rewards, terminated, *optional))
+    return _estimate(static, layout, rewards, terminated, tuple(optional))
+
+
+_estimate_jit = jax.jit(_estimate_alike, static_argnums=(0, 1))
 
 
 def _call(estimator: Estimator, args: dict):
@@ -100,13 +106,14 @@ def _call(estimator: Estimator, args: dict):
     order = [*_OPERANDS, *(r for r in list(request.arrays)[:request.required] if r not in _OPERANDS),
              *list(request.arrays)[request.required:]]
     required = set(list(request.arrays)[:request.required])
-    named = {role: (request.names[role], _jax_common._array(request.arrays[role], request.names[role]))
+    named = {role: (request.names[role], _jax_common._array(request.arrays[role], request.names[role],
+                                                                      estimator.function))
              for role in order if request.arrays[role] is not None or role in required}
     time_axis = required_time_axis(args["time_axis"], estimator.function)
     views, _, plan, time_axis = as_views("jax", {role: x for role, (_, x) in named.items()}, {}, time_axis,
                                          {role: name for role, (name, _) in named.items()})
     named = {role: (name, views[role]) for role, (name, _) in named.items()}
-    params = tuple(_jax_common._scalar(request.scalars[role], name) for role, name in
+    params = tuple(_jax_common._scalar(request.scalars[role], name, estimator.function) for role, name in
                    zip(request.scalars, request.scalar_names))
     n = window(args["n"]) if estimator.window else 1
     log_probs, reset_at_start = request.log_probs, request.reset_at_start

@@ -11,10 +11,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from . import _core, _jax_common, _vjp
+from . import _core, _frameworks, _jax_common, _vjp
 from ._autograd import JaxOps, jax_vjp
 from ._eager import as_views
-from ._jax_sharding import RowwiseCall, result_type
+from ._jax_sharding import RowwiseCall, result_type, varying_alike
 from ._recurrence import _REQUIRED, check_direction, is_scalar
 from ._recurrence_vjp import linear_recurrence_vjp
 
@@ -31,7 +31,8 @@ def _per_shard(static, inputs, decay, *seed):
     return (call(inputs, decay, *seed, reverse=np.bool_(reverse)),)
 
 
-_CALL = RowwiseCall(_per_shard, "puffadv.jax.linear_recurrence")
+_FUNCTION = "linear_recurrence"
+_CALL = RowwiseCall(_per_shard, f"puffadv.jax.{_FUNCTION}")
 
 
 def _primal(static, inputs, decay, seed):
@@ -45,11 +46,20 @@ def _ops(static):
     return JaxOps(lambda x, a, s, reverse: _differentiable((bool(reverse), 1), x, a, s))
 
 
-_differentiable = jax_vjp(_primal, linear_recurrence_vjp, _ops, ("reverse", "time_axis"), _NAMES)
+_custom_vjp = jax_vjp(_primal, linear_recurrence_vjp, _ops, ("reverse", "time_axis"), _NAMES)
+
+
+def _differentiable(static, inputs, decay, seed):
+    """The custom_vjp on operands typed alike over shard_map's manual axes (varying_alike)."""
+    return _custom_vjp(static, *varying_alike((inputs, decay, seed)))
+
+
 _differentiable_jit = jax.jit(_differentiable, static_argnums=(0,))
 
 
 def _decay_array(decay, like):
+    if _frameworks.framework_of(decay) == "torch":  # its number, or refused by name (_scalar)
+        decay = _jax_common._scalar(decay, "decay", _FUNCTION)
     if isinstance(decay, bool) or np.dtype(getattr(decay, "dtype", np.float32)) == np.bool_:
         raise TypeError(f"decay must be a real number or an array, got {type(decay).__name__}")
     return jnp.broadcast_to(jnp.asarray(decay, dtype=like.dtype), like.shape)
@@ -74,9 +84,9 @@ def linear_recurrence(inputs, decay, *, reverse=_REQUIRED, time_axis=_REQUIRED, 
         raise TypeError(f"time_axis must be an int (0: time-major [T, B], 1: batch-major [B, T]), "
                         f"got {type(time_axis).__name__}")
     time_axis = int(time_axis)
-    x = _jax_common._array(inputs, "inputs")
-    a = _decay_array(decay, x) if is_scalar(decay) else _jax_common._array(decay, "decay")
-    s = None if seed is None else _jax_common._array(seed, "seed")
+    x = _jax_common._array(inputs, "inputs", _FUNCTION)
+    a = _decay_array(decay, x) if is_scalar(decay) else _jax_common._array(decay, "decay", _FUNCTION)
+    s = None if seed is None else _jax_common._array(seed, "seed", _FUNCTION)
     # [*B, T], [T, *B], [*B, T, 1]: the 2-D views every surface reads (_shapes), reshaped back below.
     views, _, plan, time_axis = as_views("jax", {"rewards": x, "decay": a, "last_value": s}, {}, time_axis,
                                          {"rewards": "inputs", "decay": "decay", "last_value": "seed"})

@@ -23,7 +23,14 @@ tells it, with JAX's own mechanisms:
 
 Inside ``shard_map`` over every mesh axis, under ``pmap``, or on one device,
 ``custom_partitioning`` lowers straight to the custom call; inside a
-``shard_map`` manual over some axes it partitions over the others.
+``shard_map`` manual over some axes it partitions over the others. There,
+with ``check_vma`` (JAX's default), a value's type says over which manual axes
+it varies; a custom call's outputs would be typed invariant, so JAX would sum
+their cotangents over the devices before the backward (wrong gradients) and
+accept ``out_specs=P()`` for a per-device result. :func:`varying_alike` types
+every operand alike before the ``custom_vjp`` (so each input's gradient has
+its type, summed over the devices by JAX's transpose where the input was
+invariant) and :class:`RowwiseCall` types the outputs like the operands.
 
 Operands are ``[..., rows, horizon]`` arrays or per-row ``[..., rows]`` vectors
 (``last_value``); every output is ``[..., rows, horizon]``.
@@ -250,6 +257,36 @@ def result_type(like, dtype) -> jax.ShapeDtypeStruct:
     return jax.ShapeDtypeStruct(like.shape, dtype)
 
 
+# ----------------------------------------------------------------- shard_map's varying manual axes
+
+
+def _varying(x) -> frozenset:
+    """The manual mesh axes (shard_map) over which `x`'s type says it varies: empty
+    outside shard_map and with check_vma=False (the field's name moved between releases)."""
+    aval = jax.typeof(x)
+    mat = getattr(aval, "manual_axis_type", None)
+    return frozenset(mat.varying) if mat is not None else frozenset(getattr(aval, "vma", ()) or ())
+
+
+def _cast_varying(x, axes: frozenset):
+    """`x` typed as varying over `axes` too (a no-op on the values; its transpose is a psum)."""
+    missing = tuple(sorted(axes - _varying(x), key=str))
+    if not missing:
+        return x
+    pcast = getattr(jax.lax, "pcast", None)
+    return pcast(x, missing, to="varying") if pcast is not None else jax.lax.pvary(x, missing)
+
+
+def varying_alike(arrays: Sequence) -> tuple:
+    """`arrays` (None kept) each typed as varying over every manual axis any of them
+    varies over, as JAX types the operands of its own primitives. Call it before a
+    custom_vjp: its backward then gives every input a gradient of the input's type."""
+    axes = frozenset().union(*(_varying(x) for x in arrays if x is not None))
+    if not axes:
+        return tuple(arrays)
+    return tuple(None if x is None else _cast_varying(x, axes) for x in arrays)
+
+
 # ----------------------------------------------------------------- entry point
 
 
@@ -271,4 +308,8 @@ class RowwiseCall:
         if explicit is not None:  # every operand on the same rows: a local slice for replicated ones
             mesh, specs = explicit
             arrays = [jax.sharding.reshard(x, NamedSharding(mesh, spec)) for x, spec in zip(arrays, specs)]
-        return self._batched(static)(*arrays)
+        outputs = self._batched(static)(*arrays)
+        # Each output is computed from its row's operands: it varies where they do (the
+        # custom call's result types say nothing of shard_map's manual axes).
+        axes = frozenset().union(*(_varying(x) for x in arrays))
+        return outputs if not axes else tuple(_cast_varying(o, axes) for o in outputs)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numbers
 
-from ._frameworks import describe
+from ._frameworks import _is_jax_tracer, describe, jax_tracer_error
 
 
 def real_parameters(values: tuple, names: tuple) -> tuple:
@@ -17,18 +17,21 @@ def real_parameters(values: tuple, names: tuple) -> tuple:
     return values
 
 
-def real_parameter(value, name: str) -> float:
+def real_parameter(value, name: str, jax_function: str | None = None) -> float:
+    """`jax_function`: the puffadv.jax function reading it (its messages name it)."""
     if type(value) is float:
         return value
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        return _zero_d_parameter(value, name)
+        return _zero_d_parameter(value, name, jax_function)
     return _to_float(value, name)
 
 
-def _zero_d_parameter(value, name: str) -> float:
+def _zero_d_parameter(value, name: str, jax_function: str | None = None) -> float:
     """A parameter that is not a Python number: a 0-d array or tensor of an integer
     or real floating dtype, with data, is one; bool, complex and anything else
     are not, in every framework alike (True is not 1.0, 0.5+0.3j is not 0.5)."""
+    if _is_jax_tracer(value):  # traced under jax.jit/grad/vmap: no number to read here
+        raise jax_tracer_error(name, value, "numbers")
     shape = getattr(value, "shape", None)
     if shape is None or tuple(shape) != ():
         raise TypeError(f"{name} must be a real number, got {describe(value)}")
@@ -43,7 +46,7 @@ def _zero_d_parameter(value, name: str) -> float:
         raise TypeError(f"{name} is a 0-d tensor on the meta device, which holds no value; "
                         f"pass a number")
     if kind == "f" and dtype is not None and not hasattr(dtype, "kind"):
-        _refuse_a_derivative(value, name)
+        _refuse_a_derivative(value, name, jax_function)
     try:
         return _to_float(value, name)
     except (TypeError, ValueError, RuntimeError) as error:
@@ -53,13 +56,18 @@ def _zero_d_parameter(value, name: str) -> float:
                         f"raised {type(error).__name__}: {error}") from error
 
 
-def _refuse_a_derivative(tensor, name: str) -> None:
+def _refuse_a_derivative(tensor, name: str, jax_function: str | None = None) -> None:
     """A torch tensor read as a number here loses any derivative it carries: the calls that
     differentiate a 0-d gamma or lambda (torch arrays, the autograd Function) never bring one
-    here with grad mode on, so one that arrives (NumPy, CuPy or JAX arrays with a torch gamma)
-    is refused rather than dropped."""
+    here with grad mode on, so one that arrives (NumPy, CuPy or JAX arrays with a torch gamma,
+    or a puffadv.jax function's scalar) is refused rather than dropped."""
     from . import _torch_forward_ad  # torch is loaded: the value is its tensor
     carried = _torch_forward_ad.derivative_carried(tensor)
+    if carried is not None and jax_function is not None:
+        raise TypeError(f"{name} is a 0-d torch tensor that {carried}, but puffadv.jax.{jax_function} "
+                        f"takes JAX or NumPy values: it reads {name} as a number and cannot differentiate "
+                        f"it. For its gradient call puffadv.{jax_function} with torch tensors, or pass "
+                        f"{name} as a number (detach it)")
     if carried is not None:
         raise TypeError(f"{name} is a 0-d torch tensor that {carried}, but this call reads "
                         f"it as a number and cannot differentiate it: its arrays are not torch tensors. Pass the "

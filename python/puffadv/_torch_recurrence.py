@@ -31,6 +31,9 @@ def _decay_tensor(inputs, decay):
         return decay.to(device=inputs.device, dtype=inputs.dtype).expand(inputs.shape).contiguous()
     if isinstance(decay, bool):
         raise TypeError(f"decay must be a real number or a tensor, got {_frameworks.describe(decay)}")
+    framework = _frameworks.framework_of(decay)
+    if framework is not None and getattr(decay, "ndim", 0) != 0:  # an array of another framework
+        raise _frameworks.mixed_frameworks_error("decay", framework, "inputs", "torch")
     value = _parameters.real_parameter(decay, "decay")
     return torch.full(inputs.shape, value, dtype=inputs.dtype, device=inputs.device)
 
@@ -45,6 +48,9 @@ def through_op(inputs, decay, seed, out, stream, reverse: bool, time_axis: int, 
         raise ValueError("stream= cannot be passed with tensors that require grad or under torch.compile: "
                          "the op runs on torch's current stream (use `with torch.cuda.stream(s):`)")
     if seed is not None and not isinstance(seed, torch.Tensor):
+        framework = _frameworks.framework_of(seed)
+        if framework is not None:
+            raise _frameworks.mixed_frameworks_error("seed", framework, "inputs", "torch")
         raise TypeError(f"seed must be a torch tensor like inputs, got {_frameworks.describe(seed)}")
     if isinstance(time_axis, bool) or not isinstance(time_axis, numbers.Integral):
         raise TypeError(f"time_axis must be an int (0: time-major [T, B], 1: batch-major [B, T]), "
