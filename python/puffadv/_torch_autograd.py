@@ -20,7 +20,8 @@ from typing import Callable, NamedTuple
 import torch
 
 from . import _eager, _frameworks, _shapes, _torch_forward_ad, _torch_rules, _vjp, _vjp_fused
-from ._vjp_parts import not_done_next, puff_dones, puff_dones_vjp
+from ._vjp_parts import (DERIVATIVES_ONLY, _later, _select, derivative_only, not_done_next, puff_dones, puff_dones_vjp,
+                         puff_gamma_steps_vjp)
 from ._estimators import FLAG_ROLES, OUTPUT_ROLES, PUFF_ADVANTAGE, STEP_ROLES, SUM_ROLES, Estimate
 
 _SERIES = ("advantages", "returns")
@@ -87,20 +88,32 @@ def gradients(plan: Plan, arrays: dict, tensor_scalars: dict, outputs: dict, cot
     asked = [role for role in (*tensor_scalars, *STEP_ROLES.values())
              if (role in tensor_scalars or arrays.get(role) is not None) and (needed is None or role in needed)]
     decays = len(asked) > 0
+    # A graph of the backward (create_graph) in which the float dones require grad: the terms
+    # a done of exactly 1 selects away keep their derivative in the dones (_vjp._puff's `ends`).
+    second_order = arithmetic_dones and torch.is_grad_enabled() and arrays["terminated"].requires_grad
     if arithmetic_dones:  # the puff advantage's float dones are numbers, as in its forward (bool/uint8: flags)
         dones = _as(_batch_major(arrays["terminated"], tm), compute)
         flags["terminated"], inputs["gamma_steps"] = puff_dones(torch, dones, scalars["gamma"])
+        unflagged = {**inputs}  # puff_gamma_steps_vjp's: no flags, nothing selected away
+    if second_order:
+        inputs["dones"], scalars = dones, {**scalars, "dones_gamma": plan.scalars["gamma"]}
     if _vjp_fused.applies(plan.kind, inputs, flags, outs, cots, needed, decays):  # the engine's own backward kernel
         grads = _vjp_fused.vjp(plan.kind, inputs, flags, scalars, outs, cots, decays=decays,
                                reset_at_start=plan.reset_at_start, log_probs=plan.log_probs, n=plan.n)
     else:
         grads = _vjp.vjp(torch, plan.kind, inputs, flags, scalars, outs, cots, n=plan.n,
                          log_probs=plan.log_probs, reset_at_start=plan.reset_at_start, scalar_gradients=decays)
+    steps = None  # dL/d gamma_t with no flags, when read
+    if arithmetic_dones and ((needed is None or "terminated" in needed) or second_order and "gamma_steps" in grads):
+        steps = puff_gamma_steps_vjp(torch, lambda x, f, d: _vjp.vjp(
+            torch, plan.kind, x, f, scalars, outs, cots, scalar_gradients=d), unflagged)
     if arithmetic_dones and "gamma_steps" in grads:  # gamma_t = gamma (1 - dones_{t+1})
         grads["gamma"] = grads.pop("gamma_steps") * not_done_next(torch, dones)
+        if second_order:  # d/d dones_{t+1} of (1 - dones_{t+1}) dL/d gamma_t where it is 1: -dL/d gamma_t
+            later = _later(torch, dones)
+            grads["gamma"] = grads["gamma"] + derivative_only(later, -_select(torch, later == 1, steps))
     if arithmetic_dones and (needed is None or "terminated" in needed):
-        grads["terminated"] = puff_dones_vjp(torch, lambda x, f, d: _vjp.vjp(
-            torch, plan.kind, x, f, scalars, outs, cots, scalar_gradients=d), inputs, scalars["gamma"])
+        grads["terminated"] = puff_dones_vjp(torch, steps, scalars["gamma"])
     result = {}
     for role, x in arrays.items():
         if role in FLAG_ROLES and role not in grads:  # flags have none (the puff advantage's float dones do)
@@ -116,6 +129,31 @@ def gradients(plan: Plan, arrays: dict, tensor_scalars: dict, outputs: dict, cot
         result[role] = None if role not in grads and needed is not None and role not in needed else \
             _as(_vjp.grad_like(grads[role], x), x.dtype)
     return result
+
+
+class _DerivativeOnly(torch.autograd.Function):
+    """_vjp_parts.derivative_only in torch: zeros, whose derivative in x is slope (none in slope)."""
+    generate_vmap_rule = True
+
+    @staticmethod
+    def forward(x, slope):
+        return torch.zeros_like(x)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.save_for_backward(inputs[1])
+        ctx.save_for_forward(inputs[1])
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad * ctx.saved_tensors[0], None
+
+    @staticmethod
+    def jvp(ctx, tangent, _slope_tangent):
+        return tangent * ctx.saved_tensors[0]
+
+
+DERIVATIVES_ONLY["torch"] = _DerivativeOnly.apply
 
 
 def _needed(roles, needs_input_grad) -> set:

@@ -23,7 +23,8 @@ from __future__ import annotations
 
 from ._estimators import STEP_ROLES
 from ._vjp_parts import (SCANS, _add, _Bootstrap, _clip, _earlier, _flags, _last, _later,  # noqa: F401
-                         _producer_tail, _scan, _select, _sums_vjp, _through, episodes, grad_like, per_step_roles)
+                         _producer_tail, _scan, _select, _sums_vjp, _through, derivative_only, episodes, grad_like,
+                         per_step_roles)
 
 
 def _value_family(xp, kind, x, f, s, out, cot):
@@ -264,28 +265,52 @@ def _episodic(xp, x, f, s, out, cot, reset_at_start):
 
 def _puff(xp, x, f, s, out, cot):
     """PufferLib's index convention: for t < H-1, delta_t = rho_t (r_{t+1} + gamma
-    (1-dones_{t+1}) v_{t+1} - v_t), k_t = gamma lambda c_t (1-dones_{t+1}); A_{H-1} = 0."""
+    (1-dones_{t+1}) v_{t+1} - v_t), k_t = gamma lambda c_t (1-dones_{t+1}); A_{H-1} = 0.
+    Float dones (_vjp_parts.puff_dones) come as gamma_t = gamma (1 - dones_{t+1}) per step,
+    exactly 0 where dones_{t+1} is 1, which is a flag too: there the decay and the values'
+    term are arithmetic (0 either way, and gamma_t's derivative in dones stays), and what
+    the selection drops (values[t+1] and A_{t+1}, which a NaN beyond the done may be) keeps
+    its derivative in dones through derivative_only where the caller gives the float dones
+    (x["dones"], s["dones_gamma"]: gamma as a number), for the second derivatives."""
     r, v, imp = x["rewards"], x["values"], x["importance"]
     dones = f["terminated"]
     gamma, lam = s["gamma"], s["lambda"]
     valid = ~_last(xp, dones)
     going = valid & ~_later(xp, dones)
+    per_step = len(getattr(gamma, "shape", ())) > 0  # len: dynamo
     (rho, rho_passes), (c, c_passes) = _clip(xp, imp, s["rho_clip"]), _clip(xp, imp, s["c_clip"])
     adv = out["advantages"] if out.get("advantages") is not None else out["returns"] - v
     u = _add(_add(cot.get("advantages"), cot.get("returns")), _sums_vjp(xp, adv, cot))
     u = xp.zeros_like(r) if u is None else u
-    a = _scan(u, _earlier(xp, _select(xp, going, gamma * lam * c)), reverse=False)
-    v_next = _later(xp, v)
-    td = _later(xp, r) + _select(xp, going, gamma * v_next) - v
+    # _earlier drops step H-1's decay and values' term: per step, only gamma_t = 0 ends the trace.
+    decay = gamma * lam * c
+    a = _scan(u, _earlier(xp, decay if per_step else _select(xp, going, decay)), reverse=False)
+    # What a NaN may be (values[t+1], A_{t+1}, the TD term) is selected before it is multiplied,
+    # so that the derivatives of these products (double backward) never make 0 * NaN either.
+    v_next, adv_next = _later(xp, v), _later(xp, adv)
+    read_v, read_adv = _select(xp, going, v_next), _select(xp, going, adv_next)
+    td = _later(xp, r) + gamma * read_v - v
     g_td = _select(xp, valid, a * rho)
-    grads = {"values": -g_td + _earlier(xp, _select(xp, going, g_td * gamma)), "rewards": _earlier(xp, g_td)}
+    carried = g_td * gamma
+    grads = {"values": -g_td + _earlier(xp, carried if per_step else _select(xp, going, carried)),
+             "rewards": _earlier(xp, g_td)}
     if cot.get("returns") is not None:
         grads["values"] = grads["values"] + cot["returns"]
-    g_k = _select(xp, going, a * _later(xp, adv))
     if s["differentiate_scalars"]:
-        grads["gamma"] = _select(xp, going, g_td * v_next)
+        g_k = a * read_adv
+        grads["gamma"] = g_td * read_v
         _producer_tail(xp, grads, g_k * c, s, going)
-    grads["importance"] = _select(xp, rho_passes & valid, a * td) + _select(xp, c_passes, g_k * gamma * lam)
+    grads["importance"] = a * _select(xp, rho_passes & valid, td) + a * _select(xp, c_passes, read_adv) * gamma * lam
+    if x.get("dones") is not None:  # the terms gamma_t X_t selected away where dones_{t+1} is 1
+        ends, slope = valid & ~going, -s["dones_gamma"]  # d gamma_t / d dones_{t+1}
+
+        def lost(term):  # 0, with the derivative -gamma X_t d dones_{t+1} at those steps
+            return derivative_only(_later(xp, x["dones"]), _select(xp, ends, term) * slope)
+
+        grads["importance"] = grads["importance"] + lost(
+            a * (_select(xp, rho_passes, v_next) + _select(xp, c_passes, adv_next) * lam))
+        if s["differentiate_scalars"]:
+            grads["lambda"] = grads["lambda"] + lost(a * adv_next * c)
     return grads
 
 

@@ -32,6 +32,19 @@ def _scan(inputs, decay, reverse: bool):
     return SCANS["jax"](inputs.reshape(-1, steps), decay, reverse).reshape(shape)
 
 
+# A zero that carries a derivative, by framework ("torch", "jax"): derivative_only(x, slope) is 0
+# (x's shape), its derivative in x is slope elementwise and it has none in slope. Registered by
+# _torch_autograd.py and jax.py (this module imports neither framework).
+DERIVATIVES_ONLY: dict = {}
+
+
+def derivative_only(x, slope):
+    """0, with the derivative slope dx: a term whose value a selection removed (a NaN it would
+    read stays out of the value) but whose derivative in x is still slope. A product slope * x
+    cannot give both: 0 * NaN is NaN."""
+    return DERIVATIVES_ONLY["torch" if type(x).__module__.startswith("torch") else "jax"](x, slope)
+
+
 # ---------------------------------------------------------------- shifts and masks
 
 
@@ -141,7 +154,8 @@ def puff_dones(xp, dones, gamma):
     for a fractional done. Here a done of exactly 1 stays a flag (selected away: a NaN
     beyond it stays out, as before) and every value scales gamma_t = gamma (1 -
     dones_{t+1}), the per-step gamma at step t in the puff advantage's own index, which
-    both backwards read. Returns (flags, gamma_t)."""
+    both backwards read (exactly 0 after a done of 1; what the selection drops there is
+    carried to the second derivatives by _vjp._puff's `ends`). Returns (flags, gamma_t)."""
     if hasattr(dones, "mul_") and not hasattr(gamma, "mul_"):
         # torch, gamma a number: gamma - gamma dones_{t+1} in one fresh array and two passes
         # (each fresh array costs a first touch); in place on a view, not with out= (which
@@ -152,15 +166,20 @@ def puff_dones(xp, dones, gamma):
     return dones == 1, gamma * not_done_next(xp, dones)
 
 
-def puff_dones_vjp(xp, vjp, inputs: dict, gamma):
+def puff_gamma_steps_vjp(xp, vjp, inputs: dict):
+    """dL/d gamma_t of the puff advantage with float dones (gamma_t = gamma (1 - dones_{t+1}),
+    puff_dones' `inputs["gamma_steps"]`), a done of exactly 1 a number too: from `vjp(inputs,
+    flags, scalar_gradients)` (_vjp.vjp's formulas) with no flags (the backwards select such a
+    done away as a flag, which keeps NaN beyond it out of the other gradients but gives gamma_t's
+    gradient 0 there)."""
+    return vjp(inputs, {"terminated": xp.zeros_like(inputs["rewards"], dtype=bool)}, True)["gamma_steps"]
+
+
+def puff_dones_vjp(xp, gamma_steps_grad, gamma):
     """dL/d dones of the puff advantage with float dones, which its forward reads as numbers
-    only: gamma_t = gamma (1 - dones_{t+1}) (puff_dones' `inputs["gamma_steps"]`), so dL/d
-    dones_s = -gamma dL/d gamma_{s-1}, and dones_0 is never read. dL/d gamma_t comes from
-    `vjp(inputs, flags, scalar_gradients)` (_vjp.vjp's formulas) with no flags: a done of
-    exactly 1 is a number here too (the backwards above select it away as a flag, which
-    keeps NaN beyond it out of the other gradients but gives gamma_t's gradient 0 there)."""
-    steps = vjp(inputs, {"terminated": xp.zeros_like(inputs["rewards"], dtype=bool)}, True)["gamma_steps"]
-    return _earlier(xp, steps) * (-gamma)
+    only, from puff_gamma_steps_vjp's dL/d gamma_t: dL/d dones_s = -gamma dL/d gamma_{s-1}
+    (dones_0 is never read)."""
+    return _earlier(xp, gamma_steps_grad) * (-gamma)
 
 
 def not_done_next(xp, dones):

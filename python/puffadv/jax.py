@@ -46,7 +46,7 @@ from ._jax_family import (discounted_returns, eligibility_traces, episodic_cumsu
                           retrace, td_lambda_returns, vtrace)
 from ._jax_recurrence import linear_recurrence
 from ._jax_sharding import RowwiseCall, result_type, varying_alike
-from ._vjp_parts import puff_dones, puff_dones_vjp
+from ._vjp_parts import DERIVATIVES_ONLY, puff_dones, puff_dones_vjp, puff_gamma_steps_vjp
 
 if not hasattr(_core, "jax_ffi_targets"):
     raise ImportError(
@@ -88,20 +88,37 @@ def _puff_advantage_fwd(values, rewards, dones, importance, gamma, gae_lambda, r
     return advantages, (values, rewards, dones, importance, advantages)
 
 
+@jax.custom_jvp
+def _derivative_only(x, slope):
+    """_vjp_parts.derivative_only in JAX: zeros, whose derivative in x is slope (none in slope)."""
+    return jnp.zeros_like(x)
+
+
+@_derivative_only.defjvp
+def _derivative_only_jvp(primals, tangents):
+    return jnp.zeros_like(primals[0]), tangents[0] * primals[1]
+
+
+DERIVATIVES_ONLY["jax"] = _derivative_only
+
+
 def _puff_advantage_bwd(gamma, gae_lambda, rho_clip, c_clip, residuals, cotangent):
     values, rewards, dones, importance, advantages = residuals
     flags, gamma_steps = puff_dones(jnp, dones, gamma)  # dones used arithmetically, as the forward does
     inputs = {"values": values, "rewards": rewards, "importance": importance, "gamma_steps": gamma_steps}
-    scalars = {"gamma": gamma, "lambda": gae_lambda, "rho_clip": rho_clip, "c_clip": c_clip, "rho_pg_clip": 1.0}
+    scalars = {"gamma": gamma, "lambda": gae_lambda, "rho_clip": rho_clip, "c_clip": c_clip, "rho_pg_clip": 1.0,
+               "dones_gamma": gamma}
 
     def formulas(x, f, scalar_gradients):
         return _vjp.vjp(jnp, "puff_advantage", x, f, scalars, {"advantages": advantages},
                         {"advantages": cotangent}, scalar_gradients=scalar_gradients)
 
-    grads = formulas(inputs, {"terminated": flags}, False)
+    # dones: the terms a done of exactly 1 selects away keep their derivative in the dones (second
+    # derivatives; zeros in value, which XLA drops under jit with the passes that make them).
+    grads = formulas({**inputs, "dones": dones}, {"terminated": flags}, False)
     # Float dones are numbers in the forward (gamma (1 - dones_{t+1})): they have a gradient (XLA
     # drops its passes under jit where it is not used); bool and uint8 ones are flags.
-    dones_grad = puff_dones_vjp(jnp, formulas, inputs, gamma).astype(dones.dtype) \
+    dones_grad = puff_dones_vjp(jnp, puff_gamma_steps_vjp(jnp, formulas, inputs), gamma).astype(dones.dtype) \
         if jnp.issubdtype(dones.dtype, jnp.floating) else jnp.zeros_like(dones)
     return (grads["values"].astype(values.dtype), grads["rewards"].astype(rewards.dtype), dones_grad,
             grads["importance"].astype(importance.dtype))

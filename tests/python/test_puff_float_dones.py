@@ -158,3 +158,172 @@ def test_pufferlibs_in_place_op_names_dones_that_require_grad():
     with pytest.warns(ConstantInputWarning, match="^dones requires grad, but torch.ops.puffadv.compute_puff_advantage"):
         torch.ops.puffadv.compute_puff_advantage(v, r, d.requires_grad_(), imp, out, 0.95, 0.9, 1.1, 0.95)
     torch.testing.assert_close(out, torch.ops.puffadv.puff_advantage(v, r, d.detach(), imp, 0.95, 0.9, 1.1, 0.95))
+
+
+# Second derivatives (reported 2026-12-07): a done of exactly 1 is also a flag, selected away in the
+# backwards (a NaN beyond it stays out), and the selection had no derivative in the dones, so every
+# mixed second derivative with a done of exactly 1 was wrong in torch and JAX (by up to the whole
+# entry); fractional dones were right. Checked against autodiff of the forward as written.
+SECOND = (0.95, 0.9, 1.1, 0.95)  # gamma, lambda, rho_clip, c_clip
+
+
+def _second_order_inputs(seed=11):
+    rng = np.random.default_rng(seed)
+    values, rewards = rng.standard_normal((2, 3, 8))
+    dones = rng.choice(np.array([0, 1, 0.3, 0.7]), size=(3, 8))
+    dones[:, 0] = dones[:, -1] = [1, 0, 0.5]  # exact 1 and 0 at the first and last steps
+    dones[:, 3] = 1
+    return values, rewards, dones, rng.uniform(0.5, 1.5, (3, 8))
+
+
+def _torch_loop(values, rewards, dones, importance, gamma, lam, rho_clip, c_clip):
+    """The forward as written, 1 - dones[t+1] a number, one step at a time in torch ops."""
+    import torch
+    a = torch.zeros(values.shape[0], dtype=values.dtype)
+    out = [a] * values.shape[1]
+    for t in range(values.shape[1] - 2, -1, -1):
+        nnt = 1 - dones[:, t + 1]
+        rho, c = importance[:, t].clamp(max=rho_clip), importance[:, t].clamp(max=c_clip)
+        a = rho * (rewards[:, t + 1] + gamma * values[:, t + 1] * nnt - values[:, t]) + gamma * lam * c * a * nnt
+        out[t] = a
+    return torch.stack(out, 1)
+
+
+def _jax_loop(values, rewards, dones, importance, gamma, lam, rho_clip, c_clip):
+    """The same with jax.lax.scan."""
+    import jax
+    jnp = jax.numpy
+    nnt = 1 - dones[:, 1:]
+    delta = jnp.minimum(importance[:, :-1], rho_clip) * (rewards[:, 1:] + gamma * values[:, 1:] * nnt
+                                                         - values[:, :-1])
+    decay = gamma * lam * jnp.minimum(importance[:, :-1], c_clip) * nnt
+    _, out = jax.lax.scan(lambda a, x: (x[0] + x[1] * a,) * 2, jnp.zeros(values.shape[0], values.dtype),
+                          (delta.T, decay.T), reverse=True)
+    return jnp.concatenate([out.T, jnp.zeros_like(values[:, :1])], axis=1)
+
+
+def _torch_hvps(function, leaves, weights, directions):
+    """(dL/d leaves, [d/d leaves of <dL/d leaf_i, directions_i> for every leaf i]), L = <function(*leaves),
+    weights> (None directions_i: not made)."""
+    import torch
+    first = torch.autograd.grad((function(*leaves) * weights).sum(), leaves, create_graph=True)
+    return [g.detach() for g in first], [None if w is None else [
+        torch.zeros_like(x) if h is None else h for h, x in
+        zip(torch.autograd.grad((g * w).sum(), leaves, retain_graph=True, allow_unused=True), leaves)]
+        for g, w in zip(first, directions)]
+
+
+@pytest.mark.parametrize("surface", ["api", "operator"])
+def test_torch_second_derivatives_at_dones_of_one(surface):
+    """gradgradcheck with float dones of exactly 0 and 1 (at the first and last steps too) and
+    fractions, every input (and the Python API's gamma and lambda tensors) differentiated, and
+    every mixed second derivative equal to autograd of _torch_loop."""
+    torch = pytest.importorskip("torch")
+    importlib.import_module("puffadv.torch")
+    leaves = [torch.tensor(x).requires_grad_() for x in _second_order_inputs()]
+    gamma, lam, rho_clip, c_clip = SECOND
+    if surface == "api":
+        leaves += [torch.tensor(gamma, dtype=torch.float64, requires_grad=True),
+                   torch.tensor(lam, dtype=torch.float64, requires_grad=True)]
+
+        def function(v, r, d, imp, gamma, lam):
+            return puffadv.compute_puff_advantage(v, r, d, imp, gamma=gamma, gae_lambda=lam, rho_clip=rho_clip,
+                                                  c_clip=c_clip)
+    else:
+        def function(v, r, d, imp):
+            return torch.ops.puffadv.puff_advantage(v, r, d, imp, gamma, lam, rho_clip, c_clip)
+
+    assert torch.autograd.gradgradcheck(function, tuple(leaves), eps=1e-6, atol=1e-7)
+    rng = np.random.default_rng(2)
+    weights, *directions = (torch.tensor(rng.standard_normal(tuple(x.shape))) for x in [leaves[0], *leaves])
+    _, got = _torch_hvps(function, leaves, weights, directions)
+    _, want = _torch_hvps(lambda *x: _torch_loop(*x, *SECOND[len(x) - 4:]), leaves, weights, directions)
+    for of, (row, expected) in enumerate(zip(got, want)):
+        for wrt, (a, b) in enumerate(zip(row, expected)):
+            torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-12, msg=f"d/d input {wrt} of dL/d input {of}")
+
+
+def test_jax_second_derivatives_at_dones_of_one():
+    """check_grads of order 2, and d/d dones of each gradient equal to jax.lax.scan's."""
+    jax = pytest.importorskip("jax")
+    pj = importlib.import_module("puffadv.jax")
+    from jax.test_util import check_grads
+    from jax_cases import _x64
+    with _x64():
+        arrays = tuple(jax.numpy.asarray(x) for x in _second_order_inputs())
+        check_grads(lambda *x: pj.compute_puff_advantage(*x, *SECOND), arrays, order=2, modes=["rev"], eps=1e-6)
+        weights = jax.numpy.asarray(np.random.default_rng(4).standard_normal(arrays[0].shape))
+        for of in range(4):
+            got, want = (jax.jacrev(jax.grad(lambda *x: (f(*x, *SECOND) * weights).sum(), of), 2)(*arrays)
+                         for f in (pj.compute_puff_advantage, _jax_loop))
+            np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-12, atol=1e-12,
+                                       err_msg=f"d/d dones of dL/d input {of}")
+
+
+def _torch_second_derivatives(arrays, scalars, weights, directions):
+    """{of: dL/d input of} and {(of, wrt): d/d input wrt of <dL/d input of, directions[of]>} for the
+    inputs of values, rewards and importance (0, 1, 3), L = <advantages, weights>; dL/d dones (2) too."""
+    torch = pytest.importorskip("torch")
+    first, second = _torch_hvps(lambda *x: puffadv.compute_puff_advantage(*x, None, *scalars),
+                                [torch.tensor(x).requires_grad_() for x in arrays], torch.tensor(weights),
+                                [None if w is None else torch.tensor(w) for w in directions])
+    return ({of: g.numpy() for of, g in enumerate(first)},
+            {(of, wrt): h.detach().numpy() for of in (0, 1, 3) for wrt, h in enumerate(second[of])})
+
+
+def _jax_second_derivatives(arrays, scalars, weights, directions):
+    jax = pytest.importorskip("jax")
+    pj = importlib.import_module("puffadv.jax")
+    from jax_cases import _x64
+    with _x64():
+        arrays = tuple(jax.numpy.asarray(x) for x in arrays)
+        first, second = {}, {}
+        for of in range(4):
+            gradient = jax.grad(lambda *x: (pj.compute_puff_advantage(*x, *scalars) * weights).sum(), of)
+            first[of] = np.asarray(gradient(*arrays))
+            if directions[of] is None:
+                continue
+            hvp = jax.grad(lambda *x: (gradient(*x) * directions[of]).sum(), (0, 1, 2, 3))(*arrays)
+            second.update({(of, wrt): np.asarray(h) for wrt, h in enumerate(hvp)})
+    return first, second
+
+
+@pytest.mark.parametrize("framework", ["torch", "jax"])
+@pytest.mark.parametrize("poisoned", [(0, 3), (0, 5), (1, 4), (1, 6)], ids=["values3", "values5", "rewards4",
+                                                                          "rewards6"])
+def test_nan_beyond_a_done_of_one_reaches_only_what_reads_it(framework, poisoned):
+    """A NaN in values or rewards beyond a done of exactly 1 (dones[0, 3]: step 2 reads none of
+    it) reaches no first derivative of values, rewards and importance that does not read it, and
+    no second derivative (Hessian-vector products, dones among the inputs) but those that read it
+    and those in an input whose own first derivative it reaches (dL/d dones before the done: the
+    forward's advantages there are NaN, 0 * NaN, test_nonfinite.py; the scans carry it to earlier
+    steps alike): each other entry is finite and equal to the one with that NaN replaced by a
+    number (where two numbers give the same). The terms that a done of 1 selects away carry only
+    their derivative in the dones, a zero in value (x - x.detach() would be NaN in value). c_clip
+    is below every ratio: importance's gradient would read those NaN advantages through c."""
+    name, step = poisoned
+    v, r, d, imp = _second_order_inputs(13)
+    d[0] = [0, 0.5, 0, 1, 0, 0.3, 0, 0]
+    imp[0, 2] = 0.8  # below rho_clip: importance[2]'s gradient would read values[3] but for the done
+    rng = np.random.default_rng(6)
+    weights, *directions = rng.standard_normal((5, *v.shape))
+    directions[2] = None
+    run = _torch_second_derivatives if framework == "torch" else _jax_second_derivatives
+
+    def with_value(value):
+        arrays = [v.copy(), r.copy(), d, imp]
+        arrays[name][0, step] = value
+        return run(arrays, (0.95, 0.9, 1.1, 0.4), weights, directions)
+
+    (first_a, second_a), (first_b, second_b), (first, second) = (with_value(x) for x in (0.25, -3.0, np.nan))
+    for clean_a, clean_b, got in ((first_a, first_b, first), (second_a, second_b, second)):
+        for key in clean_a:
+            unread = np.isclose(clean_a[key], clean_b[key], rtol=1e-13, atol=1e-13)
+            assert unread[1:].all(), key  # the other rows
+            if key == 2:
+                continue  # dL/d dones: NaN before the done too, the forward's advantages are
+            if isinstance(key, tuple):
+                unread &= ~np.isnan(first[key[1]])
+            np.testing.assert_allclose(got[key][unread], clean_a[key][unread], rtol=1e-12, atol=1e-12,
+                                       err_msg=str(key))
+    assert np.isfinite(first[3][0, :3]).all() and np.isnan(first[3][0, 3:]).any()  # importance: after the done
