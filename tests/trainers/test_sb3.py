@@ -71,6 +71,18 @@ def test_equal_to_sb3_on_random_buffers_with_ends_at_the_edges(rng, flag_last_st
     assert_float32_close(ours.returns, own.returns)
 
 
+def test_last_values_that_require_grad_are_refused_as_sb3_refuses_them():
+    """The buffers are NumPy: a gradient cannot reach last_values. SB3's own method raises
+    torch's error; puffadv's detached them without a word."""
+    buffer = buffers.RolloutBuffer(8, gym.spaces.Box(-1, 1, (3,)), gym.spaces.Discrete(2), n_envs=2)
+    last_values = torch.zeros(2, 1, requires_grad=True)
+    with pytest.raises(RuntimeError) as own:
+        buffers.RolloutBuffer.compute_returns_and_advantage(buffer, last_values, np.zeros(2, dtype=bool))
+    with pytest.raises(RuntimeError) as ours:
+        sb3.compute_returns_and_advantage(buffer, last_values, np.zeros(2, dtype=bool))
+    assert str(ours.value) == str(own.value) and "requires grad" in str(own.value)
+
+
 def test_dict_rollout_buffer():
     space = gym.spaces.Dict({"a": gym.spaces.Box(-1, 1, (2,)), "b": gym.spaces.Discrete(3)})
     ours = sb3.DictRolloutBuffer(16, space, gym.spaces.Discrete(2), n_envs=2)

@@ -35,7 +35,9 @@ __all__ = ["RolloutBuffer", "DictRolloutBuffer", "compute_returns_and_advantage"
 def compute_returns_and_advantage(self, last_values, dones: np.ndarray) -> None:
     """SB3's ``RolloutBuffer.compute_returns_and_advantage``, computed by :func:`puffadv.gae`:
     fills ``self.advantages`` (in place) and ``self.returns`` (``advantages + values``)."""
-    last_value = np.asarray(last_values.detach().cpu().numpy(), dtype=self.values.dtype).reshape(-1)
+    # No detach: the buffers are NumPy, so a last_values that requires grad cannot keep it, and
+    # SB3's own method refuses it (torch's "Can't call numpy() on Tensor that requires grad").
+    last_value = np.asarray(last_values.cpu().numpy(), dtype=self.values.dtype).reshape(-1)
     # Step t ended when the observation after it started an episode: SB3's flags one step late.
     ends = np.concatenate((self.episode_starts[1:], np.asarray(dones, dtype=self.values.dtype)[None]))
     out = puffadv.gae(self.rewards, self.values, ends, last_value=last_value, gamma=self.gamma,
