@@ -82,7 +82,7 @@ def _refuse_torch(x, name: str, function: str) -> None:
     """puffadv.jax takes JAX and NumPy arrays. A torch tensor is refused by name (jnp.asarray
     would read it through NumPy, dropping its autograd history, or fail with torch's own
     "Can't call numpy() on Tensor that requires grad"): the torch API takes it."""
-    if _frameworks.framework_of(x) == "torch":
+    if type(x) is not float and _frameworks.framework_of(x) == "torch":  # float: the common scalar
         raise TypeError(f"{name} is a torch tensor, but puffadv.jax.{function} takes JAX or NumPy arrays; "
                         f"for torch tensors call puffadv.{function} (the same numbers, differentiable "
                         f"with torch autograd)")

@@ -26,13 +26,18 @@ def needs_graph(arrays, scalars, outputs=()) -> bool:
         if x is not None and getattr(x, "requires_grad", False) is True:
             break
     else:
-        for x in (*scalars, *outputs):  # numbers and output specs (True, None) pass on their class
-            if x.__class__ is not float and x.__class__ is not bool and x is not None \
-                    and getattr(x, "requires_grad", False) is True:
+        for x in scalars:
+            if x.__class__ is not float and getattr(x, "requires_grad", False) is True:
                 break
         else:
-            if not _frameworks.torch_dual_level_open():  # else a tangent may need the jvp
-                return False
+            # A given output that requires grad is written by copy_ in the graph (also while dynamo
+            # traces: the traced operator's write into it left its history, a wrong gradient).
+            for x in outputs:
+                if x is not None and x is not True and x is not False and getattr(x, "requires_grad", False) is True:
+                    break
+            else:
+                if not _frameworks.torch_dual_level_open():  # else a tangent may need the jvp
+                    return False
     from . import _torch_autograd
     # A given output carrying a tangent too: written through the Function, its tangent is the
     # result's (copy_), not the one it held.

@@ -19,7 +19,7 @@ from typing import Callable, NamedTuple
 
 import torch
 
-from . import _eager, _frameworks, _shapes, _torch_forward_ad, _torch_rules, _vjp, _vjp_fused
+from . import _eager, _frameworks, _shapes, _torch_forward_ad, _torch_given_outputs as _given_outputs, _vjp, _vjp_fused
 from ._vjp_parts import (DERIVATIVES_ONLY, _later, _select, derivative_only, not_done_next, puff_dones, puff_dones_vjp,
                          puff_gamma_steps_vjp)
 from ._estimators import FLAG_ROLES, OUTPUT_ROLES, PUFF_ADVANTAGE, STEP_ROLES, SUM_ROLES, Estimate
@@ -251,66 +251,6 @@ def _apply(plan: Plan, arrays: dict, tensor_scalars: dict) -> dict:
     return dict(zip(plan.produced, produced))
 
 
-def _gives_an_output(specs: dict) -> bool:
-    """The caller gives an output tensor. This path computes into tensors of its own and
-    copy_s them into the given ones (_deliver), so the core would never see those (a meta
-    or sparse tensor, another device, a wrong dtype or shape, memory an input shares): the
-    eager call with check_only refuses them first, as the eager call itself refuses them."""
-    return any(isinstance(spec, torch.Tensor) for spec in specs.values())
-
-
-def _refused_while_tracing(specs: dict, names: dict, like) -> dict | None:
-    """While dynamo traces, the eager check of given outputs cannot read the fake tensors, and
-    the traced operators record no graph: such a call is refused by name, never written
-    unchecked. Its outputs by role then (they raise when the compiled function runs, with the
-    eager type: dynamo's fullgraph reports an exception raised while tracing as its own); None
-    where no output is given or dynamo is not tracing."""
-    given = [names.get(role, role) for role, spec in specs.items() if isinstance(spec, torch.Tensor)]
-    if not given or not _frameworks.torch_compiling():
-        return None
-    from . import _compiled
-    error = TypeError(f"{', '.join(given)} given as output under torch.compile while puffadv records a graph "
-                      f"(an input requires grad): leave {given[0]}= out and use the returned tensors, or call "
-                      "under torch.no_grad()")
-    refused = _compiled.refused_at_run_time(error, like, [r for r, s in specs.items() if s is not None and s is not False])
-    return {role: refused.get(role) for role in specs}
-
-
-def _check_writable(specs: dict, names: dict) -> None:
-    """Torch's in-place rules for the given outputs, by name (torch's own copy_ would refuse a
-    leaf that requires grad without naming it), before anything is computed."""
-    for role, spec in specs.items():
-        if isinstance(spec, torch.Tensor):
-            _torch_rules.check_writable(spec, names.get(role, role), recorded=True)
-
-
-def _for_the_check(tensors: dict) -> dict:
-    """The tensors a torch.func transform wraps, whose memory the eager check reads (it cannot
-    read a wrapper's), detached; other values as they are. Run with the transforms disabled
-    (torch._C._DisableFuncTorch), as the check: an operation under them wraps its result."""
-    result = {}
-    for role, x in tensors.items():
-        if isinstance(x, torch.Tensor):
-            while torch._C._functorch.is_functorch_wrapped_tensor(x):
-                x = torch._C._functorch.get_unwrapped(x)
-            x = x.detach()
-        result[role] = x
-    return result
-
-
-def _deliver(specs: dict, made: dict) -> dict:
-    """The outputs by role as the caller asked: new ones as made; a given one (checked
-    before the forward: _gives_an_output) written by copy_, so torch's in-place autograd
-    rules apply to it, and returned."""
-    result = {}
-    for role, spec in specs.items():
-        if isinstance(spec, torch.Tensor):
-            result[role] = spec.copy_(made[role])
-        else:
-            result[role] = made.get(role) if spec is True else None
-    return result
-
-
 def estimate(estimator, call) -> dict:
     """_eager.estimate (same arguments and result) recording a graph. Arrays of more
     than 2 dimensions ([*B, T], [T, *B], [*B, T, 1]) become the same 2-D views as on
@@ -320,14 +260,12 @@ def estimate(estimator, call) -> dict:
     scalar_names = dict(zip(call.scalars, call.scalar_names))
     numbers, tensors = _split_scalars(call.scalars, scalar_names, estimator.kind)
     specs = call.outputs
-    refused = _refused_while_tracing(specs, call.names, call.arrays["rewards"])
+    refused = _given_outputs.refused_while_tracing(specs, call.names, call.arrays["rewards"])
     if refused is not None:
         return refused
-    if _gives_an_output(specs):
-        _check_writable(specs, call.names)
-        with torch._C._DisableFuncTorch():
-            _eager.estimate(estimator, call._replace(arrays=_for_the_check(call.arrays), scalars=numbers,
-                                                     outputs=_for_the_check(specs)), check_only=True)
+    _given_outputs.check(specs, call.names, lambda readable: _eager.estimate(
+        estimator, call._replace(arrays=readable(call.arrays), scalars=numbers, outputs=readable(specs)),
+        check_only=True))
     produced = (*(r for r in _SERIES if r in estimator.outputs),
                 *(r for r in OUTPUT_ROLES if r in SUM_ROLES and specs[r] is not False and specs[r] is not None))
     viewed, _, shapes, time_axis = _eager.as_views("torch", call.arrays, {}, time_axis, call.names)
@@ -348,7 +286,7 @@ def estimate(estimator, call) -> dict:
     if shapes is not None:  # the caller's shapes (reshape: the gradient follows)
         made = {role: _shapes.back(x, shapes.batch if role in SUM_ROLES else shapes.shape)
                 for role, x in made.items()}
-    return _deliver(specs, made)
+    return _given_outputs.deliver(specs, made)
 
 
 _PUFF_SCALARS = ("gamma", "lambda", "rho_clip", "c_clip")
@@ -361,15 +299,17 @@ def puff_advantage(values, rewards, dones, importance, advantages, scalars: tupl
     asked = {role: spec for role, spec in fused.items() if spec is not None and spec is not False}
     produced = ("advantages", *asked)
     arrays = {"values": values, "rewards": rewards, "terminated": dones, "importance": importance}
-    refused = _refused_while_tracing({"advantages": advantages, **fused}, {}, values)
+    specs = {"advantages": advantages, **fused}
+    refused = _given_outputs.refused_while_tracing(specs, {}, values)
     if refused is not None:
         return refused["advantages"] if not asked else Estimate(*refused.values())
-    if _gives_an_output({"advantages": advantages, **fused}):
-        _check_writable({"advantages": advantages, **fused}, {})
-        with torch._C._DisableFuncTorch():
-            outputs = _for_the_check({"advantages": advantages, **fused})
-            _eager.puff_advantage(*_for_the_check(arrays).values(), outputs.pop("advantages"),
-                                  tuple(numbers[r] for r in _PUFF_SCALARS), stream, **outputs, check_only=True)
+
+    def check(readable):
+        outputs = readable(specs)
+        _eager.puff_advantage(*readable(arrays).values(), outputs.pop("advantages"),
+                              tuple(numbers[r] for r in _PUFF_SCALARS), stream, **outputs, check_only=True)
+
+    _given_outputs.check(specs, {}, check)
 
     def run(given, params):
         params = tuple(params[r] for r in _PUFF_SCALARS)
@@ -390,7 +330,7 @@ def puff_advantage(values, rewards, dones, importance, advantages, scalars: tupl
     plan = Plan(PUFF_ADVANTAGE.kind, tuple(arrays), tuple(tensors), produced,
                 {**numbers, "rho_pg_clip": 1.0}, False, run=run,
                 names={**PUFF_ADVANTAGE.names(), **scalar_names})
-    made = _deliver({"advantages": True if advantages is None else advantages, **fused},
+    made = _given_outputs.deliver({"advantages": True if advantages is None else advantages, **fused},
                     _apply(plan, arrays, tensors))
     if not asked:
         return made["advantages"]

@@ -40,6 +40,9 @@ _TYPE_ERROR = "TypeError: "  # how a kernel marks a type problem (type_error_pre
 def _compute_puff_advantage_fake(values, rewards, dones, importance, advantages,
                                  gamma, lambda_, rho_clip, c_clip):
     _torch_rules.check_one_device(zip(_PUFF_NAMES, (values, rewards, dones, importance, advantages)))
+    # Traced, the kernel's own check never runs, and a write into an advantages that requires
+    # grad kept its history: a silently wrong gradient where the eager call refuses.
+    _torch_rules.check_writable(advantages, "advantages")
 
 
 def _puff_advantage_fake(values, rewards, dones, importance, gamma, gae_lambda, rho_clip, c_clip):

@@ -172,7 +172,7 @@ def _warn_unrecorded(schema, args, kwargs, constant_warning) -> None:
         return
 
 
-def _checked_call(qualified_name: str, call, schema, constant_warning=None):
+def _checked_call(qualified_name: str, call, schema, constant_warning=None, unrecorded_warned_below=False):
     floats = _float_arguments(schema)
     float_names = frozenset(name for name, _ in floats)
     first_float = min((position for _, position in floats), default=1 << 30)
@@ -190,7 +190,7 @@ def _checked_call(qualified_name: str, call, schema, constant_warning=None):
             if name in float_names and value.__class__ is not float and isinstance(value, tensor):
                 _refuse_floats(schema, floats, args, kwargs, constant_warning)
                 break
-        if constant_warning is not None:
+        if constant_warning is not None and not unrecorded_warned_below:
             _warn_unrecorded(schema, args, kwargs, constant_warning)
         try:
             return call(*args, **kwargs)
@@ -202,12 +202,15 @@ def _checked_call(qualified_name: str, call, schema, constant_warning=None):
     return checked
 
 
-def check_calls(packet, constant_warning=None) -> None:
+def check_calls(packet, constant_warning=None, unrecorded_warned_below=False) -> None:
     """An operator's calls (the packet's and its overload's) refuse a tensor carrying a
-    derivative in a float argument (or warn `constant_warning`) and name their schema errors."""
+    derivative in a float argument (or warn `constant_warning`) and name their schema errors.
+    `unrecorded_warned_below`: the operator calls another that warns of unrecorded tensor
+    inputs (PufferLib's stand-in calls puffadv's op), which would otherwise be said twice."""
     op = packet.default
     for callable_op in (packet, op):
-        callable_op._op = _checked_call(op._schema.name, callable_op._op, op._schema, constant_warning)
+        callable_op._op = _checked_call(op._schema.name, callable_op._op, op._schema, constant_warning,
+                                        unrecorded_warned_below)
 
 
 def register(lib: torch.library.Library, names, constant_inputs: dict | None = None) -> None:

@@ -65,7 +65,7 @@ def check_writable(tensor, name: str, recorded: bool = False) -> None:
         "torch.no_grad()")
 
 
-def check_all_writable(outputs: dict, names: dict) -> None:
+def check_all_writable(outputs: dict, names: dict, recorded: bool = False) -> None:
     """check_writable() over one call's outputs (role -> tensor or None), each named
     by `names` (role -> the caller's name; the role where it has none). The common
     output (no autograd history, not an inference tensor) costs two attribute reads:
@@ -73,7 +73,7 @@ def check_all_writable(outputs: dict, names: dict) -> None:
     for role, tensor in outputs.items():
         if tensor is None or writes_freely(tensor):
             continue
-        check_writable(tensor, names.get(role, role))
+        check_writable(tensor, names.get(role, role), recorded)
 
 
 def writes_freely(tensor) -> bool:

@@ -188,7 +188,8 @@ def _register():
     lib.define(SCHEMA)
     # Its float arguments warn of a derivative they read as a constant, as puffadv's op does.
     from ._torch_kernels import ConstantInputWarning
-    _torch_refusals.check_calls(torch.ops.pufferlib.compute_puff_advantage, ConstantInputWarning)
+    _torch_refusals.check_calls(torch.ops.pufferlib.compute_puff_advantage, ConstantInputWarning,
+                                unrecorded_warned_below=True)
     op = _puffadv_ops.compute_puff_advantage.default
     # Composite: autograd, torch.compile and every device see puffadv's operator underneath.
     lib.impl("compute_puff_advantage", op, "CompositeImplicitAutograd")

@@ -342,13 +342,10 @@ std::string call_case::label() const {
     return s.str();
 }
 
-/// The stream every case's launches go on. Not the null stream: the runtime drains that from
-/// two threads at once (Runtime::wait_all_streams_ in hip/detail/runtime.hpp: its std::async
-/// task, and its parallel for_each over streams_, which holds the null stream too), so a launch
-/// queued while a drain is under way could run before or beside the ones queued just ahead of
-/// it. Split rows' three passes then left a carry in the output (advantages[0, 0] 3.0e-07
-/// against -1.42 in one CI run, reproduced with delays between launches). A created stream is
-/// drained by one task per pass, in order, as a GPU runs a stream.
+/// Every case's stream. Not the null stream, which the runtime drains from two threads at once
+/// (Runtime::wait_all_streams_: its std::async task and its for_each over streams_): a launch
+/// could run before or beside the ones queued ahead of it (split rows left a carry in the
+/// output once in CI). One task drains a created stream, in order, as a GPU runs a stream.
 namespace {
 hipStream_t ordered_stream() {
     static const hipStream_t stream = [] {

@@ -102,6 +102,29 @@ def test_a_given_output_under_torch_compile_is_refused_by_name(call):
                                    step(v, torch.empty_like(r)), rtol=0, atol=0)
 
 
+@pytest.mark.parametrize("call", ["api", "op"])
+def test_an_output_that_requires_grad_is_refused_under_torch_compile(call):
+    """No input requires grad, the given output does: the traced operator's write into it kept
+    its history, a silently wrong gradient (every overwritten element passed 1 to its base),
+    where the eager call refuses or records a copy_. Refused by name while recording."""
+    torch._dynamo.reset()
+    v, r, d, imp = _puff_inputs()
+    base = torch.rand(3, 8, dtype=torch.float64, requires_grad=True)
+
+    def step(v, base):
+        out = base * 1
+        if call == "api":
+            return puffadv.compute_puff_advantage(v, r, d, imp, out, *SCALARS)
+        torch.ops.puffadv.compute_puff_advantage(v, r, d, imp, out, *SCALARS)
+        return out
+
+    with pytest.raises(Exception, match="advantages (given as output under torch.compile|requires grad, but)"):
+        torch.compile(step, fullgraph=True, backend="aot_eager")(v, base)
+    with torch.no_grad():  # no graph: written
+        torch.testing.assert_close(torch.compile(step, fullgraph=True, backend="aot_eager")(v, base),
+                                   puffadv.compute_puff_advantage(v, r, d, imp, None, *SCALARS), rtol=0, atol=0)
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 @pytest.mark.parametrize("call", ["gae", "puff"])
 def test_a_gamma_that_requires_grad_compiles_forward_and_backward(call, dtype):

@@ -160,7 +160,7 @@ def test_pufferlibs_in_place_op_names_dones_that_require_grad():
     torch.testing.assert_close(out, torch.ops.puffadv.puff_advantage(v, r, d.detach(), imp, 0.95, 0.9, 1.1, 0.95))
 
 
-# Second derivatives (reported 2026-12-07): a done of exactly 1 is also a flag, selected away in the
+# Second derivatives (found 2026-12-06): a done of exactly 1 is also a flag, selected away in the
 # backwards (a NaN beyond it stays out), and the selection had no derivative in the dones, so every
 # mixed second derivative with a done of exactly 1 was wrong in torch and JAX (by up to the whole
 # entry); fractional dones were right. Checked against autodiff of the forward as written.

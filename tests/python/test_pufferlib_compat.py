@@ -183,12 +183,18 @@ def test_schema_ops_float_arguments_warn_of_what_they_drop():
             torch.func.grad(lambda g: (op(x, x.flip(1), d, x + 0.5, out, g, 0.8, 1.0, 1.0), g)[1])(g)
         except TypeError as e:
             print("refused", str(e).split(" is a float")[0])
+        with warnings.catch_warnings(record=True) as caught:  # once, not again by puffadv's op beneath
+            warnings.simplefilter("always")
+            torch.func.grad(lambda v: (op(v, x.flip(1), d, x + 0.5, out, 0.9, 0.8, 1.0, 1.0), v.sum())[1])(x)
+        print("transformed values", [str(w.message).split(", but")[0] for w in caught
+                                     if type(w.message).__name__ == "ConstantInputWarning"])
         """)
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines()[1:] == [
         "dual gamma ['gamma of torch.ops.pufferlib.compute_puff_advantage']",
         "rho_clip ['rho_clip of torch.ops.pufferlib.compute_puff_advantage']",
-        "refused gamma of torch.ops.pufferlib.compute_puff_advantage"], done.stdout
+        "refused gamma of torch.ops.pufferlib.compute_puff_advantage",
+        "transformed values [\"values is a torch.func transform's tensor\"]"], done.stdout
 
 
 def test_install_hook_acts_at_import_of_the_extension_only(tmp_path):
