@@ -32,7 +32,7 @@ def framework_of(x) -> str | None:
     if module in ("torch", "cupy"):
         framework = module
     elif module in ("jax", "jaxlib"):
-        if _is_jax_tracer(x):
+        if is_jax_tracer(x):
             return "jax tracer"  # not cached: require_arrays refuses every one by name
         framework = "jax"
     if framework is not None:
@@ -99,7 +99,7 @@ def describe(x) -> str:
     return t.__name__ if t.__module__ == "builtins" else f"{t.__module__}.{t.__qualname__}"
 
 
-def _is_jax_tracer(x) -> bool:
+def is_jax_tracer(x) -> bool:
     jax = sys.modules.get("jax")
     tracer = getattr(getattr(jax, "core", None), "Tracer", None)
     return tracer is not None and isinstance(x, tracer)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numbers
 
-from ._frameworks import _is_jax_tracer, describe, jax_tracer_error
+from ._frameworks import is_jax_tracer, describe, jax_tracer_error
 
 
 def real_parameters(values: tuple, names: tuple) -> tuple:
@@ -30,7 +30,7 @@ def _zero_d_parameter(value, name: str, jax_function: str | None = None) -> floa
     """A parameter that is not a Python number: a 0-d array or tensor of an integer
     or real floating dtype, with data, is one; bool, complex and anything else
     are not, in every framework alike (True is not 1.0, 0.5+0.3j is not 0.5)."""
-    if _is_jax_tracer(value):  # traced under jax.jit/grad/vmap: no number to read here
+    if is_jax_tracer(value):  # traced under jax.jit/grad/vmap: no number to read here
         raise jax_tracer_error(name, value, "numbers")
     shape = getattr(value, "shape", None)
     if shape is None or tuple(shape) != ():
@@ -63,16 +63,17 @@ def _refuse_a_derivative(tensor, name: str, jax_function: str | None = None) -> 
     or a puffadv.jax function's scalar) is refused rather than dropped."""
     from . import _torch_forward_ad  # torch is loaded: the value is its tensor
     carried = _torch_forward_ad.derivative_carried(tensor)
-    if carried is not None and jax_function is not None:
-        raise TypeError(f"{name} is a 0-d torch tensor that {carried}, but puffadv.jax.{jax_function} "
-                        f"takes JAX or NumPy values: it reads {name} as a number and cannot differentiate "
-                        f"it. For its gradient call puffadv.{jax_function} with torch tensors, or pass "
-                        f"{name} as a number (detach it)")
-    if carried is not None:
-        raise TypeError(f"{name} is a 0-d torch tensor that {carried}, but this call reads "
-                        f"it as a number and cannot differentiate it: its arrays are not torch tensors. Pass the "
-                        f"arrays as torch tensors (puffadv then differentiates {name}), or pass {name} as a "
-                        f"number (detach it)")
+    if carried is None:
+        return
+    if jax_function is not None:
+        reads = f"puffadv.jax.{jax_function} takes JAX or NumPy values: it reads {name}"
+        way = f". For its gradient call puffadv.{jax_function} with torch tensors"
+    else:
+        reads = "this call reads it"
+        way = f": its arrays are not torch tensors. Pass the arrays as torch tensors (puffadv then " \
+            f"differentiates {name})"
+    raise TypeError(f"{name} is a 0-d torch tensor that {carried}, but {reads} as a number and cannot "
+                    f"differentiate it{way}, or pass {name} as a number (detach it)")
 
 
 def _to_float(value, name: str) -> float:

@@ -342,10 +342,8 @@ std::string call_case::label() const {
     return s.str();
 }
 
-/// Every case's stream. Not the null stream, which the runtime drains from two threads at once
-/// (Runtime::wait_all_streams_: its std::async task and its for_each over streams_): a launch
-/// could run before or beside the ones queued ahead of it (split rows left a carry in the
-/// output once in CI). One task drains a created stream, in order, as a GPU runs a stream.
+/// Every case's stream: not the null stream, which the runtime drains from two threads at once
+/// (Runtime::wait_all_streams_), out of launch order (tests/hip_cpu/README.md).
 namespace {
 hipStream_t ordered_stream() {
     static const hipStream_t stream = [] {
