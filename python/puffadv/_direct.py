@@ -22,7 +22,7 @@ import numpy as np
 
 from . import _eager, _engine, _frameworks, _outputs
 from ._arguments import layout
-from ._estimators import OUTPUT_ROLES, SUM_ROLES, Estimate, Estimator, VTraceEstimate
+from ._estimators import SUM_ROLES, Estimate, Estimator, VTraceEstimate
 
 MISSED = object()  # not the common call: take the general path
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 from typing import Callable
 
 from ._estimators import SUM_ROLES
-from ._vjp_parts import _add, _Bootstrap, _later, _select, _sums_vjp, episodes
+from ._vjp_parts import Bootstrap, add_grads, episodes, next_step, select, sums_vjp
 
 # window_sums(arrays by role, discount number, n) -> the kernel's returns: the n_step_returns
 # kernel on batch-major [B, T] arrays (rewards, values, terminated as bool flags,
@@ -43,8 +43,8 @@ def vjp(xp, inputs: dict, flags: dict, scalars: dict, outputs: dict, cot: dict, 
     adv = None
     if any(cot.get(role) is not None for role in SUM_ROLES):  # the sums are over the advantages G - V
         adv = outputs["advantages"] if outputs.get("advantages") is not None else outputs["returns"] - values
-    adv_cot = _add(cot.get("advantages"), _sums_vjp(xp, adv, cot))
-    g = _add(cot.get("returns"), adv_cot)
+    adv_cot = add_grads(cot.get("advantages"), sums_vjp(xp, adv, cot))
+    g = add_grads(cot.get("returns"), adv_cot)
     grads = {"values": -adv_cot if adv_cot is not None else xp.zeros_like(values)}
     if g is None or r.shape[-1] == 0:
         g = xp.zeros_like(r)
@@ -56,12 +56,12 @@ def vjp(xp, inputs: dict, flags: dict, scalars: dict, outputs: dict, cot: dict, 
     grads["rewards"] = reach[0]
     # V'_s's gradient, selected (not multiplied) where s is cut: a NaN beyond a termination stays out.
     inside = reach[0] * (gamma * (1 - lam)) + longest * (gamma * lam)
-    at_cut = _select(xp, ~term, reach[0] * gamma)
+    at_cut = select(xp, ~term, reach[0] * gamma)
     next_grad = xp.where(cut, at_cut, inside)
     if inputs.get("next_values") is not None:
         grads["next_values"] = next_grad
     else:
-        _Bootstrap(xp, inputs, end, values).vjp(next_grad, grads)
+        Bootstrap(xp, inputs, end, values).vjp(next_grad, grads)
     return grads
 
 
@@ -70,7 +70,7 @@ def _reaching_sums(xp, g, cut, decay, window: int, window_sums: WindowSums) -> l
     `window` steps that reach s of decay^k g_{s-k} (decay per step: the product of
     decay_{s-k} .. decay_{s-1}), on the n_step_returns kernel in flipped time."""
     flipped = xp.flip(g, (-1,))
-    ends = _later(xp, xp.flip(cut, (-1,)))  # flipped cut_{s-1}: the window stops past it
+    ends = next_step(xp, xp.flip(cut, (-1,)))  # flipped cut_{s-1}: the window stops past it
     # Dense zeros: the engine walks a 0-strided array through gathered lines (2-core Xeon,
     # 1024x128, n = 3: 183 against 97 us for the kernel call). The bootstrap is last_value's
     # zeros, not next_values': a call with next_values (issue 29's form) takes the GPU's
@@ -80,6 +80,6 @@ def _reaching_sums(xp, g, cut, decay, window: int, window_sums: WindowSums) -> l
     arrays = {"rewards": flipped, "values": zero, "terminated": ends, "last_value": last_value}
     number = decay
     if not isinstance(decay, (int, float)):  # per step: flipped decay_{s-1}
-        arrays["gamma_steps"], number = _later(xp, xp.flip(decay + zero, (-1,))), 1.0
+        arrays["gamma_steps"], number = next_step(xp, xp.flip(decay + zero, (-1,))), 1.0
     lengths = (window,) if window == 1 else (window, window - 1)
     return [xp.flip(window_sums(arrays, number, length), (-1,)) for length in lengths]

@@ -15,6 +15,18 @@ from ._estimators import ESTIMATORS, Estimator
 _DIRECT = {function: direct(estimator) for function, estimator in ESTIMATORS.items()}
 
 
+def _requires_grad(items) -> bool:
+    """One of them is a tensor that requires grad. A plain loop, not any(...) over a generator:
+    every non-NumPy call pays for this check. Numbers and the sums' True/False pass quickly.
+    A given output counts too: written by copy_ in the graph (also while dynamo traces: the
+    traced operator's write into it left its history, a wrong gradient)."""
+    for x in items:
+        if (x is not None and x is not True and x is not False and x.__class__ is not float
+                and getattr(x, "requires_grad", False) is True):
+            return True
+    return False
+
+
 def needs_graph(arrays, scalars, outputs=()) -> bool:
     """An argument requires grad (a torch tensor) and torch's grad mode is on, or carries a
     forward-mode tangent: the call goes through _torch_autograd, which records its graph or
@@ -22,22 +34,9 @@ def needs_graph(arrays, scalars, outputs=()) -> bool:
     grad counts too: written by copy_ there, it follows torch's in-place rules.
     A call that mixes in anything but torch tensors goes on to the eager path, whose
     checks refuse it by name."""
-    for x in arrays:  # loops, not any(...): every non-NumPy call pays for this check
-        if x is not None and getattr(x, "requires_grad", False) is True:
-            break
-    else:
-        for x in scalars:
-            if x.__class__ is not float and getattr(x, "requires_grad", False) is True:
-                break
-        else:
-            # A given output that requires grad is written by copy_ in the graph (also while dynamo
-            # traces: the traced operator's write into it left its history, a wrong gradient).
-            for x in outputs:
-                if x is not None and x is not True and x is not False and getattr(x, "requires_grad", False) is True:
-                    break
-            else:
-                if not _frameworks.torch_dual_level_open():  # else a tangent may need the jvp
-                    return False
+    if not (_requires_grad(arrays) or _requires_grad(scalars) or _requires_grad(outputs)
+            or _frameworks.torch_dual_level_open()):  # else a tangent may need the jvp
+        return False
     from . import _torch_autograd
     # A given output carrying a tangent too: written through the Function, its tangent is the
     # result's (copy_), not the one it held.

@@ -20,8 +20,8 @@ from typing import Callable, NamedTuple
 import torch
 
 from . import _eager, _frameworks, _shapes, _torch_forward_ad, _torch_given_outputs as _given_outputs, _vjp, _vjp_fused
-from ._vjp_parts import (DERIVATIVES_ONLY, _later, _select, derivative_only, not_done_next, puff_dones, puff_dones_vjp,
-                         puff_gamma_steps_vjp)
+from ._vjp_parts import (DERIVATIVES_ONLY, derivative_only, next_step, not_done_next, puff_dones, puff_dones_vjp,
+                         puff_gamma_steps_vjp, select)
 from ._estimators import FLAG_ROLES, OUTPUT_ROLES, PUFF_ADVANTAGE, STEP_ROLES, SUM_ROLES, Estimate
 
 _SERIES = ("advantages", "returns")
@@ -110,8 +110,8 @@ def gradients(plan: Plan, arrays: dict, tensor_scalars: dict, outputs: dict, cot
     if arithmetic_dones and "gamma_steps" in grads:  # gamma_t = gamma (1 - dones_{t+1})
         grads["gamma"] = grads.pop("gamma_steps") * not_done_next(torch, dones)
         if second_order:  # d/d dones_{t+1} of (1 - dones_{t+1}) dL/d gamma_t where it is 1: -dL/d gamma_t
-            later = _later(torch, dones)
-            grads["gamma"] = grads["gamma"] + derivative_only(later, -_select(torch, later == 1, steps))
+            later = next_step(torch, dones)
+            grads["gamma"] = grads["gamma"] + derivative_only(later, -select(torch, later == 1, steps))
     if arithmetic_dones and (needed is None or "terminated" in needed):
         grads["terminated"] = puff_dones_vjp(torch, steps, scalars["gamma"])
     result = {}

@@ -33,8 +33,8 @@ import torch
 
 from . import _engine, _frameworks, _n_step_windows, _vjp
 from ._estimators import STEP_ROLES, SUM_ROLES
-from ._vjp_parts import (_add, _Bootstrap, _clip, _earlier, _flags, _last, _later, _select, _sums_vjp,
-                         per_step_roles)
+from ._vjp_parts import (Bootstrap, add_grads, as_flags, clip_passing, last_step, next_step, per_step_roles,
+                         previous_step, select, sums_vjp)
 
 KINDS = frozenset({"gae", "td_lambda", "vtrace", "discounted_returns", "puff_advantage", "episodic_sum", "retrace",
                    "q_lambda", "n_step_returns"})
@@ -128,7 +128,7 @@ def _value_family(kind: str, inputs: dict, flags: dict, scalars: dict, outputs: 
     if terminated is None:
         terminated = torch.zeros_like(r, dtype=torch.bool)
     if kind == "puff_advantage":  # PufferLib's step t reads dones_{t+1}: those end its episode
-        terminated = _later(torch, terminated)
+        terminated = next_step(torch, terminated)
     gamma = inputs.get("gamma_steps")
     g = _number(scalars["gamma"]) if gamma is None else gamma  # gamma_t where the bootstrap is read
     lam = 1.0 if kind == "discounted_returns" else _number(scalars["lambda"])
@@ -173,12 +173,12 @@ def _advantage_series(inputs: dict, flags: dict, scalars: dict, outputs: dict, c
     where none were output: a pass) only where the row sums read them."""
     adv = _advantages(outputs, inputs["values"]) if any(cot.get(role) is not None for role in SUM_ROLES) else None
     grad_returns = cot.get("returns")
-    return _add(_add(cot.get("advantages"), grad_returns), _sums_vjp(torch, adv, cot)), grad_returns, None, adv
+    return add_grads(add_grads(cot.get("advantages"), grad_returns), sums_vjp(torch, adv, cot)), grad_returns, None, adv
 
 
 def _discounted_series(inputs: dict, flags: dict, scalars: dict, outputs: dict, cot: dict) -> tuple:
     """Discounted returns: G = S, their only series."""
-    return _add(cot.get("returns"), _sums_vjp(torch, outputs["returns"], cot)), None, None, None
+    return add_grads(cot.get("returns"), sums_vjp(torch, outputs["returns"], cot)), None, None, None
 
 
 def _vtrace_series(inputs: dict, flags: dict, scalars: dict, outputs: dict, cot: dict) -> tuple:
@@ -208,13 +208,13 @@ def _pg_cotangent(inputs: dict, flags: dict, scalars: dict, outputs: dict, cot: 
     cotangent), h None where there is no pg cotangent. Where the row ends, gamma_t
     (1 - term_t) h_t is the bootstrap's, read off dL/dr with the TD part's (_bootstrap_grads)."""
     g_vs = cot.get("returns")
-    g = _add(cot.get("advantages"), _sums_vjp(torch, outputs.get("advantages"), cot))
+    g = add_grads(cot.get("advantages"), sums_vjp(torch, outputs.get("advantages"), cot))
     if g is None:
         return None, g_vs
     ratios = inputs.get("importance")
     if ratios is not None:
-        g = g * _clip(torch, ratios, scalars["rho_pg_clip"], scalars.get("alpha", 1.0))[0]
-    term, trunc = _flags(torch, flags, g)
+        g = g * clip_passing(torch, ratios, scalars["rho_pg_clip"], scalars.get("alpha", 1.0))[0]
+    term, trunc = as_flags(torch, flags, g)
     ends = term | trunc  # the row's last step is never shifted in below
     gamma = inputs.get("gamma_steps")
     gamma = _number(scalars["gamma"]) if gamma is None else gamma[..., :-1]
@@ -239,7 +239,7 @@ def _episodic(inputs: dict, flags: dict, scalars: dict, cot: dict, reset_at_star
     u = cot.get("advantages")
     grads = {"rewards": torch.zeros_like(x) if u is None else torch.empty_like(x)}
     if u is not None:
-        ends = _later(torch, dones) if reset_at_start else dones
+        ends = next_step(torch, dones) if reset_at_start else dones
         kernel = _engine.kernel("discounted_returns", (decay, 1.0, 1.0, 1.0), time_axis=1)
         _engine.run(kernel, "torch", {"rewards": _dense(u, x), "terminated": ends}, {"advantages": grads["rewards"]})
     if inputs.get("last_value") is not None:  # C_0 reads the seed with k_0 (reset_0: dones_0 at start)
@@ -263,7 +263,7 @@ def _retrace(inputs: dict, flags: dict, scalars: dict, outputs: dict, cot: dict,
     lam = inputs.get("lambda_steps")
     lam = _number(scalars["lambda"]) if lam is None else lam[..., :-1]
     # lambda_t c_{t+1} in one fresh array: the ratio of step t + 1 written at step t, then
-    # c = min(c_clip, ratio) as _clip has it (fmin: a NaN ratio gives the clip) and the
+    # c = min(c_clip, ratio) as clip_passing has it (fmin: a NaN ratio gives the clip) and the
     # product, in place; c_T = 0 (the row's last step is cut anyway). One fresh array and
     # no masks, where there were two arrays and two masks (four arrays before that).
     lam_c = torch.empty_like(pi)
@@ -286,7 +286,7 @@ def _q_lambda(inputs: dict, flags: dict, scalars: dict, outputs: dict, cot: dict
     (G - q) cotangent negated; next_values' is gamma_t a_t (1 - term_t) where the step is
     cut, gamma_t a_t (1 - lambda_t) elsewhere: _vjp._q_lambda's, in a few passes."""
     r, q = inputs["rewards"], inputs["values"]
-    term, trunc = _flags(torch, flags, r)
+    term, trunc = as_flags(torch, flags, r)
     lam = inputs.get("lambda_steps")
     lam = _number(scalars["lambda"]) if lam is None else lam
     greedy = flags.get("greedy")
@@ -294,13 +294,13 @@ def _q_lambda(inputs: dict, flags: dict, scalars: dict, outputs: dict, cot: dict
     if greedy is None:
         lam_t = lam
     elif isinstance(lam, torch.Tensor):
-        lam_t = torch.where(_later(torch, greedy), lam, 0.0)
+        lam_t = torch.where(next_step(torch, greedy), lam, 0.0)
     else:  # one fresh array of r's dtype, filled through shifted views (no shifted copy of greedy)
         lam_t = torch.zeros_like(r)
         lam_t[..., :-1].masked_fill_(greedy[..., 1:], lam)
     adv = _advantages(outputs, q) if any(cot.get(role) is not None for role in SUM_ROLES) else None
-    adv_cot = _add(cot.get("advantages"), _sums_vjp(torch, adv, cot))
-    total = _add(cot.get("returns"), adv_cot)
+    adv_cot = add_grads(cot.get("advantages"), sums_vjp(torch, adv, cot))
+    total = add_grads(cot.get("returns"), adv_cot)
     total = torch.zeros_like(r) if total is None else _dense(total, r)
     gamma = inputs.get("gamma_steps")
     g = _number(scalars["gamma"]) if gamma is None else gamma
@@ -335,7 +335,7 @@ def _puff_shifted(grads: dict) -> dict:
     e = grads["rewards"]
     if e.shape[-1] > 0:
         grads["values"][..., -1] += e[..., -1]
-    grads["rewards"] = _earlier(torch, e)
+    grads["rewards"] = previous_step(torch, e)
     return grads
 
 
@@ -350,20 +350,20 @@ def _decay_gradients(kind: str, grads: dict, inputs: dict, flags: dict, scalars:
     advantages when vjp made them already), by _vjp's formulas for these forms (no
     ratios: rho = c = 1)."""
     a, r = grads["rewards"], inputs["rewards"]
-    term, trunc = _flags(torch, flags, r)
-    last = _last(torch, term)
+    term, trunc = as_flags(torch, flags, r)
+    last = last_step(torch, term)
     end, keep = trunc | last, ~(term | trunc | last)
     s = {role: inputs[STEP_ROLES[role]] if inputs.get(STEP_ROLES[role]) is not None else scalars.get(role)
          for role in STEP_ROLES}
     if kind == "discounted_returns":
-        bootstrap = _Bootstrap(torch, inputs, end, None)
+        bootstrap = Bootstrap(torch, inputs, end, None)
         grads["gamma"] = _vjp.discounted_gamma_gradient(torch, a, outputs["returns"], bootstrap, term, keep)
         return
     values = inputs["values"]
     adv = _advantages(outputs, values) if adv is None else adv
     next_values = inputs["next_values"] if inputs.get("next_values") is not None else \
-        _Bootstrap(torch, inputs, end, values).value
-    _vjp.decay_gradients(torch, grads, s, a, next_values, _select(torch, keep, a * _later(torch, adv)), ~term, keep)
+        Bootstrap(torch, inputs, end, values).value
+    _vjp.decay_gradients(torch, grads, s, a, next_values, select(torch, keep, a * next_step(torch, adv)), ~term, keep)
 
 
 def _dense(x, like):

@@ -1,5 +1,5 @@
 """The pieces every VJP in _vjp.py is made of: the reverse scan on the engine
-(`_scan`, through SCANS), shifts along time, clips' pass-through masks,
+(`engine_scan`, through SCANS), shifts along time, clips' pass-through masks,
 selections that keep NaN out, the fused sums' VJP, bootstraps and the producer's
 gamma/lambda tail. Arrays are batch-major [B, T] in torch or jax.numpy (`xp`)."""
 from __future__ import annotations
@@ -15,7 +15,7 @@ from ._estimators import STEP_ROLES
 SCANS: dict = {}
 
 
-def _scan(inputs, decay, reverse: bool):
+def engine_scan(inputs, decay, reverse: bool):
     """y_t = inputs_t + decay_t * y_{t+1} (reverse) or y_{t-1} (forward) along the last
     axis, with y = 0 outside the row: the one recurrence every backward runs, on the
     engine (linear_recurrence's kernel, itself differentiable, so double backward
@@ -48,38 +48,38 @@ def derivative_only(x, slope):
 # ---------------------------------------------------------------- shifts and masks
 
 
-def _later(xp, x, fill=0):
+def next_step(xp, x, fill=0):
     """x_{t+1}, `fill` after the row's last step."""
     edge = xp.zeros_like(x[..., :1]) if fill == 0 else xp.ones_like(x[..., :1])
     return xp.concatenate((x[..., 1:], edge), axis=-1)
 
 
-def _earlier(xp, x):
+def previous_step(xp, x):
     """x_{t-1}, 0 before the row's first step."""
     return xp.concatenate((xp.zeros_like(x[..., :1]), x[..., :-1]), axis=-1)
 
 
-def _last(xp, flags):
+def last_step(xp, flags):
     """True at the row's last step."""
-    return _later(xp, xp.zeros_like(flags), fill=1)
+    return next_step(xp, xp.zeros_like(flags), fill=1)
 
 
-def _clip(xp, x, clip, alpha=1.0):
+def clip_passing(xp, x, clip, alpha=1.0):
     """(min(x, clip) as fmin, where the gradient passes). Leaky V-trace's `alpha` < 1
     mixes the raw ratio in: alpha min(x, clip) + (1 - alpha) x, whose slope is 1 where x
-    passes and 1 - alpha where it is clipped (`_through`)."""
+    passes and 1 - alpha where it is clipped (`through_clip`)."""
     passes = x < clip
     clipped = xp.where(passes, x, clip)
     return (clipped if alpha == 1.0 else alpha * clipped + (1 - alpha) * x), passes
 
 
-def _through(xp, passes, g, alpha=1.0):
-    """g times the slope of `_clip(x, clip, alpha)` in x: g where x passes, (1 - alpha) g
+def through_clip(xp, passes, g, alpha=1.0):
+    """g times the slope of `clip_passing(x, clip, alpha)` in x: g where x passes, (1 - alpha) g
     where it is clipped (0 without leaking: the clipped side's subgradient, ties included)."""
-    return _select(xp, passes, g) if alpha == 1.0 else xp.where(passes, g, (1 - alpha) * g)
+    return select(xp, passes, g) if alpha == 1.0 else xp.where(passes, g, (1 - alpha) * g)
 
 
-def _select(xp, keep, x):
+def select(xp, keep, x):
     # The number 0, not a zeros_like array: one pass and one fresh array, not two. On the
     # H200 torch's where with a number took as long as a fill and a where of two tensors
     # (34 against 27 + 6 us at 65536x128); on the CPU each fresh array's first touch costs
@@ -87,7 +87,7 @@ def _select(xp, keep, x):
     return xp.where(keep, x, 0.0)
 
 
-def _sums_vjp(xp, series, cot):
+def sums_vjp(xp, series, cot):
     """The row sums' cotangents on the series they sum (each [B] or None)."""
     g = None
     for role, local in (("abs_sums", lambda: xp.sign(series)), ("sums", lambda: xp.ones_like(series)),
@@ -98,7 +98,7 @@ def _sums_vjp(xp, series, cot):
     return g
 
 
-def _add(a, b):
+def add_grads(a, b):
     return b if a is None else (a if b is None else a + b)
 
 
@@ -113,7 +113,7 @@ def grad_like(grad, like):
     return grad.sum(-1) if ndim < grad.ndim else grad
 
 
-class _Bootstrap:
+class Bootstrap:
     """V'_t: values[t+1] inside the row, the bootstrap where the row ends or is
     truncated (bootstrap_values[t], else last_value, else 0); and its VJP."""
 
@@ -133,14 +133,14 @@ class _Bootstrap:
                 boot = self.last_value[..., None]  # [B, 1]: the where below broadcasts it
             else:
                 boot = xp.zeros_like(end, dtype=self._rewards.dtype)
-            self._value = xp.where(end, boot, _later(xp, values)) if values is not None else _select(xp, end, boot)
+            self._value = xp.where(end, boot, next_step(xp, values)) if values is not None else select(xp, end, boot)
         return self._value
 
     def vjp(self, g, grads, values_role="values"):
         xp = self.xp
         if values_role is not None and values_role in grads:
-            grads[values_role] = grads[values_role] + _earlier(xp, _select(xp, ~self.end, g))
-        at_end = _select(xp, self.end, g)
+            grads[values_role] = grads[values_role] + previous_step(xp, select(xp, ~self.end, g))
+        at_end = select(xp, self.end, g)
         if self.boot_values is not None:
             grads["bootstrap_values"] = at_end
         elif self.last_value is not None:
@@ -179,15 +179,15 @@ def puff_dones_vjp(xp, gamma_steps_grad, gamma):
     """dL/d dones of the puff advantage with float dones, which its forward reads as numbers
     only, from puff_gamma_steps_vjp's dL/d gamma_t: dL/d dones_s = -gamma dL/d gamma_{s-1}
     (dones_0 is never read)."""
-    return _earlier(xp, gamma_steps_grad) * (-gamma)
+    return previous_step(xp, gamma_steps_grad) * (-gamma)
 
 
 def not_done_next(xp, dones):
     """1 - dones_{t+1} (1 after the row's last step): d gamma_t / d gamma in puff_dones."""
-    return 1 - _later(xp, dones)
+    return 1 - next_step(xp, dones)
 
 
-def _flags(xp, f, like):
+def as_flags(xp, f, like):
     return tuple(xp.zeros_like(like, dtype=bool) if f.get(role) is None else f[role]
                  for role in ("terminated", "truncated"))
 
@@ -204,19 +204,19 @@ class Episodes(NamedTuple):
 def episodes(xp, f, like) -> Episodes:
     """The masks of the flags `f` (by role) of a call shaped like `like`. (The fused
     backwards make the few they read in place instead: fewer fresh arrays.)"""
-    term, trunc = _flags(xp, f, like)
-    last = _last(xp, term)
+    term, trunc = as_flags(xp, f, like)
+    last = last_step(xp, term)
     end = trunc | last
     return Episodes(term, trunc, last, end, term | end)
 
 
-def _producer_tail(xp, grads, k_grad_factor, s, keep):
+def producer_tail(xp, grads, k_grad_factor, s, keep):
     """gamma's and lambda's per-step gradients from dL/dk_t when k_t = gamma lambda c_t
     at the steps `keep` (elsewhere the trace is cut and a per-step gamma_t or lambda_t
     there is never read: 0, by selection, so a NaN there stays out)."""
     gamma, lam = s["gamma"], s["lambda"]
-    grads["gamma"] = _add(grads.get("gamma"), _select(xp, keep, k_grad_factor * lam))
-    grads["lambda"] = _add(grads.get("lambda"), _select(xp, keep, k_grad_factor * gamma))
+    grads["gamma"] = add_grads(grads.get("gamma"), select(xp, keep, k_grad_factor * lam))
+    grads["lambda"] = add_grads(grads.get("lambda"), select(xp, keep, k_grad_factor * gamma))
 
 
 # ---------------------------------------------------------------- the estimators
