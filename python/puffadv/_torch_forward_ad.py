@@ -64,17 +64,17 @@ def refuse(kind: str, name: str) -> None:
                     f"mode (torch.autograd.grad, torch.func.vjp or jacrev), or make it a constant for the jvp")
 
 
-def linear_tangents(kind: str, entries: dict):
+def linear_tangents(kind: str, entries: dict, called: str | None = None):
     """The arrays a tangent call takes in the linear roles: each one's tangent, zeros where it
     has none (role -> array), or None where no linear role has a tangent. `entries`: role ->
     (the call's array, its tangent or None, the caller's name of it). A tangent in another
-    role than a flag's is refused (TypeError)."""
+    role than a flag's is refused (TypeError; `called`: the function's name there, else `kind`)."""
     for role, (x, tangent, name) in entries.items():
         # The puff advantage's float dones are numbers in its decays (gamma (1 - dones_{t+1})),
         # not flags: the result is not linear in them either.
         flag = role in FLAG_ROLES and not (kind == "puff_advantage" and x.is_floating_point())
         if tangent is not None and role not in LINEAR_ROLES and not flag:
-            refuse(kind, name)
+            refuse(called or kind, name)
     if all(tangent is None for role, (_, tangent, _) in entries.items() if role in LINEAR_ROLES):
         return None
     return {role: torch.zeros_like(x) if tangent is None else tangent

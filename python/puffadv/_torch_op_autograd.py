@@ -15,6 +15,8 @@ from . import _torch_forward_ad
 from ._estimators import ESTIMATORS, PUFF_ADVANTAGE, STEP_ROLES
 from ._torch_autograd import Plan, _needed, gradients
 
+_fwd_grad_enabled = torch.autograd.forward_ad._set_fwd_grad_enabled
+
 
 def _op_roles(name: str) -> tuple:
     """(role of each schema argument or None, output roles) of one functional operator."""
@@ -51,7 +53,12 @@ class _OpDifferentiable(torch.autograd.Function):
 
     @staticmethod
     def forward(info, *args):
-        with torch._C._AutoDispatchBelowAutograd():
+        # Grad and forward grad back on (Function.apply turned both off), as torch.func's own
+        # custom_function_call does: below a transform's level the op goes on to the next
+        # level's Autograd kernel, which must record that level's graph or tangent (and, below
+        # every transform, plain autograd's), as it does for a native op. This level's Autograd
+        # is excluded: this Function records it.
+        with torch.enable_grad(), _fwd_grad_enabled(True), torch._C._AutoDispatchBelowAutograd():
             return info.op(*args)
 
     @staticmethod
@@ -93,7 +100,8 @@ class _OpDifferentiable(torch.autograd.Function):
             args[position] = x
         given = _torch_forward_ad.linear_tangents(
             info.estimator.kind, {info.roles[n]: (args[i], tangents[i], n) for i, n in enumerate(info.arg_names)
-                                  if n in info.roles and isinstance(args[i], torch.Tensor)})
+                                  if n in info.roles and isinstance(args[i], torch.Tensor)},
+            called="torch.ops." + info.op._schema.name.replace("::", "."))
         if given is None:
             return tuple(None for _ in info.series) if len(info.series) > 1 else None
         for i, n in enumerate(info.arg_names):

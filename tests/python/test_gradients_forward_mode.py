@@ -258,8 +258,8 @@ def test_the_puff_advantages_float_dones_tangent_is_refused(surface):
             return torch.ops.puffadv.puff_advantage(v, r, d, imp, 0.95, 0.9, 1.1, 0.95)
     t = torch.randn(2, 5, generator=g, dtype=torch.float64)
     for with_values in (True, False):
-        with fwAD.dual_level(), pytest.raises(TypeError, match="jvp\\) of puff_advantage takes tangents of its "
-                                                               "value arrays only.* but dones has one"):
+        with fwAD.dual_level(), pytest.raises(TypeError, match="jvp\\) of (torch.ops.puffadv.)?puff_advantage takes "
+                                                               "tangents of its value arrays only.* but dones has one"):
             call(fwAD.make_dual(v, t) if with_values else v, fwAD.make_dual(d, t))
     with fwAD.dual_level():  # the values' tangent alone: the jvp, equal to central differences
         tangent = fwAD.unpack_dual(call(fwAD.make_dual(v, t), d)).tangent

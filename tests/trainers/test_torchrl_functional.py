@@ -308,27 +308,43 @@ def test_gamma_tensors_that_require_grad_keep_their_gradient():
         torch.testing.assert_close(a, b, rtol=1e-9, atol=1e-10)
 
 
-def test_forward_mode_falls_back_to_torchrls_own():
-    """Dual tensors (torch.autograd.forward_ad): TorchRL's own function computes the call, with
-    every tangent, a dual gamma's and the next values' apart from the values' included."""
+@pytest.mark.parametrize("estimator", ["gae", "td_lambda"])
+@pytest.mark.parametrize("per_step", [False, True])
+def test_forward_mode_falls_back_to_torchrls_loop_version(estimator, per_step):
+    """Dual tensors (torch.autograd.forward_ad): TorchRL's loop version computes the call, with
+    every tangent, a dual gamma's and lambda's and the next values' apart from the values'
+    included: the tangent equals central differences of the call outside the dual level, and
+    the values are the same. (TorchRL's vectorised functions, used here before 2026-12-06, read
+    a 0-d gamma by .item() there, dropping its tangent, and their TD(lambda) with per-step
+    gamma and lambda gave other values inside a dual level.)"""
     import torch.autograd.forward_ad as fwAD
     done, terminated, reward, state_value, next_state_value = draw((3,), 12, dtype=torch.double)
     g = torch.Generator().manual_seed(8)
-    tangents = [torch.randn(x.shape, generator=g, dtype=torch.double) for x in (state_value, next_state_value)]
-    results = []
-    for function in (ours.vec_generalized_advantage_estimate, own.vec_generalized_advantage_estimate):
-        ours._warned.clear()
-        with fwAD.dual_level(), warnings.catch_warnings(record=True) as caught, Through() as through:
-            warnings.simplefilter("always")
-            gamma = fwAD.make_dual(torch.tensor(0.9, dtype=torch.double), torch.tensor(1.0, dtype=torch.double))
-            advantage, _ = function(gamma, 0.95, fwAD.make_dual(state_value, tangents[0]),
-                                    fwAD.make_dual(next_state_value, tangents[1]), reward, done, terminated)
-            results.append(fwAD.unpack_dual(advantage).tangent)
-        if function is ours.vec_generalized_advantage_estimate:
-            assert (through.puffadv, through.torchrl) == (0, 1)
-            assert any("forward-mode AD" in str(w.message) for w in caught), [str(w.message) for w in caught]
-    assert results[0] is not None and results[0].abs().sum() > 0
-    torch.testing.assert_close(results[0], results[1], rtol=0, atol=0)
+    shape = reward.shape[-2:] if per_step else ()  # [T, 1]: per step, broadcast over rows
+    gamma = torch.rand(shape, generator=g, dtype=torch.double) * 0.2 + 0.75
+    lmbda = torch.rand(shape, generator=g, dtype=torch.double) * 0.2 + 0.7
+    primals = (gamma, lmbda, state_value, next_state_value)
+    tangents = [torch.randn(x.shape, generator=g, dtype=torch.double) for x in primals]
+
+    def call(gamma, lmbda, state_value, next_state_value):
+        if estimator == "gae":
+            return ours.vec_generalized_advantage_estimate(gamma, lmbda, state_value, next_state_value, reward,
+                                                           done, terminated)[0]
+        return ours.vec_td_lambda_return_estimate(gamma, lmbda, next_state_value, reward, done, terminated)
+
+    ours._warned.clear()
+    with fwAD.dual_level(), warnings.catch_warnings(record=True) as caught, Through() as through:
+        warnings.simplefilter("always")
+        result = call(*(fwAD.make_dual(x, t) for x, t in zip(primals, tangents)))
+        value, tangent = fwAD.unpack_dual(result)
+    assert (through.puffadv, through.torchrl) == (0, 1)
+    assert any("forward-mode AD" in str(w.message) and "computed by TorchRL" in str(w.message) and "vec_" not in
+               str(w.message) for w in caught), [str(w.message) for w in caught]
+    torch.testing.assert_close(value, call(*primals), rtol=1e-12, atol=1e-12)
+    eps = 1e-6
+    plus, minus = (call(*(x + s * eps * t for x, t in zip(primals, tangents))) for s in (1, -1))
+    torch.testing.assert_close(tangent, (plus - minus) / (2 * eps), rtol=1e-6, atol=1e-7)
+    assert tangent.abs().sum() > 0
 
 
 def test_gamma_tensors_puffadv_cannot_take_fall_back_by_name():

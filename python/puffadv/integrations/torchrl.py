@@ -18,13 +18,14 @@ The functions take TorchRL's arguments and layout (``[*B, T, *F]``, time at
 gamma and lambda as numbers or tensors (per step where they broadcast to the
 rewards' shape: ``rolling_gamma=True``, TorchRL's default; a 0-d one that requires
 grad keeps its gradient), scalar clips, float32 or float64 values, bool ``done`` and
-``terminated`` (a terminated step is done), not under
-torch.compile nor inside a forward-mode AD level. Next values that are the next step's values inside an episode (what
-``shifted=True`` computes) are read from the values (the bootstrap only where an
+``terminated`` (a terminated step is done), not under torch.compile nor inside a
+forward-mode AD level. Next values that are the next step's values inside an episode
+(what ``shifted=True`` computes) are read from the values (the bootstrap only where an
 episode ends); independent ones (TorchRL's own tests draw them so), and any call that
 asks for a gradient, are passed as ``next_values=``, so each gradient reaches the
 tensor it came from (``differentiable=True`` included). Any other case is computed by
-TorchRL's own function, with one warning per reason (``puffadv.FallbackWarning``),
+TorchRL's own function (inside a dual level its loop version, which carries every
+tangent), with one warning per reason (``puffadv.FallbackWarning``),
 and counted in ``puffadv.integrations.fallbacks["torchrl"]``.
 """
 from __future__ import annotations
@@ -52,9 +53,20 @@ __all__ = ["GAE", "TDLambdaEstimator", "VTrace", "generalized_advantage_estimate
 _warned: set = set()
 
 
+_DUAL_LEVEL = "forward-mode AD (a dual level is open)"
+# Inside a dual level TorchRL's loop versions compute: its vectorised ones drop a gamma's or
+# lmbda's tangent (a 0-d one is read by .item()) and its vectorised TD(lambda) with per-step
+# gamma and lmbda gives other numbers there (measured 2026-12-06, TorchRL 0.14.1).
+_LOOP_VERSION = {"vec_generalized_advantage_estimate": "generalized_advantage_estimate",
+                 "vec_td_lambda_return_estimate": "td_lambda_return_estimate"}
+
+
 def _fall_back(function: str, why: str, *args, depth: int = 1, **kwargs):
-    """TorchRL's own `function` computes this call; says why, once per function and reason
-    (the warning points at the caller of the public function `depth` frames up)."""
+    """TorchRL's own `function` computes this call (its loop version inside a dual level); says
+    why, once per function and reason (the warning points at the caller of the public function
+    `depth` frames up)."""
+    if why == _DUAL_LEVEL:
+        function = _LOOP_VERSION.get(function, function)
     if (function, why) not in _warned:
         _warned.add((function, why))
         warnings.warn(f"puffadv.integrations.torchrl: {why}: {function} computed by TorchRL "
@@ -107,7 +119,7 @@ def _outside(floats: dict, flags: dict, scalars: dict, time_dim: int):
     if torch.compiler.is_compiling():
         return "under torch.compile"
     if _frameworks.torch_dual_level_open():  # its gamma's or lmbda's tangents too, which puffadv refuses
-        return "forward-mode AD (a dual level is open)"
+        return _DUAL_LEVEL
     shapes = {tuple(t.shape) for t in (*floats.values(), *flags.values())}
     if len(shapes) != 1:
         return "arrays of different shapes"  # TorchRL's own error message
