@@ -34,11 +34,13 @@ class _HostTensors:
     def __init__(self):
         self.tensor = None  # torch.Tensor once torch is loaded and usable here
         self.forward_ad = None  # torch.autograd.forward_ad then: no dual level may be open
+        self.transforms_active = None  # torch's check that a torch.func transform is running
 
     def type_of(self, x):
         """torch.Tensor when x is a plain torch tensor and the direct call may take it
         (torch imported, its DLPack exchange API present, no tracing under way, no dual level
-        open: a tangent is read on the general path), else None."""
+        open and no torch.func transform running: a tangent or a transform's wrapped tensor is
+        read on the general path), else None."""
         if self.tensor is None:
             torch = sys.modules.get("torch")
             if torch is None or type(x) is not getattr(torch, "Tensor", None):
@@ -48,7 +50,9 @@ class _HostTensors:
                 return None
             self.torch, self.rules, self.tensor = torch, _torch_rules, torch.Tensor
             self.forward_ad = torch.autograd.forward_ad
-        if type(x) is not self.tensor or _frameworks.torch_compiling() or self.forward_ad._current_level >= 0:
+            self.transforms_active = torch._C._are_functorch_transforms_active
+        if type(x) is not self.tensor or _frameworks.torch_compiling() or self.forward_ad._current_level >= 0 \
+                or self.transforms_active():  # a torch.func transform's wrapped tensors: the Function's
             return None
         return self.tensor
 

@@ -94,6 +94,15 @@ def torch_dual_level_open() -> bool:
     return forward_ad is not None and forward_ad._current_level >= 0
 
 
+def torch_func_active() -> bool:
+    """True while a torch.func transform runs (grad, vjp, jacrev, jvp, vmap): torch.func.grad
+    wraps every tensor argument of the function it differentiates, the ones it does not
+    differentiate too, and only the autograd Function unwraps them (DLPack cannot read a
+    wrapped tensor). Never imports torch."""
+    torch = sys.modules.get("torch")
+    return torch is not None and torch._C._are_functorch_transforms_active()
+
+
 def describe(x) -> str:
     t = type(x)
     return t.__name__ if t.__module__ == "builtins" else f"{t.__module__}.{t.__qualname__}"

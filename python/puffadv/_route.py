@@ -22,7 +22,8 @@ def _requires_grad(items) -> bool:
     traced operator's write into it left its history, a wrong gradient)."""
     for x in items:
         if (x is not None and x is not True and x is not False and x.__class__ is not float
-                and getattr(x, "requires_grad", False) is True):
+                and not isinstance(x, (int, float))  # a SymFloat too while dynamo traces (dynamic=True),
+                and getattr(x, "requires_grad", False) is True):  # where hasattr of one is refused
             return True
     return False
 
@@ -35,7 +36,8 @@ def needs_graph(arrays, scalars, outputs=()) -> bool:
     A call that mixes in anything but torch tensors goes on to the eager path, whose
     checks refuse it by name."""
     if not (_requires_grad(arrays) or _requires_grad(scalars) or _requires_grad(outputs)
-            or _frameworks.torch_dual_level_open()):  # else a tangent may need the jvp
+            or _frameworks.torch_dual_level_open()  # else a tangent may need the jvp
+            or _frameworks.torch_func_active()):  # else a transform's wrapped tensor, unread
         return False
     from . import _torch_autograd
     # A given output carrying a tangent too: written through the Function, its tangent is the

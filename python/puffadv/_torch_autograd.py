@@ -30,9 +30,20 @@ _DIFFERENTIABLE_SCALARS = ("gamma", "lambda")
 
 def wanted(*tensors) -> bool:
     """Whether a call must go through the Function: grad mode on and something requires grad,
-    or a tensor carries a forward-mode tangent (its jvp)."""
+    a tensor carries a forward-mode tangent (its jvp), or a torch.func transform other than vmap
+    runs innermost (grad wraps the arguments it does not differentiate too, and the tensors the
+    call would allocate: the Function's forward runs below it, on unwrapped tensors). Under vmap
+    the Function has no rule: the eager path's refusal names the operators, which vmap runs."""
     return (torch.is_grad_enabled() and any(isinstance(x, torch.Tensor) and x.requires_grad for x in tensors)) \
-        or _torch_forward_ad.carries_tangent(*tensors)
+        or _torch_forward_ad.carries_tangent(*tensors) or _transform_other_than_vmap()
+
+
+def _transform_other_than_vmap() -> bool:
+    if not torch._C._are_functorch_transforms_active():
+        return False
+    if _frameworks.torch_compiling():  # dynamo cannot read the stack; under vmap torch then refuses
+        return True
+    return torch._C._functorch.peek_interpreter_stack().key() != torch._C._functorch.TransformType.Vmap
 
 
 def all_tensors(arrays, outputs) -> bool:
@@ -243,7 +254,20 @@ def _split_scalars(scalars: dict, names: dict, kind: str):
     return numbers, tensors
 
 
+# Measured 2026-12-06 (torch 2.13): dynamo inside a torch.func transform loses the Function's
+# plan ("'Function' object has no attribute 'array_roles'"); without fullgraph the call breaks
+# the graph and runs eagerly, where the transform's derivatives are right. Before this check it
+# went on to the detached compiled path: all-zero gradients.
+UNTRACED_TRANSFORM = ("puffadv's Python API is not traced inside a torch.func transform (grad, vjp, jacrev, "
+                      "...) under torch.compile: compile without fullgraph=True (the call then runs "
+                      "eagerly, with the transform's derivatives), or call the operator torch.ops.puffadv.{op}, "
+                      "which torch.compile traces there")
+
+
 def _apply(plan: Plan, arrays: dict, tensor_scalars: dict) -> dict:
+    if _frameworks.torch_compiling() and torch._C._are_functorch_transforms_active():
+        raise TypeError(UNTRACED_TRANSFORM.format(op="puff_advantage" if plan.kind == "puff_advantage"
+                                                  else "<name>"))
     tangents = torch.autograd.forward_ad._current_level >= 0 and not _frameworks.torch_compiling()
     function = _WithTangents if tangents else _Differentiable
     produced = function.apply(plan, *(arrays[r] for r in plan.array_roles),

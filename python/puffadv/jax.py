@@ -88,15 +88,25 @@ def _puff_advantage_fwd(values, rewards, dones, importance, gamma, gae_lambda, r
     return advantages, (values, rewards, dones, importance, advantages)
 
 
+def _zeros_beside(x, slope):
+    """Zeros like x that depend on slope by a select, never on its value (a NaN slope gives 0):
+    under vmap they are batched wherever the tangent x' slope is. JAX refused a custom_jvp whose
+    primal and tangent batch differently once reverse mode transposed it under jit and vmap
+    (jacrev(jacrev(f)), grad(vmap(grad(f))): "broadcast_in_dim broadcast_dimensions must have
+    length equal to operand ndim", third audit, 2026-12-06)."""
+    never = jnp.zeros(jnp.broadcast_shapes(jnp.shape(x), jnp.shape(slope)), bool)
+    return jnp.where(never, slope, jnp.zeros_like(x))
+
+
 @jax.custom_jvp
 def _derivative_only(x, slope):
     """_vjp_parts.derivative_only in JAX: zeros, whose derivative in x is slope (none in slope)."""
-    return jnp.zeros_like(x)
+    return _zeros_beside(x, slope)
 
 
 @_derivative_only.defjvp
 def _derivative_only_jvp(primals, tangents):
-    return jnp.zeros_like(primals[0]), tangents[0] * primals[1]
+    return _zeros_beside(*primals), tangents[0] * primals[1]
 
 
 DERIVATIVES_ONLY["jax"] = _derivative_only

@@ -276,3 +276,30 @@ def test_compiled_call_runs_on_the_current_stream_at_run_time(rng):
     side.synchronize()
     want = ref.puff_advantage(*arrays, *PARAMS)
     assert ref.relative_error(out.cpu().numpy(), want) <= ref.TOLERANCE[np.dtype(np.float32)]
+
+
+@pytest.mark.parametrize("name", ["gae", "vtrace", "n_step_returns"])
+@pytest.mark.parametrize("requires_grad", [False, True])
+def test_dynamic_shapes_compile_fullgraph(name, requires_grad, rng):
+    """dynamic=True makes a float argument a SymFloat while dynamo traces: the check for inputs
+    that require grad read it with getattr, which dynamo refuses there ("Unsupported hasattr
+    call", third audit, 2026-12-06). Two shapes, one compile; values and gradients as eager."""
+    def call(r, v, t, lv):
+        kwargs = dict(last_value=lv, gamma=0.9, time_axis=-1)
+        if name == "gae":
+            return puffadv.gae(r, v, t, gae_lambda=0.8, **kwargs).advantages
+        if name == "vtrace":
+            return puffadv.vtrace(r, v, t, importance=torch.ones_like(r) * 0.9, **kwargs).vs
+        return puffadv.n_step_returns(r, v, t, n=3, **kwargs).returns
+
+    compiled = torch.compile(call, fullgraph=True, dynamic=True, backend="aot_eager")
+    for rows, horizon in ((3, 5), (4, 7)):
+        e = ref.random_episodes(rng, rows, horizon, np.float64)
+        r, v, t = on("cpu", (e["rewards"], e["values"], e["terminated"]))
+        lv = torch.from_numpy(rng.standard_normal(rows))
+        v.requires_grad_(requires_grad)
+        got, want = compiled(r, v, t, lv), call(r, v, t, lv)
+        torch.testing.assert_close(got, want, rtol=1e-12, atol=1e-12)
+        if requires_grad:
+            torch.testing.assert_close(torch.autograd.grad(got.sum(), v)[0], torch.autograd.grad(want.sum(), v)[0],
+                                       rtol=1e-12, atol=1e-12)

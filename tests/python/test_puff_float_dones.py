@@ -260,6 +260,30 @@ def test_jax_second_derivatives_at_dones_of_one():
                                        err_msg=f"d/d dones of dL/d input {of}")
 
 
+def test_jax_hessians_through_vmap():
+    """jacrev(jacrev(f)) and grad(vmap(grad(f))) (a vmap inside reverse mode, under puffadv's jit)
+    equal jax.lax.scan's, with float and bool dones: before 2026-12-06 both raised JAX's
+    "broadcast_in_dim broadcast_dimensions must have length equal to operand ndim" (the
+    derivative-only zeros were unbatched beside a batched tangent), for the puff advantage only."""
+    jax = pytest.importorskip("jax")
+    pj = importlib.import_module("puffadv.jax")
+    from jax_cases import _x64
+    with _x64():
+        v, r, d, imp = (jax.numpy.asarray(x) for x in _second_order_inputs(17))
+        for dones in (d, d == 1):
+            def loss(f, v, imp):
+                return jax.numpy.sin(f(v, r, dones, imp, *SECOND)).sum()
+
+            for argnum in (0, 1):
+                got, want = (jax.jacrev(jax.jacrev(lambda *x: loss(f, *x), argnum), (0, 1))(v, imp)
+                             for f in (pj.compute_puff_advantage, _jax_loop))
+                for g, w in zip(got, want):
+                    np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=1e-11, atol=1e-11)
+            got, want = (jax.grad(lambda vs: (jax.vmap(jax.grad(lambda v: loss(f, v, imp)))(vs) ** 2).sum())(
+                jax.numpy.stack([v, 2 * v])) for f in (pj.compute_puff_advantage, _jax_loop))
+            np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-11, atol=1e-11)
+
+
 def _torch_second_derivatives(arrays, scalars, weights, directions):
     """{of: dL/d input of} and {(of, wrt): d/d input wrt of <dL/d input of, directions[of]>} for the
     inputs of values, rewards and importance (0, 1, 3), L = <advantages, weights>; dL/d dones (2) too."""
