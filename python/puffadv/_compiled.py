@@ -160,6 +160,7 @@ def puff_advantage(values, rewards, dones, importance, advantages, scalars, stre
     out = advantages if advantages is not None else torch.empty(
         values.shape, dtype=_output_dtype(values), device=values.device)
     made = _allocate(values, values, -1, fused)
+    _bump_versions(out, *made.values())
     _puff_advantage_op(*_detached((values, rewards, dones, importance)), out, *made.values(), *params,
                        stream, *tensors)
     if all(spec is None or spec is False for spec in fused.values()):
@@ -193,6 +194,7 @@ def estimate(estimator, call: Call) -> dict:
         specs = {**specs, "advantages": True}
     outputs = _allocate(rewards, like, time_axis, {role: given[role] if given[role] is not None else spec
                                                    for role, spec in specs.items()})
+    _bump_versions(*outputs.values())
     _standard_estimate_op(*_detached(arrays.get(role) for role in _LEADING_INPUTS), *outputs.values(),
                           estimator.function, *scalars[:5], time_axis, call.n, call.log_probs, call.reset_at_start,
                           stream, *_detached(arrays.get(role) for role in _APPENDED_INPUTS),
@@ -203,6 +205,16 @@ def estimate(estimator, call: Call) -> dict:
     if hidden:
         outputs["advantages"] = None
     return outputs
+
+
+def _bump_versions(*outputs) -> None:
+    """The outputs' version counters bumped, as torch's own in-place ops do: dynamo traces this,
+    AOTAutograd's trace then sees the write and refuses one into a tensor saved for backward
+    earlier in the graph, as eager autograd does at backward; the compiled graph holds no trace
+    of it (nothing runs per call). The operators' ADInplaceOrView kernel could do it too, at
+    about 16 us per compiled call on the 2-core CI machine (2026-12-06). Before, the compiled
+    backward read the new values: a wrong gradient (third audit, 2026-12-06)."""
+    torch.autograd.graph.increment_version([o for o in outputs if o is not None])
 
 
 def _output_dtype(values):

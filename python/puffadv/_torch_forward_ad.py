@@ -23,6 +23,7 @@ from __future__ import annotations
 import torch
 from torch.autograd import forward_ad
 
+from . import _frameworks
 from ._estimators import FLAG_ROLES, SUM_ROLES
 
 # The arrays each series is linear in (roles; Q values travel as values, seed as last_value).
@@ -47,7 +48,10 @@ def derivative_carried(x: torch.Tensor) -> str | None:
     of a message about it: "requires grad" (where grad mode is on: under no_grad, inference
     mode or a Function's forward nothing is recorded), "carries a forward-mode tangent", or
     TRANSFORMED (a torch.func transform's, not functionalize's, which converts); None: none."""
-    if torch._C._functorch.is_functorch_wrapped_tensor(x) and not torch._is_functional_tensor(x):
+    # (Not while dynamo traces, which cannot call the check: the Python API refuses a transform
+    # under torch.compile by name, _torch_autograd.UNTRACED_TRANSFORM.)
+    if not _frameworks.torch_compiling() and torch._C._functorch.is_functorch_wrapped_tensor(x) \
+            and not torch._is_functional_tensor(x):
         return TRANSFORMED
     if x.requires_grad and torch.is_grad_enabled():
         return "requires grad"

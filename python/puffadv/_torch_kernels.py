@@ -120,6 +120,23 @@ def warn_constant_inputs(values, rewards, dones, importance):
             return
 
 
+def _bump_then_below(keyset, values, rewards, dones, importance, advantages, *params):
+    """The in-place op's ADInplaceOrView kernel: the write's version bump where autograd sees
+    the tensor, as torch's own in-place ops, then on below. An eager call bumps after its kernel
+    too (compute_puff_advantage_writes); a traced one (torch.compile) runs neither, and
+    AOTAutograd's trace missed a write into a tensor saved for backward earlier in the graph,
+    whose compiled backward then read the new values: a wrong gradient (third audit,
+    2026-12-06). Now that trace refuses it, as eager autograd does at backward. Plain tensors (no
+    key between here and BackendSelect) take the BackendSelect kernel directly, as the
+    Autograd kernels do: one Python kernel per eager call, not two."""
+    if not keyset.raw_repr() & _torch_op_autograd.KEYS_BETWEEN_AUTOGRAD_AND_BACKEND_SELECT:
+        return compute_puff_advantage_writes(keyset, values, rewards, dones, importance, advantages, *params)
+    _torch_rules.mark_written(advantages)
+    with torch._C._AutoDispatchBelowADInplaceOrView():
+        return torch.ops.puffadv.compute_puff_advantage.default.redispatch(
+            keyset & torch._C._after_ADInplaceOrView_keyset, values, rewards, dones, importance, advantages, *params)
+
+
 def refuse_negative_views(values, rewards, dones, importance, advantages, *params):
     """torch's Negative fallback would compute into a resolved copy of a negative view
     and then fail an internal assert (and crash) putting it back, because every
@@ -183,6 +200,7 @@ def register(lib: torch.library.Library) -> None:
     # The in-place schema op records no graph, as PufferLib's (its BackendSelect kernel warns
     # once when an input requires grad); every functional op differentiates (_torch_op_autograd).
     lib.impl("compute_puff_advantage", torch.library.fallthrough_kernel, "Autograd")
+    lib.impl("compute_puff_advantage", _bump_then_below, "ADInplaceOrView", with_keyset=True)
     _torch_op_autograd.register(lib, _FUNCTIONAL, _run_kernel)
     # Sparse, quantized, nested tensors and calls without a tensor: a TypeError naming the argument.
     _torch_refusals.register(lib, ("compute_puff_advantage", *_FUNCTIONAL),

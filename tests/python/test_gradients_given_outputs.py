@@ -150,3 +150,54 @@ def test_a_gamma_that_requires_grad_compiles_forward_and_backward(call, dtype):
     for got, want in zip(torch.autograd.grad(compiled, (v, gamma, lam)), torch.autograd.grad(eager, (v, gamma, lam))):
         assert want.abs().sum() > 0
         torch.testing.assert_close(got, want)
+
+
+def _writers():
+    """Each surface that writes a given output, as (name, write(into))."""
+    pytest.importorskip("puffadv.torch")
+    g = torch.Generator().manual_seed(21)
+    r, v = (torch.randn(3, 5, generator=g, dtype=torch.float64) for _ in range(2))
+    term = torch.zeros(3, 5, dtype=torch.bool)
+    term[0, -1] = True
+    lv, imp, d = torch.randn(3, generator=g, dtype=torch.float64), torch.ones_like(r), term.double()
+    yield "gae", lambda out: puffadv.gae(r, v, term, last_value=lv, gamma=0.9, gae_lambda=0.8, time_axis=-1,
+                                         advantages=out, returns=False)
+    yield "compute_puff_advantage", lambda out: puffadv.compute_puff_advantage(v, r, d, imp, out, 0.9, 0.8, 1, 1)
+    yield "torch.ops.puffadv", lambda out: torch.ops.puffadv.compute_puff_advantage(v, r, d, imp, out, 0.9, 0.8,
+                                                                                      1.0, 1.0)
+
+
+@pytest.mark.parametrize("writer", ["gae", "compute_puff_advantage", "torch.ops.puffadv"])
+def test_compiled_write_into_a_tensor_saved_for_backward_is_refused(writer):
+    """Third audit, 2026-12-06: eager autograd refuses a backward that saved a tensor a later
+    write changed ("modified by an inplace operation"); compiled, the traced write bumped no
+    version counter, and the backward read the new values (off by up to 3.8 here). Now
+    AOTAutograd's trace refuses it too; written before it is read, the gradient is right."""
+    import warnings
+    write = dict(_writers())[writer]
+
+    def saved_then_written(w):
+        buffer = torch.ones(3, 5, dtype=torch.float64)
+        loss = (buffer * w).sum()  # mul saves buffer: d loss / d w = ones
+        write(buffer)
+        return loss
+
+    def written_then_read(w):
+        buffer = torch.ones(3, 5, dtype=torch.float64)
+        write(buffer)
+        return (buffer * w).sum()
+
+    w = torch.rand(3, 5, dtype=torch.float64, requires_grad=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+            torch.autograd.grad(saved_then_written(w), w)
+        torch._dynamo.reset()
+        with pytest.raises(Exception, match="modified by an inplace operation"):
+            torch.autograd.grad(torch.compile(saved_then_written, fullgraph=True, backend="aot_eager")(w), w)
+        torch._dynamo.reset()
+        (got,) = torch.autograd.grad(torch.compile(written_then_read, fullgraph=True, backend="aot_eager")(w), w)
+        buffer = torch.ones(3, 5, dtype=torch.float64)
+        write(buffer)
+        assert not torch.equal(buffer, torch.ones_like(buffer))
+        torch.testing.assert_close(got, buffer, rtol=0, atol=0)
