@@ -23,7 +23,7 @@ from ._shapes import required_time_axis
 from ._estimators import (DISCOUNTED_RETURNS, ELIGIBILITY_TRACES, EPISODIC_CUMSUM, ESTIMATORS, FLAG_ROLES, GAE,
                           N_STEP_RETURNS, Q_LAMBDA, RETRACE, TD_LAMBDA, VTRACE, Estimate, Estimator,
                           VTraceEstimate)
-from ._jax_sharding import RowwiseCall, result_type, varying_alike
+from ._jax_sharding import RowwiseCall, operands_alike, result_type
 
 # Optional inputs by role, in the handler's order, with their bit in its `present` mask.
 _OPTIONAL = (("values", 256), ("truncated", 1), ("last_value", 2), ("bootstrap_values", 4),
@@ -85,8 +85,9 @@ _estimate.defvjp(_estimate_fwd, _estimate_bwd)
 
 
 def _estimate_alike(static, layout, rewards, terminated, optional):
-    """_estimate on operands typed alike over shard_map's manual axes (_jax_sharding.varying_alike)."""
-    rewards, terminated, *optional = varying_alike((rewards, terminated, *optional))
+    """_estimate on operands typed alike over shard_map's manual axes and Explicit mesh axes
+    (_jax_sharding.operands_alike)."""
+    rewards, terminated, *optional = operands_alike((rewards, terminated, *optional))
     return _estimate(static, layout, rewards, terminated, tuple(optional))
 
 

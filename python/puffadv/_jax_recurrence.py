@@ -14,7 +14,7 @@ import numpy as np
 from . import _core, _frameworks, _jax_common, _vjp
 from ._autograd import JaxOps, jax_vjp
 from ._eager import as_views
-from ._jax_sharding import RowwiseCall, result_type, varying_alike
+from ._jax_sharding import RowwiseCall, operands_alike, result_type
 from ._recurrence import _REQUIRED, check_direction, is_scalar
 from ._recurrence_vjp import linear_recurrence_vjp
 
@@ -50,8 +50,8 @@ _custom_vjp = jax_vjp(_primal, linear_recurrence_vjp, _ops, ("reverse", "time_ax
 
 
 def _differentiable(static, inputs, decay, seed):
-    """The custom_vjp on operands typed alike over shard_map's manual axes (varying_alike)."""
-    return _custom_vjp(static, *varying_alike((inputs, decay, seed)))
+    """The custom_vjp on operands typed alike over manual and Explicit mesh axes (operands_alike)."""
+    return _custom_vjp(static, *operands_alike((inputs, decay, seed)))
 
 
 _differentiable_jit = jax.jit(_differentiable, static_argnums=(0,))

@@ -287,6 +287,27 @@ def varying_alike(arrays: Sequence) -> tuple:
     return tuple(None if x is None else _cast_varying(x, axes) for x in arrays)
 
 
+def operands_alike(arrays: Sequence) -> tuple:
+    """varying_alike, and under Explicit mesh axes every operand on the same rows (the
+    reshard RowwiseCall makes, a local slice for a replicated one), before a custom_vjp: its
+    backward then gives each input a gradient of the input's own type, the reshard's transpose
+    carrying it back. Inside the custom_vjp the gradient of a replicated operand (a traced 0-d
+    gamma made per step included) had the resharded type, which JAX refused ("Custom VJP bwd
+    rule must produce an output with the same type as the args", third audit, 2026-12-06).
+    A layout RowwiseCall refuses is left as it is: it words that error, with the names."""
+    arrays = varying_alike(arrays)
+    given = [x for x in arrays if x is not None]
+    try:
+        explicit = _explicit_rows(given, [""] * len(given), "", "")
+    except ValueError:
+        return arrays
+    if explicit is None:
+        return arrays
+    mesh, specs = explicit
+    resharded = iter(jax.sharding.reshard(x, NamedSharding(mesh, spec)) for x, spec in zip(given, specs))
+    return tuple(None if x is None else next(resharded) for x in arrays)
+
+
 # ----------------------------------------------------------------- entry point
 
 
