@@ -106,7 +106,7 @@ def compute_puff_advantage(values, rewards, dones, importance, advantages=None,
                 and type(advantages) is tensor and stream is None and returns is None and abs_sums is None
                 and sums is None and square_sums is None and type(gamma) is float and type(gae_lambda) is float
                 and type(rho_clip) is float and type(c_clip) is float and not values.is_cuda
-                and not _frameworks.torch_dual_level_open()
+                and not _frameworks.torch_dual_level_open() and not _frameworks.torch_func_active()
                 and not (values.is_neg() or rewards.is_neg() or dones.is_neg() or importance.is_neg()
                          or advantages.is_neg() or advantages.requires_grad or advantages.is_inference()
                          or values.requires_grad or rewards.requires_grad or importance.requires_grad

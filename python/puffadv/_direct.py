@@ -52,7 +52,7 @@ class _HostTensors:
             self.forward_ad = torch.autograd.forward_ad
             self.transforms_active = torch._C._are_functorch_transforms_active
         if type(x) is not self.tensor or _frameworks.torch_compiling() or self.forward_ad._current_level >= 0 \
-                or self.transforms_active():  # a torch.func transform's wrapped tensors: the Function's
+                or self.transforms_active():  # a torch.func transform's wrapped tensors: the general path
             return None
         return self.tensor
 

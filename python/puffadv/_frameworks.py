@@ -94,13 +94,23 @@ def torch_dual_level_open() -> bool:
     return forward_ad is not None and forward_ad._current_level >= 0
 
 
+_transforms_active = None  # torch._C._are_functorch_transforms_active, once torch is imported
+
+
 def torch_func_active() -> bool:
     """True while a torch.func transform runs (grad, vjp, jacrev, jvp, vmap): torch.func.grad
     wraps every tensor argument of the function it differentiates, the ones it does not
     differentiate too, and only the autograd Function unwraps them (DLPack cannot read a
-    wrapped tensor). Never imports torch."""
-    torch = sys.modules.get("torch")
-    return torch is not None and torch._C._are_functorch_transforms_active()
+    wrapped tensor). Never imports torch; one C call once torch is there."""
+    global _transforms_active
+    if _transforms_active is None:
+        torch = sys.modules.get("torch")
+        if torch is None:
+            return False
+        if torch_compiling():
+            return torch._C._are_functorch_transforms_active()  # no global write where dynamo traces
+        _transforms_active = torch._C._are_functorch_transforms_active
+    return _transforms_active()
 
 
 def describe(x) -> str:

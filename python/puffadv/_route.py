@@ -15,11 +15,10 @@ from ._estimators import ESTIMATORS, Estimator
 _DIRECT = {function: direct(estimator) for function, estimator in ESTIMATORS.items()}
 
 
-def _requires_grad(items) -> bool:
-    """One of them is a tensor that requires grad. A plain loop, not any(...) over a generator:
-    every non-NumPy call pays for this check. Numbers and the sums' True/False pass quickly.
-    A given output counts too: written by copy_ in the graph (also while dynamo traces: the
-    traced operator's write into it left its history, a wrong gradient)."""
+def _scalar_or_output_requires_grad(items) -> bool:
+    """A scalar or given output (numbers, None and the sums' True / False among them) is a tensor
+    that requires grad. A given output counts: written by copy_ in the graph (also while dynamo
+    traces: the traced operator's write into it left its history, a wrong gradient)."""
     for x in items:
         if (x is not None and x is not True and x is not False and x.__class__ is not float
                 and not isinstance(x, (int, float))  # a SymFloat too while dynamo traces (dynamic=True),
@@ -29,16 +28,21 @@ def _requires_grad(items) -> bool:
 
 
 def needs_graph(arrays, scalars, outputs=()) -> bool:
-    """An argument requires grad (a torch tensor) and torch's grad mode is on, or carries a
-    forward-mode tangent: the call goes through _torch_autograd, which records its graph or
-    computes the tangents (never a silently detached result). A given output that requires
+    """An argument requires grad (a torch tensor) and torch's grad mode is on, carries a
+    forward-mode tangent, or a torch.func transform runs (_torch_autograd.wanted says which):
+    the call goes through _torch_autograd, which records its graph or computes the tangents
+    (never a silently detached result). A given output that requires
     grad counts too: written by copy_ there, it follows torch's in-place rules.
     A call that mixes in anything but torch tensors goes on to the eager path, whose
     checks refuse it by name."""
-    if not (_requires_grad(arrays) or _requires_grad(scalars) or _requires_grad(outputs)
-            or _frameworks.torch_dual_level_open()  # else a tangent may need the jvp
-            or _frameworks.torch_func_active()):  # else a transform's wrapped tensor, unread
-        return False
+    for x in arrays:  # plain loops, not any(...): every call that misses the direct path pays
+        if x is not None and getattr(x, "requires_grad", False) is True:
+            break
+    else:
+        if not (_scalar_or_output_requires_grad(scalars) or _scalar_or_output_requires_grad(outputs)
+                or _frameworks.torch_dual_level_open()  # else a tangent may need the jvp
+                or _frameworks.torch_func_active()):  # else a transform's wrapped tensor, unread
+            return False
     from . import _torch_autograd
     # A given output carrying a tangent too: written through the Function, its tangent is the
     # result's (copy_), not the one it held.

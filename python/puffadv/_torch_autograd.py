@@ -39,11 +39,15 @@ def wanted(*tensors) -> bool:
 
 
 def _transform_other_than_vmap() -> bool:
+    """(functionalize neither: it converts tensors, and has no rule for a Function.)"""
     if not torch._C._are_functorch_transforms_active():
         return False
     if _frameworks.torch_compiling():  # dynamo cannot read the stack; under vmap torch then refuses
         return True
-    return torch._C._functorch.peek_interpreter_stack().key() != torch._C._functorch.TransformType.Vmap
+    return torch._C._functorch.peek_interpreter_stack().key() not in _NOT_DIFFERENTIATING
+
+
+_NOT_DIFFERENTIATING = (torch._C._functorch.TransformType.Vmap, torch._C._functorch.TransformType.Functionalize)
 
 
 def all_tensors(arrays, outputs) -> bool:
@@ -238,6 +242,9 @@ def _split_scalars(scalars: dict, names: dict, kind: str):
         if not isinstance(value, torch.Tensor):
             numbers[role] = value
             continue
+        if value.ndim != 0:  # (per-step gamma and lambda came as arrays; float() would not name it)
+            raise TypeError(f"{names.get(role, role)} must be a real number or a 0-d tensor, got a tensor of "
+                            f"shape {tuple(value.shape)}")
         if role in _DIFFERENTIABLE_SCALARS:
             tensors[role] = value
             numbers[role] = float(value.detach())
@@ -250,7 +257,9 @@ def _split_scalars(scalars: dict, names: dict, kind: str):
             what = carried if carried == _torch_forward_ad.TRANSFORMED else f"is a tensor that {carried}"
             raise TypeError(f"{name} {what}, but puffadv "
                             f"differentiates gamma and lambda only; pass {name} as a number or detach it")
-        numbers[role] = float(value)
+        # While dynamo traces, float() would be a SymFloat, which no operator's float argument
+        # takes: the 0-d tensor travels as it is (the traced operator's tensor slot reads it).
+        numbers[role] = value.detach() if _frameworks.torch_compiling() else float(value)
     return numbers, tensors
 
 
@@ -264,10 +273,21 @@ UNTRACED_TRANSFORM = ("puffadv's Python API is not traced inside a torch.func tr
                       "which torch.compile traces there")
 
 
+# torch.export inlines the Function's forward (detached inputs, the traced operator) and drops
+# its backward: the exported module ran with the values right and the gradient through puffadv
+# lost, without a word (fourth look, 2026-12-06).
+UNEXPORTED_GRAPH = ("torch.export of a puffadv call whose inputs require grad would drop their gradient (export "
+                    "inlines puffadv's autograd Function): export under torch.no_grad() for inference, or call "
+                    "the operator torch.ops.puffadv.{op}, which exports with its autograd")
+
+
 def _apply(plan: Plan, arrays: dict, tensor_scalars: dict) -> dict:
-    if _frameworks.torch_compiling() and torch._C._are_functorch_transforms_active():
-        raise TypeError(UNTRACED_TRANSFORM.format(op="puff_advantage" if plan.kind == "puff_advantage"
-                                                  else "<name>"))
+    if _frameworks.torch_compiling():
+        op = "puff_advantage" if plan.kind == "puff_advantage" else "<name>"
+        if torch._C._are_functorch_transforms_active():
+            raise TypeError(UNTRACED_TRANSFORM.format(op=op))
+        if getattr(torch.compiler, "is_exporting", lambda: False)():
+            raise TypeError(UNEXPORTED_GRAPH.format(op=op))
     tangents = torch.autograd.forward_ad._current_level >= 0 and not _frameworks.torch_compiling()
     function = _WithTangents if tangents else _Differentiable
     produced = function.apply(plan, *(arrays[r] for r in plan.array_roles),

@@ -131,10 +131,10 @@ def _bump_then_below(keyset, values, rewards, dones, importance, advantages, *pa
     Autograd kernels do: one Python kernel per eager call, not two."""
     if not keyset.raw_repr() & _torch_op_autograd.KEYS_BETWEEN_AUTOGRAD_AND_BACKEND_SELECT:
         return compute_puff_advantage_writes(keyset, values, rewards, dones, importance, advantages, *params)
-    _torch_rules.mark_written(advantages)
     with torch._C._AutoDispatchBelowADInplaceOrView():
-        return torch.ops.puffadv.compute_puff_advantage.default.redispatch(
+        torch.ops.puffadv.compute_puff_advantage.default.redispatch(
             keyset & torch._C._after_ADInplaceOrView_keyset, values, rewards, dones, importance, advantages, *params)
+    _torch_rules.mark_written(advantages)  # after: a call refused below (a negative view) wrote nothing
 
 
 def refuse_negative_views(values, rewards, dones, importance, advantages, *params):

@@ -49,6 +49,10 @@ ADVANTAGES = {
                                                                                  gamma=0.9, gae_lambda=0.8),
     "discounted_returns": lambda r, v, t, lv: puffadv.discounted_returns(r, t, last_value=lv, gamma=0.9,
                                                                          time_axis=-1).returns,
+    # PufferLib's calling pattern: a given advantages buffer (the host fast path took it once an
+    # eager torch call had run, and refused the transform's tensors)
+    "compute_puff_advantage given": lambda r, v, t, lv: puffadv.compute_puff_advantage(
+        v, r, t.double(), torch.ones_like(r), torch.empty_like(v), gamma=0.9, gae_lambda=0.8),
 }
 
 
@@ -56,6 +60,7 @@ ADVANTAGES = {
 @pytest.mark.parametrize("captured", [False, True])
 def test_grad_of_a_policy_loss_whose_advantages_puffadv_computes(name, captured):
     loss, params, r, v = _policy_loss(ADVANTAGES[name])
+    loss(params, r, v)  # an eager call first: the host fast paths are set up by one
     if captured:
         got = torch.func.grad(lambda p: loss(p, r, v))(params)
     else:
@@ -106,3 +111,29 @@ def test_compile_of_a_transform_is_right_or_refused_never_zero():
     torch._dynamo.reset()
     with pytest.raises(Exception, match="not traced inside a torch.func transform .* under torch.compile"):
         torch.compile(torch.func.grad(loss, argnums=(0, 1)), fullgraph=True, backend="aot_eager")(v, gamma)
+
+
+class _Critic(torch.nn.Module):
+    def __init__(self, estimator):
+        super().__init__()
+        self.critic = torch.nn.Linear(3, 1).double()
+        self.estimator = estimator
+
+    def forward(self, obs, r, term, lv):
+        v = self.critic(obs).squeeze(-1)
+        return (self.estimator(r, v, term, lv) ** 2).mean() + 0.5 * (v ** 2).mean()
+
+
+@pytest.mark.parametrize("name", ["gae", "compute_puff_advantage"])
+def test_export_with_a_gradient_to_keep_is_refused_and_without_one_works(name):
+    """torch.export of a module whose critic's values go through the Python API (fourth look,
+    2026-12-06): export inlined puffadv's autograd Function and the exported module ran with
+    the critic's gradient through the advantages dropped, without a word. Refused by name now;
+    under no_grad (inference) the export computes the eager values."""
+    r, _, term, lv, obs = _batch(5)
+    module = _Critic(ADVANTAGES[name])
+    with pytest.raises(TypeError, match="torch.export of a puffadv call whose inputs require grad"):
+        torch.export.export(module, (obs, r, term, lv))
+    with torch.no_grad():
+        exported = torch.export.export(module, (obs, r, term, lv)).module()
+        torch.testing.assert_close(exported(obs, r, term, lv), module(obs, r, term, lv), rtol=1e-12, atol=1e-12)
