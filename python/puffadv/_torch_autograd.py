@@ -281,12 +281,27 @@ UNEXPORTED_GRAPH = ("torch.export of a puffadv call whose inputs require grad wo
                     "the operator torch.ops.puffadv.{op}, which exports with its autograd")
 
 
+# Where dynamo traces, torch.compiler.is_exporting() is True in a strict export only from torch
+# 2.13 on (measured 2026-12-06: 2.13.0 on the CPU; 2.11.0 answered True under a plain
+# torch.compile too, which refused every compiled call recording a graph, on the H100).
+_DYNAMO_TELLS_EXPORT = tuple(int(p) for p in torch.__version__.split("+")[0].split(".")[:2]) >= (2, 13)
+
+
+def _exporting() -> bool:
+    """torch.export traces the call: its default (non-strict) tracing, or a strict export where
+    dynamo tells it (_DYNAMO_TELLS_EXPORT; before, a strict export is not refused)."""
+    compiler = torch.compiler
+    if not getattr(compiler, "is_exporting", lambda: False)():
+        return False
+    return _DYNAMO_TELLS_EXPORT or not compiler.is_dynamo_compiling()
+
+
 def _apply(plan: Plan, arrays: dict, tensor_scalars: dict) -> dict:
     if _frameworks.torch_compiling():
         op = "puff_advantage" if plan.kind == "puff_advantage" else "<name>"
         if torch._C._are_functorch_transforms_active():
             raise TypeError(UNTRACED_TRANSFORM.format(op=op))
-        if getattr(torch.compiler, "is_exporting", lambda: False)():
+        if _exporting():
             raise TypeError(UNEXPORTED_GRAPH.format(op=op))
     tangents = torch.autograd.forward_ad._current_level >= 0 and not _frameworks.torch_compiling()
     function = _WithTangents if tangents else _Differentiable
