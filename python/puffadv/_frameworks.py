@@ -98,10 +98,9 @@ _transforms_active = None  # torch._C._are_functorch_transforms_active, once tor
 
 
 def torch_func_active() -> bool:
-    """True while a torch.func transform runs (grad, vjp, jacrev, jvp, vmap): torch.func.grad
-    wraps every tensor argument of the function it differentiates, the ones it does not
-    differentiate too, and only the autograd Function unwraps them (DLPack cannot read a
-    wrapped tensor). Never imports torch; one C call once torch is there."""
+    """True while a torch.func transform runs: grad wraps every tensor argument, the ones it does
+    not differentiate too, which only the autograd Function unwraps (DLPack cannot read them).
+    Never imports torch; one C call once torch is there."""
     global _transforms_active
     if _transforms_active is None:
         torch = sys.modules.get("torch")

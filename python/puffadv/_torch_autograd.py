@@ -19,7 +19,8 @@ from typing import Callable, NamedTuple
 
 import torch
 
-from . import _eager, _frameworks, _shapes, _torch_forward_ad, _torch_given_outputs as _given_outputs, _vjp, _vjp_fused
+from . import (_eager, _frameworks, _shapes, _torch_forward_ad, _torch_given_outputs as _given_outputs, _torch_tracing,
+               _vjp, _vjp_fused)
 from ._vjp_parts import (DERIVATIVES_ONLY, derivative_only, next_step, not_done_next, puff_dones, puff_dones_vjp,
                          puff_gamma_steps_vjp, select)
 from ._estimators import FLAG_ROLES, OUTPUT_ROLES, PUFF_ADVANTAGE, STEP_ROLES, SUM_ROLES, Estimate
@@ -35,19 +36,7 @@ def wanted(*tensors) -> bool:
     call would allocate: the Function's forward runs below it, on unwrapped tensors). Under vmap
     the Function has no rule: the eager path's refusal names the operators, which vmap runs."""
     return (torch.is_grad_enabled() and any(isinstance(x, torch.Tensor) and x.requires_grad for x in tensors)) \
-        or _torch_forward_ad.carries_tangent(*tensors) or _transform_other_than_vmap()
-
-
-def _transform_other_than_vmap() -> bool:
-    """(functionalize neither: it converts tensors, and has no rule for a Function.)"""
-    if not torch._C._are_functorch_transforms_active():
-        return False
-    if _frameworks.torch_compiling():  # dynamo cannot read the stack; under vmap torch then refuses
-        return True
-    return torch._C._functorch.peek_interpreter_stack().key() not in _NOT_DIFFERENTIATING
-
-
-_NOT_DIFFERENTIATING = (torch._C._functorch.TransformType.Vmap, torch._C._functorch.TransformType.Functionalize)
+        or _torch_forward_ad.carries_tangent(*tensors) or _torch_tracing.transform_other_than_vmap()
 
 
 def all_tensors(arrays, outputs) -> bool:
@@ -263,46 +252,9 @@ def _split_scalars(scalars: dict, names: dict, kind: str):
     return numbers, tensors
 
 
-# Measured 2026-12-06 (torch 2.13): dynamo inside a torch.func transform loses the Function's
-# plan ("'Function' object has no attribute 'array_roles'"); without fullgraph the call breaks
-# the graph and runs eagerly, where the transform's derivatives are right. Before this check it
-# went on to the detached compiled path: all-zero gradients.
-UNTRACED_TRANSFORM = ("puffadv's Python API is not traced inside a torch.func transform (grad, vjp, jacrev, "
-                      "...) under torch.compile: compile without fullgraph=True (the call then runs "
-                      "eagerly, with the transform's derivatives), or call the operator torch.ops.puffadv.{op}, "
-                      "which torch.compile traces there")
-
-
-# torch.export inlines the Function's forward (detached inputs, the traced operator) and drops
-# its backward: the exported module ran with the values right and the gradient through puffadv
-# lost, without a word (fourth look, 2026-12-06).
-UNEXPORTED_GRAPH = ("torch.export of a puffadv call whose inputs require grad would drop their gradient (export "
-                    "inlines puffadv's autograd Function): export under torch.no_grad() for inference, or call "
-                    "the operator torch.ops.puffadv.{op}, which exports with its autograd")
-
-
-# Where dynamo traces, torch.compiler.is_exporting() is True in a strict export only from torch
-# 2.13 on (measured 2026-12-06: 2.13.0 on the CPU; 2.11.0 answered True under a plain
-# torch.compile too, which refused every compiled call recording a graph, on the H100).
-_DYNAMO_TELLS_EXPORT = tuple(int(p) for p in torch.__version__.split("+")[0].split(".")[:2]) >= (2, 13)
-
-
-def _exporting() -> bool:
-    """torch.export traces the call: its default (non-strict) tracing, or a strict export where
-    dynamo tells it (_DYNAMO_TELLS_EXPORT; before, a strict export is not refused)."""
-    compiler = torch.compiler
-    if not getattr(compiler, "is_exporting", lambda: False)():
-        return False
-    return _DYNAMO_TELLS_EXPORT or not compiler.is_dynamo_compiling()
-
-
 def _apply(plan: Plan, arrays: dict, tensor_scalars: dict) -> dict:
     if _frameworks.torch_compiling():
-        op = "puff_advantage" if plan.kind == "puff_advantage" else "<name>"
-        if torch._C._are_functorch_transforms_active():
-            raise TypeError(UNTRACED_TRANSFORM.format(op=op))
-        if _exporting():
-            raise TypeError(UNEXPORTED_GRAPH.format(op=op))
+        _torch_tracing.refuse_untraceable("puff_advantage" if plan.kind == "puff_advantage" else "<name>")
     tangents = torch.autograd.forward_ad._current_level >= 0 and not _frameworks.torch_compiling()
     function = _WithTangents if tangents else _Differentiable
     produced = function.apply(plan, *(arrays[r] for r in plan.array_roles),

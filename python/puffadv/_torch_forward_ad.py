@@ -49,7 +49,7 @@ def derivative_carried(x: torch.Tensor) -> str | None:
     mode or a Function's forward nothing is recorded), "carries a forward-mode tangent", or
     TRANSFORMED (a torch.func transform's, not functionalize's, which converts); None: none."""
     # (Not while dynamo traces, which cannot call the check: the Python API refuses a transform
-    # under torch.compile by name, _torch_autograd.UNTRACED_TRANSFORM.)
+    # under torch.compile by name, _torch_tracing.UNTRACED_TRANSFORM.)
     if not _frameworks.torch_compiling() and torch._C._functorch.is_functorch_wrapped_tensor(x) \
             and not torch._is_functional_tensor(x):
         return TRANSFORMED

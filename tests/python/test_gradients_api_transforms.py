@@ -131,8 +131,8 @@ def test_export_with_a_gradient_to_keep_is_refused_and_without_one_works(name, s
     2026-12-06): export inlined puffadv's autograd Function and the exported module ran with
     the critic's gradient through the advantages dropped, without a word. Refused by name now;
     under no_grad (inference) the export computes the eager values."""
-    from puffadv import _torch_autograd
-    if strict and not _torch_autograd._DYNAMO_TELLS_EXPORT:
+    from puffadv import _torch_tracing
+    if strict and not _torch_tracing.DYNAMO_TELLS_EXPORT:
         pytest.skip("a strict export is refused from torch 2.13 on (dynamo's is_exporting before)")
     r, _, term, lv, obs = _batch(5)
     module = _Critic(ADVANTAGES[name])
