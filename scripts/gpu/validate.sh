@@ -54,6 +54,7 @@
 # of an earlier commit whose C++ is unchanged since).
 # TEST_FILES: the tests stage runs these pytest paths only (space-separated), and not the
 # JAX files after them; default the whole suite. TEST_K: a pytest -k expression over them.
+# TEST_DIST: pytest-xdist's --dist (default loadfile for the whole suite, load for TEST_FILES).
 # Time limits, seconds: LIMIT_BUILD (540: the sm_90 wheel took 410 s on the device's 16 cores
 # on 2026-12-06, after an attempt cut off at 300 s in the same folder; build in a call of its
 # own), LIMIT_TESTS (540: tests and sanitizers
@@ -215,7 +216,8 @@ if want tests; then
   t=$(limit "${LIMIT_TESTS:-540}")
   # The whole suite by file (its GPU fixtures are per file); a few TEST_FILES by test, else
   # they get a worker each (2026-12-06: two files on two of six workers ran past the limit).
-  dist=$([ -n "${TEST_FILES:-}" ] && echo load || echo loadfile)
+  # TEST_DIST=load spreads the whole suite by test (no file's tail on one worker).
+  dist="${TEST_DIST:-$([ -n "${TEST_FILES:-}" ] && echo load || echo loadfile)}"
   # Each worker's torch would take every core for its CPU ops: six workers of 16 threads on 16
   # cores (beside the sanitizers) made the CPU half of test_cuda_gradients_equal_the_cpu's
   # n_step_returns_long (6000 small ops) take 89 s instead of 0.7 (H100, 2026-12-06); with
