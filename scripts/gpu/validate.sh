@@ -84,6 +84,13 @@ if [ "${1:-}" = prepare ]; then
     echo "$commit" > .gpu/before/COMMIT
     echo "before: .gpu/before = $(git log --oneline -1 "$commit")"
   fi
+  # The backward grid's peers for CPython 3.12 (the device has no network): TorchRL and
+  # tensordict, rlax and what rlax imports (chex, distrax, TensorFlow Probability, ...).
+  rm -rf .gpu/pywheels && python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 \
+    --implementation cp --platform manylinux2014_x86_64 --platform manylinux_2_17_x86_64 \
+    --platform manylinux_2_28_x86_64 -d .gpu/pywheels torchrl==0.14.1 tensordict==0.14.3 rlax==0.1.9 \
+    chex distrax dm-env tensorflow-probability dm-tree toolz absl-py orjson pyvers decorator gast \
+    cloudpickle six
   git check-ignore -q .gpu || echo "warning: .gpu is not ignored by git" >&2
   du -sh .gpu
   exit 0
@@ -175,6 +182,13 @@ if [ -n "$BEFORE_WHEEL" ]; then
   install_wheel before "$BEFORE_WHEEL" || fail "install of $BEFORE_WHEEL"
 fi
 EXTRA_PATH="${PYTHONPATH:-}"  # what the caller put there (carried wheels, say) stays behind the build
+# The backward grid's peers (TorchRL, rlax and what they import), when `prepare` downloaded them:
+# installed beside the build, behind it on the path, for the bench stage only (the suite's peer
+# cross-checks run in CI).
+if want bench && ls .gpu/pywheels/*.whl > /dev/null 2>&1; then
+  rm -rf "$SITE/peers" && python3 -m pip install -q --no-deps --no-compile --target "$SITE/peers" .gpu/pywheels/*.whl \
+    > "$L/install-peers.log" 2>&1 && EXTRA_PATH="${EXTRA_PATH:+$EXTRA_PATH:}$SITE/peers" || fail "install of .gpu/pywheels"
+fi
 export PYTHONPATH="$SITE/after${EXTRA_PATH:+:$EXTRA_PATH}"
 python3 -m puffadv > "$L/selfcheck.txt" 2>&1 || fail "self-check (logs/selfcheck.txt)"
 summary "after: $(basename "$WHEEL"); $(tail -1 "$L/selfcheck.txt")${BEFORE_WHEEL:+; before: $BEFORE_WHEEL}"
