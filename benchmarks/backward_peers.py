@@ -86,8 +86,9 @@ def jax_peers(leaves, term, cot, expected):
                 r, discount, LAMBDA, boot)
             return (adv * w).sum()
         losses["jax.grad of rlax (jit, vmap)"] = rlax_loss
-    except ImportError as error:
-        result["jax.grad of rlax (jit, vmap)"] = (None, f"not run: {error}")
+    except Exception as error:  # noqa: BLE001  not installed, or its imports fail under this JAX
+        # (TensorFlow Probability 0.25 under JAX 0.11: AttributeError); puffadv.jax still runs
+        result["jax.grad of rlax (jit, vmap)"] = (None, f"not run: {type(error).__name__}: {error}")
 
     def puffadv_loss(r, v, lv):
         return (pj.gae(r, v, done, last_value=lv, gamma=GAMMA, gae_lambda=LAMBDA, time_axis=-1).advantages * w).sum()

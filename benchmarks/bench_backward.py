@@ -253,7 +253,8 @@ def main():
     lines = [f"Measured {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC on "
              f"{_machine()} (torch {torch.__version__}, puffadv {puffadv.__version__}); "
              f"copy bandwidth {copy:.0f} GB/s. Command: python benchmarks/bench_backward.py "
-             f"--device {DEV} --shapes {args.shapes}", "",
+             f"--device {DEV} --shapes {args.shapes} --estimators {args.estimators}"
+             f"{' --jax' if args.jax else ''}", "",
              "| shape | estimator | fwd device us | bwd device us | bwd / fwd | bwd % of copy BW | "
              "fwd eager us | bwd eager us | capture |", "|---|---|---:|---:|---:|---:|---:|---:|---|"]
     peers = {"torch compiled associative_scan": associative_scan_gae(), "autograd of a Python loop": loop_gae}

@@ -89,7 +89,7 @@ if [ "${1:-}" = prepare ]; then
   rm -rf .gpu/pywheels && python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 \
     --implementation cp --platform manylinux2014_x86_64 --platform manylinux_2_17_x86_64 \
     --platform manylinux_2_28_x86_64 -d .gpu/pywheels torchrl==0.14.1 tensordict==0.14.3 rlax==0.1.9 \
-    chex distrax dm-env tensorflow-probability dm-tree toolz absl-py orjson pyvers decorator gast \
+    chex distrax dm-env tfp-nightly==0.26.0.dev20261027 dm-tree toolz absl-py orjson pyvers decorator gast \
     cloudpickle six
   git check-ignore -q .gpu || echo "warning: .gpu is not ignored by git" >&2
   du -sh .gpu
