@@ -298,14 +298,21 @@ def operands_alike(arrays: Sequence) -> tuple:
     arrays = varying_alike(arrays)
     given = [x for x in arrays if x is not None]
     try:
-        explicit = _explicit_rows(given, [""] * len(given), "", "")
+        resharded = iter(_on_the_same_rows(given, [""] * len(given), "", ""))
     except ValueError:
         return arrays
-    if explicit is None:
-        return arrays
-    mesh, specs = explicit
-    resharded = iter(jax.sharding.reshard(x, NamedSharding(mesh, spec)) for x, spec in zip(given, specs))
     return tuple(None if x is None else next(resharded) for x in arrays)
+
+
+def _on_the_same_rows(arrays, names, function: str, time_axis_label: str) -> list:
+    """The arrays, under Explicit mesh axes each resharded onto the rows the sharded ones share
+    (a local slice for a replicated one; nothing where it already matches); as they are
+    elsewhere. _explicit_rows' ValueError, worded with `names`, for a layout it refuses."""
+    explicit = _explicit_rows(arrays, names, function, time_axis_label)
+    if explicit is None:
+        return list(arrays)
+    mesh, specs = explicit
+    return [jax.sharding.reshard(x, NamedSharding(mesh, spec)) for x, spec in zip(arrays, specs)]
 
 
 # ----------------------------------------------------------------- entry point
@@ -325,10 +332,7 @@ class RowwiseCall:
         self._batched = functools.lru_cache(maxsize=256)(lambda static: _batched(self._op, static))
 
     def __call__(self, static, arrays: Sequence, names: Sequence[str], time_axis_label: str):
-        explicit = _explicit_rows(arrays, names, self._function, time_axis_label)
-        if explicit is not None:  # every operand on the same rows: a local slice for replicated ones
-            mesh, specs = explicit
-            arrays = [jax.sharding.reshard(x, NamedSharding(mesh, spec)) for x, spec in zip(arrays, specs)]
+        arrays = _on_the_same_rows(arrays, names, self._function, time_axis_label)
         outputs = self._batched(static)(*arrays)
         # Each output is computed from its row's operands: it varies where they do (the
         # custom call's result types say nothing of shard_map's manual axes).

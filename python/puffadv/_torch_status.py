@@ -41,7 +41,7 @@ def installed_torch() -> str | None:
         return None
 
 
-def _release(version: str) -> tuple[int, int]:
+def release(version: str) -> tuple[int, int]:
     """'2.11.0+cu130' -> (2, 11); '2.14.0a0+git1234' -> (2, 14)."""
     major, minor = version.split("+")[0].split(".")[:2]
     return int(major), int("".join(c for c in minor if c.isdigit()) or 0)
@@ -49,7 +49,7 @@ def _release(version: str) -> tuple[int, int]:
 
 def too_old(floor: str, running: str) -> str | None:
     """The message for a torch older than the library's floor, or None."""
-    if _release(running) >= _release(floor):
+    if release(running) >= release(floor):
         return None
     return (f"puffadv's torch operator library needs torch >= {floor} (it is built on the LibTorch "
             f"Stable ABI of torch {floor}), but this process uses torch {running}; upgrade torch, "

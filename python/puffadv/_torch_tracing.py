@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import torch
 
-from . import _frameworks
+from . import _frameworks, _torch_status
+
+
+_NOT_DIFFERENTIATING = (torch._C._functorch.TransformType.Vmap, torch._C._functorch.TransformType.Functionalize)
 
 
 def transform_other_than_vmap() -> bool:
@@ -17,9 +20,6 @@ def transform_other_than_vmap() -> bool:
     if _frameworks.torch_compiling():  # dynamo cannot read the stack; under vmap torch then refuses
         return True
     return torch._C._functorch.peek_interpreter_stack().key() not in _NOT_DIFFERENTIATING
-
-
-_NOT_DIFFERENTIATING = (torch._C._functorch.TransformType.Vmap, torch._C._functorch.TransformType.Functionalize)
 
 
 # Measured 2026-12-06 (torch 2.13): dynamo inside a torch.func transform loses the Function's
@@ -43,7 +43,7 @@ UNEXPORTED_GRAPH = ("torch.export of a puffadv call whose inputs require grad wo
 # Where dynamo traces, torch.compiler.is_exporting() is True in a strict export only from torch
 # 2.13 on (measured 2026-12-06: 2.13.0 on the CPU; 2.11.0 answered True under a plain
 # torch.compile too, which refused every compiled call recording a graph, on the H100).
-DYNAMO_TELLS_EXPORT = tuple(int(p) for p in torch.__version__.split("+")[0].split(".")[:2]) >= (2, 13)
+DYNAMO_TELLS_EXPORT = _torch_status.release(torch.__version__) >= (2, 13)
 
 
 def _exporting() -> bool:

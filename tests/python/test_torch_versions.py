@@ -50,7 +50,7 @@ def test_the_op_library_built_here_runs_in_a_second_torch_release(tmp_path):
     assert probe.returncode == 0, probe.stderr[-3000:]
     second, built_against, library, loaded = probe.stdout.split()
     print(f"built against torch {built_against}, loaded into torch {second}", file=sys.stderr)
-    assert _torch_status._release(second) != _torch_status._release(torch.__version__), (
+    assert _torch_status.release(second) != _torch_status.release(torch.__version__), (
         "the second Python has the same torch release")
     assert built_against == here["built_against"] and loaded == "True"
     assert Path(library).resolve() == Path(here["library"]).resolve()  # the very same binary
