@@ -130,10 +130,18 @@ def call(variant, e, put=lambda x: x, time_axis=-1, give=False, out_dtype=None, 
     return got, want, given
 
 
+_SUMMED = {"sums": lambda a: a, "abs_sums": np.abs, "square_sums": np.square}  # each sum's terms from A
+
+
 def assert_matches(got, want, tol):
+    summed = want.get("advantages", want.get("returns"))  # the scanned quantity A of _sums
     for name, expected in want.items():
         assert got[name].shape == expected.shape, name
-        assert ref.relative_error(got[name], expected) <= tol * (10 if name.endswith("sums") else 1), name
+        if name in _SUMMED:  # relative_error of a sum is ill-conditioned where its terms cancel: a float32
+            # n-step row summing to 0.0044 missed 1e-4 with every term right (CI, 2026-12-06)
+            assert ref.sums_error(got[name], _SUMMED[name](summed)) <= 10 * tol, name
+        else:
+            assert ref.relative_error(got[name], expected) <= tol, name
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
